@@ -1,0 +1,131 @@
+"""Pinned Ed25519 keys. Trust comes from here, never from the keys a bundle carries."""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from nacl.bindings import crypto_sign_open
+from nacl.exceptions import BadSignatureError
+
+from .numbers import key_fingerprints
+from .reasons import Rejected
+
+REGISTRY_KEY = {
+    "key_id": "pith-v1-2026-05",
+    "algorithm": "ed25519",
+    "public_key_b64": "stVStoiQhXFxp4s2pdzPNoqVNBMojDU/fJ2db5S3CbM=",
+    "fingerprint_sha256_hex": "8d4b5ee74e4693bcd1df2446408b0d54",
+}
+
+
+class KeyringError(ValueError):
+    """A keyring file or key entry that cannot be used."""
+
+
+@dataclass(frozen=True)
+class PinnedKey:
+    key_id: str
+    raw: bytes
+    fingerprint: str  # fingerprint_sha256_hex
+
+    def verify(self, message: bytes, signature: bytes) -> bool:
+        try:
+            crypto_sign_open(signature + message, self.raw)
+        except (BadSignatureError, ValueError, TypeError):
+            return False
+        return True
+
+    def document(self) -> dict:
+        """This key shaped like a bundle's ``public_keys`` entry."""
+        return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
+                "public_key_b64": base64.b64encode(self.raw).decode("ascii"),
+                **key_fingerprints(self.raw)}
+
+
+def key_from_entry(entry: dict) -> PinnedKey:
+    """Build a key from a ``public_keys``-shaped entry, checking any fingerprints given."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("key_id"), str):
+        raise KeyringError("a key entry needs a string key_id")
+    if entry.get("algorithm", "ed25519") != "ed25519":
+        raise KeyringError(f"key {entry['key_id']}: algorithm {entry.get('algorithm')!r} is not ed25519")
+    try:
+        raw = base64.b64decode(entry.get("public_key_b64", ""), validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise KeyringError(f"key {entry['key_id']}: public_key_b64 is not base64") from None
+    if len(raw) != 32:
+        raise KeyringError(f"key {entry['key_id']}: an ed25519 public key is 32 bytes, not {len(raw)}")
+    derived = key_fingerprints(raw)
+    for field, value in derived.items():
+        if field in entry and entry[field] != value:
+            raise KeyringError(f"key {entry['key_id']}: {field} does not match the key")
+    return PinnedKey(entry["key_id"], raw, derived["fingerprint_sha256_hex"])
+
+
+class Keyring:
+    """Keys by key_id. A signature naming an absent key_id is ``unknown_key``."""
+
+    def __init__(self, keys=()):
+        self._keys = {}
+        for key in keys:
+            self.add(key)
+
+    @classmethod
+    def default(cls) -> "Keyring":
+        return cls([key_from_entry(REGISTRY_KEY)])
+
+    @classmethod
+    def build(cls, files=(), default_keys: bool = True) -> "Keyring":
+        ring = cls.default() if default_keys else cls()
+        for path in files:
+            ring.load(path)
+        return ring
+
+    def add(self, key: PinnedKey) -> None:
+        known = self._keys.get(key.key_id)
+        if known is not None and known.raw != key.raw:
+            raise KeyringError(f"key_id {key.key_id} is pinned twice with different keys")
+        self._keys[key.key_id] = key
+
+    def load(self, path) -> None:
+        try:
+            doc = json.loads(Path(path).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise KeyringError(f"{path}: {exc}") from None
+        entries = doc.get("keys") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise KeyringError(f'{path}: expected {{"keys": [...]}}')
+        for entry in entries:
+            self.add(key_from_entry(entry))
+
+    def get(self, key_id) -> PinnedKey | None:
+        return self._keys.get(key_id) if isinstance(key_id, str) else None
+
+    def __contains__(self, key_id) -> bool:
+        return self.get(key_id) is not None
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys.values())
+
+    def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str) -> PinnedKey:
+        """Verify a signature object (``key_id``, ``public_key_fingerprint``,
+        ``algorithm``, ``signature_b64``) over ``message`` with the pinned key."""
+        if sig.get("algorithm") != "ed25519":
+            raise Rejected("unsupported_algorithm", f"{path}.algorithm", f"{sig.get('algorithm')!r}")
+        key = self.get(sig.get("key_id"))
+        if key is None:
+            raise Rejected("unknown_key", f"{path}.key_id", f"{sig.get('key_id')!r} is not pinned")
+        if sig.get("public_key_fingerprint") != key.fingerprint:
+            raise Rejected("key_fingerprint_mismatch", f"{path}.public_key_fingerprint",
+                           f"pinned {key.key_id} has fingerprint {key.fingerprint}")
+        try:
+            signature = base64.b64decode(sig.get("signature_b64"), validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise Rejected(invalid_reason, f"{path}.signature_b64", "not base64") from None
+        if len(signature) != 64 or not key.verify(message, signature):
+            raise Rejected(invalid_reason, f"{path}.signature_b64", f"does not verify under {key.key_id}")
+        return key

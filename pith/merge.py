@@ -1,0 +1,64 @@
+"""The deterministic merge ``pith-open-graph-merge-v1``: recompute a bundle's state
+from its events.
+
+Only ``record_created`` and ``graph_snapshot`` are confirmed on real bundles. Other
+event types follow the rule the format doc infers (the list of the same name, same
+entry shape); a merge that used such a rule says so through ``inferred``.
+"""
+
+from dataclasses import dataclass
+
+MERGE_VERSION = "pith-open-graph-merge-v1"
+ENTRY_FIELDS = ("event_id", "target", "created_at", "signer", "payload")
+CONFIRMED_TYPES = frozenset({"record_created", "graph_snapshot"})
+LISTS = {
+    "graph_snapshot": "graph_snapshots",
+    "author_attestation": "author_attestations",
+    "timestamp_anchor": "timestamp_anchors",
+    "storage_attestation": "storage_attestations",
+    "citation_signature": "citation_signatures",
+    "replication_record": "replication_records",
+    "correction": "corrections",
+    "mirror_hint": "mirror_hints",
+}
+
+
+@dataclass
+class MergeResult:
+    state: dict          # without state_sha256
+    inferred: list       # event types merged by an inferred rule, in first-seen order
+
+
+def entry(event: dict) -> dict:
+    return {field: event.get(field) for field in ENTRY_FIELDS}
+
+
+def merge(pith_number: str, source_aliases: list, events: list) -> MergeResult:
+    """The state (without ``state_sha256``) that ``events``, all valid, merge into."""
+    current = {"canonical_record": None, "source_aliases": source_aliases}
+    current.update((name, []) for name in LISTS.values())
+    inferred = []
+    for event in events:
+        kind = event.get("event_type")
+        if kind == "record_created":
+            current["record_created"] = entry(event)
+            current["canonical_record"] = event["payload"]["canonical_record"]
+        elif kind in LISTS:
+            current[LISTS[kind]].append(entry(event))
+        if kind not in CONFIRMED_TYPES and kind not in inferred:
+            inferred.append(kind)
+    state = {
+        "state_type": "pith_open_graph_state",
+        "state_version": "1.0",
+        "pith_number": pith_number,
+        "merge_version": MERGE_VERSION,
+        "event_count": len(events),
+        "valid_event_count": len(events),
+        "invalid_event_count": 0,
+        "equivocation_count": 0,
+        "current": current,
+        "equivocations": [],
+        "invalid_events": [],
+        "applied_event_ids": [event.get("event_id") for event in events],
+    }
+    return MergeResult(state, inferred)

@@ -1,0 +1,45 @@
+"""Stable reason codes for rejected documents, and the exception that carries them.
+
+Codes are part of the public interface (they land in the ``verifications`` table and
+in ``verify --json`` output): add new ones, never rename old ones.
+"""
+
+REASONS = {
+    "malformed_json": "not parseable as JSON (syntax error or truncated)",
+    "invalid_utf8": "bytes are not valid UTF-8",
+    "invalid_unicode": "a string holds a lone surrogate that has no UTF-8 form",
+    "non_finite_number": "NaN or Infinity literal, or a number that overflows a double",
+    "duplicate_key": "an object names the same key twice",
+    "too_deep": "nesting deeper than the configured limit",
+    "too_large": "document larger than the configured byte limit",
+    "schema_violation": "a required field is missing or has the wrong type or value",
+    "unsupported_algorithm": "a signature or key uses an algorithm other than ed25519",
+    "canonical_hash_mismatch": "canonical_sha256 does not hash the canonical record",
+    "record_mismatch": "a copy of the canonical record differs from the bundle's",
+    "pith_number_mismatch": "a Pith number, short number or pith_short alias is not derived from the hash",
+    "unknown_key": "a signature names a key that is not in the pinned keyring",
+    "key_fingerprint_mismatch": "a key's hex, fingerprint or pinned identity disagree",
+    "receipt_signature_invalid": "the receipt signature does not verify under the pinned key",
+    "event_hash_mismatch": "an event's content_sha256 does not hash its content",
+    "event_id_mismatch": "an event_id is not 'sha256:' + content_sha256",
+    "event_signature_invalid": "an event signature does not verify under the pinned key",
+    "subject_mismatch": "an event's subject_pith_number is not the bundle's Pith number",
+    "chain_broken": "an attestation's prev_event does not name the previous attestation",
+    "state_hash_mismatch": "state_sha256 does not hash the state",
+    "state_mismatch": "the state differs from the one recomputed by the deterministic merge",
+    "merge_unverified": "the bundle has event types whose merge rule is only inferred",
+    "bundle_hash_mismatch": "bundle_sha256 does not hash the bundle",
+    "bundle_signature_invalid": "the bundle signature does not verify under the pinned key",
+}
+
+
+class Rejected(Exception):
+    """A document failed a check: ``reason`` is a code from REASONS, ``path`` names
+    what broke (``events[1].content_sha256``), ``detail`` says how, for people."""
+
+    def __init__(self, reason: str, path: str = "", detail: str = ""):
+        assert reason in REASONS, reason
+        super().__init__(f"{reason} at {path or '<document>'}: {detail or REASONS[reason]}")
+        self.reason = reason
+        self.path = path
+        self.detail = detail or REASONS[reason]

@@ -1,0 +1,94 @@
+"""Signing: the other side of verification. Used to mint test corpora and to sign
+the archiver's own manifests and storage attestations, always in Pith's formats."""
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nacl.signing import SigningKey
+
+from .canonical import canon_sha256
+from .keyring import PinnedKey, key_from_entry
+from .numbers import key_fingerprints
+
+EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Signer:
+    """An Ed25519 private key with the key_id it signs under."""
+    key_id: str
+    seed: bytes
+
+    @classmethod
+    def generate(cls, key_id: str) -> "Signer":
+        return cls(key_id, bytes(SigningKey.generate()))
+
+    @classmethod
+    def from_seed(cls, key_id: str, seed: bytes) -> "Signer":
+        return cls(key_id, bytes(SigningKey(seed)))
+
+    @property
+    def _key(self) -> SigningKey:
+        return SigningKey(self.seed)
+
+    @property
+    def public_raw(self) -> bytes:
+        return bytes(self._key.verify_key)
+
+    @property
+    def fingerprint(self) -> str:
+        return key_fingerprints(self.public_raw)["fingerprint_sha256_hex"]
+
+    def pinned(self) -> PinnedKey:
+        return key_from_entry(self.public_document())
+
+    def public_document(self) -> dict:
+        """The public half, shaped like a bundle's ``public_keys`` entry."""
+        return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
+                "public_key_b64": base64.b64encode(self.public_raw).decode("ascii"),
+                **key_fingerprints(self.public_raw)}
+
+    def sign_b64(self, digest_hex: str) -> str:
+        return base64.b64encode(self._key.sign(bytes.fromhex(digest_hex)).signature).decode("ascii")
+
+    def signature(self, digest_hex: str, signed_message: str, signed_at: str | None = None) -> dict:
+        return {"signature_status": "signed_v1", "algorithm": "ed25519", "key_id": self.key_id,
+                "public_key_fingerprint": self.fingerprint, "signature_b64": self.sign_b64(digest_hex),
+                "signed_message": signed_message, "signed_at": signed_at or utc_now()}
+
+    def sign_event(self, event: dict, signed_at: str | None = None) -> dict:
+        """Return ``event`` with content_sha256, event_id and signature set."""
+        content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
+        digest = canon_sha256(content)
+        signed = dict(content)
+        signed["signature"] = self.signature(digest, "open_graph_event_sha256_bytes", signed_at)
+        signed["content_sha256"] = digest
+        signed["event_id"] = "sha256:" + digest
+        return signed
+
+    # --- key files ---------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the private key file (mode 0600): key_id and the 32-byte seed."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"key_type": "pith_archiver_signing_key", "key_id": self.key_id, "algorithm": "ed25519",
+               "seed_b64": base64.b64encode(self.seed).decode("ascii"), "public": self.public_document()}
+        path.touch(mode=0o600, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
+
+    @classmethod
+    def load(cls, path) -> "Signer":
+        doc = json.loads(Path(path).read_text("utf-8"))
+        if doc.get("key_type") != "pith_archiver_signing_key":
+            raise ValueError(f"{path}: not a pith-archiver signing key file")
+        return cls.from_seed(doc["key_id"], base64.b64decode(doc["seed_b64"]))
+
+    def __repr__(self) -> str:  # never let the seed reach a log line
+        return f"Signer(key_id={self.key_id!r}, fingerprint={self.fingerprint!r})"

@@ -1,0 +1,260 @@
+"""Verify an open graph bundle: the seven checks of PITH-FORMAT.md plus the merge.
+
+``verify_bundle(raw, keyring)`` never raises on bad input: it returns a Verdict whose
+``reason`` is a stable code from ``pith.reasons`` and whose ``path`` names what broke.
+"""
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+
+from .canonical import canon_sha256
+from .keyring import Keyring
+from .merge import MERGE_VERSION, merge
+from .numbers import SHORT_LENGTHS, key_fingerprints, pith_number, pith_suffix, short_pith_number
+from .parse import Limits, parse
+from .reasons import Rejected
+
+EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
+RECEIPT_MESSAGE = "canonical_sha256_bytes"
+EVENT_MESSAGE = "open_graph_event_sha256_bytes"
+BUNDLE_MESSAGE = "bundle_sha256_bytes"
+SIGNATURE_STATUS = "signed_v1"
+
+
+@dataclass
+class Verdict:
+    status: str                      # "verified" or "rejected"
+    reason: str = ""                 # a code from pith.reasons.REASONS when rejected
+    path: str = ""
+    detail: str = ""
+    pith_number: str | None = None
+    canonical_sha256: str | None = None
+    bundle_sha256: str | None = None
+    state_sha256: str | None = None
+    bundle: dict | None = field(default=None, repr=False)  # the parsed document, once it parsed
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "verified"
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "reason": self.reason or None, "path": self.path or None,
+                "detail": self.detail or None, "pith_number": self.pith_number,
+                "canonical_sha256": self.canonical_sha256, "bundle_sha256": self.bundle_sha256}
+
+
+def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Verdict:
+    """Parse and verify the exact bytes of a bundle."""
+    try:
+        document = parse(raw, limits)
+    except Rejected as rejected:
+        return Verdict("rejected", rejected.reason, rejected.path, rejected.detail)
+    return verify_document(document.data, keyring, document.exact)
+
+
+def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
+    """Verify an already parsed bundle; ``exact`` as in pith.canonical.canon."""
+    try:
+        facts = check_bundle(bundle, keyring, exact)
+    except Rejected as rejected:
+        number = bundle.get("pith_number") if isinstance(bundle, dict) else None
+        return Verdict("rejected", rejected.reason, rejected.path, rejected.detail,
+                       pith_number=number if isinstance(number, str) else None,
+                       bundle=bundle if isinstance(bundle, dict) else None)
+    return Verdict("verified", bundle=bundle, **facts)
+
+
+# --- schema helpers --------------------------------------------------------------
+
+def _need(obj: dict, key: str, kind, path: str):
+    value = obj.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise Rejected("schema_violation", f"{path}{key}", f"expected {want}, found {type(value).__name__}")
+    return value
+
+
+def _need_hex(obj: dict, key: str, path: str) -> str:
+    value = _need(obj, key, str, path)
+    if len(value) != 64 or value.strip("0123456789abcdef"):
+        raise Rejected("schema_violation", f"{path}{key}", "expected 64 lowercase hex digits")
+    return value
+
+
+def _need_equal(obj: dict, key: str, expected, path: str):
+    if obj.get(key) != expected:
+        raise Rejected("schema_violation", f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
+
+
+def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
+    sig = _need(obj, key, dict, path)
+    _need_equal(sig, "signed_message", message, f"{path}{key}.")
+    _need_equal(sig, "signature_status", SIGNATURE_STATUS, f"{path}{key}.")
+    return sig
+
+
+# --- the checks ------------------------------------------------------------------
+
+def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
+    if not isinstance(bundle, dict):
+        raise Rejected("schema_violation", "", f"a bundle is an object, found {type(bundle).__name__}")
+    _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
+    number = _need(bundle, "pith_number", str, "")
+    record = _need(bundle, "canonical_record", dict, "")
+    canonical = _need_hex(bundle, "canonical_sha256", "")
+    aliases = _need(bundle, "source_aliases", list, "")
+    events = _need(bundle, "events", list, "")
+    state = _need(bundle, "state", dict, "")
+    _need_equal(bundle, "merge_version", MERGE_VERSION, "")
+    submitted = _need(_need(record, "metadata", dict, "canonical_record."), "submitted_at", str,
+                      "canonical_record.metadata.")
+
+    created_index = _check_record(bundle, record, canonical, events, state, exact)
+    _check_numbers(bundle, number, canonical, submitted, aliases, state)
+    _check_public_keys(bundle, keyring)
+    receipt_path = f"events[{created_index}].payload."
+    receipt = _signature_block(events[created_index]["payload"], "receipt", RECEIPT_MESSAGE, receipt_path)
+    if receipt.get("canonical_sha256") != canonical:
+        raise Rejected("canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256",
+                       "the receipt signs another hash")
+    keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid")
+    for index, event in enumerate(events):
+        check_event(event, keyring, f"events[{index}]", number, exact)
+    state_sha256 = _check_state(bundle, number, aliases, events, state, exact)
+    bundle_sha256 = _check_bundle_signature(bundle, keyring, exact)
+    inferred = merge(number, aliases, events).inferred
+    if inferred:
+        index = next(i for i, e in enumerate(events) if e.get("event_type") in inferred)
+        raise Rejected("merge_unverified", f"events[{index}].event_type",
+                       f"no real bundle confirms how {', '.join(inferred)} events merge")
+    return {"pith_number": number, "canonical_sha256": canonical,
+            "bundle_sha256": bundle_sha256, "state_sha256": state_sha256}
+
+
+def _check_record(bundle, record, canonical, events, state, exact) -> int:
+    if canon_sha256(record, exact) != canonical:
+        raise Rejected("canonical_hash_mismatch", "canonical_sha256", "does not hash canonical_record")
+    created = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("event_type") == "record_created"]
+    if len(created) != 1:
+        raise Rejected("schema_violation", "events", f"expected one record_created event, found {len(created)}")
+    index = created[0]
+    payload = _need(events[index], "payload", dict, f"events[{index}].")
+    if payload.get("canonical_record") != record:
+        raise Rejected("record_mismatch", f"events[{index}].payload.canonical_record")
+    if payload.get("canonical_sha256") != canonical:
+        raise Rejected("canonical_hash_mismatch", f"events[{index}].payload.canonical_sha256")
+    current = _need(state, "current", dict, "state.")
+    if current.get("canonical_record") != record:
+        raise Rejected("record_mismatch", "state.current.canonical_record")
+    return index
+
+
+def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None:
+    if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
+        raise Rejected("schema_violation", "canonical_record.metadata.submitted_at", "expected an ISO date")
+    expected = pith_number(canonical, submitted)
+    if number != expected:
+        raise Rejected("pith_number_mismatch", "pith_number", f"expected {expected}")
+    suffix = pith_suffix(canonical)
+    if bundle.get("short_pith_number") != short_pith_number(suffix):
+        raise Rejected("pith_number_mismatch", "short_pith_number", f"expected {short_pith_number(suffix)}")
+    if state.get("pith_number") != number:
+        raise Rejected("pith_number_mismatch", "state.pith_number")
+    for index, alias in enumerate(aliases):
+        if not isinstance(alias, dict):
+            raise Rejected("schema_violation", f"source_aliases[{index}]", "expected an object")
+        kind = alias.get("alias_kind")
+        if isinstance(kind, str) and kind.startswith("pith_short_"):
+            length = int(kind[11:]) if kind[11:] in {str(n) for n in SHORT_LENGTHS} else None
+            if length is None or alias.get("alias_value") != suffix[:length]:
+                raise Rejected("pith_number_mismatch", f"source_aliases[{index}].alias_value",
+                               f"{kind} is not derived from the hash")
+
+
+def _check_public_keys(bundle, keyring) -> None:
+    for index, entry in enumerate(_need(bundle, "public_keys", list, "")):
+        path = f"public_keys[{index}]."
+        if not isinstance(entry, dict):
+            raise Rejected("schema_violation", f"public_keys[{index}]", "expected an object")
+        if entry.get("algorithm") != "ed25519":
+            raise Rejected("unsupported_algorithm", f"{path}algorithm", f"{entry.get('algorithm')!r}")
+        try:
+            raw = base64.b64decode(_need(entry, "public_key_b64", str, path), validate=True)
+        except (binascii.Error, ValueError):
+            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64", "not base64") from None
+        if len(raw) != 32:
+            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64", "not a 32-byte key")
+        for name, value in key_fingerprints(raw).items():
+            if name in entry and entry[name] != value:
+                raise Rejected("key_fingerprint_mismatch", f"{path}{name}", "does not match public_key_b64")
+        pinned = keyring.get(entry.get("key_id"))
+        if pinned is not None and pinned.raw != raw:
+            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64",
+                           f"differs from the pinned key {pinned.key_id}")
+
+
+def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: bool = False) -> str:
+    """Check one signed event (hash, id, subject, signature); return its content hash.
+    Shared by bundles and by storage attestation feeds."""
+    if not isinstance(event, dict):
+        raise Rejected("schema_violation", path, "an event is an object")
+    prefix = f"{path}."
+    _need(event, "event_type", str, prefix)
+    _need(event, "payload", dict, prefix)
+    signer = _need(event, "signer", dict, prefix)
+    content_sha256 = _need_hex(event, "content_sha256", prefix)
+    content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
+    if canon_sha256(content, exact) != content_sha256:
+        raise Rejected("event_hash_mismatch", f"{prefix}content_sha256", "does not hash the event")
+    if event.get("event_id") != "sha256:" + content_sha256:
+        raise Rejected("event_id_mismatch", f"{prefix}event_id", "expected 'sha256:' + content_sha256")
+    if subject is not None and event.get("subject_pith_number") != subject:
+        raise Rejected("subject_mismatch", f"{prefix}subject_pith_number", f"expected {subject}")
+    signature = _signature_block(event, "signature", EVENT_MESSAGE, prefix)
+    if signer.get("key_id") != signature.get("key_id") or \
+            signer.get("public_key_fingerprint") != signature.get("public_key_fingerprint"):
+        raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
+    keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid")
+    return content_sha256
+
+
+def _check_state(bundle, number, aliases, events, state, exact) -> str:
+    state_sha256 = _need_hex(state, "state_sha256", "state.")
+    body = {k: v for k, v in state.items() if k != "state_sha256"}
+    if canon_sha256(body, exact) != state_sha256:
+        raise Rejected("state_hash_mismatch", "state.state_sha256", "does not hash the state")
+    merged = merge(number, aliases, events)
+    if not merged.inferred and merged.state != body:
+        raise Rejected("state_mismatch", "state." + first_difference(merged.state, body),
+                       "differs from the state the merge recomputes")
+    return state_sha256
+
+
+def _check_bundle_signature(bundle, keyring, exact) -> str:
+    sig = _signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
+    claimed = _need_hex(sig, "bundle_sha256", "bundle_signature.")
+    body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
+    if canon_sha256(body, exact) != claimed:
+        raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
+    keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid")
+    return claimed
+
+
+def first_difference(expected, found, path: str = "") -> str:
+    """Path of the first place two JSON values differ (for people reading a verdict)."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        for key in sorted(set(expected) | set(found)):
+            if expected.get(key, _MISSING) != found.get(key, _MISSING):
+                sub = f"{path}.{key}" if path else key
+                return first_difference(expected.get(key), found.get(key), sub)
+    elif isinstance(expected, list) and isinstance(found, list):
+        for index, (a, b) in enumerate(zip(expected, found)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{index}]")
+        if len(expected) != len(found):
+            return f"{path}[{min(len(expected), len(found))}]"
+    return path
+
+
+_MISSING = object()

@@ -1,0 +1,5 @@
+"""Shared test fixtures live in tests/plugins/, one module per real service or area."""
+
+pytest_plugins = [
+    "tests.plugins.core",
+]
