@@ -56,6 +56,12 @@ def seal(bundle: dict, signer: Signer, signed_at: str) -> dict:
     state = merge(body["pith_number"], body["source_aliases"], body["events"]).state
     state["state_sha256"] = canon_sha256(state)
     body["state"] = state
+    return sign_bundle(body, signer, signed_at)
+
+
+def sign_bundle(bundle: dict, signer: Signer, signed_at: str) -> dict:
+    """Hash and sign the bundle as it stands (any old bundle_signature replaced)."""
+    body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     digest = canon_sha256(body)
     body["bundle_signature"] = {**signer.signature(digest, "bundle_sha256_bytes", signed_at), "bundle_sha256": digest}
     return body

@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import re
+from functools import lru_cache
 
 SUFFIX_LENGTH = 26
 SHORT_LENGTHS = (8, 12, 16)
@@ -20,7 +21,11 @@ def pith_suffix(canonical_sha256: str) -> str:
 
 
 def pith_number(canonical_sha256: str, submitted_at: str) -> str:
-    return f"pith:{submitted_at[:4]}:{pith_suffix(canonical_sha256)}"
+    return number_from_suffix(pith_suffix(canonical_sha256), submitted_at)
+
+
+def number_from_suffix(suffix: str, submitted_at: str) -> str:
+    return f"pith:{submitted_at[:4]}:{suffix}"
 
 
 def short_pith_number(suffix: str) -> str:
@@ -32,10 +37,16 @@ def suffix_of(pith: str) -> str:
     return pith.rsplit(":", 1)[-1]
 
 
-def key_fingerprints(raw_key: bytes) -> dict:
+@lru_cache(maxsize=256)  # a crawl sees the same few keys in every bundle
+def _fingerprints(raw_key: bytes) -> tuple:
     digest = hashlib.sha256(raw_key).digest()
+    return raw_key.hex(), digest.hex()[:32], b32(digest)[:26]
+
+
+def key_fingerprints(raw_key: bytes) -> dict:
+    hex_key, fingerprint, fingerprint_b32 = _fingerprints(raw_key)
     return {
-        "public_key_hex": raw_key.hex(),
-        "fingerprint_sha256_hex": digest.hex()[:32],
-        "fingerprint_sha256_b32_first128bits": b32(digest)[:26],
+        "public_key_hex": hex_key,
+        "fingerprint_sha256_hex": fingerprint,
+        "fingerprint_sha256_b32_first128bits": fingerprint_b32,
     }

@@ -4,15 +4,14 @@ Rejects what the reference parser would read differently from another one
 (duplicate keys), what canonical JSON cannot carry (NaN, Infinity, lone surrogates),
 and documents over the size or nesting limits, each with its own reason code.
 
-The fast path parses with orjson and then proves, from the raw bytes, that orjson
-saw the same document the reference ``json`` module would: no duplicate keys (the
-count of keys outside strings equals the count orjson kept), and no float or
-over-64-bit integer (where the two parsers' numbers could differ). Anything it
-cannot prove goes to the reference parser, which is the authority.
+The fast path proves, cheaply, that the reference reading is safe to speed up:
+``orjson.dumps(parsed) == raw`` shows no member was dropped (so no duplicate key) and
+that the text is compact with no escapes orjson would write otherwise; a float hook
+says whether orjson's canonical bytes can be trusted (it formats floats differently).
+Anything it cannot prove goes to the slow reference path, which names the problem.
 """
 
 import json
-import re
 from dataclasses import dataclass
 
 try:
@@ -25,10 +24,8 @@ from .reasons import Rejected
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
-# Outside strings, only numbers and true/false/null remain besides punctuation:
-# a '.', an exponent or a 19-digit run marks a number the fast path cannot vouch for.
-_RISKY_NUMBER = re.compile(rb"[.eE]|\d{19}")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'{}[]"')
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 
 
 @dataclass(frozen=True)
@@ -46,23 +43,29 @@ class Document:
     size: int
 
 
-def _outside_strings(raw: bytes) -> bytes:
-    """The bytes of a valid JSON text that are not inside string literals."""
+def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
+    """Nesting depth from the structural bracket bytes, peeling innermost pairs (C speed).
+    Brackets inside strings must go first: '["]",[[]],"["]' reads 2 deep from all its
+    brackets but is 3 deep. Escaped backslashes and quotes are dropped, then a string
+    with no bracket leaves '""' (dropped at once); only if a quote remains are the
+    quoted runs cut out. Both kinds count as one ('{' as '['): peeling '[]' and then
+    '{}' in one round would take '{[]}' in a single step. None (brackets that do not
+    pair) sends the caller to the tree."""
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    return b"".join(raw.split(b'"')[0::2])
-
-
-def _depth(structure: bytes) -> int:
-    depth = deepest = 0
-    for byte in structure.translate(None, _NOT_BRACKETS):
-        if byte in (0x7B, 0x5B):
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-        else:
-            depth -= 1
-    return deepest
+    brackets = raw.translate(_ONE_BRACKET_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in brackets:  # some string holds brackets: keep only what lies outside quotes
+        brackets = b"".join(brackets.split(b'"')[0::2])
+    depth = 0
+    while brackets:
+        peeled = brackets.replace(b"[]", b"")
+        if len(peeled) == len(brackets):
+            return None
+        brackets = peeled
+        depth += 1
+        if depth > max_depth:
+            return depth
+    return depth
 
 
 def _reject_constant(name):
@@ -98,11 +101,12 @@ def _reference_parse(raw: bytes, limits: Limits) -> Document:
 
 
 def _check_reference_tree(data, max_depth: int) -> None:
-    """Depth, infinite floats (1e400 parses as inf) and lone surrogates."""
+    """Depth (of objects and lists, as the fast path counts it), infinite floats
+    (1e400 parses as inf) and lone surrogates."""
     stack = [(data, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > max_depth:
+        if depth > max_depth and isinstance(node, (dict, list)):
             raise Rejected("too_deep", "", f"nesting deeper than {max_depth}")
         if isinstance(node, dict):
             for key, value in node.items():
@@ -130,15 +134,22 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
         raise Rejected("too_large", "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
         return _reference_parse(raw, limits)
+    floats = []
+
+    def note_float(text):
+        floats.append(text)
+        return float(text)
+
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _reference_parse(raw, limits)  # names the error, or accepts what orjson cannot
-    structure = _outside_strings(raw)
-    if _RISKY_NUMBER.search(structure.replace(b"true", b"").replace(b"false", b"")):
+        data = json.loads(raw.decode("utf-8"), parse_float=note_float, parse_constant=_reject_constant)
+        compact = orjson.dumps(data) == raw
+    except Rejected:
+        raise
+    except (ValueError, TypeError, RecursionError):  # bad UTF-8 or syntax, surrogates, ints past 64 bits
         return _reference_parse(raw, limits)
-    if structure.count(b":") != _outside_strings(orjson.dumps(data)).count(b":"):
-        return _reference_parse(raw, limits)  # a key orjson dropped: find and name it
-    if structure.count(b"{") + structure.count(b"[") > limits.max_depth and _depth(structure) > limits.max_depth:
-        raise Rejected("too_deep", "", f"nesting deeper than {limits.max_depth}")
-    return Document(data, exact=True, size=len(raw))
+    if not compact:
+        return _reference_parse(raw, limits)
+    depth = _bracket_depth(raw, limits.max_depth)
+    if depth is None or depth > limits.max_depth:
+        _check_reference_tree(data, limits.max_depth)
+    return Document(data, exact=not floats, size=len(raw))

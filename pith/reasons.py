@@ -30,6 +30,10 @@ REASONS = {
     "merge_unverified": "the bundle has event types whose merge rule is only inferred",
     "bundle_hash_mismatch": "bundle_sha256 does not hash the bundle",
     "bundle_signature_invalid": "the bundle signature does not verify under the pinned key",
+    "manifest_hash_mismatch": "an archive manifest's manifest_sha256 does not hash the manifest",
+    "manifest_signature_invalid": "an archive manifest's signature does not verify under the pinned key",
+    # crawl outcomes recorded in the verifications table (no usable bytes to judge)
+    "fetch_failed": "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }
 
 

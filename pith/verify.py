@@ -6,12 +6,13 @@
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
 from .keyring import Keyring
 from .merge import MERGE_VERSION, merge
-from .numbers import SHORT_LENGTHS, key_fingerprints, pith_number, pith_suffix, short_pith_number
+from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
 from .reasons import Rejected
 
@@ -20,6 +21,8 @@ RECEIPT_MESSAGE = "canonical_sha256_bytes"
 EVENT_MESSAGE = "open_graph_event_sha256_bytes"
 BUNDLE_MESSAGE = "bundle_sha256_bytes"
 SIGNATURE_STATUS = "signed_v1"
+# RFC 3339 in UTC, as every timestamp in the real bundles is written.
+TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 
 
 @dataclass
@@ -121,9 +124,10 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid")
     for index, event in enumerate(events):
         check_event(event, keyring, f"events[{index}]", number, exact)
-    state_sha256 = _check_state(bundle, number, aliases, events, state, exact)
+    merged = merge(number, aliases, events)
+    state_sha256 = _check_state(merged, state, exact)
     bundle_sha256 = _check_bundle_signature(bundle, keyring, exact)
-    inferred = merge(number, aliases, events).inferred
+    inferred = merged.inferred
     if inferred:
         index = next(i for i, e in enumerate(events) if e.get("event_type") in inferred)
         raise Rejected("merge_unverified", f"events[{index}].event_type",
@@ -153,10 +157,10 @@ def _check_record(bundle, record, canonical, events, state, exact) -> int:
 def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None:
     if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
         raise Rejected("schema_violation", "canonical_record.metadata.submitted_at", "expected an ISO date")
-    expected = pith_number(canonical, submitted)
+    suffix = pith_suffix(canonical)
+    expected = number_from_suffix(suffix, submitted)
     if number != expected:
         raise Rejected("pith_number_mismatch", "pith_number", f"expected {expected}")
-    suffix = pith_suffix(canonical)
     if bundle.get("short_pith_number") != short_pith_number(suffix):
         raise Rejected("pith_number_mismatch", "short_pith_number", f"expected {short_pith_number(suffix)}")
     if state.get("pith_number") != number:
@@ -219,12 +223,11 @@ def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: 
     return content_sha256
 
 
-def _check_state(bundle, number, aliases, events, state, exact) -> str:
+def _check_state(merged, state, exact) -> str:
     state_sha256 = _need_hex(state, "state_sha256", "state.")
     body = {k: v for k, v in state.items() if k != "state_sha256"}
     if canon_sha256(body, exact) != state_sha256:
         raise Rejected("state_hash_mismatch", "state.state_sha256", "does not hash the state")
-    merged = merge(number, aliases, events)
     if not merged.inferred and merged.state != body:
         raise Rejected("state_mismatch", "state." + first_difference(merged.state, body),
                        "differs from the state the merge recomputes")
@@ -233,6 +236,10 @@ def _check_state(bundle, number, aliases, events, state, exact) -> str:
 
 def _check_bundle_signature(bundle, keyring, exact) -> str:
     sig = _signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
+    # signed_at is the one field no hash covers: hold it to a timestamp's form, so
+    # anything passed on as verified carries no unsigned payload beyond a date.
+    if not TIMESTAMP_RE.fullmatch(_need(sig, "signed_at", str, "bundle_signature.")):
+        raise Rejected("schema_violation", "bundle_signature.signed_at", "expected an RFC 3339 UTC timestamp")
     claimed = _need_hex(sig, "bundle_sha256", "bundle_signature.")
     body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     if canon_sha256(body, exact) != claimed:

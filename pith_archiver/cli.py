@@ -78,3 +78,9 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, paths):
 
 def _emit(as_json: bool, record: dict, line: str) -> None:
     click.echo(json.dumps(record, ensure_ascii=False) if as_json else line)
+
+
+from .cmd_crawl import crawl  # noqa: E402  (commands register on the group above)
+
+main.add_command(crawl)
+

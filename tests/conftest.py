@@ -2,4 +2,6 @@
 
 pytest_plugins = [
     "tests.plugins.core",
+    "tests.plugins.s3",
+    "tests.plugins.crawling",
 ]

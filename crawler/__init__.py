@@ -1,0 +1,1 @@
+"""The Scrapy project: settings, the ``pith`` spider, its middlewares and extensions."""

@@ -1,0 +1,40 @@
+"""What the spider hands to the pipelines: exact bytes plus where and when they came from."""
+
+from dataclasses import dataclass, field
+
+from pith.parse import Document
+from pith.verify import Verdict
+
+
+@dataclass
+class BundleItem:
+    """A fetched bundle: ``body`` is the exact response body; the pipelines verify it."""
+    url: str
+    body: bytes
+    fetched_at: str
+    suffix: str | None            # the record the URL named, when it named one
+    depth: int = 0
+    document: Document | None = field(default=None, repr=False)  # parsed once, by the spider
+    parse_error: tuple | None = None  # (reason, path, detail) when parsing failed
+    verdict: Verdict | None = None    # set by the verification pipeline
+
+
+@dataclass
+class StateCheckItem:
+    """state.json compared with the state carried by the bundle it belongs to."""
+    url: str
+    fetched_at: str
+    pith_number: str | None
+    bundle_sha256: str
+    matches: bool
+    detail: str = ""
+
+
+@dataclass
+class FetchFailureItem:
+    """A bundle that could not be fetched at all, after retries and fallbacks."""
+    url: str
+    fetched_at: str
+    suffix: str | None
+    reason: str      # "fetch_failed" or "too_large"
+    detail: str

@@ -1,0 +1,87 @@
+"""Finding records in whatever a resolver sends, and building URLs on the resolver in use.
+
+Link shapes are not fixed, so discovery looks for the two things every shape carries:
+a full Pith number or a ``/pith/<SUFFIX>`` path. Absolute links naming the registry's
+host are hints only: URLs are always rebuilt on the resolver (or mirror) in use.
+"""
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+SUFFIX_IN_TEXT = re.compile(rb"(?:pith:\d{4}:|/pith/)([A-Z2-7]{26})(?![A-Z2-7])")
+SITEMAP_LOC = re.compile(rb"<loc>\s*([^<\s]+)\s*</loc>")
+
+DEFAULT_TEMPLATES = {
+    "record_url": "/pith/{suffix}",
+    "bundle_url": "/pith/{suffix}/bundle.json",
+    "state_url": "/pith/{suffix}/state.json",
+    "well_known_bundle_url": "/.well-known/pith/{suffix}/bundle.json",
+}
+
+
+def suffixes_in(body: bytes) -> list[str]:
+    """Every record suffix named in ``body``, in first-seen order, without repeats."""
+    return list(dict.fromkeys(m.decode("ascii") for m in SUFFIX_IN_TEXT.findall(body)))
+
+
+def sitemap_locations(body: bytes) -> list[str]:
+    return [m.decode("utf-8", "replace") for m in SITEMAP_LOC.findall(body)]
+
+
+def base_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """URL templates rooted at one base URL (``https://pith.science`` or a mirror)."""
+    base: str
+    templates: tuple = tuple(DEFAULT_TEMPLATES.items())
+
+    def url(self, kind: str, suffix: str) -> str:
+        return self.base + dict(self.templates)[kind].format(suffix=suffix)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base).hostname or ""
+
+    def with_manifest(self, manifest: dict) -> "Resolver":
+        """Adopt the path templates of a mirror manifest, rebased on this resolver:
+        a manifest lists its own host's URLs, but we fetch from the base we were given."""
+        mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
+        if not isinstance(mirrors, list) or not mirrors:
+            return self
+        chosen = next((m for m in mirrors if isinstance(m, dict) and _same_host(m.get("base_url"), self.base)),
+                      mirrors[0])
+        if not isinstance(chosen, dict):
+            return self
+        templates = dict(self.templates)
+        for kind in DEFAULT_TEMPLATES:
+            path = _template_path(chosen.get(kind))
+            if path:
+                templates[kind] = path
+        return Resolver(self.base, tuple(templates.items()))
+
+
+def mirror_bases(manifest: dict) -> list[str]:
+    """Base URLs of every mirror a manifest lists (fallback candidates)."""
+    mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
+    bases = []
+    for mirror in mirrors if isinstance(mirrors, list) else []:
+        if isinstance(mirror, dict) and isinstance(mirror.get("base_url"), str):
+            bases.append(mirror["base_url"].rstrip("/"))
+    return bases
+
+
+def _same_host(url, base: str) -> bool:
+    return isinstance(url, str) and urlsplit(url).netloc == urlsplit(base).netloc
+
+
+def _template_path(template) -> str | None:
+    if not isinstance(template, str) or "{suffix}" not in template:
+        return None
+    parts = urlsplit(template.replace("{suffix}", "SUFFIXPLACEHOLDER"))
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    return path.replace("SUFFIXPLACEHOLDER", "{suffix}")

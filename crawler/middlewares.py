@@ -1,0 +1,136 @@
+"""Downloader middlewares: polite retries and conditional re-fetching."""
+
+import logging
+import random
+import sqlite3
+from email.utils import parsedate_to_datetime
+from datetime import datetime, timezone
+from pathlib import Path
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
+
+from . import signals as pith_signals
+
+logger = logging.getLogger(__name__)
+
+
+def retry_after_seconds(value: bytes | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    text = value.decode("latin-1").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+class BackoffRetryMiddleware(RetryMiddleware):
+    """Scrapy's retries, waiting before each one: the server's Retry-After on 429/503
+    when it sends one (capped by PITH_RETRY_AFTER_MAX), else exponential backoff with
+    jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds."""
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.backoff_base = settings.getfloat("PITH_RETRY_BACKOFF_BASE", 0.5)
+        self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX", 30.0)
+        self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX", 120.0)
+
+    async def process_response(self, request, response, spider=None):
+        if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
+            return response
+        retry = self._retry(request, f"HTTP {response.status}")
+        if retry is None:
+            return response
+        hinted = retry_after_seconds(response.headers.get(b"Retry-After")) \
+            if response.status in (429, 503) else None
+        if hinted is not None:
+            self.crawler.stats.inc_value("pith/retry_after_honoured")
+            await self._wait(min(hinted, self.retry_after_max))
+        else:
+            await self._wait(self._backoff(request))
+        return retry
+
+    async def process_exception(self, request, exception, spider=None):
+        retry = super().process_exception(request, exception)
+        if retry is not None:
+            await self._wait(self._backoff(request))
+        return retry
+
+    def _backoff(self, request) -> float:
+        attempt = request.meta.get("retry_times", 0)
+        return min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(0.5, 1.0)
+
+    @staticmethod
+    async def _wait(seconds: float) -> None:
+        if seconds > 0:
+            await maybe_deferred_to_future(deferLater(reactor, seconds, lambda: None))
+
+
+class ConditionalRequestMiddleware:
+    """Send If-None-Match / If-Modified-Since for documents fetched by an earlier run.
+
+    Validators are remembered only for requests marked ``meta["pith_conditional"]``,
+    and saved only when the archive commits (the ``archive_committed`` signal): a
+    validator saved for a bundle that never reached a manifest would hide it forever.
+    """
+
+    def __init__(self, path: Path, stats):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path))
+        self.db.execute("CREATE TABLE IF NOT EXISTS validators (url TEXT PRIMARY KEY, etag TEXT, modified TEXT)")
+        self.pending: dict[str, tuple] = {}
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        state_dir = crawler.settings.get("PITH_STATE_DIR")
+        if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS", True):
+            raise NotConfigured
+        middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
+        crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)
+        crawler.signals.connect(middleware.close, signal=signals.spider_closed)
+        return middleware
+
+    def process_request(self, request, spider=None):
+        if not request.meta.get("pith_conditional"):
+            return None
+        row = self.db.execute("SELECT etag, modified FROM validators WHERE url = ?", (request.url,)).fetchone()
+        if row:
+            etag, modified = row
+            if etag:
+                request.headers[b"If-None-Match"] = etag
+            if modified:
+                request.headers[b"If-Modified-Since"] = modified
+            self.stats.inc_value("pith/conditional_requests")
+        return None
+
+    def process_response(self, request, response, spider=None):
+        if request.meta.get("pith_conditional") and response.status == 200:
+            etag = response.headers.get(b"ETag")
+            modified = response.headers.get(b"Last-Modified")
+            if etag or modified:
+                self.pending[request.url] = (etag and etag.decode("latin-1"), modified and modified.decode("latin-1"))
+        return response
+
+    def save(self, urls=None):
+        """Persist validators of the committed documents (all pending when not told which)."""
+        keys = list(self.pending) if urls is None else [u for u in urls if u in self.pending]
+        rows = [(url, *self.pending.pop(url)) for url in keys]
+        if rows:
+            self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?)", rows)
+            self.db.commit()
+            logger.debug("saved validators for %d documents", len(rows))
+
+    def close(self, spider=None, reason=None):
+        self.db.close()

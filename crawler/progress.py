@@ -1,0 +1,83 @@
+"""A progress line a person can follow, fed by the crawl's own stats.
+
+On a terminal it is a live line (rich); otherwise, or with PITH_PROGRESS=log, a log
+line every few intervals. At the end, a summary. The counts are Scrapy stats, so
+``scrapy crawl`` users see the same numbers in the stats dump.
+"""
+
+import logging
+import sys
+import time
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import create_looping_call
+
+logger = logging.getLogger(__name__)
+
+COUNTS = (("found", "pith/records_found"), ("fetched", "pith/bundles_fetched"), ("verified", "pith/verified"),
+          ("rejected", "pith/rejected"), ("unchanged", "pith/not_modified"), ("archived", "pith/archived"))
+
+
+def snapshot(stats) -> dict:
+    values = {name: stats.get_value(key, 0) for name, key in COUNTS}
+    values["errors"] = sum(v for k, v in stats.get_stats().items()
+                           if k.startswith(("pith/bundle_failures/", "downloader/exception_type_count/")))
+    values["state_mismatch"] = stats.get_value("pith/state_mismatch", 0)
+    return values
+
+
+def render(values: dict, elapsed: float) -> str:
+    rate = values["fetched"] / elapsed if elapsed > 0 else 0.0
+    return (f"records {values['found']} · fetched {values['fetched']} · verified {values['verified']} · "
+            f"rejected {values['rejected']} · unchanged {values['unchanged']} · archived {values['archived']} · "
+            f"errors {values['errors']} · {rate:.1f} bundles/s")
+
+
+class Progress:
+    def __init__(self, stats, mode: str, interval: float):
+        self.stats = stats
+        self.mode = mode
+        self.interval = interval
+        self.live = None
+        self.task = None
+        self.started = time.monotonic()
+        self.ticks = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        mode = crawler.settings.get("PITH_PROGRESS", "auto")
+        if mode == "off":
+            raise NotConfigured
+        if mode == "auto":
+            mode = "live" if sys.stderr.isatty() else "log"
+        extension = cls(crawler.stats, mode, crawler.settings.getfloat("PITH_PROGRESS_INTERVAL", 1.0))
+        crawler.signals.connect(extension.opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.closed, signal=signals.spider_closed)
+        return extension
+
+    def opened(self, spider=None):
+        self.started = time.monotonic()
+        if self.mode == "live":
+            from rich.live import Live  # only a terminal needs it
+            self.live = Live("", refresh_per_second=4, transient=True)
+            self.live.start()
+        self.task = create_looping_call(self.tick)
+        self.task.start(self.interval, now=False)
+
+    def tick(self):
+        line = render(snapshot(self.stats), time.monotonic() - self.started)
+        self.ticks += 1
+        if self.live is not None:
+            self.live.update(line)
+        elif self.ticks % 10 == 0:
+            logger.info(line)
+
+    def closed(self, spider=None, reason=None):
+        if self.task is not None and self.task.running:
+            self.task.stop()
+        if self.live is not None:
+            self.live.stop()
+        values = snapshot(self.stats)
+        self.stats.set_value("pith/elapsed_seconds", round(time.monotonic() - self.started, 3))
+        logger.info("crawl %s: %s", reason, render(values, time.monotonic() - self.started))

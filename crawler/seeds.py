@@ -1,0 +1,78 @@
+"""Turn what a user types as a seed into something the spider can fetch.
+
+A seed is a full or short Pith number, a bare 26-character suffix, an arXiv id, a DOI,
+a record page or bundle URL, or the word ``sitemap``. Aliases that cannot be mapped to
+a suffix locally (short numbers, arXiv ids, DOIs) are resolved by the resolver itself
+through ``/pith/<alias>``, which redirects to the record page.
+"""
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from pith.numbers import PITH_NUMBER_RE, SUFFIX_RE
+
+SHORT_NUMBER_RE = re.compile(r"^(?:pith:)?([A-Z2-7]{8}|[A-Z2-7]{12}|[A-Z2-7]{16})$")
+ARXIV_RE = re.compile(r"^(?:arxiv:)?(\d{4}\.\d{4,5}(?:v\d+)?|[a-z\-]+(?:\.[A-Z]{2})?/\d{7}(?:v\d+)?)$", re.I)
+DOI_RE = re.compile(r"^(?:doi:|https?://(?:dx\.)?doi\.org/)?(10\.\d{4,9}/\S+)$", re.I)
+PAGE_OR_BUNDLE_RE = re.compile(r"/pith/([A-Z2-7]{26})(/bundle\.json|/state\.json)?/?$")
+
+
+class SeedError(ValueError):
+    """A seed the crawler cannot interpret."""
+
+
+@dataclass(frozen=True)
+class Seed:
+    kind: str    # "suffix" (known record), "alias" (resolver lookup), "sitemap"
+    value: str   # the suffix, the alias text, or the sitemap URL ("" = the resolver's)
+
+
+def parse_seed(text: str) -> Seed:
+    text = text.strip()
+    if not text:
+        raise SeedError("empty seed")
+    if text.lower() in ("sitemap", "sitemap.xml"):
+        return Seed("sitemap", "")
+    if SUFFIX_RE.match(text):
+        return Seed("suffix", text)
+    full = PITH_NUMBER_RE.match(text)
+    if full:
+        return Seed("suffix", full.group(2))
+    if text.startswith(("http://", "https://")):
+        path = urlsplit(text).path
+        if path.endswith(".xml"):
+            return Seed("sitemap", text)
+        match = PAGE_OR_BUNDLE_RE.search(path)
+        if match:
+            return Seed("suffix", match.group(1))
+        doi = DOI_RE.match(text)
+        if doi:
+            return Seed("alias", doi.group(1))
+        raise SeedError(f"{text}: not a record page, bundle or sitemap URL")
+    short = SHORT_NUMBER_RE.match(text)
+    if short:
+        return Seed("alias", short.group(1))
+    arxiv = ARXIV_RE.match(text)
+    if arxiv:
+        return Seed("alias", arxiv.group(1))
+    doi = DOI_RE.match(text)
+    if doi:
+        return Seed("alias", doi.group(1))
+    raise SeedError(f"{text!r} is not a Pith number, suffix, arXiv id, DOI or URL")
+
+
+def read_seeds_file(path) -> list[str]:
+    """One seed per line; blank lines and ``#`` comments are ignored."""
+    seeds = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                seeds.append(line)
+    return seeds
+
+
+def alias_path(alias: str) -> str:
+    """The resolver path that redirects an alias to its record page."""
+    return "/pith/" + quote(alias, safe="/:.")

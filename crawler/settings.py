@@ -1,0 +1,67 @@
+"""Settings of the pith-archiver Scrapy project: polite and robust by default.
+
+``PITH_*`` settings are ours; everything else is Scrapy's own. The command line
+(``pith-archiver crawl``) and ``scrapy crawl pith -s NAME=VALUE`` both start from here.
+"""
+
+from pith_archiver import __version__
+
+BOT_NAME = "pith-archiver"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+
+USER_AGENT = f"pith-archiver/{__version__} (scholarly record preservation; +https://pypi.org/project/pith-archiver/)"
+ROBOTSTXT_OBEY = True
+COOKIES_ENABLED = False
+TELNETCONSOLE_ENABLED = False
+
+# Politeness: adaptive delay, a per-host cap, bounded everything.
+AUTOTHROTTLE_ENABLED = True
+AUTOTHROTTLE_START_DELAY = 0.25
+AUTOTHROTTLE_MAX_DELAY = 30.0
+AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 8
+DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_MAXSIZE = 16 * 1024 * 1024   # also the parser's byte limit for one document
+DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
+REDIRECT_MAX_TIMES = 5
+
+# Retries: Scrapy's codes and exceptions, with backoff and Retry-After.
+RETRY_ENABLED = True
+RETRY_TIMES = 4
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+PITH_RETRY_BACKOFF_BASE = 0.5
+PITH_RETRY_BACKOFF_MAX = 30.0
+PITH_RETRY_AFTER_MAX = 120.0
+
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawler.middlewares.BackoffRetryMiddleware": 550,
+    "crawler.middlewares.ConditionalRequestMiddleware": 560,
+}
+
+ITEM_PIPELINES = {
+    "pipelines.verify.VerifyPipeline": 100,
+    "pipelines.archive.ArchivePipeline": 300,
+}
+
+EXTENSIONS = {
+    "crawler.progress.Progress": 500,
+    "crawler.statsfile.StatsFile": 510,
+}
+
+# Ours.
+PITH_ARCHIVE = "archive"          # a folder or s3://bucket/prefix
+PITH_S3_ENDPOINT_URL = None
+PITH_KEYRINGS = []                # extra keyring files
+PITH_DEFAULT_KEYS = True          # trust the built-in registry key
+PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
+PITH_WORKER = None               # names this worker in run ids (None: host-pid)
+PITH_STATE_DIR = None             # where conditional-request validators live (None: off)
+PITH_PROGRESS = "auto"            # "auto" (a live line on a terminal), "log", or "off"
+PITH_PROGRESS_INTERVAL = 1.0
+PITH_STATS_FILE = None           # write the final stats here as JSON
+
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = "INFO"

@@ -1,0 +1,257 @@
+"""The ``pith`` spider: from seeds, walk a resolver's links to every reachable bundle.
+
+Per record it fetches the bundle (the payload, handed to the pipelines with its exact
+bytes), the state document (compared with the bundle's state) and, when following
+links, the record page (whose "cites" and "cited by" links lead to other records).
+"""
+
+import logging
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+import scrapy
+from scrapy.exceptions import IgnoreRequest
+from scrapy.spidermiddlewares.httperror import HttpError
+
+from pith.canonical import canon_sha256, sha256_hex
+from pith.parse import Limits, parse
+from pith.reasons import Rejected
+from pith.numbers import SUFFIX_RE
+from ..items import BundleItem, FetchFailureItem, StateCheckItem
+from ..links import Resolver, base_of, mirror_bases, sitemap_locations, suffixes_in
+from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RESOLVER = "https://pith.science"
+# Priorities: finish records before opening new ones, so memory and the frontier stay small.
+PRIORITY = {"manifest": 100, "state": 30, "bundle": 20, "fallback": 20, "page": 10, "alias": 10, "sitemap": 5}
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [part for part in str(value).replace(",", " ").split() if part]
+
+
+def _as_bool(value) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+
+
+class PithSpider(scrapy.Spider):
+    name = "pith"
+    custom_settings = {}
+
+    def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
+                 follow=True, mirrors=None, allow_hosts=None, **kwargs):
+        super().__init__(**kwargs)
+        texts = _as_list(seeds)
+        if seeds_file:
+            texts += read_seeds_file(seeds_file)
+        try:
+            self.seeds = [parse_seed(text) for text in texts] or [Seed("sitemap", "")]
+        except SeedError as exc:
+            raise ValueError(str(exc)) from None
+        self.resolver = Resolver((resolver or DEFAULT_RESOLVER).rstrip("/"))
+        self.fallbacks = [m.rstrip("/") for m in _as_list(mirrors)]
+        self.max_records = int(max_records or 0)
+        self.max_depth = int(max_depth if max_depth is not None else -1)
+        self.follow = _as_bool(follow)
+        hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *_as_list(allow_hosts)}
+        self.allowed_domains = sorted(h for h in hosts if h)
+        self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
+        return spider
+
+    # --- bookkeeping -------------------------------------------------------------
+    @property
+    def seen(self) -> dict:
+        """Suffix -> depth of every record scheduled so far (survives --jobdir resumes)."""
+        return self.state.setdefault("seen", {})
+
+    def _stat(self, key: str, count: int = 1) -> None:
+        self.crawler.stats.inc_value(f"pith/{key}", count)
+
+    # --- start -------------------------------------------------------------------
+    async def start(self):
+        yield scrapy.Request(self.resolver.base + "/pith-mirrors.json", callback=self.parse_manifest,
+                             errback=self.manifest_unavailable, priority=PRIORITY["manifest"],
+                             dont_filter=True, meta={"dont_retry": False})
+
+    def parse_manifest(self, response):
+        try:
+            manifest = parse(response.body, self.limits).data
+        except Rejected as rejected:
+            logger.warning("mirror manifest %s unusable (%s); using the default URL layout", response.url, rejected)
+            manifest = {}
+        self.resolver = self.resolver.with_manifest(manifest)
+        for base in mirror_bases(manifest):
+            if base != self.resolver.base and urlsplit(base).hostname in self.allowed_domains \
+                    and base not in self.fallbacks:
+                self.fallbacks.append(base)
+        yield from self.records_in(response.body, depth=0)
+        yield from self.seed_requests()
+
+    def manifest_unavailable(self, failure):
+        logger.info("no mirror manifest at %s; using the default URL layout", self.resolver.base)
+        yield from self.seed_requests()
+
+    def seed_requests(self):
+        for seed in self.seeds:
+            if seed.kind == "suffix":
+                yield from self.record_requests(seed.value, depth=0)
+            elif seed.kind == "alias":
+                yield scrapy.Request(self.resolver.base + alias_path(seed.value), callback=self.parse_page,
+                                     priority=PRIORITY["alias"], meta={"pith_depth": 0, "pith_alias": seed.value},
+                                     errback=self.alias_failed)
+            else:
+                url = seed.value or self.resolver.base + "/sitemap.xml"
+                yield scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"])
+
+    # --- records -------------------------------------------------------------------
+    def record_requests(self, suffix: str, depth: int):
+        """Requests for one record, unless it was seen or a bound forbids it."""
+        if suffix in self.seen:
+            return
+        if self.max_records and len(self.seen) >= self.max_records:
+            self._stat("records_skipped_max_records")
+            return
+        self.seen[suffix] = depth
+        self._stat("records_found")
+        yield self.bundle_request(self.resolver.base, suffix, depth)
+        if self.follow and (self.max_depth < 0 or depth < self.max_depth):
+            yield scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
+                                 priority=PRIORITY["page"], meta={"pith_depth": depth}, errback=self.page_failed)
+
+    def records_in(self, body: bytes, depth: int):
+        if not self.follow or (0 <= self.max_depth < depth):
+            return
+        for suffix in suffixes_in(body):
+            yield from self.record_requests(suffix, depth)
+
+    def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
+        resolver = Resolver(base, self.resolver.templates)
+        return scrapy.Request(resolver.url("bundle_url", suffix), callback=self.parse_bundle,
+                              errback=self.bundle_failed, priority=PRIORITY["bundle"],
+                              meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
+                                    "pith_tried": [*tried, base], "handle_httpstatus_list": [304]})
+
+    # --- callbacks -----------------------------------------------------------------
+    def parse_bundle(self, response):
+        meta = response.meta
+        suffix, depth = meta["pith_suffix"], meta["pith_depth"]
+        if response.status == 304:
+            self._stat("not_modified")
+            return
+        self._stat("bundles_fetched")
+        item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=suffix, depth=depth)
+        try:
+            item.document = parse(response.body, self.limits)
+        except Rejected as rejected:
+            item.parse_error = (rejected.reason, rejected.path, rejected.detail)
+            yield item
+            return
+        yield item
+        bundle = item.document.data
+        state = bundle.get("state") if isinstance(bundle, dict) else None
+        if isinstance(state, dict):
+            yield scrapy.Request(
+                Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
+                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"],
+                meta={"pith_expected_state": canon_sha256(state), "pith_number": bundle.get("pith_number"),
+                      "pith_bundle_sha256": sha256_hex(response.body), "pith_conditional": True,
+                      "handle_httpstatus_list": [304]})
+        yield from self.records_in(response.body, depth + 1)
+
+    def parse_state(self, response):
+        meta = response.meta
+        if response.status == 304:
+            self._stat("not_modified")
+            return
+        try:
+            found = canon_sha256(parse(response.body, self.limits).data)
+            matches, detail = found == meta["pith_expected_state"], ""
+            if not matches:
+                detail = "state.json differs from the bundle's state"
+        except Rejected as rejected:
+            matches, detail = False, f"state.json unreadable: {rejected}"
+        if not matches:
+            self._stat("state_mismatch")
+            logger.warning("%s: %s", response.url, detail)
+        yield StateCheckItem(url=response.url, fetched_at=utc_now(), pith_number=meta.get("pith_number"),
+                             bundle_sha256=meta["pith_bundle_sha256"], matches=matches, detail=detail)
+
+    def parse_page(self, response):
+        depth = response.meta.get("pith_depth", 0)
+        suffix = next((s for s in suffixes_in(response.url.encode()) if SUFFIX_RE.match(s)), None)
+        if "pith_alias" in response.meta:
+            # an alias seed: the redirect landed on the record page
+            if suffix is None:
+                found = suffixes_in(response.body)
+                suffix = found[0] if len(found) == 1 else None
+            if suffix is None:
+                self._stat("seeds_unresolved")
+                logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
+                return
+            yield from self.record_requests(suffix, depth)
+        yield from self.records_in(response.body, depth + 1)
+
+    def parse_sitemap(self, response):
+        for location in sitemap_locations(response.body):
+            path = urlsplit(location).path
+            if path.endswith(".xml"):  # a sitemap index: fetch the child on the resolver in use
+                yield scrapy.Request(self.resolver.base + path, callback=self.parse_sitemap,
+                                     priority=PRIORITY["sitemap"])
+            else:
+                for suffix in suffixes_in(path.encode()):
+                    yield from self.record_requests(suffix, 0)
+
+    # --- failures ------------------------------------------------------------------
+    def bundle_failed(self, failure):
+        request = failure.request
+        meta = request.meta
+        if failure.check(IgnoreRequest):  # robots.txt or offsite: a policy, not a failure
+            self._stat("robots_forbidden" if "robots" in str(failure.value).lower() else "requests_ignored")
+            return
+        remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
+        if remaining:
+            self._stat("mirror_fallbacks")
+            logger.info("bundle %s failed (%s); trying mirror %s", request.url, _describe(failure), remaining[0])
+            yield self.bundle_request(remaining[0], meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
+            return
+        reason = "too_large" if "maxsize" in str(failure.value).lower() or "max size" in str(failure.value).lower() \
+            else "fetch_failed"
+        self._stat(f"bundle_failures/{reason}")
+        yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
+                               reason=reason, detail=_describe(failure))
+
+    def state_failed(self, failure):
+        self._stat("state_unavailable")
+        meta = failure.request.meta
+        yield StateCheckItem(url=failure.request.url, fetched_at=utc_now(), pith_number=meta.get("pith_number"),
+                             bundle_sha256=meta["pith_bundle_sha256"], matches=False,
+                             detail=f"state.json unavailable: {_describe(failure)}")
+
+    def page_failed(self, failure):
+        self._stat("page_failures")
+        logger.info("record page %s failed: %s", failure.request.url, _describe(failure))
+
+    def alias_failed(self, failure):
+        self._stat("seeds_unresolved")
+        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get("pith_alias"), _describe(failure))
+
+
+def _describe(failure) -> str:
+    if failure.check(HttpError):
+        return f"HTTP {failure.value.response.status}"
+    return f"{type(failure.value).__name__}: {failure.value}"

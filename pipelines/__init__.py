@@ -1,0 +1,1 @@
+"""Item pipelines: verification, then archiving."""

@@ -1,0 +1,113 @@
+"""Archive what the verification pipeline judged: verified bundles as raw bytes and
+table rows, rejected ones in quarantine, failures as rows; then commit one signed
+manifest when the spider closes. Storage work runs off the reactor thread."""
+
+import logging
+import os
+import socket
+from datetime import datetime
+
+from scrapy.exceptions import CloseSpider, NotConfigured
+from twisted.internet.threads import deferToThread
+from scrapy.utils.defer import maybe_deferred_to_future
+
+from crawler import signals as pith_signals
+from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
+from pith_archiver import __version__
+from pith_archiver.signing_key import load_or_create
+from storage.archive import ArchiveWriter
+from storage.stores import StorageError, open_store
+from storage.uploads import BoundedUploader
+
+logger = logging.getLogger(__name__)
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+async def _off_reactor(func, *args):
+    return await maybe_deferred_to_future(deferToThread(func, *args))
+
+
+class ArchivePipeline:
+    """Settings: PITH_ARCHIVE (folder or s3://bucket/prefix), PITH_S3_ENDPOINT_URL,
+    PITH_SIGNING_KEY, PITH_WORKER, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT."""
+
+    def __init__(self, crawler, archive: str, endpoint_url, key_path, worker: str, in_flight: int):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.archive = archive
+        self.endpoint_url = endpoint_url
+        self.key_path = key_path
+        self.worker = worker
+        self.in_flight = in_flight
+        self.writer: ArchiveWriter | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        settings = crawler.settings
+        archive = settings.get("PITH_ARCHIVE")
+        if not archive:
+            raise NotConfigured("PITH_ARCHIVE is not set")
+        worker = settings.get("PITH_WORKER") or f"{socket.gethostname()}.{os.getpid()}"
+        worker = "".join(c if c.isalnum() or c in "_." else "_" for c in worker)[:64]
+        return cls(crawler, archive, settings.get("PITH_S3_ENDPOINT_URL"), settings.get("PITH_SIGNING_KEY"),
+                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT", 128 * 1024 * 1024))
+
+    async def open_spider(self):
+        def open_writer():
+            store = open_store(self.archive, endpoint_url=self.endpoint_url)
+            uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
+            return ArchiveWriter(store, load_or_create(self.key_path), worker=self.worker, uploader=uploader)
+        self.writer = await _off_reactor(open_writer)
+        self.stats.set_value("pith/run_id", self.writer.run_id)
+
+    async def process_item(self, item):
+        try:
+            if isinstance(item, BundleItem):
+                await self._bundle(item)
+            elif isinstance(item, FetchFailureItem):
+                await _off_reactor(self.writer.add_failure, item.url, item.reason, item.detail,
+                                   _when(item.fetched_at))
+            elif isinstance(item, StateCheckItem) and not item.matches:
+                await _off_reactor(self.writer.add_failure, item.url, "state_mismatch", item.detail,
+                                   _when(item.fetched_at), item.pith_number, "state.json")
+        except StorageError as exc:
+            self.stats.set_value("pith/commit_error", f"storage failed: {exc}")
+            raise CloseSpider("storage_failed") from exc
+        return item
+
+    async def _bundle(self, item: BundleItem):
+        verdict = item.verdict
+        add = self.writer.add_verified if verdict.ok else self.writer.add_rejected
+        future = await _off_reactor(add, item.body, verdict, item.url, _when(item.fetched_at))
+        future.add_done_callback(self._count)
+        item.document = None  # the parsed tree is no longer needed; let it go
+
+    def _count(self, future):
+        if future.exception() is None:
+            self.stats.inc_value("pith/archived" if future.result() is not None else "pith/already_archived")
+
+    async def close_spider(self):
+        if self.writer is None:
+            return
+        stats = {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
+        params = {"archive": self.archive, "worker": self.worker, "version": __version__,
+                  "spider_args": self._spider_args()}
+        try:
+            path = await _off_reactor(self.writer.commit, stats, params)
+        except StorageError as exc:
+            self.stats.set_value("pith/commit_error", str(exc))
+            logger.error("nothing committed: %s", exc)
+            return
+        self.stats.set_value("pith/manifest", path)
+        logger.info("committed %s", path)
+        self.crawler.signals.send_catch_log(pith_signals.archive_committed)
+
+    def _spider_args(self) -> dict:
+        spider = self.crawler.spider
+        return {"seeds": [f"{s.kind}:{s.value}" for s in getattr(spider, "seeds", [])],
+                "resolver": getattr(getattr(spider, "resolver", None), "base", None),
+                "max_records": getattr(spider, "max_records", 0), "max_depth": getattr(spider, "max_depth", -1),
+                "follow": getattr(spider, "follow", True)}

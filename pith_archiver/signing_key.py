@@ -1,0 +1,38 @@
+"""The archiver's own signing key: where it lives and how it is made on first use.
+
+It signs manifests (and, later, storage attestations). It is kept outside the archive
+so that whoever can write to the archive cannot also sign for it.
+"""
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+from pith.signing import Signer
+
+logger = logging.getLogger(__name__)
+
+
+def default_key_path() -> Path:
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return config / "pith-archiver" / "signing-key.json"
+
+
+def new_key_id(signer_host: str | None = None) -> str:
+    host = "".join(c if c.isalnum() or c == "-" else "-" for c in (signer_host or socket.gethostname()).lower())
+    return f"pith-archiver-{host[:40]}"
+
+
+def load_or_create(path: str | os.PathLike | None) -> Signer:
+    """Load the key at ``path`` (default: the user's config folder); create it when
+    absent, saying where, since whoever verifies the archive will need its public half."""
+    path = Path(path) if path else default_key_path()
+    if path.exists():
+        return Signer.load(path)
+    generated = Signer.generate(new_key_id())
+    signer = Signer.from_seed(f"{generated.key_id}-{generated.fingerprint[:8]}", generated.seed)
+    signer.save(path)
+    logger.warning("created the archiver signing key %s at %s (keep it safe; its public key is "
+                   "published in the archive under keys/)", signer.key_id, path)
+    return signer

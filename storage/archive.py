@@ -1,0 +1,270 @@
+"""The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
+tracks every object written, and commits them all with one signed manifest.
+
+Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed
+in a committed ``records`` file, or seen earlier in this run, gets a verifications row
+marked ``duplicate`` and nothing else. Any failed write fails the run: ``add_*``
+raise StorageError from then on and ``commit`` raises instead of writing a manifest.
+"""
+
+import logging
+import tempfile
+import threading
+from collections import Counter
+from concurrent.futures import Future, wait
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pith.canonical import canon, sha256_hex
+from pith.keyring import Keyring
+from pith.signing import Signer, utc_now
+from pith.verify import Verdict
+from pith_archiver import __version__
+from . import layout
+from .manifest import build_manifest, commit_manifest, committed_manifests, sign_manifest
+from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+from .tables import (TABLES, RollPolicy, TableWriter, alias_rows, event_rows, record_row,
+                     verification_row)
+from .uploads import BoundedUploader
+
+logger = logging.getLogger(__name__)
+
+REASON_TYPE = "pith_quarantine_reason"
+
+
+def archived_bundles(store: ObjectStore, keyring: Keyring) -> set[bytes]:
+    """The bundle_sha256 (as 32 bytes) of every version in committed ``records`` files,
+    each file checked against its manifest entry before it is believed."""
+    known: set[bytes] = set()
+    for manifest in committed_manifests(store, keyring):
+        for entry in manifest["objects"]:
+            if entry.get("table") != "records":
+                continue
+            data = store.get_bytes(entry["path"])
+            if sha256_hex(data) != entry["sha256"]:
+                raise StorageError(f"{entry['path']} does not match its manifest {manifest['run_id']}")
+            column = pq.read_table(pa.BufferReader(data), columns=["bundle_sha256"]).column(0)
+            known.update(bytes.fromhex(digest) for digest in column.to_pylist())
+    return known
+
+
+def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
+    """The sidecar of a quarantined bundle: a function of the bytes and the verifier
+    only (the URL and time are in the verifications table), so re-quarantining the same
+    bytes writes the same sidecar."""
+    return canon({"reason_type": REASON_TYPE, "raw_sha256": raw_sha256, "size": size,
+                  "status": verdict.status, "reason": verdict.reason, "path": verdict.path,
+                  "detail": verdict.detail, "pith_number": verdict.pith_number,
+                  "verifier": {"name": "pith-archiver", "version": __version__}}) + b"\n"
+
+
+def _done(value) -> Future:
+    future = Future()
+    future.set_result(value)
+    return future
+
+
+class ArchiveWriter:
+    """One run of one worker writing into an archive."""
+
+    def __init__(self, store: ObjectStore, signer: Signer, *, worker: str = "w0", run_id: str | None = None,
+                 keyring: Keyring | None = None, uploader: BoundedUploader | None = None,
+                 policy: RollPolicy = RollPolicy(), spool_dir=None, dedup: bool = True):
+        """``keyring`` pins the archiver keys whose manifests are trusted for dedup
+        (default: this signer's key). ``uploader`` may be shared between writers."""
+        self.store = store
+        self.signer = signer
+        self.worker = worker
+        self.run_id = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)
+        self.started_at = utc_now()
+        self._known = archived_bundles(store, keyring or Keyring([signer.pinned()])) if dedup else set()
+        self._uploader = uploader or BoundedUploader()
+        self._owns_uploader = uploader is None
+        self._quarantined: set[str] = set()
+        self._spool = tempfile.TemporaryDirectory(prefix="pith-spool-", dir=spool_dir)
+        self._tables = {name: TableWriter(spec, self.run_id, self._emit_table, policy, self._spool.name)
+                        for name, spec in TABLES.items()}
+        self._lock = threading.Lock()          # tables and counters
+        self._written_lock = threading.Lock()  # what upload jobs report
+        self._written: dict[str, dict] = {}
+        self._pending: set[Future] = set()
+        self._failure: BaseException | None = None
+        self._counts = Counter()
+        self._open = True
+        logger.info("run %s writing to %s (%d bundle versions already archived)",
+                    self.run_id, store.uri, len(self._known))
+
+    # --- what the pipeline calls -----------------------------------------------
+    def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
+        """Archive a verified bundle version. The future gives the raw object's
+        ObjectInfo once stored, or None when the version was archived before."""
+        if not verdict.ok:
+            raise ValueError("add_verified takes verified verdicts; use add_rejected")
+        self._check_usable()
+        raw_sha256 = sha256_hex(raw)
+        version = bytes.fromhex(verdict.bundle_sha256)
+        with self._lock:
+            duplicate = version in self._known
+            raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
+            rows = [("verifications", verification_row(
+                verdict, url=url, raw_sha256=raw_sha256, size=len(raw), raw_path=raw_path,
+                fetched_at=fetched_at, run_id=self.run_id, duplicate=duplicate))]
+            if not duplicate:
+                rows.append(("records", record_row(verdict, raw_sha256=raw_sha256, url=url,
+                                                   fetched_at=fetched_at, run_id=self.run_id)))
+                rows += [("events", row) for row in event_rows(verdict, run_id=self.run_id)]
+                rows += [("aliases", row) for row in alias_rows(verdict, run_id=self.run_id)]
+            for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
+                self._tables[table].add(row)
+            self._known.add(version)
+            self._counts["duplicates" if duplicate else "verified"] += 1
+        return _done(None) if duplicate else self._submit(raw_path, raw)
+
+    def add_rejected(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
+        """Quarantine a rejected bundle's bytes with a reason sidecar. The future gives
+        the quarantined object's ObjectInfo, or None when this run already holds it."""
+        if verdict.ok:
+            raise ValueError("add_rejected takes rejected verdicts; use add_verified")
+        self._check_usable()
+        raw_sha256 = sha256_hex(raw)
+        with self._lock:
+            first = raw_sha256 not in self._quarantined
+            self._quarantined.add(raw_sha256)
+            self._tables["verifications"].add(verification_row(
+                verdict, url=url, raw_sha256=raw_sha256, size=len(raw),
+                raw_path=layout.quarantined(raw_sha256), fetched_at=fetched_at, run_id=self.run_id))
+            self._counts["rejected"] += 1
+        if not first:
+            return _done(None)
+        self._submit(layout.quarantine_reason(raw_sha256), quarantine_reason(verdict, raw_sha256, len(raw)),
+                     keep_existing=True)
+        return self._submit(layout.quarantined(raw_sha256), raw)
+
+    def add_failure(self, url: str, reason: str, detail: str, fetched_at: datetime,
+                    pith_number: str | None = None, path: str = "") -> None:
+        """Record a fetch that gave no archivable bytes (a fetch error, an oversize
+        body, a state.json that disagrees with its bundle): a ``verifications`` row
+        with status ``failed``, so every failure is on record."""
+        self._check_usable()
+        verdict = Verdict("failed", reason, path, detail, pith_number=pith_number)
+        with self._lock:
+            self._tables["verifications"].add(verification_row(
+                verdict, url=url, raw_sha256=None, size=None, raw_path=None,
+                fetched_at=fetched_at, run_id=self.run_id))
+            self._counts["failed"] += 1
+
+    def commit(self, stats: dict | None = None, params: dict | None = None) -> str:
+        """Finish the tables, wait for every upload, then write the signed manifest.
+        Returns its path; raises StorageError (and writes no manifest) if anything failed."""
+        self._check_usable()
+        self._open = False
+        try:
+            with self._lock:
+                for writer in self._tables.values():
+                    writer.close()
+            self._wait()
+            self._raise_if_failed()
+            self._record(self.store.put_bytes(layout.key_document(self.signer.key_id),
+                                              canon(self.signer.public_document()) + b"\n"))
+            manifest = build_manifest(
+                run_id=self.run_id, worker=self.worker, started_at=self.started_at,
+                objects=list(self._written.values()), params=params or {},
+                stats={**(stats or {}), "archive": self._archive_stats()})
+            return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
+        finally:
+            self._release()
+
+    def abort(self) -> None:
+        """Stop without a manifest; what was uploaded stays as orphans to collect."""
+        if self._open:
+            self._open = False
+            with self._lock:
+                for writer in self._tables.values():
+                    writer.discard()
+            self._release()
+
+    # --- internals -------------------------------------------------------------
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise StorageError(f"run {self.run_id} failed: {self._failure}") from self._failure
+
+    def _check_usable(self) -> None:
+        self._raise_if_failed()
+        if not self._open:
+            raise StorageError(f"run {self.run_id} is already committed or aborted")
+
+    def _submit(self, path: str, data: bytes, keep_existing: bool = False) -> Future:
+        future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing)
+        self._track(future)
+        return future
+
+    def _put_bytes(self, path: str, data: bytes, keep_existing: bool) -> ObjectInfo:
+        try:
+            info = self.store.put_bytes(path, data)
+        except ObjectExists as exc:
+            if not keep_existing:
+                self._fail(exc)
+                raise
+            info = exc.existing  # list what is stored, not what we would have written
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        return self._record(info)
+
+    def _emit_table(self, path: str, spool, rows: int) -> None:
+        self._track(self._uploader.submit(spool.stat().st_size, self._put_table, path, spool, rows))
+
+    def _put_table(self, path: str, spool, rows: int) -> ObjectInfo:
+        table = path.split("/")[1]
+        try:
+            info = self.store.put_file(path, spool)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            spool.unlink(missing_ok=True)
+        return self._record(info, table=table, rows=rows)
+
+    def _record(self, info: ObjectInfo, **extra) -> ObjectInfo:
+        with self._written_lock:
+            self._written[info.path] = {**info.entry(), **extra}
+        return info
+
+    def _fail(self, exc: BaseException) -> None:
+        logger.error("run %s: %s", self.run_id, exc)
+        with self._written_lock:
+            if self._failure is None:
+                self._failure = exc
+
+    def _track(self, future: Future) -> None:
+        with self._written_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: Future) -> None:
+        with self._written_lock:
+            self._pending.discard(future)
+
+    def _wait(self) -> None:
+        with self._written_lock:
+            pending = list(self._pending)
+        wait(pending)
+
+    def _archive_stats(self) -> dict:
+        objects = self._written.values()
+        rows = Counter()
+        for entry in objects:
+            if "table" in entry:
+                rows[entry["table"]] += entry["rows"]
+        return {"verified": self._counts["verified"], "duplicates": self._counts["duplicates"],
+                "rejected": self._counts["rejected"], "failed": self._counts["failed"], "objects": len(objects),
+                "bytes": sum(entry["size"] for entry in objects),
+                "rows": {name: rows[name] for name in TABLES}}
+
+    def _release(self) -> None:
+        self._wait()  # no upload may still be reading a spool file
+        self._spool.cleanup()
+        if self._owns_uploader:
+            self._uploader.close()

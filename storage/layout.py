@@ -1,0 +1,98 @@
+"""Every path convention of the archive, in one place.
+
+Paths are relative to the archive root (a folder, or ``s3://bucket/prefix``), always
+with ``/`` separators. Readers, the audit and the mirror derive paths from here, so
+the layout is changed (and versioned) in one module only.
+"""
+
+import re
+import secrets
+from datetime import datetime, timezone
+from urllib.parse import quote
+
+RAW = "raw/bundles"
+QUARANTINE = "quarantine"
+TABLES = "tables"
+MANIFESTS = "manifests"
+KEYS = "keys"
+ATTESTATIONS = "attestations"
+
+# Only committed manifests make objects under these prefixes trustworthy; whatever
+# they hold that no committed manifest lists is left over from a crashed run.
+COLLECTABLE = (f"{RAW}/", f"{QUARANTINE}/", f"{TABLES}/", f"{ATTESTATIONS}/")
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
+TEMP_PREFIX = ".tmp-"                      # partial writes; never a final object name
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.]+-[0-9a-f]{8}$")
+_WORKER = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
+
+
+class LayoutError(ValueError):
+    """A path or name that does not fit the archive layout."""
+
+
+def check_path(path: str) -> str:
+    """Refuse paths that could escape the root or alias another object."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        raise LayoutError(f"not a relative archive path: {path!r}")
+    return path
+
+
+def _sha(digest: str) -> str:
+    if not _SHA256.match(digest):
+        raise LayoutError(f"not a lowercase sha256 hex digest: {digest!r}")
+    return digest
+
+
+def raw_bundle(raw_sha256: str) -> str:
+    """Content address of a verified bundle's exact bytes."""
+    return f"{RAW}/{raw_sha256[:2]}/{_sha(raw_sha256)}.json"
+
+
+def quarantined(raw_sha256: str) -> str:
+    return f"{QUARANTINE}/{raw_sha256[:2]}/{_sha(raw_sha256)}.json"
+
+
+def quarantine_reason(raw_sha256: str) -> str:
+    return f"{QUARANTINE}/{raw_sha256[:2]}/{_sha(raw_sha256)}.reason.json"
+
+
+def partition_dir(column: str, value) -> str:
+    """One Hive directory level; values are percent-encoded as pyarrow's default
+    ``segment_encoding="uri"`` expects, null becomes the Hive default partition."""
+    text = HIVE_NULL if value is None or value == "" else quote(str(value), safe="")
+    return f"{column}={text}"
+
+
+def table_part(table: str, partition: str, run_id: str, seq: int) -> str:
+    return f"{TABLES}/{table}/{partition}/part-{check_run_id(run_id)}-{seq:05d}.parquet"
+
+
+def manifest(run_id: str) -> str:
+    return f"{MANIFESTS}/{check_run_id(run_id)}.json"
+
+
+def is_manifest(path: str) -> bool:
+    name = path[len(MANIFESTS) + 1:] if path.startswith(f"{MANIFESTS}/") else ""
+    return name.endswith(".json") and bool(_RUN_ID.match(name[:-5]))
+
+
+def key_document(key_id: str) -> str:
+    return f"{KEYS}/{quote(key_id, safe='')}.json"
+
+
+def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:
+    """``20261122T053000Z-<worker>-<8 hex>``: sorts by start time, unique per worker."""
+    if not _WORKER.match(worker):
+        raise LayoutError(f"worker names are 1-64 of [A-Za-z0-9_.]: {worker!r}")
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{worker}-{secrets.token_hex(4)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not _RUN_ID.match(run_id):
+        raise LayoutError(f"not a run id (YYYYMMDDTHHMMSSZ-worker-8hex): {run_id!r}")
+    return run_id

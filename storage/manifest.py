@@ -1,0 +1,208 @@
+"""The manifest is the commit.
+
+A run's manifest lists every object it wrote (path, sha256, size; table files also
+their table and row count), with run statistics, crawl parameters and the software
+version, and is signed the Pith way: ``manifest_sha256 = sha256(canon(manifest
+without "signature"))``, Ed25519 over its 32 bytes. It is written last and never
+over another; readers trust an object only when a manifest verifying under a pinned
+key lists it. Whatever else lies under the collectable prefixes is a crashed run's
+leftover, found by ``find_orphans`` and removed by ``collect_orphans``.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pith.canonical import canon, canon_sha256
+from pith.keyring import Keyring
+from pith.parse import Limits, parse
+from pith.reasons import Rejected
+from pith.signing import Signer, utc_now
+from pith.verify import SIGNATURE_STATUS
+from pith_archiver import __version__
+from . import layout
+from .stores import ObjectInfo, ObjectStore, StorageError, StoredObject
+from .tables import SCHEMA_VERSION
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_TYPE = "pith_archive_manifest"
+MANIFEST_VERSION = "1"
+SIGNED_MESSAGE = "manifest_sha256_bytes"
+MANIFEST_LIMITS = Limits(max_bytes=1 << 31)
+
+
+class ManifestInvalid(Exception):
+    """A manifest that must not be trusted: ``reason`` is a short code, ``path`` names
+    the field that broke."""
+
+    def __init__(self, reason: str, path: str = "", detail: str = ""):
+        super().__init__(f"{reason} at {path or '<manifest>'}: {detail}")
+        self.reason, self.path, self.detail = reason, path, detail
+
+
+class UntrustedManifests(StorageError):
+    """Garbage collection refused: some manifests do not verify, and the objects they
+    list would look like orphans."""
+
+
+def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats: dict, params: dict) -> dict:
+    """The unsigned manifest body. ``objects`` are ObjectInfo.entry() dicts, possibly
+    with ``table`` and ``rows``."""
+    return {
+        "manifest_type": MANIFEST_TYPE, "manifest_version": MANIFEST_VERSION,
+        "run_id": layout.check_run_id(run_id), "worker": worker,
+        "started_at": started_at, "committed_at": utc_now(),
+        "software": {"name": "pith-archiver", "version": __version__},
+        "table_schema_version": SCHEMA_VERSION,
+        "crawl": params, "stats": stats,
+        "objects": sorted(objects, key=lambda entry: entry["path"]),
+    }
+
+
+def sign_manifest(manifest: dict, signer: Signer) -> dict:
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    digest = canon_sha256(body)
+    return {**body, "signature": {**signer.signature(digest, SIGNED_MESSAGE), "manifest_sha256": digest}}
+
+
+def commit_manifest(store: ObjectStore, manifest: dict) -> ObjectInfo:
+    """Write the signed manifest under its run id, after everything it lists is durable.
+    Another manifest under that name raises ObjectExists: a commit never overwrites."""
+    store.flush()
+    info = store.put_bytes(layout.manifest(manifest["run_id"]), canon(manifest) + b"\n")
+    store.flush()
+    logger.info("committed %s: %d objects", info.path, len(manifest["objects"]))
+    return info
+
+
+def _require(obj: dict, key: str, kind, path: str = ""):
+    value = obj.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ManifestInvalid("schema_violation", f"{path}{key}", f"expected {kind.__name__}")
+    return value
+
+
+def _check_entry(entry, index: int) -> None:
+    where = f"objects[{index}]."
+    if not isinstance(entry, dict):
+        raise ManifestInvalid("schema_violation", where[:-1], "expected an object")
+    try:
+        layout.check_path(_require(entry, "path", str, where))
+    except layout.LayoutError as exc:
+        raise ManifestInvalid("schema_violation", f"{where}path", str(exc)) from None
+    sha = _require(entry, "sha256", str, where)
+    if len(sha) != 64 or sha.strip("0123456789abcdef"):
+        raise ManifestInvalid("schema_violation", f"{where}sha256", "expected 64 lowercase hex digits")
+    if _require(entry, "size", int, where) < 0:
+        raise ManifestInvalid("schema_violation", f"{where}size", "negative")
+
+
+def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
+    """The manifest in ``raw`` if it is well formed and its signature verifies under a
+    pinned key; ManifestInvalid otherwise."""
+    try:
+        document = parse(raw, MANIFEST_LIMITS)
+    except Rejected as exc:
+        raise ManifestInvalid(exc.reason, exc.path, exc.detail) from None
+    manifest = document.data
+    if not isinstance(manifest, dict) or manifest.get("manifest_type") != MANIFEST_TYPE:
+        raise ManifestInvalid("schema_violation", "manifest_type", f"expected {MANIFEST_TYPE!r}")
+    if manifest.get("manifest_version") != MANIFEST_VERSION:
+        raise ManifestInvalid("schema_violation", "manifest_version", f"expected {MANIFEST_VERSION!r}")
+    layout.check_run_id(_require(manifest, "run_id", str))
+    signature = _require(manifest, "signature", dict)
+    for key, expected in (("signed_message", SIGNED_MESSAGE), ("signature_status", SIGNATURE_STATUS)):
+        if signature.get(key) != expected:
+            raise ManifestInvalid("schema_violation", f"signature.{key}", f"expected {expected!r}")
+    claimed = _require(signature, "manifest_sha256", str, "signature.")
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    if canon_sha256(body, document.exact) != claimed:
+        raise ManifestInvalid("manifest_hash_mismatch", "signature.manifest_sha256", "does not hash the manifest")
+    try:
+        keyring.check_signature(signature, bytes.fromhex(claimed), "signature", "manifest_signature_invalid")
+    except Rejected as exc:
+        raise ManifestInvalid(exc.reason, exc.path, exc.detail) from None
+    for index, entry in enumerate(_require(manifest, "objects", list)):
+        _check_entry(entry, index)
+    return manifest
+
+
+@dataclass
+class ManifestRead:
+    """One file under manifests/: the verified manifest, or why it is not trusted."""
+    path: str
+    manifest: dict | None = None
+    error: ManifestInvalid | StorageError | None = None
+
+
+def read_manifests(store: ObjectStore, keyring: Keyring):
+    """Every manifest in the archive, in run id (time) order, verified or not."""
+    for stored in sorted(store.list(f"{layout.MANIFESTS}/"), key=lambda s: s.path):
+        if not layout.is_manifest(stored.path):
+            continue
+        try:
+            manifest = verify_manifest(store.get_bytes(stored.path), keyring)
+            if layout.manifest(manifest["run_id"]) != stored.path:
+                raise ManifestInvalid("manifest_misnamed", "run_id", f"names {manifest['run_id']}")
+        except (ManifestInvalid, StorageError) as exc:
+            logger.warning("%s: not trusted: %s", stored.path, exc)
+            yield ManifestRead(stored.path, error=exc)
+        else:
+            yield ManifestRead(stored.path, manifest)
+
+
+def committed_manifests(store: ObjectStore, keyring: Keyring):
+    """The manifests readers may trust (the others are logged)."""
+    return (read.manifest for read in read_manifests(store, keyring) if read.manifest is not None)
+
+
+def union(manifests) -> dict[str, dict]:
+    """Path to entry over all given manifests (the first listing of a path wins;
+    a path listed with different content is logged)."""
+    objects: dict[str, dict] = {}
+    for manifest in manifests:
+        for entry in manifest["objects"]:
+            known = objects.setdefault(entry["path"], entry)
+            if known["sha256"] != entry["sha256"]:
+                logger.error("%s is listed with sha256 %s by %s and %s before",
+                             entry["path"], entry["sha256"], manifest["run_id"], known["sha256"])
+    return objects
+
+
+def committed_objects(store: ObjectStore, keyring: Keyring) -> dict[str, dict]:
+    return union(committed_manifests(store, keyring))
+
+
+@dataclass
+class Orphans:
+    objects: list[StoredObject]      # under collectable prefixes, listed by no committed manifest
+    untrusted: list[ManifestRead]    # manifests that failed verification
+
+
+def find_orphans(store: ObjectStore, keyring: Keyring) -> Orphans:
+    reads = list(read_manifests(store, keyring))
+    listed = union(read.manifest for read in reads if read.manifest is not None)
+    objects = [stored for prefix in layout.COLLECTABLE for stored in store.list(prefix)
+               if stored.path not in listed]
+    objects += [stored for stored in store.list(f"{layout.MANIFESTS}/")
+                if stored.path.rpartition("/")[2].startswith(layout.TEMP_PREFIX)]
+    return Orphans(objects, [read for read in reads if read.manifest is None])
+
+
+def collect_orphans(store: ObjectStore, keyring: Keyring, older_than: timedelta,
+                    now: datetime | None = None, allow_untrusted: bool = False) -> list[StoredObject]:
+    """Delete orphans last modified more than ``older_than`` ago. That age must exceed
+    the longest run: a running crawl's objects are orphans until it commits."""
+    found = find_orphans(store, keyring)
+    if found.untrusted and not allow_untrusted:
+        raise UntrustedManifests(f"{len(found.untrusted)} manifest(s) do not verify "
+                                 f"({', '.join(r.path for r in found.untrusted)}); not collecting")
+    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    deleted = []
+    for stored in found.objects:
+        if stored.modified <= cutoff:
+            store.delete(stored.path)
+            deleted.append(stored)
+    logger.info("collected %d of %d orphans", len(deleted), len(found.objects))
+    return deleted

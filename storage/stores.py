@@ -1,0 +1,347 @@
+"""Object stores: a local folder and S3-compatible buckets, both create-only.
+
+An archive never changes an object once written. ``put_*`` creates the object, or
+finds it already holding exactly these bytes (an idempotent retry, or a
+content-addressed object someone else wrote) and succeeds; any other object under
+that name raises ObjectExists. An object is visible under its name only once it is
+whole (LocalStore links a finished, fsynced temp file; S3 writes are atomic), so a
+crash leaves temp files or unlisted objects, never a torn object under a final name.
+"""
+
+import base64
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from .layout import TEMP_PREFIX, check_path
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+MiB = 1 << 20
+
+
+class StorageError(Exception):
+    """The store failed, after its own retries; nothing may be committed on top of it."""
+
+
+class ObjectExists(StorageError):
+    """A create-only put found another object under the name; ``existing`` is its digest."""
+
+    def __init__(self, path: str, existing: "ObjectInfo"):
+        super().__init__(f"{path} already exists with sha256 {existing.sha256} ({existing.size} bytes)")
+        self.path = path
+        self.existing = existing
+
+
+class ObjectMissing(StorageError):
+    """A read named an object the store does not hold."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a manifest says about an object: enough to re-check it byte for byte."""
+    path: str
+    sha256: str
+    size: int
+
+    def entry(self) -> dict:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size}
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One listing row: what the store itself reports, no content read."""
+    path: str
+    size: int
+    modified: datetime
+
+
+def hash_file(local_path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(local_path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class ObjectStore(ABC):
+    """The operations the archive needs, on paths relative to the archive root."""
+    uri: str
+
+    def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
+        info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))
+        return info if self._create_bytes(path, data, info.sha256) else self._settle(info)
+
+    def put_file(self, path: str, local_path) -> ObjectInfo:
+        """Store a local file (large tables): streamed, multipart on S3."""
+        info = ObjectInfo(check_path(path), *hash_file(local_path))
+        return info if self._create_file(path, local_path, info.sha256) else self._settle(info)
+
+    def _settle(self, info: ObjectInfo) -> ObjectInfo:
+        existing = self.digest(info.path)
+        if existing != info:
+            raise ObjectExists(info.path, existing)
+        logger.debug("%s already holds these bytes", info.path)
+        return info
+
+    def digest(self, path: str) -> ObjectInfo:
+        """Hash an object as stored, streaming (what an audit re-checks)."""
+        digest, size = hashlib.sha256(), 0
+        for chunk in self.read_chunks(path):
+            digest.update(chunk)
+            size += len(chunk)
+        return ObjectInfo(path, digest.hexdigest(), size)
+
+    def get_bytes(self, path: str) -> bytes:
+        return b"".join(self.read_chunks(path))
+
+    @abstractmethod
+    def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
+        """Create the object; False when the name is taken."""
+
+    @abstractmethod
+    def _create_file(self, path: str, local_path, sha256: str) -> bool:
+        """Create the object from a file; False when the name is taken."""
+
+    @abstractmethod
+    def read_chunks(self, path: str, chunk_size: int = CHUNK):
+        """Yield the object's bytes in chunks; ObjectMissing when absent."""
+
+    @abstractmethod
+    def list(self, prefix: str = ""):
+        """Yield StoredObject for every object whose path starts with ``prefix``."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove an object (garbage collection only); absent is fine."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make every object written so far durable (before a manifest names it)."""
+
+
+class LocalStore(ObjectStore):
+    """A folder. Writes go to a temp file in the target folder, are fsynced, then
+    hard-linked to the final name, which fails rather than replace an object."""
+
+    def __init__(self, root):
+        self.root = Path(root).absolute()
+        self.uri = self.root.as_uri()
+        self._unsynced_dirs: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def _target(self, path: str) -> Path:
+        return self.root / check_path(path)
+
+    def _create_bytes(self, path, data, sha256) -> bool:
+        return self._create(path, lambda out: out.write(data))
+
+    def _create_file(self, path, local_path, sha256) -> bool:
+        def copy(out):
+            with open(local_path, "rb") as source:
+                shutil.copyfileobj(source, out, CHUNK)
+        return self._create(path, copy)
+
+    def _create(self, path: str, write) -> bool:
+        target = self._target(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    os.fchmod(out.fileno(), 0o644)
+                    write(out)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.link(temp, target)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(temp)
+        except OSError as exc:
+            raise StorageError(f"{self.uri}: cannot write {path}: {exc}") from exc
+        with self._lock:
+            self._unsynced_dirs.update(d for d in target.parents if d == self.root or self.root in d.parents)
+        return True
+
+    def read_chunks(self, path, chunk_size=CHUNK):
+        try:
+            with open(self._target(path), "rb") as handle:
+                while chunk := handle.read(chunk_size):
+                    yield chunk
+        except FileNotFoundError:
+            raise ObjectMissing(f"{self.uri}: no object {path}") from None
+        except OSError as exc:
+            raise StorageError(f"{self.uri}: cannot read {path}: {exc}") from exc
+
+    def list(self, prefix=""):
+        top = self.root / prefix.rpartition("/")[0] if prefix else self.root
+        for folder, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                full = Path(folder, name)
+                path = full.relative_to(self.root).as_posix()
+                if not path.startswith(prefix):
+                    continue
+                try:
+                    stat = full.stat()
+                except FileNotFoundError:  # a temp file a concurrent write just removed
+                    continue
+                yield StoredObject(path, stat.st_size, datetime.fromtimestamp(stat.st_mtime, timezone.utc))
+
+    def delete(self, path):
+        try:
+            self._target(path).unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(f"{self.uri}: cannot delete {path}: {exc}") from exc
+
+    def flush(self):
+        with self._lock:
+            folders, self._unsynced_dirs = self._unsynced_dirs, set()
+        try:
+            for folder in sorted(folders, key=lambda d: len(d.parts), reverse=True):
+                fd = os.open(folder, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise StorageError(f"{self.uri}: cannot sync {folder}: {exc}") from exc
+
+
+class S3Store(ObjectStore):
+    """An S3-compatible bucket (AWS, MinIO, Ceph, R2) under an optional key prefix.
+
+    Credentials, region and endpoint come from boto3's standard chain (environment,
+    config files, ``AWS_ENDPOINT_URL_S3``) unless ``endpoint_url`` is given. Every
+    write through this client is conditional (``If-None-Match: *``, added to
+    PutObject and CompleteMultipartUpload by an event hook, since the managed
+    transfer does not accept it) and carries a SHA-256 checksum.
+    """
+
+    CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent write, retry
+
+    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
+                 max_attempts: int = 10, multipart_threshold: int = 16 * MiB,
+                 multipart_chunksize: int = 16 * MiB, max_concurrency: int = 4):
+        import boto3
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        config = Config(retries={"mode": "adaptive", "max_attempts": max_attempts},
+                        max_pool_connections=32)  # upload pool threads x multipart parts
+        self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+        self.endpoint_url = self._client.meta.endpoint_url  # as resolved from the argument or the chain
+        for operation in ("PutObject", "CompleteMultipartUpload"):
+            self._client.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
+        self._transfer = TransferConfig(multipart_threshold=multipart_threshold,
+                                        multipart_chunksize=multipart_chunksize,
+                                        max_concurrency=max_concurrency)
+
+    def _key(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def _error(self, action: str, path: str, exc: Exception) -> StorageError:
+        return StorageError(f"{self.uri}: cannot {action} {path}: {exc}")
+
+    def _create_bytes(self, path, data, sha256) -> bool:
+        checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
+        return self._conditional(path, lambda: self._client.put_object(
+            Bucket=self.bucket, Key=self._key(path), Body=data, IfNoneMatch="*",
+            ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum))
+
+    def _create_file(self, path, local_path, sha256) -> bool:
+        def upload():  # upload_fileobj, unlike upload_file, lets the 412 ClientError through
+            with open(local_path, "rb") as source:
+                self._client.upload_fileobj(source, self.bucket, self._key(path), Config=self._transfer,
+                                            ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+        return self._conditional(path, upload)
+
+    def _conditional(self, path: str, write) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(self.CONFLICT_RETRIES):
+            try:
+                write()
+                return True
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "PreconditionFailed":
+                    return False
+                if code != "ConditionalRequestConflict":
+                    raise self._error("write", path, exc) from exc
+                logger.info("%s: concurrent write of %s, retrying", self.uri, path)
+                time.sleep(0.05 * 2 ** attempt)
+            except BotoCoreError as exc:
+                raise self._error("write", path, exc) from exc
+        raise StorageError(f"{self.uri}: writes of {path} kept conflicting")
+
+    def read_chunks(self, path, chunk_size=CHUNK):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(check_path(path)))["Body"]
+            yield from body.iter_chunks(chunk_size)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectMissing(f"{self.uri}: no object {path}") from None
+            raise self._error("read", path, exc) from exc
+        except BotoCoreError as exc:
+            raise self._error("read", path, exc) from exc
+
+    def list(self, prefix=""):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        root = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.bucket, Prefix=root + prefix):
+                for item in page.get("Contents", ()):
+                    yield StoredObject(item["Key"][len(root):], item["Size"], item["LastModified"])
+        except (BotoCoreError, ClientError) as exc:
+            raise self._error("list", prefix or "/", exc) from exc
+
+    def delete(self, path):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(check_path(path)))
+        except (BotoCoreError, ClientError) as exc:
+            raise self._error("delete", path, exc) from exc
+
+    def flush(self):
+        """Nothing to do: S3 acknowledges a write once it is durable."""
+
+
+def _create_only(params, **_):
+    params.setdefault("IfNoneMatch", "*")
+
+
+def open_store(uri: str, endpoint_url: str | None = None, **options) -> ObjectStore:
+    """``s3://bucket/prefix``, ``file:///path`` or a plain folder path."""
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[5:].partition("/")
+        if not bucket:
+            raise ValueError(f"no bucket in {uri!r}")
+        return S3Store(bucket, prefix, endpoint_url=endpoint_url, **options)
+    if endpoint_url or options:
+        raise ValueError("endpoint and S3 options apply to s3:// archives only")
+    if uri.startswith("file://"):
+        return LocalStore(unquote(urlparse(uri).path))
+    if "://" in uri:
+        raise ValueError(f"unsupported archive URI {uri!r}: use a folder, file:// or s3://")
+    return LocalStore(uri)

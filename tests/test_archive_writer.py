@@ -1,0 +1,168 @@
+"""A whole run through the ArchiveWriter on both backends: raw bytes, quarantine,
+tables read back by pyarrow and DuckDB, a manifest that matches what is stored,
+dedup against earlier runs, and no manifest when anything failed."""
+
+import hashlib
+import json
+from datetime import datetime, timezone
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from pith.verify import verify_bundle
+from storage import layout
+from storage.archive import ArchiveWriter
+from storage.manifest import committed_objects, find_orphans, verify_manifest
+from storage.stores import ObjectMissing, S3Store, StorageError
+from storage.tables import RollPolicy
+from storage.uploads import BoundedUploader
+from tests.plugins.s3 import arrow_filesystem, local_copy
+
+FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
+RUN = "20261122T053000Z-w0-0123abcd"
+
+
+@pytest.fixture(scope="module")
+def verified(real_raw, registry_keyring):
+    """(url, raw, verdict) of each real bundle."""
+    return [(f"https://pith.science/pith/{suffix}/bundle.json", raw, verify_bundle(raw, registry_keyring))
+            for suffix, raw in sorted(real_raw.items())]
+
+
+@pytest.fixture(scope="module")
+def rejected(real_raw, registry_keyring):
+    raw = real_raw["6VARSBRX6E3HDBTBZP3WZOXG6B"].replace(b'"target":"graph"', b'"target":"graf"', 1)
+    return "https://pith.science/pith/6VARSBRX6E3HDBTBZP3WZOXG6B/bundle.json", raw, verify_bundle(raw, registry_keyring)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected, test_signer, test_keyring, tmp_path):
+    uploader = BoundedUploader(max_bytes_in_flight=20_000, workers=2)  # tighter than two bundles
+    writer = ArchiveWriter(store, test_signer, run_id=RUN, uploader=uploader)
+    stored = [writer.add_verified(raw, verdict, url, FETCHED).result(30) for url, raw, verdict in verified]
+    url, bad, verdict = rejected
+    quarantined = writer.add_rejected(bad, verdict, url, FETCHED).result(30)
+    path = writer.commit(stats={"pages": 4}, params={"seeds": ["https://pith.science/"]})
+    uploader.close()
+
+    assert path == layout.manifest(RUN)
+    manifest = verify_manifest(store.get_bytes(path), test_keyring)
+    # raw objects are the exact bytes, at their content address
+    for info, (_, raw, _) in zip(stored, verified):
+        assert info.path == layout.raw_bundle(sha(raw)) and store.get_bytes(info.path) == raw
+    assert quarantined.path == layout.quarantined(sha(bad)) and store.get_bytes(quarantined.path) == bad
+    reason = json.loads(store.get_bytes(layout.quarantine_reason(sha(bad))))
+    assert (reason["reason"], reason["path"], reason["raw_sha256"]) == (
+        "event_hash_mismatch", "events[1].content_sha256", sha(bad))
+    # every manifest entry matches its object; nothing else lies in the archive
+    tables = {}
+    for entry in manifest["objects"]:
+        assert store.digest(entry["path"]).entry() == {k: entry[k] for k in ("path", "sha256", "size")}
+        if "table" in entry:
+            metadata = pq.read_metadata(pa.BufferReader(store.get_bytes(entry["path"])))
+            assert metadata.num_rows == entry["rows"]
+            tables.setdefault(entry["table"], []).append(entry["path"])
+    assert find_orphans(store, test_keyring).objects == []
+    assert len(tables["records"]) == 2  # one file per year, not one per bundle
+    assert manifest["stats"]["pages"] == 4 and manifest["crawl"] == {"seeds": ["https://pith.science/"]}
+    assert manifest["stats"]["archive"]["rows"] == {"records": 3, "events": 6, "aliases": 18, "verifications": 4}
+    assert (manifest["stats"]["archive"]["verified"], manifest["stats"]["archive"]["rejected"]) == (3, 1)
+
+    filesystem, base = arrow_filesystem(store)
+    records = ds.dataset(f"{base}/tables/records", filesystem=filesystem, partitioning="hive").to_table()
+    assert sorted(records.column("pith_number").to_pylist()) == sorted(v.pith_number for _, _, v in verified)
+    assert sorted(records.column("year").to_pylist()) == [2018, 2019, 2019]
+    assert records.schema.field("submitted_at").type == pa.timestamp("us", tz="UTC")
+    assert set(records.column("raw_path").to_pylist()) == {info.path for info in stored}
+
+    folder = local_copy(store, tmp_path / "copy")
+    events, verifications, aliases, records = (
+        f"read_parquet('{folder}/tables/{name}/**/*.parquet', hive_partitioning=true)"
+        for name in ("events", "verifications", "aliases", "records"))
+    assert duckdb.sql(f"SELECT event_type, count(*) FROM {events} GROUP BY 1 ORDER BY 1").fetchall() == [
+        ("graph_snapshot", 3), ("record_created", 3)]
+    assert duckdb.sql(f"SELECT status, reason, count(*) FROM {verifications} GROUP BY ALL ORDER BY 1").fetchall() == [
+        ("rejected", "event_hash_mismatch", 1), ("verified", None, 3)]
+    assert duckdb.sql(f"SELECT alias_value FROM {aliases} WHERE alias_kind = 'doi' ORDER BY 1").fetchall() == [
+        ("10.48550/arxiv.1811.05233",), ("10.48550/arxiv.1901.02244",), ("10.48550/arxiv.1904.12043",)]
+    assert duckdb.sql(f"SELECT source_id FROM {records} WHERE primary_category = 'cs.DC' "
+                      "OR list_contains(cross_categories, 'cs.DC') ORDER BY 1").fetchall() == [
+        ("1901.02244",), ("1904.12043",)]
+
+def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_keyring):
+    first = ArchiveWriter(store, test_signer)
+    for url, raw, verdict in verified + verified[:1]:  # one seen twice within the run
+        first.add_verified(raw, verdict, url, FETCHED)
+    first.commit()
+    second = ArchiveWriter(store, test_signer)
+    again = [second.add_verified(raw, verdict, url, FETCHED).result(30) for url, raw, verdict in verified]
+    second_path = second.commit()
+    assert again == [None, None, None]
+
+    second_manifest = json.loads(store.get_bytes(second_path))
+    assert {e.get("table") for e in second_manifest["objects"]} == {"verifications", None}
+    assert not any(e["path"].startswith("raw/") for e in second_manifest["objects"])
+    records, verifications = [], []
+    for path, entry in committed_objects(store, test_keyring).items():
+        table = pq.read_table(pa.BufferReader(store.get_bytes(path))) if "table" in entry else None
+        if entry.get("table") == "records":
+            records += table.column("bundle_sha256").to_pylist()
+        elif entry.get("table") == "verifications":
+            verifications += table.column("duplicate").to_pylist()
+    assert sorted(records) == sorted(v.bundle_sha256 for _, _, v in verified)
+    assert sorted(verifications) == [False] * 3 + [True] * 4
+
+
+def test_a_failed_write_means_no_manifest(store, verified, test_signer):
+    squatted = layout.table_part("verifications", "fetch_date=2026-11-22", RUN, 0)
+    store.put_bytes(squatted, b"another run's file under this name")
+    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    url, raw, verdict = verified[0]
+    writer.add_verified(raw, verdict, url, FETCHED).result(30)
+    with pytest.raises(StorageError, match="already exists"):
+        writer.commit()
+    with pytest.raises(ObjectMissing):
+        store.get_bytes(layout.manifest(RUN))
+    with pytest.raises(StorageError):
+        writer.add_verified(raw, verdict, url, FETCHED)
+
+
+def test_an_unreachable_store_fails_the_run(s3_env, refused_port, verified, test_signer):
+    store = S3Store("pith-test", endpoint_url=f"http://127.0.0.1:{refused_port}", max_attempts=1)
+    with pytest.raises(StorageError, match="cannot list"):
+        ArchiveWriter(store, test_signer)  # reading committed manifests for dedup fails first
+    writer = ArchiveWriter(store, test_signer, dedup=False)
+    url, raw, verdict = verified[0]
+    with pytest.raises(StorageError):
+        writer.add_verified(raw, verdict, url, FETCHED).result(30)
+    with pytest.raises(StorageError, match="failed"):
+        writer.add_verified(raw, verdict, url, FETCHED)
+    with pytest.raises(StorageError):
+        writer.commit()
+
+
+def test_the_roll_policy_reaches_the_files(store, verified, test_signer):
+    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(max_rows=2, row_group_rows=2))
+    for url, raw, verdict in verified:
+        writer.add_verified(raw, verdict, url, FETCHED)
+    manifest = json.loads(store.get_bytes(writer.commit()))
+    rows = sorted(e["rows"] for e in manifest["objects"]
+                  if e["path"].startswith("tables/events/event_type=record_created/"))
+    assert rows == [1, 2]
+
+
+def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring):
+    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    url, raw, verdict = verified[0]
+    writer.add_verified(raw, verdict, url, FETCHED).result(30)
+    writer.abort()
+    assert [s.path for s in store.list("manifests/")] == []
+    assert [o.path for o in find_orphans(store, test_keyring).objects] == [layout.raw_bundle(sha(raw))]
+    with pytest.raises(StorageError, match="aborted"):
+        writer.commit()

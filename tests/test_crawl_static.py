@@ -1,0 +1,70 @@
+"""The crawler against plain static files: it must not depend on anything only our
+mirror does (no manifest, no alias redirects, no sitemap)."""
+
+from tests.plugins.crawling import run_cli_crawl
+
+
+def crawl(tmp_path, base, *args):
+    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "archive"), *args)
+
+
+def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    result = crawl(tmp_path, base, suffixes[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("records_found") == len(suffixes) == 3
+    assert result.stat("verified") == 3
+    assert result.stat("rejected") == 0
+    assert result.stat("state_mismatch") == 0
+
+
+def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    suffix = "RLLQL6357CWNZYHNBMCYD3UK5B"
+    forms = [suffix, f"pith:2019:{suffix}", f"{base}/pith/{suffix}", f"{base}/pith/{suffix}/bundle.json",
+             f"https://pith.science/pith/{suffix}/bundle.json"]
+    result = crawl(tmp_path, base, "--no-follow", *forms)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("records_found") == 1
+    assert result.stat("verified") == 1
+
+
+def test_bounds_on_the_walk(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    assert crawl(tmp_path, base, "--no-follow", suffixes[0]).stat("records_found") == 1
+    assert crawl(tmp_path, base, "--max-records", "2", suffixes[0]).stat("records_found") == 2
+    assert crawl(tmp_path, base, "--max-depth", "1", suffixes[0]).stat("records_found") == 2
+
+
+def test_seeds_file_with_comments(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"# two of the three\n{suffixes[0]}\n\n  {suffixes[1]}  # trailing comment\n")
+    result = crawl(tmp_path, base, "--no-follow", "--seeds-file", str(seeds))
+    assert result.stat("records_found") == 2
+    assert result.stat("verified") == 2
+
+
+def test_robots_txt_is_obeyed(tmp_path, static_site):
+    base, suffixes, root = static_site
+    (root / "robots.txt").write_text(f"User-agent: *\nDisallow: /pith/{suffixes[2]}\n")
+    result = crawl(tmp_path, base, suffixes[0])
+    assert result.stat("records_found") == 3
+    assert result.stat("verified") == 2  # the disallowed record is found but never fetched
+    assert result.stat("robots_forbidden") == 1
+    assert result.stats.get("robotstxt/forbidden", 0) >= 2  # its bundle and its page
+
+
+def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_site):
+    base, suffixes, root = static_site
+    (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
+    result = crawl(tmp_path, base, "--no-follow", suffixes[0])
+    assert result.stat("verified") == 1
+    assert result.stat("state_mismatch") == 1
+
+
+def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):
+    base, _, _ = static_site
+    result = crawl(tmp_path, base, "not a seed at all")
+    assert result.returncode != 0
+    assert "not a Pith number" in result.stderr

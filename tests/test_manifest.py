@@ -1,0 +1,127 @@
+"""Manifests: signed the Pith way, committed without overwriting, trusted only when
+they verify; what no committed manifest lists is an orphan to collect."""
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pith.canonical import canon
+from pith.keyring import Keyring
+from pith.signing import Signer
+from storage import layout
+from storage.manifest import (ManifestInvalid, UntrustedManifests, build_manifest, collect_orphans,
+                              commit_manifest, committed_manifests, committed_objects, find_orphans,
+                              read_manifests, sign_manifest, verify_manifest)
+from storage.stores import LocalStore, ObjectExists
+
+RUN = "20261122T053000Z-w0-0123abcd"
+
+
+def manifest_for(store, signer, run_id=RUN, paths=("raw/bundles/ab/one.json",), stats=None):
+    """Write ``paths`` with small contents and return the signed manifest listing them."""
+    entries = [store.put_bytes(path, path.encode()).entry() for path in paths]
+    body = build_manifest(run_id=run_id, worker="w0", started_at="2026-11-22T05:30:00Z", objects=entries,
+                          stats=stats or {"fetched": len(paths)}, params={"seeds": ["https://pith.science/"]})
+    return sign_manifest(body, signer)
+
+
+def test_a_signed_manifest_verifies(test_signer, test_keyring, tmp_path):
+    manifest = manifest_for(LocalStore(tmp_path), test_signer)
+    assert verify_manifest(canon(manifest), test_keyring) == manifest
+    signature = manifest["signature"]
+    assert signature["signed_message"] == "manifest_sha256_bytes"
+    assert signature["key_id"] == test_signer.key_id and len(signature["manifest_sha256"]) == 64
+    assert manifest["software"]["name"] == "pith-archiver" and manifest["table_schema_version"]
+    # whitespace does not matter: the hash is over the canonical form
+    assert verify_manifest(json.dumps(manifest, indent=2).encode(), test_keyring) == manifest
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda m: m["objects"][0].update(sha256="0" * 64), "manifest_hash_mismatch"),
+    (lambda m: m["stats"].update(fetched=99), "manifest_hash_mismatch"),
+    (lambda m: m["objects"].pop(), "manifest_hash_mismatch"),
+    (lambda m: m["signature"].update(signature_b64=m["signature"]["signature_b64"][::-1]),
+     "manifest_signature_invalid"),
+    (lambda m: m["signature"].update(key_id="someone-else"), "unknown_key"),
+    (lambda m: m["signature"].update(signed_message="bundle_sha256_bytes"), "schema_violation"),
+])
+def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path, change, reason):
+    manifest = json.loads(canon(manifest_for(LocalStore(tmp_path), test_signer)))
+    change(manifest)
+    with pytest.raises(ManifestInvalid) as caught:
+        verify_manifest(canon(manifest), test_keyring)
+    assert caught.value.reason == reason
+
+
+def test_a_manifest_signed_by_an_unpinned_key_does_not_verify(test_keyring, tmp_path):
+    stranger = Signer.from_seed("test-key-1", bytes(range(1, 33)))  # same key_id, other key
+    with pytest.raises(ManifestInvalid) as caught:
+        verify_manifest(canon(manifest_for(LocalStore(tmp_path), stranger)), test_keyring)
+    assert caught.value.reason == "key_fingerprint_mismatch"
+
+
+def test_commit_never_overwrites_a_manifest(store, test_signer, test_keyring):
+    first = manifest_for(store, test_signer)
+    info = commit_manifest(store, first)
+    assert info.path == layout.manifest(RUN)
+    second = manifest_for(store, test_signer, stats={"fetched": 2})
+    with pytest.raises(ObjectExists):
+        commit_manifest(store, second)
+    assert store.get_bytes(info.path) == canon(first) + b"\n"
+    assert commit_manifest(store, first) == info  # the same commit again is a no-op
+    assert list(committed_manifests(store, test_keyring)) == [first]
+
+
+def test_manifest_entries_match_the_stored_objects(store, test_signer, test_keyring):
+    commit_manifest(store, manifest_for(store, test_signer, paths=("raw/bundles/ab/one.json", "tables/t/p.parquet")))
+    objects = committed_objects(store, test_keyring)
+    assert sorted(objects) == ["raw/bundles/ab/one.json", "tables/t/p.parquet"]
+    for path, entry in objects.items():
+        assert store.digest(path).entry() == entry
+
+
+def test_torn_and_misnamed_manifests_are_reported_not_trusted(store, test_signer, test_keyring):
+    good = manifest_for(store, test_signer)
+    commit_manifest(store, good)
+    torn_path = layout.manifest("20261122T060000Z-w1-00000001")
+    store.put_bytes(torn_path, (canon(good) + b"\n")[:-40])
+    misnamed_path = layout.manifest("20261122T070000Z-w2-00000002")
+    store.put_bytes(misnamed_path, canon(good))
+    store.put_bytes("manifests/notes.txt", b"not a manifest name: ignored")
+    reads = {read.path: read for read in read_manifests(store, test_keyring)}
+    assert sorted(reads) == [layout.manifest(RUN), torn_path, misnamed_path]
+    assert reads[torn_path].error.reason == "malformed_json"
+    assert reads[misnamed_path].error.reason == "manifest_misnamed"
+    assert list(committed_manifests(store, test_keyring)) == [good]
+
+
+def test_orphans_are_found_and_collected(store, test_signer, test_keyring):
+    commit_manifest(store, manifest_for(store, test_signer, paths=("raw/bundles/ab/one.json", "tables/t/p.parquet")))
+    leftovers = ["raw/bundles/cd/crashed.json", "tables/t/part-crashed.parquet", "quarantine/ef/x.json",
+                 "attestations/crashed.jsonl", "manifests/.tmp-abc"]
+    for path in leftovers:
+        store.put_bytes(path, b"left behind")
+    store.put_bytes("keys/other.json", b"{}")  # not a collectable prefix
+    assert sorted(o.path for o in find_orphans(store, test_keyring).objects) == sorted(leftovers)
+    assert collect_orphans(store, test_keyring, older_than=timedelta(hours=1)) == []  # too recent
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    collected = collect_orphans(store, test_keyring, older_than=timedelta(hours=1), now=later)
+    assert sorted(o.path for o in collected) == sorted(leftovers)
+    assert find_orphans(store, test_keyring).objects == []
+    assert sorted(committed_objects(store, test_keyring)) == ["raw/bundles/ab/one.json", "tables/t/p.parquet"]
+    assert store.get_bytes("keys/other.json") == b"{}"
+
+
+def test_collection_refuses_while_a_manifest_does_not_verify(store, test_signer, test_keyring):
+    other = Signer.from_seed("other-archiver", bytes(32))
+    commit_manifest(store, manifest_for(store, other))  # its key is not pinned here
+    found = find_orphans(store, test_keyring)
+    assert [o.path for o in found.objects] == ["raw/bundles/ab/one.json"]
+    assert [r.error.reason for r in found.untrusted] == ["unknown_key"]
+    later = datetime.now(timezone.utc) + timedelta(days=1)
+    with pytest.raises(UntrustedManifests):
+        collect_orphans(store, test_keyring, older_than=timedelta(hours=1), now=later)
+    assert store.get_bytes("raw/bundles/ab/one.json")
+    both = Keyring([test_signer.pinned(), other.pinned()])
+    assert find_orphans(store, both).objects == []

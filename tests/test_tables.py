@@ -1,0 +1,179 @@
+"""Table schemas, row builders on the real bundles, and the rolling writer."""
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from pith.verify import verify_bundle
+from storage import layout
+from storage.tables import (SCHEMA_VERSION, TABLES, RollPolicy, TableWriter, alias_rows, event_rows,
+                            record_row, timestamp, verification_row)
+
+FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
+RUN = "20261122T053000Z-w0-0123abcd"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "ARCHIVE.md"
+
+
+@pytest.fixture(scope="module")
+def verdicts(real_raw, registry_keyring):
+    found = {suffix: verify_bundle(raw, registry_keyring) for suffix, raw in real_raw.items()}
+    assert all(v.ok for v in found.values())
+    return found
+
+
+def test_record_rows_of_the_real_bundles(verdicts, real_docs):
+    row = record_row(verdicts["RLLQL6357CWNZYHNBMCYD3UK5B"], raw_sha256="ab" * 32,
+                     url="https://pith.science/pith/RLLQL6357CWNZYHNBMCYD3UK5B/bundle.json",
+                     fetched_at=FETCHED, run_id=RUN)
+    assert row["year"] == 2019
+    assert row["pith_number"] == "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
+    assert row["short_pith_number"] == "pith:RLLQL635"
+    assert (row["source_kind"], row["source_id"], row["source_version"]) == ("arxiv", "1904.12043", 2)
+    assert row["bundle_sha256"] == "5de250d07307b49605824fde035ffefbf5dbdc317eae0b515374ad7c51508a9f"
+    assert row["canonical_sha256"] == "8ad705fb7df8acdce0ed0b0581ee8ae874c821720c471a4e77342528ea10c2f7"
+    assert row["state_sha256"] == real_docs["RLLQL6357CWNZYHNBMCYD3UK5B"]["state"]["state_sha256"]
+    assert row["title"].startswith("Dynamic Mini-batch SGD for Elastic Distributed Training")
+    assert row["authors"] == ["Haibin Lin", "Hang Zhang", "Mu Li", "Sheng Zha", "Tong He", "Yifei Ma", "Zhi Zhang"]
+    assert row["primary_category"] == "cs.LG"
+    assert row["cross_categories"] == ["cs.CV", "cs.DC", "stat.ML"]
+    assert row["license"] == "http://arxiv.org/licenses/nonexclusive-distrib/1.0/"
+    assert row["submitted_at"] == datetime(2019, 4, 26, 20, 45, 28, tzinfo=timezone.utc)
+    assert row["built_at"] == datetime(2026, 5, 25, 22, 1, 12, tzinfo=timezone.utc)
+    assert row["event_count"] == 2 and row["fetched_at"] == FETCHED
+    assert row["raw_path"] == layout.raw_bundle("ab" * 32)
+    for suffix, verdict in verdicts.items():
+        other = record_row(verdict, raw_sha256="cd" * 32, url=None, fetched_at=FETCHED, run_id=RUN)
+        assert other["year"] == int(real_docs[suffix]["canonical_record"]["metadata"]["submitted_at"][:4])
+        assert other["title"] and other["authors"] and other["submitted_at"].tzinfo is timezone.utc
+
+
+def test_event_rows_of_the_real_bundles(verdicts, real_docs):
+    for suffix, verdict in verdicts.items():
+        events = real_docs[suffix]["events"]
+        rows = event_rows(verdict, run_id=RUN)
+        assert [r["event_id"] for r in rows] == [e["event_id"] for e in events]
+        assert [r["event_type"] for r in rows] == ["record_created", "graph_snapshot"]
+        assert [r["event_index"] for r in rows] == [0, 1]
+        for row, event in zip(rows, events):
+            assert json.loads(row["payload_json"]) == event["payload"]
+            assert row["signed_at"] == timestamp(event["signature"]["signed_at"])
+            assert row["signed_at"].microsecond != 0  # microseconds survive
+            assert (row["signer_id"], row["key_id"]) == ("pith.science", "pith-v1-2026-05")
+            assert row["supersedes"] == [] and row["prev_event"] is None
+            assert row["bundle_sha256"] == verdict.bundle_sha256
+
+
+def test_alias_rows_of_the_real_bundles(verdicts):
+    rows = alias_rows(verdicts["X4GAYROCRDRF6GSWIGUEQCY32W"], run_id=RUN)
+    assert {r["alias_kind"]: r["alias_value"] for r in rows} == {
+        "arxiv": "1901.02244", "arxiv_version": "1901.02244v1", "doi": "10.48550/arxiv.1901.02244",
+        "pith_short_8": "X4GAYROC", "pith_short_12": "X4GAYROCRDRF", "pith_short_16": "X4GAYROCRDRF6GSW"}
+    assert all(r["created_at"].tzinfo is timezone.utc for r in rows)
+
+
+def test_verification_row_of_a_rejected_bundle(real_raw, registry_keyring):
+    tampered = real_raw["6VARSBRX6E3HDBTBZP3WZOXG6B"].replace(b'"target":"graph"', b'"target":"graf"', 1)
+    verdict = verify_bundle(tampered, registry_keyring)
+    row = verification_row(verdict, url="https://x/b.json", raw_sha256="ef" * 32, size=len(tampered),
+                           raw_path=layout.quarantined("ef" * 32), fetched_at=FETCHED, run_id=RUN)
+    assert row["status"] == "rejected" and row["reason"] == "event_hash_mismatch"
+    assert row["detail_path"] == "events[1].content_sha256"
+    assert row["pith_number"] == "pith:2018:6VARSBRX6E3HDBTBZP3WZOXG6B"
+    assert row["fetch_date"] == "2026-11-22" and row["bundle_sha256"] is None
+
+
+def test_naive_fetch_times_are_refused(verdicts):
+    with pytest.raises(ValueError, match="timezone"):
+        record_row(verdicts["X4GAYROCRDRF6GSWIGUEQCY32W"], raw_sha256="ab" * 32, url=None,
+                   fetched_at=datetime(2026, 1, 1), run_id=RUN)
+
+
+def test_every_column_is_typed_and_documented():
+    for spec in TABLES.values():
+        schema = spec.schema
+        assert schema.metadata[b"pith_archiver.schema_version"] == SCHEMA_VERSION.encode()
+        assert spec.partition not in schema.names  # it lives in the directory names
+        for column in schema:
+            assert column.metadata[b"doc"], f"{spec.name}.{column.name} has no doc"
+            if column.name.endswith("_at"):
+                assert column.type == pa.timestamp("us", tz="UTC"), column.name
+    assert TABLES["records"].schema.field("authors").type == pa.list_(pa.string())
+
+
+def test_docs_describe_every_column_and_the_schema_version():
+    text = DOCS.read_text("utf-8")
+    assert f"Schema version: **{SCHEMA_VERSION}**" in text
+    for spec in TABLES.values():
+        assert f"### `{spec.name}`" in text
+        section = text.split(f"### `{spec.name}`", 1)[1].split("\n### ", 1)[0]
+        for name in [spec.partition, *spec.schema.names]:
+            assert re.search(rf"^\| `{name}` \|", section, re.M), f"{spec.name}.{name} missing from docs"
+
+
+def alias(kind, value):
+    return {"alias_kind": kind, "pith_number": "pith:2019:X", "alias_value": value, "created_at": FETCHED,
+            "bundle_sha256": "ab" * 32, "run_id": RUN}
+
+
+def write(rows, policy, tmp_path):
+    """Run rows through a TableWriter into a folder laid out like the archive."""
+    emitted = []
+
+    def emit(path, spool, count):
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        spool.rename(target)
+        emitted.append((path, count))
+
+    writer = TableWriter(TABLES["aliases"], RUN, emit, policy, spool_dir=tmp_path)
+    for row in rows:
+        writer.add(row)
+    writer.close()
+    return emitted
+
+
+def test_files_roll_at_the_row_bound(tmp_path):
+    rows = [alias("doi", f"10.1/{i}") for i in range(12)] + [alias("arxiv", f"19.{i}") for i in range(3)]
+    emitted = write(rows, RollPolicy(max_rows=5, row_group_rows=2), tmp_path)
+    counts = sorted((path.split("/")[2], count) for path, count in emitted)
+    assert counts == [("alias_kind=arxiv", 3), ("alias_kind=doi", 2), ("alias_kind=doi", 5), ("alias_kind=doi", 5)]
+    assert len({path for path, _ in emitted}) == 4
+    for path, count in emitted:
+        metadata = pq.read_metadata(tmp_path / path)
+        assert metadata.num_rows == count
+        assert max(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) <= 2
+        assert metadata.metadata[b"pith_archiver.schema_version"] == SCHEMA_VERSION.encode()
+    assert not list(tmp_path.glob("aliases-*.parquet"))  # no spool file left behind
+    table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
+    assert sorted(table.column("alias_value").to_pylist()) == sorted(r["alias_value"] for r in rows)
+
+
+def test_files_roll_at_the_byte_bound(tmp_path):
+    rows = [alias("doi", "x" * 100 + str(i)) for i in range(9)]
+    emitted = write(rows, RollPolicy(max_bytes=1, row_group_rows=3), tmp_path)
+    assert [count for _, count in emitted] == [3, 3, 3]
+
+
+def test_few_rows_make_one_file_per_partition(tmp_path):
+    emitted = write([alias(kind, "v") for kind in ("doi", "arxiv") for _ in range(40)], RollPolicy(), tmp_path)
+    assert sorted(count for _, count in emitted) == [40, 40]
+
+
+def test_odd_partition_values_read_back_in_both_readers(tmp_path):
+    write([alias("a/b c=d", "1"), alias(None, "2")], RollPolicy(), tmp_path)
+    assert sorted(p.name for p in (tmp_path / "tables" / "aliases").iterdir()) == [
+        f"alias_kind={layout.HIVE_NULL}", "alias_kind=a%2Fb%20c%3Dd"]
+    arrow = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
+    assert sorted(zip(arrow.column("alias_value").to_pylist(), arrow.column("alias_kind").to_pylist())) == [
+        ("1", "a/b c=d"), ("2", None)]
+    glob = tmp_path / "tables" / "aliases" / "**" / "*.parquet"
+    rows = duckdb.sql(f"SELECT alias_value, alias_kind FROM read_parquet('{glob}', hive_partitioning=true) "
+                      "ORDER BY alias_value").fetchall()
+    assert rows == [("1", "a/b c=d"), ("2", None)]
