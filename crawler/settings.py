@@ -22,6 +22,9 @@ AUTOTHROTTLE_MAX_DELAY = 30.0
 AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
+# Each callback yields one to three outputs, and Scrapy starts CONCURRENT_ITEMS tasks
+# per callback to process them: the default 100 costs more than verifying a bundle.
+CONCURRENT_ITEMS = 8
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 16 * 1024 * 1024   # also the parser's byte limit for one document
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
@@ -39,6 +42,7 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "crawler.middlewares.BackoffRetryMiddleware": 550,
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
+    "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
 }
 
 ITEM_PIPELINES = {
@@ -58,6 +62,7 @@ PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
 PITH_WORKER = None               # names this worker in run ids (None: host-pid)
+PITH_FETCH_STATE = True          # fetch state.json and compare it with the bundle's state
 PITH_STATE_DIR = None             # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"            # "auto" (a live line on a terminal), "log", or "off"
 PITH_PROGRESS_INTERVAL = 1.0

@@ -43,6 +43,7 @@ class ArchivePipeline:
         self.worker = worker
         self.in_flight = in_flight
         self.writer: ArchiveWriter | None = None
+        self.uploader: BoundedUploader | None = None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -58,8 +59,8 @@ class ArchivePipeline:
     async def open_spider(self):
         def open_writer():
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
-            uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
-            return ArchiveWriter(store, load_or_create(self.key_path), worker=self.worker, uploader=uploader)
+            return ArchiveWriter(store, load_or_create(self.key_path), worker=self.worker, uploader=self.uploader)
+        self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await _off_reactor(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
 
@@ -81,7 +82,11 @@ class ArchivePipeline:
     async def _bundle(self, item: BundleItem):
         verdict = item.verdict
         add = self.writer.add_verified if verdict.ok else self.writer.add_rejected
-        future = await _off_reactor(add, item.body, verdict, item.url, _when(item.fetched_at))
+        args = (item.body, verdict, item.url, _when(item.fetched_at))
+        # inline while the uploads keep up (a thread hop per bundle costs more than the
+        # work); from a thread when add would wait for room, so the reactor never blocks
+        room = self.uploader.has_room(2 * len(item.body))
+        future = add(*args) if room else await _off_reactor(add, *args)
         future.add_done_callback(self._count)
         item.document = None  # the parsed tree is no longer needed; let it go
 
@@ -101,6 +106,8 @@ class ArchivePipeline:
             self.stats.set_value("pith/commit_error", str(exc))
             logger.error("nothing committed: %s", exc)
             return
+        finally:
+            await _off_reactor(self.uploader.close)
         self.stats.set_value("pith/manifest", path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed)

@@ -84,3 +84,7 @@ from .cmd_crawl import crawl  # noqa: E402  (commands register on the group abov
 
 main.add_command(crawl)
 
+
+from .cmd_mirror import corpus, serve  # noqa: E402  (registered last: the mirror commands live apart)
+main.add_command(corpus)
+main.add_command(serve)

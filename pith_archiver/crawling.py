@@ -35,7 +35,7 @@ def default_state_dir(archive: str, jobdir: str | None) -> str:
 def run_crawl(spider_args: dict, overrides: dict) -> dict:
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats."""
-    process = CrawlerProcess(project_settings(overrides), install_root_handler=True)
+    process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
     process.crawl(crawler, **spider_args)
     process.start()

@@ -31,6 +31,12 @@ class BoundedUploader:
         with self._changed:
             return self._bytes
 
+    def has_room(self, size: int) -> bool:
+        """Whether ``submit(size, ...)`` would start at once; callers that must not
+        block (a reactor thread) submit directly when it does, from a thread otherwise."""
+        with self._changed:
+            return self._bytes == 0 or self._bytes + size <= self.max_bytes_in_flight
+
     def submit(self, size: int, fn, *args, timeout: float | None = None) -> Future:
         """Run ``fn(*args)`` on the pool once ``size`` more bytes fit under the bound.
         Raises TimeoutError when they do not fit within ``timeout`` seconds."""

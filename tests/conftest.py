@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.plugins.core",
     "tests.plugins.s3",
     "tests.plugins.crawling",
+    "tests.plugins.mirror",
 ]

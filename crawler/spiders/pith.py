@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
@@ -71,6 +71,7 @@ class PithSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
+        spider.fetch_state = crawler.settings.getbool("PITH_FETCH_STATE", True)
         return spider
 
     # --- bookkeeping -------------------------------------------------------------
@@ -131,7 +132,8 @@ class PithSpider(scrapy.Spider):
         yield self.bundle_request(self.resolver.base, suffix, depth)
         if self.follow and (self.max_depth < 0 or depth < self.max_depth):
             yield scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
-                                 priority=PRIORITY["page"], meta={"pith_depth": depth}, errback=self.page_failed)
+                                 priority=PRIORITY["page"], meta={"pith_depth": depth}, errback=self.page_failed,
+                                 dont_filter=True)
 
     def records_in(self, body: bytes, depth: int):
         if not self.follow or (0 <= self.max_depth < depth):
@@ -141,8 +143,10 @@ class PithSpider(scrapy.Spider):
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
         resolver = Resolver(base, self.resolver.templates)
+        # dont_filter: records are deduplicated by suffix (self.seen); the URL dupefilter
+        # would also swallow a redirect loop's second visit silently instead of naming it
         return scrapy.Request(resolver.url("bundle_url", suffix), callback=self.parse_bundle,
-                              errback=self.bundle_failed, priority=PRIORITY["bundle"],
+                              errback=self.bundle_failed, priority=PRIORITY["bundle"], dont_filter=True,
                               meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
                                     "pith_tried": [*tried, base], "handle_httpstatus_list": [304]})
 
@@ -164,7 +168,7 @@ class PithSpider(scrapy.Spider):
         yield item
         bundle = item.document.data
         state = bundle.get("state") if isinstance(bundle, dict) else None
-        if isinstance(state, dict):
+        if isinstance(state, dict) and self.fetch_state:
             yield scrapy.Request(
                 Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
                 callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"],
@@ -220,8 +224,8 @@ class PithSpider(scrapy.Spider):
     def bundle_failed(self, failure):
         request = failure.request
         meta = request.meta
-        if failure.check(IgnoreRequest):  # robots.txt or offsite: a policy, not a failure
-            self._stat("robots_forbidden" if "robots" in str(failure.value).lower() else "requests_ignored")
+        if _forbidden_by_robots(failure):  # a policy, not a failure
+            self._stat("robots_forbidden")
             return
         remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
         if remaining:
@@ -229,11 +233,13 @@ class PithSpider(scrapy.Spider):
             logger.info("bundle %s failed (%s); trying mirror %s", request.url, _describe(failure), remaining[0])
             yield self.bundle_request(remaining[0], meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
             return
-        reason = "too_large" if "maxsize" in str(failure.value).lower() or "max size" in str(failure.value).lower() \
-            else "fetch_failed"
+        # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and only that
+        too_large = failure.check(DownloadCancelledError)
+        reason = "too_large" if too_large else "fetch_failed"
+        detail = f"body larger than the {self.limits.max_bytes}-byte limit" if too_large else _describe(failure)
         self._stat(f"bundle_failures/{reason}")
         yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
-                               reason=reason, detail=_describe(failure))
+                               reason=reason, detail=detail)
 
     def state_failed(self, failure):
         self._stat("state_unavailable")
@@ -249,6 +255,10 @@ class PithSpider(scrapy.Spider):
     def alias_failed(self, failure):
         self._stat("seeds_unresolved")
         logger.warning("alias %s could not be resolved: %s", failure.request.meta.get("pith_alias"), _describe(failure))
+
+
+def _forbidden_by_robots(failure) -> bool:
+    return bool(failure.check(IgnoreRequest)) and not failure.check(HttpError) and "robots" in str(failure.value)
 
 
 def _describe(failure) -> str:

@@ -1,0 +1,210 @@
+"""Generate a signed test corpus: bundles minted exactly in the registry's format by
+a test key derived from the seed, citing one another so that following links from any
+record reaches all of them, plus the real registry bundles as they are.
+
+Everything (key, texts, graph, timestamps) derives from the seed, and Ed25519
+signatures are deterministic, so one seed always gives the same bytes. Records are
+planned first (their Pith numbers depend only on their canonical records), then the
+citation graph is drawn, then each bundle is minted and written; only a few short
+strings per record stay in memory, so large corpora stream through.
+"""
+
+import hashlib
+import json
+import logging
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from pith.canonical import canon_sha256
+from pith.keyring import REGISTRY_KEY, key_from_entry
+from pith.mint import REGISTRY_BASE, mint_bundle
+from pith.numbers import pith_number, pith_suffix
+from pith.signing import Signer
+from pith_archiver import FIXTURES
+from .catalog import Catalog
+from .papers import Paper, authors_text, invent_paper, text_sha256
+from .record import compact_json, latest_snapshot
+from .source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, bundle_name
+
+logger = logging.getLogger(__name__)
+
+BUILDER_VERSION = "pith-archiver-test-corpus-v1"
+REGISTRY_EPOCH = datetime(2026, 5, 17, tzinfo=timezone.utc)  # when the real registry minted its records
+FIRST_MONTH = (2020, 1)   # after the real fixtures' arXiv ids, so minted ids never collide with them
+MONTHS = 72
+SAMPLE_SIZE = 10          # entries kept in a graph snapshot's references/citations samples
+EXCERPT_CHARS = 600
+
+
+def corpus_signer(seed: int) -> Signer:
+    """The test registry key of the corpus generated with ``seed``."""
+    digest = hashlib.sha256(f"pith-archiver test corpus key {seed}".encode()).digest()
+    return Signer.from_seed(f"pith-test-corpus-{seed}", digest)
+
+
+@dataclass(frozen=True, slots=True)
+class Citable:
+    """What a citing record's snapshot says about a cited one."""
+    pith_number: str
+    title: str
+    arxiv_id: str
+
+    def sample_item(self) -> dict:
+        return {"pith_number": self.pith_number, "title": self.title, "arxiv_id": self.arxiv_id}
+
+
+@dataclass(frozen=True, slots=True)
+class Planned(Citable):
+    paper_index: int
+    version: int
+
+
+def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
+    """Write a corpus of ``records`` minted bundles plus the real ones into ``out`` (absent or
+    empty) and return its catalog."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: give a new or empty directory")
+    (out / BUNDLES_DIR).mkdir(parents=True, exist_ok=True)
+    signer = corpus_signer(seed)
+    plan = plan_records(seed, records)
+    reals = sorted(FIXTURES.glob(f"*{BUNDLE_EXTENSION}"))
+    real_docs = [json.loads(path.read_bytes()) for path in reals]
+    targets = plan + [Citable(doc["pith_number"], latest_snapshot(doc).get("paper", {}).get("title", ""),
+                              doc["canonical_record"]["source"]["id"]) for doc in real_docs]
+    graph = citation_graph(random.Random(seed), len(plan), len(reals))
+
+    def bundles():
+        citers = invert(graph, len(targets))
+        for index, planned in enumerate(plan):
+            bundle = mint_planned(signer, seed, index, planned, [targets[j] for j in graph[index]],
+                                  [targets[j] for j in citers[index][:SAMPLE_SIZE]], len(citers[index]), base_url)
+            suffix = pith_suffix(bundle["canonical_sha256"])
+            (out / BUNDLES_DIR / bundle_name(suffix)).write_bytes(compact_json(bundle))
+            yield suffix, bundle
+        for path, doc in zip(reals, real_docs):
+            (out / BUNDLES_DIR / path.name).write_bytes(path.read_bytes())
+            yield path.name[:-len(BUNDLE_EXTENSION)], doc
+
+    catalog = Catalog.from_bundles(bundles())
+    keyring = {"keys": [signer.public_document(), key_from_entry(REGISTRY_KEY).document()]}
+    (out / KEYRING_NAME).write_text(json.dumps(keyring, indent=2) + "\n", "utf-8")
+    index = {"corpus": {"seed": seed, "records": records, "base_url": base_url, "builder": BUILDER_VERSION},
+             **catalog.to_json()}
+    (out / INDEX_NAME).write_bytes(json.dumps(index, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    logger.info("wrote %d bundles to %s", len(catalog), out / BUNDLES_DIR)
+    return catalog
+
+
+# --- planning ----------------------------------------------------------------------
+
+def paper_for(seed: int, index: int) -> tuple[Paper, int]:
+    """Paper ``index`` of the corpus and how many arXiv versions of it there are.
+    Pure in (seed, index), so the minting pass can redraw what the planning pass saw."""
+    rng = random.Random(f"{seed}/paper/{index}")
+    year, month = divmod(FIRST_MONTH[0] * 12 + FIRST_MONTH[1] - 1 + rng.randrange(MONTHS), 12)
+    day = datetime(year, month + 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(27 * 86400))
+    arxiv_id = f"{year % 100:02d}{month + 1:02d}.{index + 1:05d}"  # the number alone keeps ids unique
+    versions = rng.choices((1, 2, 3), weights=(80, 15, 5))[0]
+    return invent_paper(rng, arxiv_id, day.strftime("%Y-%m-%dT%H:%M:%SZ")), versions
+
+
+def canonical_record(paper: Paper, version: int) -> dict:
+    return {"source": {"id": paper.arxiv_id, "kind": "arxiv", "version": version},
+            "metadata": {"license": paper.license, "primary_cat": paper.primary_cat,
+                         "submitted_at": paper.submitted_at, "cross_cats_sorted": list(paper.cross_cats),
+                         "title_canon_sha256": text_sha256(paper.title),
+                         "abstract_canon_sha256": text_sha256(paper.abstract)},
+            "schema_version": "1.0"}
+
+
+def plan_records(seed: int, records: int) -> list[Planned]:
+    """The corpus's records in order: each paper's versions one after another."""
+    plan, paper_index = [], 0
+    while len(plan) < records:
+        paper, versions = paper_for(seed, paper_index)
+        for version in range(1, min(versions, records - len(plan)) + 1):
+            record = canonical_record(paper, version)
+            number = pith_number(canon_sha256(record), paper.submitted_at)
+            plan.append(Planned(number, paper.title, paper.arxiv_id, paper_index, version))
+        paper_index += 1
+    return plan
+
+
+def citation_graph(rng: random.Random, minted: int, real: int) -> list[list[int]]:
+    """Whom each minted record cites (indices; ``minted + r`` is real record r).
+
+    Every record after the first cites an earlier one, so the records form one tree;
+    each real record is cited by a minted one. Following "cites" and "cited by" links
+    from any record therefore reaches every record. Linear in the corpus size."""
+    graph = []
+    for index in range(minted):
+        cited = {rng.randrange(index)} if index else set()
+        for _ in range(rng.randint(0 if index else 1, 2)):
+            other = rng.randrange(minted)
+            if other != index:
+                cited.add(other)
+        graph.append(sorted(cited))
+    for r in range(real if minted else 0):
+        graph[r % minted].append(minted + r)
+    return graph
+
+
+def invert(graph: list[list[int]], size: int) -> list[list[int]]:
+    citers = [[] for _ in range(size)]
+    for citing, cited in enumerate(graph):
+        for target in cited:
+            citers[target].append(citing)
+    return citers
+
+
+# --- minting -------------------------------------------------------------------------
+
+def mint_planned(signer: Signer, seed: int, index: int, planned: Planned, cites: list[Citable],
+                 citers: list[Citable], cited_by_count: int, base_url: str) -> dict:
+    paper, _ = paper_for(seed, planned.paper_index)
+    record = canonical_record(paper, planned.version)
+    created_at, built_at = record_times(seed, index)
+    aliases = [{"alias_kind": kind, "alias_value": value, "created_at": created_at} for kind, value in (
+        ("arxiv", paper.arxiv_id), ("arxiv_version", f"{paper.arxiv_id}v{planned.version}"),
+        ("doi", f"10.48550/arxiv.{paper.arxiv_id}"))]
+    snapshot = graph_snapshot(paper, record["source"], cites, citers, cited_by_count)
+    return mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)],
+                       created_at, built_at, base_url)
+
+
+def record_times(seed: int, index: int) -> tuple[str, str]:
+    """When the test registry created the record and when it built the bundle."""
+    rng = random.Random(f"{seed}/times/{index}")
+    created = REGISTRY_EPOCH + timedelta(seconds=rng.randrange(86400))
+    built = created + timedelta(seconds=rng.randrange(86400, 8 * 86400))
+    return created.strftime("%Y-%m-%dT%H:%M:%SZ"), built.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def graph_snapshot(paper: Paper, source: dict, cites: list[Citable], citers: list[Citable],
+                   cited_by_count: int) -> dict:
+    """A graph_snapshot payload shaped like the registry's, with the references filled in
+    and a ``citations`` block naming records that cite this one."""
+    references = [c.sample_item() for c in cites]
+    citations = [c.sample_item() for c in citers]
+    snapshot_sha256 = canon_sha256({"source": source, "references": references, "citations": citations})
+    return {"graph_snapshot": {
+        "paper": {"title": paper.title, "license": paper.license, "headline": "",
+                  "cross_cats": list(paper.cross_cats), "primary_cat": paper.primary_cat,
+                  "authors_text": authors_text(paper.authors), "submitted_at": paper.submitted_at,
+                  "abstract_excerpt": paper.abstract[:EXCERPT_CHARS]},
+        "claims": {"count": 0, "items": [], "snapshot_sha256": snapshot_sha256},
+        "source": source,
+        "verdict": {"id": None, "model_set": {}, "created_at": None, "strongest_claim": "",
+                    "one_line_summary": "", "pipeline_version": None, "weakest_assumption": "",
+                    "pith_extraction_headline": ""},
+        "references": {"count": len(references), "sample": references, "resolved_work": len(references),
+                       "snapshot_sha256": snapshot_sha256, "internal_anchors": len(references)},
+        "citations": {"count": cited_by_count, "sample": citations},
+        "formal_canon": {"evidence_count": 0, "snapshot_sha256": snapshot_sha256},
+        "author_claims": {"count": 0, "strong_count": 0, "snapshot_sha256": snapshot_sha256},
+        "builder_version": BUILDER_VERSION,
+    }, "verdict_id": None}
+

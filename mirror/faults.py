@@ -1,0 +1,164 @@
+"""Fault injection, so crawler tests can prove they survive what real servers do:
+latency, rate limiting, server errors, dropped connections, truncated or oversize
+bodies, wrong content types, redirect loops and a tampered bundle.
+
+A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
+requests, drawing its random rates from the plan's seed, so a run with the same
+requests in the same order injects the same faults.
+"""
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from .http import Request, Response, text_response
+
+MiB = 1024 * 1024
+JSON_TYPES = ("application/json", "application/ld+json")
+CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """What to inject. Request faults (latency, errors, 429s, drops, truncation,
+    fail_first, wrong_content_type) apply to the requests whose path matches ``paths``
+    (a regex searched in the decoded path; None = every path); the faults naming
+    records (tamper, redirect_loop, oversize) apply to that record's documents."""
+    latency_ms: float = 0
+    error_rate: float = 0.0            # answer this share of requests with error_status
+    error_status: int = 503
+    rate_limit_every: int = 0          # every Nth request gets 429 with Retry-After
+    retry_after: int = 1               # seconds, on 429 and on fail_first's 503
+    drop_rate: float = 0.0             # close this share of connections without answering
+    truncate_rate: float = 0.0         # send half the body of this share, then close
+    fail_first: int = 0                # the first N requests of each distinct path get 503
+    wrong_content_type: bool = False   # JSON documents as text/html, everything else as octet-stream
+    tamper: frozenset = frozenset()    # suffixes whose bundle has one canonical_sha256 digit changed
+    redirect_loop: frozenset = frozenset()  # suffixes whose documents redirect back and forth forever
+    oversize: frozenset = frozenset()  # suffixes whose bundle is an endless-looking huge body
+    oversize_bytes: int = 64 * MiB
+    paths: str | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("tamper", "redirect_loop", "oversize"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, frozenset([value] if isinstance(value, str) else value))
+        for name in ("error_rate", "drop_rate", "truncate_rate"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be between 0 and 1")
+        if not 500 <= self.error_status <= 599:
+            raise ValueError("error_status must be a 5xx status")
+        if min(self.latency_ms, self.rate_limit_every, self.retry_after, self.fail_first, self.oversize_bytes) < 0:
+            raise ValueError("counts, sizes and delays cannot be negative")
+        if self.paths is not None:
+            try:
+                re.compile(self.paths)
+            except re.error as exc:
+                raise ValueError(f"paths is not a regular expression: {exc}") from None
+
+    @property
+    def active(self) -> bool:
+        return self != FaultPlan(seed=self.seed, paths=self.paths)
+
+
+@dataclass
+class Decision:
+    """What happens to one request before and after routing."""
+    delay: float = 0.0                 # seconds to wait before answering
+    response: Response | None = None   # answer this instead of routing
+    drop: bool = False
+    truncate: bool = False
+
+
+NO_FAULT = Decision()
+
+
+@dataclass
+class FaultInjector:
+    plan: FaultPlan = field(default_factory=FaultPlan)
+
+    def __post_init__(self):
+        self._rng = random.Random(self.plan.seed)
+        self._paths = re.compile(self.plan.paths) if self.plan.paths else None
+        self._per_path = Counter()
+        self._counted = 0
+        self._active = self.plan.active
+
+    def _applies(self, request: Request) -> bool:
+        return self._paths is None or self._paths.search(request.path) is not None
+
+    def decide(self, request: Request) -> Decision:
+        plan = self.plan
+        if not self._active or not self._applies(request):
+            return NO_FAULT
+        decision = Decision(delay=plan.latency_ms / 1000)
+        self._per_path[request.path] += 1
+        self._counted += 1
+        retry = (("Retry-After", str(plan.retry_after)),)
+        if self._per_path[request.path] <= plan.fail_first:
+            decision.response = replace(text_response(503, headers=retry), fault="fail_first")
+        elif plan.rate_limit_every and self._counted % plan.rate_limit_every == 0:
+            decision.response = replace(text_response(429, headers=retry), fault="rate_limit")
+        elif plan.error_rate and self._rng.random() < plan.error_rate:
+            decision.response = replace(text_response(plan.error_status), fault="error")
+        elif plan.drop_rate and self._rng.random() < plan.drop_rate:
+            decision.drop = True
+        elif plan.truncate_rate and self._rng.random() < plan.truncate_rate:
+            decision.truncate = True
+        return decision
+
+    def transform(self, request: Request, response: Response) -> Response:
+        """Apply the faults that change a routed answer."""
+        plan = self.plan
+        if not self._active or response.status != 200:
+            return response
+        if response.record in plan.redirect_loop:
+            return replace(_loop_redirect(request), fault="redirect_loop", record=response.record)
+        if response.document == "bundle" and response.record in plan.oversize:
+            return Response(200, content_type=response.content_type, record=response.record, document="bundle",
+                            stream=oversize_body(plan.oversize_bytes), fault="oversize")
+        if response.document == "bundle" and response.record in plan.tamper:
+            response = replace(response, body=tamper_canonical_hash(response.body), fault="tamper",
+                               _etag=None, _gzipped=None)
+        if plan.wrong_content_type and self._applies(request):
+            wrong = "text/html; charset=utf-8" if response.content_type in JSON_TYPES else "application/octet-stream"
+            response = replace(response, content_type=wrong, fault=response.fault or "wrong_content_type")
+        return response
+
+
+def _loop_redirect(request: Request) -> Response:
+    """A two-step cycle: the path redirects to itself with ``?loop=1``, which redirects back."""
+    path = request.raw_path
+    location = path if "loop" in request.query else path + "?loop=1"
+    return text_response(302, f"see {location}", (("Location", location),))
+
+
+def tamper_canonical_hash(raw: bytes) -> bytes:
+    """The bundle with the first hex digit of its top-level ``canonical_sha256`` changed:
+    still valid JSON, but it no longer hashes the canonical record
+    (verification fails with canonical_hash_mismatch)."""
+    key = b'"canonical_sha256":"'
+    at = raw.find(key)  # the record itself never holds this key, so the first hit is the bundle's
+    if at < 0:
+        raise ValueError("no canonical_sha256 to tamper with")
+    digit = at + len(key)
+    swapped = b"0" if raw[digit:digit + 1] != b"0" else b"1"
+    return raw[:digit] + swapped + raw[digit + 1:]
+
+
+def oversize_body(size: int):
+    """An async writer of ``size`` bytes that start like a bundle, sent in chunks with
+    flow control, so the server never holds the body in memory."""
+    opening = b'{"bundle_type":"pith_open_graph_bundle","padding":"'
+
+    async def write(writer) -> None:
+        writer.write(opening[:size])
+        remaining = size - min(size, len(opening))
+        chunk = b"0" * CHUNK
+        while remaining > 0:
+            writer.write(chunk[:remaining])
+            remaining -= min(remaining, CHUNK)
+            await writer.drain()
+    return write

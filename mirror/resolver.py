@@ -1,0 +1,140 @@
+"""The resolver layout of PITH-FORMAT.md, answered from a RecordSource: which Response
+each request path gets. Request text is only ever looked up in the catalog (never
+turned into a filesystem path), so no path can reach outside the served records.
+
+Documents about one record are rendered once and kept in a bounded LRU cache; bundles
+are the stored bytes, never re-serialized.
+"""
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pith.mint import links_for
+from pith.parse import parse
+from pith.reasons import Rejected
+from . import pages
+from .http import Request, Response, redirect, text_response
+from .record import RecordView, compact_json
+from .source import RecordSource
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+JSONLD = "application/ld+json"
+HTML = "text/html; charset=utf-8"
+XML = "application/xml"
+TEXT = "text/plain; charset=utf-8"
+RECORD_TAILS = {"/bundle.json": "bundle", "/state.json": "state"}
+WELL_KNOWN = "/.well-known/pith/"
+SITEMAP_PAGE_RE = re.compile(r"^/sitemap-([1-9][0-9]{0,8})\.xml$")
+NOT_FOUND = text_response(404)
+NOT_ALLOWED = text_response(405, headers=(("Allow", "GET, HEAD"),))
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    name: str = "pith-archiver mirror"
+    sitemap_page_size: int = 50_000
+    disallow: tuple[str, ...] = ()   # paths robots.txt asks crawlers to avoid
+    cache_size: int = 4096           # record documents kept rendered
+
+
+class Resolver:
+    def __init__(self, source: RecordSource, base_url: str, options: SiteOptions = SiteOptions()):
+        self.source = source
+        self.catalog = source.catalog
+        self.base = base_url.rstrip("/")
+        self.options = options
+        newest = self.catalog.newest_epoch or None
+        self._static = {
+            "/": Response(200, pages.home_page(self.base, options.name, len(self.catalog)).encode("utf-8"),
+                          HTML, newest, document="home"),
+            "/robots.txt": Response(200, pages.robots_txt(self.base, options.disallow).encode("utf-8"),
+                                    TEXT, newest, document="robots"),
+            "/pith-mirrors.json": Response(200, compact_json(pages.mirror_manifest(
+                self.base, options.name, self.catalog.public_keys)), JSON, newest, document="manifest"),
+        }
+        if self.catalog.signing_key is not None:
+            self._static["/pith-signing-key.json"] = Response(200, compact_json(self.catalog.signing_key), JSON,
+                                                              newest, document="signing_key")
+        self._record_document = lru_cache(maxsize=options.cache_size)(self._render)
+        self._sitemap = lru_cache(maxsize=8)(self._render_sitemap)
+
+    def respond(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return NOT_ALLOWED
+        path = request.path
+        static = self._static.get(path)
+        if static is not None:
+            return static
+        if path.startswith("/pith/"):
+            return self._record(path[len("/pith/"):], request)
+        if path.startswith(WELL_KNOWN) and path.endswith("/bundle.json"):
+            return self._well_known(path[len(WELL_KNOWN):-len("/bundle.json")])
+        if path == "/resolve":
+            suffix = self.catalog.resolve(request.query.get("id", ""))
+            return redirect(links_for(suffix, self.base)["resolver"]) if suffix else NOT_FOUND
+        page = SITEMAP_PAGE_RE.match(path)
+        if path == "/sitemap.xml" or page:
+            return self._sitemap(int(page.group(1)) if page else 0)
+        return NOT_FOUND
+
+    # --- records -------------------------------------------------------------------
+    def _record(self, rest: str, request: Request) -> Response:
+        identifier, tail, document = rest, "", "page"
+        for ending, kind in RECORD_TAILS.items():
+            if rest.endswith(ending):
+                identifier, tail, document = rest[:-len(ending)], ending, kind
+        if identifier in self.catalog:
+            if document == "page" and request.accepts("accept", JSONLD):
+                document = "jsonld"
+            return self._record_document(identifier, document)
+        suffix = self.catalog.resolve(identifier)
+        return redirect(f"{self.base}/pith/{suffix}{tail}") if suffix else NOT_FOUND
+
+    def _well_known(self, identifier: str) -> Response:
+        if identifier in self.catalog:
+            return self._record_document(identifier, "bundle")
+        suffix = self.catalog.resolve(identifier)
+        return redirect(links_for(suffix, self.base)["well_known_bundle"]) if suffix else NOT_FOUND
+
+    def _render(self, suffix: str, document: str) -> Response:
+        raw = self.source.bundle_bytes(suffix)
+        if raw is None:
+            return NOT_FOUND
+        modified = self.catalog.entry(suffix).built_at_epoch or None
+        if document == "bundle":
+            return Response(200, raw, JSON, modified, record=suffix, document="bundle")
+        try:
+            bundle = parse(raw).data
+            state = bundle["state"] if document == "state" else None
+        except (Rejected, KeyError, TypeError) as exc:
+            logger.warning("stored bundle %s is unusable: %s", suffix, exc)
+            return text_response(500, "the stored bundle is unreadable")
+        if document == "state":
+            return Response(200, compact_json(state), JSON, modified, record=suffix, document="state")
+        view = RecordView.from_bundle(bundle)
+        cites, cited_by = list(self.catalog.entry(suffix).cites), self.catalog.cited_by(suffix)
+        if document == "jsonld":
+            body = compact_json(pages.record_jsonld(view, suffix, cites, cited_by, self.base))
+            return Response(200, body, JSONLD, modified, vary=("Accept",), record=suffix, document="jsonld")
+        body = pages.record_page(view, suffix, cites, cited_by, self.catalog, self.base).encode("utf-8")
+        return Response(200, body, HTML, modified, vary=("Accept",), record=suffix, document="page")
+
+    # --- sitemap -----------------------------------------------------------------------
+    def _render_sitemap(self, page: int) -> Response:
+        """Page 0 is /sitemap.xml: the urlset itself while it fits one page, else an index."""
+        size, suffixes = self.options.sitemap_page_size, self.catalog.suffixes
+        pages_needed = max(1, math.ceil(len(suffixes) / size))
+        if page == 0 and pages_needed == 1:
+            text = pages.sitemap_urlset(suffixes, self.catalog, self.base)
+        elif page == 0:
+            text = pages.sitemap_index(pages_needed, self.base)
+        elif pages_needed > 1 and page <= pages_needed:
+            text = pages.sitemap_urlset(suffixes[(page - 1) * size:page * size], self.catalog, self.base)
+        else:
+            return NOT_FOUND
+        return Response(200, text.encode("utf-8"), XML, self.catalog.newest_epoch or None, document="sitemap")

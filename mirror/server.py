@@ -1,0 +1,170 @@
+"""The mirror's HTTP/1.1 server: asyncio streams with keep-alive on one event loop
+(one core), answering from a Resolver, with optional fault injection and a request
+log that in-process tests read. The stdlib ``http.server`` is several times slower
+and cannot inject connection-level faults, hence this small server."""
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+
+from .faults import FaultInjector, FaultPlan
+from .http import BadRequest, Request, encode, parse_head, text_response
+from .resolver import Resolver, SiteOptions
+from .source import RecordSource
+
+logger = logging.getLogger(__name__)
+
+MAX_HEAD_BYTES = 64 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+LINGER_SECONDS = 2.0
+_BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    """One answered (or deliberately dropped) request, as a test wants to see it."""
+    method: str
+    target: str                # path and query as sent
+    path: str                  # decoded path
+    status: int                # 0 when the connection was dropped without an answer
+    headers: dict              # request headers, lower-cased names
+    fault: str | None = None   # "fail_first", "rate_limit", "error", "drop", "truncate", "tamper", ...
+    document: str | None = None
+    record: str | None = None
+
+
+async def _read_to_end(reader: asyncio.StreamReader) -> None:
+    while await reader.read(64 * 1024):
+        pass
+
+
+class MirrorServer:
+    """Serves a RecordSource in the resolver layout.
+
+    ``await start()`` binds (port 0 picks a free port) and sets ``url``; links in
+    documents use ``public_url`` when given, else ``url``. ``set_faults`` swaps the
+    fault plan (and restarts its counters) at any time; ``requests`` is the log."""
+
+    def __init__(self, source: RecordSource, host: str = "127.0.0.1", port: int = 0, public_url: str | None = None,
+                 options: SiteOptions = SiteOptions(), faults: FaultPlan = FaultPlan(), log_size: int = 100_000):
+        self.source, self.host, self.port = source, host, port
+        self.public_url, self.options = public_url, options
+        self._faults = FaultInjector(faults)
+        self._log: deque[LoggedRequest] = deque(maxlen=log_size)
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self.url: str | None = None
+        self.resolver: Resolver | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._connection, self.host, self.port, limit=MAX_HEAD_BYTES)
+        host, port = self._server.sockets[0].getsockname()[:2]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        self.resolver = Resolver(self.source, self.public_url or self.url, self.options)
+        logger.info("mirror of %d records listening on %s", len(self.source.catalog), self.url)
+        return self.url
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task, writer in list(self._connections.items()):
+                writer.transport.abort()
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._server.wait_closed()
+
+    @property
+    def faults(self) -> FaultPlan:
+        return self._faults.plan
+
+    def set_faults(self, plan: FaultPlan) -> None:
+        self._faults = FaultInjector(plan)
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        return list(self._log)
+
+    def clear_log(self) -> None:
+        self._log.clear()
+
+    # --- connections ---------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections[task] = writer
+        try:
+            while await self._exchange(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            del self._connections[task]
+            writer.close()
+
+    async def _exchange(self, reader, writer) -> bool:
+        """Read one request and answer it; False when the connection should end."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False  # the client closed between requests
+        except asyncio.LimitOverrunError:
+            return await self._refuse(reader, writer, 431)
+        try:
+            request = parse_head(head)
+        except BadRequest:
+            return await self._refuse(reader, writer, 400)
+        if "transfer-encoding" in request.headers:
+            return await self._refuse(reader, writer, 501)
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return await self._refuse(reader, writer, 413)
+        if int(length):
+            await reader.readexactly(int(length))  # no route takes a body: read past it
+        return await self._answer(request, writer)
+
+    async def _refuse(self, reader, writer, status: int) -> bool:
+        """Answer ``status`` and close, first reading what the client still sends
+        (a lingering close): closing on unread input would reset the connection and
+        could destroy the answer before the client reads it."""
+        head, body = encode(_BAD_REQUEST, text_response(status), keep_alive=False)
+        writer.write(head + body)
+        writer.write_eof()
+        try:
+            await asyncio.wait_for(_read_to_end(reader), LINGER_SECONDS)
+        except asyncio.TimeoutError:
+            pass
+        return False
+
+    async def _answer(self, request: Request, writer) -> bool:
+        injector = self._faults
+        decision = injector.decide(request)
+        if decision.delay:
+            await asyncio.sleep(decision.delay)
+        if decision.drop:
+            self._record(request, 0, "drop")
+            writer.transport.abort()
+            return False
+        response = decision.response or self.resolver.respond(request)
+        response = injector.transform(request, response)
+        keep_alive = request.keep_alive
+        head, body = encode(request, response, keep_alive)
+        truncate = decision.truncate and bool(body)
+        # logged before writing, so a client that has its answer finds it in the log
+        self._record(request, int(head[9:12]), "truncate" if truncate else response.fault,
+                     response.document, response.record)
+        if response.stream is not None:
+            writer.write(head)
+            if request.method != "HEAD":
+                await response.stream(writer)
+        elif truncate:
+            writer.write(head + body[:len(body) // 2])
+        else:
+            writer.write(head + body)
+        await writer.drain()
+        return keep_alive and response.stream is None and not truncate
+
+    def _record(self, request: Request, status: int, fault: str | None, document=None, record=None) -> None:
+        self._log.append(LoggedRequest(request.method, request.target, request.path, status, request.headers,
+                                       fault, document, record))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s %s -> %s%s", request.method, request.target, status, f" [{fault}]" if fault else "")

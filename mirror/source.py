@@ -1,0 +1,97 @@
+"""Where a mirror's bundles come from. The server asks a RecordSource for its catalog
+and for a bundle's exact bytes, nothing else, so an archive (local folder, S3) can be
+served later by adding a source, not by changing the server.
+
+Corpus directory layout::
+
+    DIR/bundles/<SUFFIX>.bundle.json   the exact bytes of each bundle
+    DIR/keyring.json                   {"keys": [...]} that verifies every bundle
+    DIR/corpus.json                    the saved catalog (optional: rebuilt from the bundles)
+"""
+
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from pith.numbers import SUFFIX_RE
+from pith.parse import parse
+from pith.reasons import Rejected
+from .catalog import Catalog
+
+logger = logging.getLogger(__name__)
+
+BUNDLES_DIR = "bundles"
+KEYRING_NAME = "keyring.json"
+INDEX_NAME = "corpus.json"
+BUNDLE_EXTENSION = ".bundle.json"
+
+
+def bundle_name(suffix: str) -> str:
+    return suffix + BUNDLE_EXTENSION
+
+
+class RecordSource(ABC):
+    """A set of bundles a mirror can serve."""
+
+    catalog: Catalog
+
+    @abstractmethod
+    def bundle_bytes(self, suffix: str) -> bytes | None:
+        """The stored bytes of a catalogued record's bundle, unchanged; None if it vanished."""
+
+
+class CorpusDirectory(RecordSource):
+    """A corpus folder (see the module docstring), or any folder of ``<SUFFIX>.bundle.json``
+    files: with no ``bundles/`` inside, the folder itself holds the bundles."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+        nested = self.root / BUNDLES_DIR
+        self.bundles_dir = nested if nested.is_dir() else self.root
+        if not self.bundles_dir.is_dir():
+            raise FileNotFoundError(f"{self.root}: not a directory")
+        self._prefix = os.path.join(self.bundles_dir, "")  # a plain string: the hot path skips pathlib
+        names = self._listing()
+        self.catalog = self._saved_catalog(names) or Catalog.from_bundles(self._parsed(names))
+        logger.info("serving %d records from %s", len(self.catalog), self.bundles_dir)
+
+    def _listing(self) -> list[str]:
+        """Suffixes of the well-named bundle files; other files are never served."""
+        with os.scandir(self.bundles_dir) as entries:
+            names = [e.name[:-len(BUNDLE_EXTENSION)] for e in entries if e.name.endswith(BUNDLE_EXTENSION)]
+        return sorted(n for n in names if SUFFIX_RE.match(n))
+
+    def _saved_catalog(self, suffixes: list[str]) -> Catalog | None:
+        """The saved catalog, if there is one and it lists exactly the bundles present."""
+        path = self.root / INDEX_NAME
+        if not path.is_file():
+            return None
+        try:
+            catalog = Catalog.from_json(json.loads(path.read_bytes()))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("%s is unusable (%s): indexing the bundles instead", path, exc)
+            return None
+        if catalog.suffixes != suffixes:
+            logger.warning("%s does not list the bundles present: indexing the bundles instead", path)
+            return None
+        return catalog
+
+    def _parsed(self, suffixes):
+        for suffix in suffixes:
+            try:
+                document = parse((self.bundles_dir / bundle_name(suffix)).read_bytes())
+            except (OSError, Rejected) as exc:
+                logger.warning("skipping %s: %s", bundle_name(suffix), exc)
+                continue
+            yield suffix, document.data
+
+    def bundle_bytes(self, suffix: str) -> bytes | None:
+        if suffix not in self.catalog:  # only catalogued names ever reach the filesystem
+            return None
+        try:
+            with open(self._prefix + bundle_name(suffix), "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None

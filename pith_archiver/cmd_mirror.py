@@ -1,0 +1,89 @@
+"""``pith-archiver corpus generate`` and ``pith-archiver serve``: a signed test corpus
+and a conforming Pith mirror on loopback, with optional fault injection."""
+
+import dataclasses
+import logging
+import sys
+
+import click
+
+from mirror.corpus import generate_corpus
+from mirror.faults import FaultPlan
+from mirror.resolver import SiteOptions
+from mirror.runner import serve_until_signalled
+from mirror.server import MirrorServer
+from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
+from pith.mint import REGISTRY_BASE
+
+FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
+
+
+@click.group()
+def corpus():
+    """Test corpora of signed bundles."""
+
+
+@corpus.command()
+@click.option("--records", type=click.IntRange(0), required=True, help="How many bundles to mint.")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="A new or empty directory.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Same seed, same bytes.")
+@click.option("--base-url", default=REGISTRY_BASE, show_default=True,
+              help="Base of the links and mirror hints written into minted bundles.")
+def generate(records, out, seed, base_url):
+    """Mint RECORDS bundles in the registry's format, signed by a test key derived from
+    SEED, plus the real registry bundles; write DIR/bundles/, DIR/keyring.json (verifies
+    them all) and DIR/corpus.json (the index `serve` starts from)."""
+    try:
+        catalog = generate_corpus(out, records, seed, base_url)
+    except FileExistsError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {len(catalog)} bundles ({records} minted, {len(catalog) - records} real) to "
+               f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}")
+
+
+@click.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
+@click.option("--public-url", help="Base URL to write into links (default: the URL listened on).")
+@click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest.")
+@click.option("--sitemap-page-size", type=click.IntRange(1), default=SiteOptions.sitemap_page_size,
+              show_default=True, help="URLs per sitemap page; more records make /sitemap.xml an index.")
+@click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable.")
+@click.option("--cache-size", type=click.IntRange(1), default=SiteOptions.cache_size, show_default=True,
+              help="Rendered record documents kept in memory.")
+@click.option("-v", "--verbose", count=True, help="-v: startup info, -vv: every request.")
+@click.option("--latency-ms", type=click.FloatRange(0), default=0, help="Fault: delay every answer.")
+@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share answered with --error-status.")
+@click.option("--error-status", type=click.Choice(["500", "503"]), default="503", show_default=True)
+@click.option("--rate-limit-every", type=click.IntRange(0), default=0, help="Fault: every Nth request gets 429.")
+@click.option("--retry-after", type=click.IntRange(0), default=1, show_default=True,
+              help="Retry-After seconds on 429 and --fail-first 503s.")
+@click.option("--drop-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share of connections dropped.")
+@click.option("--truncate-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share of bodies cut in half.")
+@click.option("--fail-first", type=click.IntRange(0), default=0, help="Fault: first N requests of each path get 503.")
+@click.option("--wrong-content-type", is_flag=True, help="Fault: JSON served as text/html.")
+@click.option("--tamper", multiple=True, metavar="SUFFIX", help="Fault: corrupt this record's bundle; repeatable.")
+@click.option("--redirect-loop", multiple=True, metavar="SUFFIX", help="Fault: this record redirects forever.")
+@click.option("--oversize", multiple=True, metavar="SUFFIX", help="Fault: this record's bundle is huge.")
+@click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
+@click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
+def serve(directory, host, port, public_url, name, sitemap_page_size, disallow, cache_size, verbose, **faults):
+    """Serve DIRECTORY (a corpus, or a folder of <SUFFIX>.bundle.json files) in Pith's
+    resolver layout. Prints the URL it listens on as its first line, then serves until
+    SIGINT or SIGTERM."""
+    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)], stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    faults["error_status"] = int(faults["error_status"])
+    try:
+        plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
+    except (ValueError, TypeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    source = CorpusDirectory(directory)
+    unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
+    if unknown:
+        raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
+    options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
+    server = MirrorServer(source, host, port, public_url, options, plan, log_size=0)
+    serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request

@@ -1,0 +1,106 @@
+"""Fixtures for a Pith mirror on loopback: a small generated corpus and running mirror
+servers, optionally injecting faults, whose request log a test can read.
+
+Typical use in a crawler test::
+
+    def test_retries(mirror, corpus_catalog, tmp_path):
+        server = mirror(faults=FaultPlan(fail_first=1, paths=r"/bundle\\.json$"))
+        result = run_cli_crawl(tmp_path, f"{server.url}/pith/{corpus_catalog.suffixes[0]}")
+        assert [r.status for r in server.requests if r.document == "bundle"].count(503) == ...
+
+- ``corpus_dir`` (session): a generated corpus of SMALL_CORPUS_RECORDS minted records
+  (seed SMALL_CORPUS_SEED) plus the 3 real bundles; read-only, shared by every test.
+- ``corpus_catalog`` (session): its Catalog (``suffixes``, ``entry(s).pith_number``,
+  ``resolve(alias)``, ``cited_by(s)``, ``signing_key``).
+- ``corpus_keyring`` (session): a Keyring that verifies every bundle of the corpus.
+- ``mirror`` (function): a factory starting MirrorServers on 127.0.0.1, port 0, each on
+  its own thread, all stopped after the test. See ``start_mirror`` for its arguments.
+- ``serve_process``: a context manager running ``pith-archiver serve`` as a subprocess.
+"""
+
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from mirror.corpus import generate_corpus
+from mirror.faults import FaultPlan
+from mirror.resolver import SiteOptions
+from mirror.runner import BackgroundMirror
+from mirror.server import MirrorServer
+from mirror.source import KEYRING_NAME, CorpusDirectory
+from pith.keyring import Keyring
+
+SMALL_CORPUS_RECORDS = 40
+SMALL_CORPUS_SEED = 7
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory) -> Path:
+    """A corpus directory (bundles/, keyring.json, corpus.json); do not write into it."""
+    out = tmp_path_factory.mktemp("mirror") / "corpus"
+    generate_corpus(out, SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED)
+    return out
+
+
+@pytest.fixture(scope="session")
+def corpus_catalog(corpus_dir):
+    return CorpusDirectory(corpus_dir).catalog
+
+
+@pytest.fixture(scope="session")
+def corpus_keyring(corpus_dir) -> Keyring:
+    """Pins exactly the corpus's test key and the registry key (from its keyring.json)."""
+    return Keyring.build([corpus_dir / KEYRING_NAME], default_keys=False)
+
+
+@pytest.fixture
+def mirror(corpus_dir):
+    """``start_mirror(directory=None, faults=None, *, public_url=None, log_size=100_000,
+    **site_options) -> MirrorServer``, already listening.
+
+    ``directory`` defaults to ``corpus_dir``; ``faults`` is a FaultPlan;
+    ``site_options`` are SiteOptions fields (``sitemap_page_size``, ``disallow``,
+    ``name``, ``cache_size``). The server gives ``url``, ``requests`` (a list of
+    LoggedRequest: method, target, path, status, headers, fault, document, record),
+    ``clear_log()``, ``set_faults(plan)`` and ``catalog`` via ``server.source.catalog``.
+    Record URLs: ``pith.mint.links_for(suffix, server.url)``."""
+    runners = []
+
+    def start_mirror(directory=None, faults: FaultPlan | None = None, *, public_url: str | None = None,
+                     log_size: int = 100_000, **site_options) -> MirrorServer:
+        server = MirrorServer(CorpusDirectory(directory or corpus_dir), public_url=public_url,
+                              options=SiteOptions(**site_options), faults=faults or FaultPlan(), log_size=log_size)
+        runner = BackgroundMirror(server)
+        runners.append(runner)
+        return runner.start()
+
+    yield start_mirror
+    for runner in runners:
+        runner.stop()
+
+
+@contextmanager
+def serve_process(directory, *options: str, timeout: float = 30):
+    """Run ``pith-archiver serve DIRECTORY OPTIONS`` and yield ``(process, url)``; the
+    process gets SIGTERM on exit (its exit code is then in ``process.returncode``)."""
+    command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "serve", str(directory)]
+    process = subprocess.Popen([*command, *options],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = process.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError(f"serve did not start: {url!r} {process.stderr.read() if process.poll() is not None else ''}")
+        yield process, url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        process.stderr.close()

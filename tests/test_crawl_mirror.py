@@ -1,0 +1,165 @@
+"""The crawler against our own mirror over real sockets: every seed kind, discovery of
+the whole corpus from one seed, fallbacks, every fault mode, and stop-and-resume."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.dataset as ds
+
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from tests.plugins.crawling import run_cli_crawl
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
+FAST_RETRIES = ["-s", "PITH_RETRY_BACKOFF_BASE=0.01", "-s", "PITH_RETRY_AFTER_MAX=1",
+                "-s", "AUTOTHROTTLE_ENABLED=false"]
+
+
+def crawl(tmp_path, corpus_dir, server, *args):
+    return run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
+                         "--no-default-keys", "--out", str(tmp_path / "archive"), *FAST_RETRIES, *args)
+
+
+def records(tmp_path) -> list[dict]:
+    return ds.dataset(tmp_path / "archive" / "tables" / "records", partitioning="hive").to_table().to_pylist()
+
+
+def verifications(tmp_path) -> list[dict]:
+    return ds.dataset(tmp_path / "archive" / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
+
+
+def test_one_seed_reaches_the_whole_corpus_on_the_mirror_in_use(tmp_path, corpus_dir, corpus_catalog, mirror):
+    server = mirror()
+    result = crawl(tmp_path, corpus_dir, server, f"pith:2019:{REAL}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    total = len(corpus_catalog)
+    assert result.stat("records_found") == total
+    assert (result.stat("verified"), result.stat("rejected"), result.stat("state_mismatch")) == (total, 0, 0)
+    # the bundles name https://pith.science; every fetch still went to the mirror in use
+    fetched = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
+    assert fetched == set(corpus_catalog.suffixes)
+    assert {r["pith_number"] for r in records(tmp_path)} == {corpus_catalog.entry(s).pith_number
+                                                             for s in corpus_catalog.suffixes}
+
+
+def test_alias_seeds_resolve_through_the_resolver(tmp_path, corpus_dir, mirror):
+    server = mirror()
+    seeds = ["pith:RLLQL635", "RLLQL6357CWN", "1904.12043", "1904.12043v2", "arXiv:1904.12043",
+             "10.48550/arxiv.1904.12043", "https://doi.org/10.48550/arxiv.1904.12043"]
+    result = crawl(tmp_path, corpus_dir, server, "--no-follow", *seeds)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stat("records_found"), result.stat("verified"), result.stat("seeds_unresolved")) == (1, 1, 0)
+    assert [r["pith_number"] for r in records(tmp_path)] == [f"pith:2019:{REAL}"]
+
+
+def test_unknown_alias_is_counted_not_fatal(tmp_path, corpus_dir, mirror):
+    result = crawl(tmp_path, corpus_dir, mirror(), "--no-follow", "2101.99999", REAL)
+    assert result.returncode == 0
+    assert (result.stat("seeds_unresolved"), result.stat("verified")) == (1, 1)
+
+
+def test_sitemap_index_seed_finds_every_record(tmp_path, corpus_dir, corpus_catalog, mirror):
+    server = mirror(sitemap_page_size=10)
+    result = crawl(tmp_path, corpus_dir, server, "--no-follow", "sitemap")
+    assert result.stat("records_found") == len(corpus_catalog)
+    assert result.stat("verified") == len(corpus_catalog)
+    assert any(r.path.startswith("/sitemap-") for r in server.requests)
+
+
+def test_fallback_mirror_serves_what_the_primary_cannot(tmp_path, corpus_dir, mirror):
+    primary = mirror(faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
+    secondary = mirror()
+    result = crawl(tmp_path, corpus_dir, primary, "--max-records", "5", "--mirror", secondary.url,
+                   "-s", "RETRY_TIMES=1", REAL)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stat("verified"), result.stat("mirror_fallbacks")) == (5, 5)
+    assert {r.status for r in primary.requests if r.path.endswith("/bundle.json")} == {500}
+    assert len([r for r in secondary.requests if r.document == "bundle" and r.status == 200]) == 5
+
+
+def twelve(catalog) -> list[str]:
+    return sorted(catalog.suffixes)[:12]
+
+
+def run_with_faults(tmp_path, corpus_dir, mirror, plan, *args):
+    """Crawl twelve records, named as seeds, through a mirror injecting ``plan``."""
+    server = mirror(faults=plan)
+    seeds = twelve(server.source.catalog)
+    return server, crawl(tmp_path, corpus_dir, server, "--no-follow", "-s", "RETRY_TIMES=8", *args, *seeds)
+
+
+def test_429_with_retry_after_is_honoured(tmp_path, corpus_dir, mirror):
+    server, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(rate_limit_every=4, retry_after=1))
+    assert result.stat("verified") == 12
+    assert result.stat("retry_after_honoured") == sum(r.status == 429 for r in server.requests) > 0
+
+
+def test_server_errors_are_retried(tmp_path, corpus_dir, mirror):
+    server, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(fail_first=2, error_status=503))
+    assert result.stat("verified") == 12
+    assert result.stats.get("retry/count", 0) >= 24
+    assert sum(r.status == 503 for r in server.requests) >= 24
+
+
+def test_dropped_connections_and_truncated_bodies_are_retried(tmp_path, corpus_dir, mirror):
+    plan = FaultPlan(drop_rate=0.2, truncate_rate=0.2, seed=3)
+    server, result = run_with_faults(tmp_path, corpus_dir, mirror, plan)
+    assert (result.stat("verified"), result.stat("rejected")) == (12, 0)  # a truncated body never reaches verification
+    assert any(r.fault == "drop" for r in server.requests) and any(r.fault == "truncate" for r in server.requests)
+    assert result.stats.get("retry/count", 0) > 0
+
+
+def test_tampered_bundle_is_rejected_and_quarantined(tmp_path, corpus_dir, corpus_catalog, mirror):
+    victim = twelve(corpus_catalog)[3]
+    _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(tamper={victim}))
+    assert (result.stat("verified"), result.stat("rejected/canonical_hash_mismatch")) == (11, 1)
+    rejected = [v for v in verifications(tmp_path) if v["status"] == "rejected"]
+    assert [(v["reason"], v["url"].split("/")[-2]) for v in rejected] == [("canonical_hash_mismatch", victim)]
+
+
+def test_wrong_content_type_changes_nothing(tmp_path, corpus_dir, mirror):
+    _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(wrong_content_type=True))
+    assert result.stat("verified") == 12
+
+
+def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, corpus_catalog, mirror):
+    looping, huge = twelve(corpus_catalog)[4:6]
+    _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(redirect_loop={looping}, oversize={huge}),
+                                "-s", "DOWNLOAD_MAXSIZE=4000000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("bundle_failures/too_large") == 1
+    assert result.stat("bundle_failures/fetch_failed") == 1
+    failed = {(v["reason"], v["url"].split("/")[-2]) for v in verifications(tmp_path) if v["status"] == "failed"}
+    assert failed == {("too_large", huge), ("fetch_failed", looping)}
+
+
+def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror):
+    server = mirror(faults=FaultPlan(latency_ms=150))
+    jobdir = tmp_path / "job"
+    stats_file = tmp_path / "stats-first.json"
+    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", server.url, "--keyring",
+               str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"), "--jobdir", str(jobdir),
+               "--progress", "off", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2", "-s", "AUTOTHROTTLE_ENABLED=false",
+               REAL]
+    env = {**__import__("os").environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    first = subprocess.Popen([*command, "--stats-json", str(stats_file)], env=env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while sum(r.document == "bundle" and r.status == 200 for r in server.requests) < 8:
+        assert time.monotonic() < deadline and first.poll() is None, "the first crawl never got going"
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)  # Ctrl-C: a graceful stop that keeps the job
+    first.communicate(timeout=60)
+    stopped = json.loads(stats_file.read_text())
+    assert stopped["finish_reason"] == "shutdown"
+    assert 0 < stopped["pith/archived"] < len(corpus_catalog)
+
+    resumed = run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
+                            "--out", str(tmp_path / "archive"), "--jobdir", str(jobdir), REAL)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert stopped["pith/archived"] + resumed.stat("archived") == len(corpus_catalog)
+    numbers = [r["pith_number"] for r in records(tmp_path)]
+    assert len(numbers) == len(set(numbers)) == len(corpus_catalog)

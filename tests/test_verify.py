@@ -1,0 +1,253 @@
+"""Verification of whole bundles: the real ones verify, each catalogued single
+mutation draws exactly its reason code and path, and trust comes only from the
+pinned keyring."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mirror.tamper import ADVERTISED, MUTATIONS, RAW_MUTATIONS, compact, locate, tampered, wholly_resigned
+from pith.keyring import Keyring
+from pith.reasons import REASONS
+from pith.signing import Signer
+from pith.verify import verify_bundle
+from tests.plugins.core import real_bundle_paths
+from tests.test_cli_verify import verify_cli
+
+REAL_SUFFIXES = [path.name.split(".")[0] for path in real_bundle_paths()]
+CATALOGUE = {**MUTATIONS, **RAW_MUTATIONS}
+DOCS = Path(__file__).parents[1] / "docs" / "VERIFICATION.md"
+
+
+@pytest.fixture(scope="module")
+def ring(registry_keyring, test_signer) -> Keyring:
+    """The registry key and the test key that re-signs tampered bundles."""
+    return Keyring([*registry_keyring, test_signer.pinned()])
+
+
+def write_keyring(path: Path, *entries: dict) -> Path:
+    path.write_text(json.dumps({"keys": list(entries)}))
+    return path
+
+
+# --- the real bundles --------------------------------------------------------------------
+
+def test_real_bundles_verify(real_raw, real_docs, registry_keyring):
+    for suffix, raw in real_raw.items():
+        verdict = verify_bundle(raw, registry_keyring)
+        assert (verdict.status, verdict.reason, verdict.path) == ("verified", "", "")
+        assert verdict.pith_number == real_docs[suffix]["pith_number"]
+        assert verdict.pith_number.endswith(":" + suffix)
+        assert verdict.bundle_sha256 == real_docs[suffix]["bundle_signature"]["bundle_sha256"]
+        assert verdict.state_sha256 == real_docs[suffix]["state"]["state_sha256"]
+
+
+def test_real_bundles_verify_through_the_cli(real_docs):
+    result = verify_cli()
+    assert result.exit_code == 0
+    assert result.stdout.count("VERIFIED") == len(real_docs) == 3
+    for doc in real_docs.values():
+        assert doc["pith_number"] in result.stdout
+    assert result.stdout.splitlines()[-1] == "3 verified, 0 rejected"
+
+
+# --- the error-coded corpus --------------------------------------------------------------
+
+# Codes that other documents or the crawl draw, never verify_bundle; a new code must
+# join this set or get a mutation in mirror/tamper.py.
+NOT_FROM_BUNDLES = {"chain_broken", "manifest_hash_mismatch", "manifest_signature_invalid", "fetch_failed"}
+
+
+def test_catalogue_covers_every_reason_a_bundle_can_draw():
+    assert {m.reason for m in CATALOGUE.values()} == set(REASONS) - NOT_FROM_BUNDLES
+
+
+@pytest.mark.parametrize("suffix", REAL_SUFFIXES)
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_each_mutation_draws_exactly_its_reason_and_path(real_raw, ring, test_signer, suffix, name):
+    raw = real_raw[suffix]
+    bad = tampered(raw, name, test_signer)
+    assert bad != raw
+    verdict = verify_bundle(bad, ring)
+    assert (verdict.status, verdict.reason, verdict.path) == ("rejected", CATALOGUE[name].reason, CATALOGUE[name].path)
+    assert not verdict.ok
+
+
+def test_resigning_alone_leaves_a_valid_bundle(real_docs, test_signer, test_keyring):
+    """The re-signing that carries a mutation to a deeper check is sound on its own, so
+    in a re-signed mutation the change is the only thing wrong."""
+    for doc in real_docs.values():
+        assert verify_bundle(compact(wholly_resigned(doc, test_signer)), test_keyring).ok
+
+
+def test_resigning_mutations_need_a_signer(real_raw):
+    raw = next(iter(real_raw.values()))
+    with pytest.raises(ValueError, match="signer"):
+        tampered(raw, "subject_changed")
+
+
+# --- trust (issue 2, item 5) ---------------------------------------------------------------
+
+def test_wholly_resigned_by_an_advertised_key_is_unknown_key(real_docs, registry_keyring):
+    forger = Signer.generate("registry-looking-key")
+    for doc in real_docs.values():
+        forged = wholly_resigned(doc, forger)
+        assert forged["public_keys"][0]["key_id"] == forger.key_id   # it advertises its own key
+        verdict = verify_bundle(compact(forged), registry_keyring)
+        assert (verdict.reason, verdict.path) == ("unknown_key", "events[0].payload.receipt.key_id")
+
+
+def test_pinning_the_same_key_makes_it_verify(real_docs, test_signer, registry_keyring, test_keyring):
+    """Trust follows the keyring: one bundle, two keyrings, two verdicts."""
+    raw = compact(wholly_resigned(next(iter(real_docs.values())), test_signer))
+    assert verify_bundle(raw, test_keyring).ok
+    assert verify_bundle(raw, registry_keyring).reason == "unknown_key"
+
+
+@pytest.mark.parametrize("name, block", [("receipt_signed_by_impostor", "events[0].payload.receipt"),
+                                         ("event_signed_by_impostor", "events[1].signature"),
+                                         ("bundle_signed_by_impostor", "bundle_signature")])
+def test_pinned_key_id_signed_by_another_key_is_a_signature_failure(real_raw, registry_keyring, name, block):
+    for raw in real_raw.values():
+        forged = tampered(raw, name)
+        parent, key = locate(json.loads(forged), block)
+        assert parent[key]["key_id"] == "pith-v1-2026-05"      # it claims the pinned key
+        verdict = verify_bundle(forged, registry_keyring)
+        assert (verdict.reason, verdict.path) == (MUTATIONS[name].reason, f"{block}.signature_b64")
+        assert verdict.reason.endswith("_signature_invalid")
+
+
+def test_impostor_key_advertised_under_the_pinned_key_id(real_raw, registry_keyring):
+    verdict = verify_bundle(tampered(next(iter(real_raw.values())), "public_key_swapped"), registry_keyring)
+    assert (verdict.reason, verdict.path) == ("key_fingerprint_mismatch", "public_keys[0].public_key_b64")
+
+
+def test_no_default_keys_makes_the_real_bundles_unknown_key(tmp_path, test_signer):
+    keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
+    result = verify_cli("--no-default-keys", "--keyring", str(keys), "--json")
+    assert result.exit_code == 1
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(verdicts) == 3
+    assert {(v["status"], v["reason"], v["path"]) for v in verdicts} == {
+        ("rejected", "unknown_key", "events[0].payload.receipt.key_id")}
+
+
+def test_keyring_file_adds_keys(tmp_path, real_docs, test_signer):
+    bundle = tmp_path / "resigned.json"
+    bundle.write_bytes(compact(wholly_resigned(next(iter(real_docs.values())), test_signer)))
+    keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
+    assert verify_cli(str(bundle)).exit_code == 1
+    assert verify_cli("--keyring", str(keys), str(bundle)).exit_code == 0
+    assert verify_cli("--no-default-keys", "--keyring", str(keys), str(bundle)).exit_code == 0
+
+
+def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
+    other = Signer.generate("second-key")
+    bundles = []
+    for index, signer in enumerate((test_signer, other)):
+        path = tmp_path / f"b{index}.json"
+        path.write_bytes(compact(wholly_resigned(next(iter(real_docs.values())), signer)))
+        bundles.append(str(path))
+    first = write_keyring(tmp_path / "first.json", test_signer.public_document())
+    second = write_keyring(tmp_path / "second.json", other.public_document())
+    assert verify_cli("--keyring", str(first), *bundles).exit_code == 1
+    assert verify_cli("--keyring", str(first), "--keyring", str(second), *bundles).exit_code == 0
+
+
+def _wrong_fingerprint(entry):
+    return {**entry, "fingerprint_sha256_hex": "0" * 32}
+
+
+@pytest.mark.parametrize("content, message", [
+    (lambda s: {"keys": [_wrong_fingerprint(s.public_document())]}, "fingerprint_sha256_hex does not match"),
+    (lambda s: {"keys": [{**s.public_document(), "public_key_hex": "ab" * 32}]}, "public_key_hex does not match"),
+    (lambda s: {"keys": [{**s.public_document(), "algorithm": "rsa"}]}, "not ed25519"),
+    (lambda s: {"keys": [{**s.public_document(), "public_key_b64": "AAAA"}]}, "32 bytes"),
+    (lambda s: {"keys": [{**ADVERTISED.public_document(), "key_id": "pith-v1-2026-05"}]}, "pinned twice"),
+    (lambda s: {"keys": s.public_document()}, "expected"),
+    (lambda s: [s.public_document()], "expected"),
+])
+def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, message):
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(content(test_signer)))
+    result = verify_cli("--keyring", str(keys))
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "VERIFIED" not in result.stdout
+
+
+def test_keyring_that_is_not_json_is_a_usage_error(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text("{not json")
+    assert verify_cli("--keyring", str(keys)).exit_code == 2
+
+
+# --- wrong types (issue 2, item 6) -------------------------------------------------------
+
+@pytest.mark.parametrize("path, value", [
+    ("pith_number", 2019), ("canonical_record", "record"), ("canonical_record.metadata", []),
+    ("canonical_record.metadata.submitted_at", 2019), ("canonical_sha256", "not hex"),
+    ("source_aliases", {}), ("source_aliases[0]", "arxiv"),
+    ("public_keys", None), ("public_keys[0]", 7), ("public_keys[0].public_key_b64", 5),
+    ("events", {}), ("events[1]", "event"), ("events[1].event_type", 5), ("events[1].payload", []),
+    ("events[1].signer", "pith.science"), ("events[1].content_sha256", True), ("events[1].signature", "sig"),
+    ("events[1].signature.signed_message", "something else"), ("events[0].payload.receipt", "receipt"),
+    ("state", []), ("state.current", "current"), ("state.state_sha256", 17),
+    ("bundle_signature", "sig"), ("bundle_signature.bundle_sha256", None),
+    ("bundle_signature.signature_status", "unsigned"),
+])
+def test_wrong_type_is_a_schema_violation_at_its_path(real_docs, registry_keyring, path, value):
+    doc = json.loads(json.dumps(next(iter(real_docs.values()))))
+    parent, key = locate(doc, path)
+    parent[key] = value
+    verdict = verify_bundle(compact(doc), registry_keyring)
+    assert (verdict.reason, verdict.path) == ("schema_violation", path)
+
+
+@pytest.mark.parametrize("raw", [b"[]", b'"bundle"', b"7", b"null", b"true"])
+def test_document_that_is_not_an_object(raw, registry_keyring):
+    verdict = verify_bundle(raw, registry_keyring)
+    assert (verdict.status, verdict.reason, verdict.path) == ("rejected", "schema_violation", "")
+
+
+def test_missing_members_are_schema_violations(real_docs, registry_keyring):
+    doc = json.loads(json.dumps(next(iter(real_docs.values()))))
+    del doc["events"][1]["signer"]
+    verdict = verify_bundle(compact(doc), registry_keyring)
+    assert (verdict.reason, verdict.path) == ("schema_violation", "events[1].signer")
+
+
+# --- merge_unverified --------------------------------------------------------------------
+
+def test_inferred_merge_is_never_verified(real_raw, ring, test_signer):
+    for raw in real_raw.values():
+        verdict = verify_bundle(tampered(raw, "storage_attestation_appended", test_signer), ring)
+        assert not verdict.ok
+        assert (verdict.status, verdict.reason) == ("rejected", "merge_unverified")
+
+
+@pytest.mark.parametrize("name", ["receipt_signature_flipped", "event_created_at_changed", "event_signature_flipped",
+                                  "state_count_changed", "built_at_changed", "bundle_signature_flipped"])
+def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, test_signer, name):
+    """merge_unverified comes last: a bundle with an inferred event type and any other
+    fault is rejected for that fault."""
+    attested = tampered(next(iter(real_raw.values())), "storage_attestation_appended", test_signer)
+    verdict = verify_bundle(tampered(attested, name), ring)
+    assert (verdict.reason, verdict.path) == (MUTATIONS[name].reason, MUTATIONS[name].path)
+
+
+def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
+    bundle = tmp_path / "attested.json"
+    bundle.write_bytes(tampered(compact(next(iter(real_docs.values()))), "storage_attestation_appended", test_signer))
+    keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
+    result = verify_cli("--keyring", str(keys), str(bundle))
+    assert result.exit_code == 1
+    assert "merge_unverified at events[2].event_type" in result.stdout
+
+
+# --- documentation -----------------------------------------------------------------------
+
+def test_every_reason_code_is_documented():
+    text = DOCS.read_text("utf-8")
+    assert [code for code in REASONS if f"`{code}`" not in text] == []
