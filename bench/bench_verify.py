@@ -32,7 +32,7 @@ import nacl
 import orjson
 from nacl.bindings import crypto_sign_open
 
-from mirror.tamper import compact
+from mirror.record import compact_json
 from pith.keyring import Keyring
 from pith.mint import mint_bundle
 from pith.signing import Signer
@@ -74,7 +74,7 @@ def mint_corpus(count: int, signer: Signer) -> list[bytes]:
                                        ("doi", f"10.48550/arxiv.{arxiv_id}"))]
         bundle = mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)], created,
                              "2026-05-25T22:01:12Z")
-        out.append(compact(bundle))
+        out.append(compact_json(bundle))
     return out
 
 

@@ -23,6 +23,7 @@ from pith.mint import seal, sign_bundle
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
 from pith.verify import EVENT_UNHASHED
+from .record import compact_json
 
 
 def _fixed_key(key_id: str) -> Signer:
@@ -290,11 +291,6 @@ RAW_MUTATIONS: dict[str, RawMutation] = {
 
 # --- applying them -------------------------------------------------------------------
 
-def compact(bundle: dict) -> bytes:
-    """JSON bytes in the registry's serving form: compact, key order kept, UTF-8."""
-    return json.dumps(bundle, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
 def _resigned(bundle: dict, signer: Signer, keep_state: bool) -> dict:
     """Re-sign every event whose hash no longer holds, then re-hash the kept state or
     recompute it from the events, then re-sign the bundle, all by ``signer``."""
@@ -333,4 +329,4 @@ def tampered(raw: bytes, name: str, signer: Signer | None = None) -> bytes:
         if key is None:
             raise ValueError(f"mutation {name!r} re-signs the bundle: give a signer the verifier pins")
         bundle = _resigned(bundle, key, keep_state=bundle["state"] != original["state"])
-    return compact(bundle)
+    return compact_json(bundle)

@@ -88,7 +88,10 @@ class ArchivePipeline:
         room = self.uploader.has_room(2 * len(item.body))
         future = add(*args) if room else await _off_reactor(add, *args)
         future.add_done_callback(self._count)
-        item.document = None  # the parsed tree is no longer needed; let it go
+        # the bytes and parsed trees are stored or queued now: whatever still holds the
+        # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
+        item.document = None
+        verdict.bundle = None
 
     def _count(self, future):
         if future.exception() is None:

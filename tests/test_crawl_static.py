@@ -68,3 +68,25 @@ def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):
     result = crawl(tmp_path, base, "not a seed at all")
     assert result.returncode != 0
     assert "not a Pith number" in result.stderr
+
+
+def test_scrapy_crawl_from_a_checkout_runs_the_same_job(tmp_path, static_site):
+    """``scrapy crawl pith`` with the project's scrapy.cfg: same spider, same pipelines."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base, suffixes, _ = static_site
+    checkout = Path(__file__).resolve().parents[1]
+    stats = tmp_path / "stats.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "pith", "-a", f"seeds={suffixes[0]}", "-a", f"resolver={base}",
+         "-s", f"PITH_ARCHIVE={tmp_path / 'archive'}", "-s", f"PITH_STATS_FILE={stats}", "-s", "PITH_PROGRESS=off"],
+        cwd=checkout, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    values = json.loads(stats.read_text())
+    assert values["pith/verified"] == values["pith/archived"] == 3
+    assert (tmp_path / "archive" / values["pith/manifest"]).is_file()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.tamper import ADVERTISED, MUTATIONS, RAW_MUTATIONS, compact, locate, tampered, wholly_resigned
+from mirror.record import compact_json
+from mirror.tamper import ADVERTISED, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
 from pith.keyring import Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
@@ -78,7 +79,7 @@ def test_resigning_alone_leaves_a_valid_bundle(real_docs, test_signer, test_keyr
     """The re-signing that carries a mutation to a deeper check is sound on its own, so
     in a re-signed mutation the change is the only thing wrong."""
     for doc in real_docs.values():
-        assert verify_bundle(compact(wholly_resigned(doc, test_signer)), test_keyring).ok
+        assert verify_bundle(compact_json(wholly_resigned(doc, test_signer)), test_keyring).ok
 
 
 def test_resigning_mutations_need_a_signer(real_raw):
@@ -94,13 +95,13 @@ def test_wholly_resigned_by_an_advertised_key_is_unknown_key(real_docs, registry
     for doc in real_docs.values():
         forged = wholly_resigned(doc, forger)
         assert forged["public_keys"][0]["key_id"] == forger.key_id   # it advertises its own key
-        verdict = verify_bundle(compact(forged), registry_keyring)
+        verdict = verify_bundle(compact_json(forged), registry_keyring)
         assert (verdict.reason, verdict.path) == ("unknown_key", "events[0].payload.receipt.key_id")
 
 
 def test_pinning_the_same_key_makes_it_verify(real_docs, test_signer, registry_keyring, test_keyring):
     """Trust follows the keyring: one bundle, two keyrings, two verdicts."""
-    raw = compact(wholly_resigned(next(iter(real_docs.values())), test_signer))
+    raw = compact_json(wholly_resigned(next(iter(real_docs.values())), test_signer))
     assert verify_bundle(raw, test_keyring).ok
     assert verify_bundle(raw, registry_keyring).reason == "unknown_key"
 
@@ -135,7 +136,7 @@ def test_no_default_keys_makes_the_real_bundles_unknown_key(tmp_path, test_signe
 
 def test_keyring_file_adds_keys(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "resigned.json"
-    bundle.write_bytes(compact(wholly_resigned(next(iter(real_docs.values())), test_signer)))
+    bundle.write_bytes(compact_json(wholly_resigned(next(iter(real_docs.values())), test_signer)))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
     assert verify_cli(str(bundle)).exit_code == 1
     assert verify_cli("--keyring", str(keys), str(bundle)).exit_code == 0
@@ -147,7 +148,7 @@ def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
     bundles = []
     for index, signer in enumerate((test_signer, other)):
         path = tmp_path / f"b{index}.json"
-        path.write_bytes(compact(wholly_resigned(next(iter(real_docs.values())), signer)))
+        path.write_bytes(compact_json(wholly_resigned(next(iter(real_docs.values())), signer)))
         bundles.append(str(path))
     first = write_keyring(tmp_path / "first.json", test_signer.public_document())
     second = write_keyring(tmp_path / "second.json", other.public_document())
@@ -201,7 +202,7 @@ def test_wrong_type_is_a_schema_violation_at_its_path(real_docs, registry_keyrin
     doc = json.loads(json.dumps(next(iter(real_docs.values()))))
     parent, key = locate(doc, path)
     parent[key] = value
-    verdict = verify_bundle(compact(doc), registry_keyring)
+    verdict = verify_bundle(compact_json(doc), registry_keyring)
     assert (verdict.reason, verdict.path) == ("schema_violation", path)
 
 
@@ -214,7 +215,7 @@ def test_document_that_is_not_an_object(raw, registry_keyring):
 def test_missing_members_are_schema_violations(real_docs, registry_keyring):
     doc = json.loads(json.dumps(next(iter(real_docs.values()))))
     del doc["events"][1]["signer"]
-    verdict = verify_bundle(compact(doc), registry_keyring)
+    verdict = verify_bundle(compact_json(doc), registry_keyring)
     assert (verdict.reason, verdict.path) == ("schema_violation", "events[1].signer")
 
 
@@ -239,7 +240,7 @@ def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, te
 
 def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "attested.json"
-    bundle.write_bytes(tampered(compact(next(iter(real_docs.values()))), "storage_attestation_appended", test_signer))
+    bundle.write_bytes(tampered(compact_json(next(iter(real_docs.values()))), "storage_attestation_appended", test_signer))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
     result = verify_cli("--keyring", str(keys), str(bundle))
     assert result.exit_code == 1

@@ -14,7 +14,8 @@ from datetime import datetime
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from mirror.tamper import compact, locate
+from mirror.record import compact_json
+from mirror.tamper import locate
 from pith.canonical import reference_canon
 from pith.keyring import Keyring
 from pith.verify import TIMESTAMP_RE, verify_bundle
@@ -49,7 +50,7 @@ def verdict_with(suffix: str, path: str, value):
     doc = json.loads(REAL[suffix])
     parent, key = locate(doc, path)
     parent[key] = value
-    return verify_bundle(compact(doc), REGISTRY)
+    return verify_bundle(compact_json(doc), REGISTRY)
 
 
 def nearby(value):
@@ -78,11 +79,11 @@ def test_every_scalar_nudged_is_rejected(suffix):
     for path, value in LEAVES[suffix]:
         parent, key = locate(doc, path)
         parent[key] = nearby(value)
-        if verify_bundle(compact(doc), REGISTRY).ok:
+        if verify_bundle(compact_json(doc), REGISTRY).ok:
             accepted.append(path)
         parent[key] = value
     assert accepted == []
-    assert verify_bundle(compact(doc), REGISTRY).ok     # every change was undone
+    assert verify_bundle(compact_json(doc), REGISTRY).ok     # every change was undone
 
 
 @pytest.mark.parametrize("suffix", sorted(REAL))
@@ -95,7 +96,7 @@ def _removal_verifies(suffix: str, path: str) -> bool:
     doc = json.loads(REAL[suffix])
     parent, key = locate(doc, path)
     del parent[key]
-    return verify_bundle(compact(doc), REGISTRY).ok
+    return verify_bundle(compact_json(doc), REGISTRY).ok
 
 
 any_scalar = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
