@@ -36,6 +36,7 @@ class Verdict:
     bundle_sha256: str | None = None
     state_sha256: str | None = None
     bundle: dict | None = field(default=None, repr=False)  # the parsed document, once it parsed
+    exact: bool = False  # pith.canonical.canon may take its fast path on ``bundle``
 
     @property
     def ok(self) -> bool:
@@ -65,7 +66,7 @@ def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
         return Verdict("rejected", rejected.reason, rejected.path, rejected.detail,
                        pith_number=number if isinstance(number, str) else None,
                        bundle=bundle if isinstance(bundle, dict) else None)
-    return Verdict("verified", bundle=bundle, **facts)
+    return Verdict("verified", bundle=bundle, exact=exact, **facts)
 
 
 # --- schema helpers --------------------------------------------------------------

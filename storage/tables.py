@@ -215,7 +215,7 @@ def event_rows(verdict, *, run_id: str) -> list[dict]:
             "signer_id": _text(signer.get("signer_id")), "signer_type": _text(signer.get("signer_type")),
             "key_id": _text(signature.get("key_id")), "prev_event": _text(event.get("prev_event")),
             "supersedes": _texts(event.get("supersedes")),
-            "payload_json": canon(event["payload"]).decode("utf-8"), "run_id": run_id,
+            "payload_json": canon(event["payload"], verdict.exact).decode("utf-8"), "run_id": run_id,
         })
     return rows
 
