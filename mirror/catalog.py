@@ -20,6 +20,7 @@ from .record import latest_snapshot
 logger = logging.getLogger(__name__)
 
 CATALOG_VERSION = 1
+SHORT_ALIAS_PREFIX = "pith_short_"  # prefixes of the suffix: searched in the sorted suffixes, not as aliases
 _BASE32_RE = re.compile(r"^[A-Z2-7]+$")
 
 
@@ -47,7 +48,7 @@ def entry_from_bundle(bundle: dict) -> Entry:
         number = bundle["pith_number"]
         version = bundle["canonical_record"]["source"]["version"]
         aliases = tuple(alias["alias_value"] for alias in bundle.get("source_aliases", ())
-                        if not alias["alias_kind"].startswith("pith_short_"))
+                        if not alias["alias_kind"].startswith(SHORT_ALIAS_PREFIX))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a bundle a mirror can index: {exc!r}") from None
     if not isinstance(number, str) or not PITH_NUMBER_RE.match(number):
@@ -55,15 +56,21 @@ def entry_from_bundle(bundle: dict) -> Entry:
     built_at = bundle.get("built_at")
     return Entry(number, built_at if isinstance(built_at, str) else "",
                  version if isinstance(version, int) else 0,
-                 tuple(a for a in aliases if isinstance(a, str)), _cited_suffixes(bundle))
+                 tuple(a for a in aliases if isinstance(a, str)), cited_suffixes(latest_snapshot(bundle)))
 
 
-def _cited_suffixes(bundle: dict) -> tuple[str, ...]:
+def cited_suffixes(snapshot) -> tuple[str, ...]:
+    """Suffixes a graph snapshot's references sample names, once each, in order."""
     try:
-        numbers = [item.get("pith_number") for item in latest_snapshot(bundle)["references"]["sample"]]
+        numbers = [item.get("pith_number") for item in snapshot["references"]["sample"]]
     except (KeyError, TypeError, AttributeError):
         return ()
     return tuple(dict.fromkeys(suffix_of(n) for n in numbers if isinstance(n, str) and PITH_NUMBER_RE.match(n)))
+
+
+def most_used(counts: Counter) -> str | None:
+    """The key counted most often (the smallest on a tie); None when nothing was counted."""
+    return min(counts, key=lambda k: (-counts[k], k)) if counts else None
 
 
 class Catalog:
@@ -111,8 +118,7 @@ class Catalog:
             signature = bundle.get("bundle_signature")
             if isinstance(signature, dict) and isinstance(signature.get("key_id"), str):
                 signers[signature["key_id"]] += 1
-        signing = min(signers, key=lambda k: (-signers[k], k)) if signers else None
-        return cls(entries, [keys[k] for k in sorted(keys)], signing)
+        return cls(entries, [keys[k] for k in sorted(keys)], most_used(signers))
 
     def to_json(self) -> dict:
         return {"catalog_version": CATALOG_VERSION, "signing_key_id": self.signing_key_id,

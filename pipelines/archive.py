@@ -7,9 +7,9 @@ import os
 import socket
 from datetime import datetime
 
-from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.exceptions import DropItem, NotConfigured
 from twisted.internet.threads import deferToThread
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from crawler import signals as pith_signals
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
@@ -75,9 +75,19 @@ class ArchivePipeline:
                 await _off_reactor(self.writer.add_failure, item.url, "state_mismatch", item.detail,
                                    _when(item.fetched_at), item.pith_number, "state.json")
         except StorageError as exc:
-            self.stats.set_value("pith/commit_error", f"storage failed: {exc}")
-            raise CloseSpider("storage_failed") from exc
+            self._stop(exc)
+            raise DropItem(f"not archived: {exc}") from exc
         return item
+
+    def _stop(self, exc: StorageError) -> None:
+        """A store that keeps failing ends the crawl: nothing of this run will commit,
+        so fetching more only wastes the resolver's bandwidth. (CloseSpider raised from
+        a pipeline is only logged by Scrapy, so ask the engine directly.)"""
+        if self.stats.get_value("pith/commit_error"):
+            return
+        self.stats.set_value("pith/commit_error", f"storage failed: {exc}")
+        logger.error("storage failed, stopping the crawl: %s", exc)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_failed"))
 
     async def _bundle(self, item: BundleItem):
         verdict = item.verdict
@@ -100,6 +110,9 @@ class ArchivePipeline:
     async def close_spider(self):
         if self.writer is None:
             return
+        flagged = self.writer.counts().get("not_append_only")
+        if flagged:  # forks and rollbacks, kept as evidence only
+            self.stats.set_value("pith/not_append_only", flagged)
         stats = {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
         params = {"archive": self.archive, "worker": self.worker, "version": __version__,
                   "spider_args": self._spider_args()}

@@ -93,9 +93,9 @@ class Keyring:
             doc = json.loads(Path(path).read_text("utf-8"))
         except (OSError, ValueError) as exc:
             raise KeyringError(f"{path}: {exc}") from None
-        entries = doc.get("keys") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise KeyringError(f'{path}: expected {{"keys": [...]}}')
+        entries = doc.get("keys", [doc] if "key_id" in doc else None) if isinstance(doc, dict) else None
+        if not isinstance(entries, list):  # a keyring, or one key document (an archive's keys/<key_id>.json)
+            raise KeyringError(f'{path}: expected {{"keys": [...]}} or one key document')
         for entry in entries:
             self.add(key_from_entry(entry))
 

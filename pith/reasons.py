@@ -32,6 +32,10 @@ REASONS = {
     "bundle_signature_invalid": "the bundle signature does not verify under the pinned key",
     "manifest_hash_mismatch": "an archive manifest's manifest_sha256 does not hash the manifest",
     "manifest_signature_invalid": "an archive manifest's signature does not verify under the pinned key",
+    # archive history and storage attestations
+    "not_append_only": "a new version of a record lacks events of its archived current version, or was built "
+                       "before it (a fork or a rollback): kept as evidence, not made current",
+    "attestation_mismatch": "a storage attestation names an object that its run's manifest does not list as attested",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     "fetch_failed": "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }

@@ -1,12 +1,14 @@
 """``pith-archiver corpus generate`` and ``pith-archiver serve``: a signed test corpus
-and a conforming Pith mirror on loopback, with optional fault injection."""
+and a conforming Pith mirror of a corpus or an archive, with optional fault injection."""
 
 import dataclasses
 import logging
 import sys
+from pathlib import Path
 
 import click
 
+from mirror.archive_source import ArchiveSource
 from mirror.corpus import generate_corpus
 from mirror.faults import FaultPlan
 from mirror.resolver import SiteOptions
@@ -14,6 +16,8 @@ from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from pith.mint import REGISTRY_BASE
+from storage.stores import StorageError
+from .archive_reading import TRUST_HELP, archive_options, is_archive, open_archive
 
 FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
 
@@ -41,8 +45,9 @@ def generate(records, out, seed, base_url):
                f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}")
 
 
-@click.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.command(epilog=TRUST_HELP)
+@click.argument("directory")
+@archive_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
 @click.option("--public-url", help="Base URL to write into links (default: the URL listened on).")
@@ -69,10 +74,13 @@ def generate(records, out, seed, base_url):
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
-def serve(directory, host, port, public_url, name, sitemap_page_size, disallow, cache_size, verbose, **faults):
-    """Serve DIRECTORY (a corpus, or a folder of <SUFFIX>.bundle.json files) in Pith's
-    resolver layout. Prints the URL it listens on as its first line, then serves until
-    SIGINT or SIGTERM."""
+def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name, sitemap_page_size,
+          disallow, cache_size, verbose, **faults):
+    """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
+    <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
+    s3://bucket/prefix), whose committed current version of each record is served as
+    the bytes stored (not verified again). Prints the URL it listens on as its first
+    line, then serves until SIGINT or SIGTERM."""
     logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)], stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults["error_status"] = int(faults["error_status"])
@@ -80,10 +88,26 @@ def serve(directory, host, port, public_url, name, sitemap_page_size, disallow, 
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    source = CorpusDirectory(directory)
+    source = _source(directory, s3_endpoint_url, keyrings, no_archive_keys)
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
     server = MirrorServer(source, host, port, public_url, options, plan, log_size=0)
     serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request
+
+
+def _source(directory, s3_endpoint_url, keyrings, no_archive_keys):
+    """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
+    if not is_archive(directory):
+        if not Path(directory).is_dir():
+            raise click.UsageError(f"{directory}: neither a folder nor s3://bucket/prefix")
+        if s3_endpoint_url or keyrings or no_archive_keys:
+            raise click.UsageError(f"{directory} is a corpus, not an archive (no manifests/ folder): "
+                                   "--s3-endpoint-url, --keyring and --no-archive-keys apply to archives")
+        return CorpusDirectory(directory)
+    store, keyring = open_archive(directory, s3_endpoint_url, keyrings, no_archive_keys)
+    try:
+        return ArchiveSource(store, keyring)
+    except StorageError as exc:
+        raise click.ClickException(str(exc)) from None

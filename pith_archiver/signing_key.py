@@ -1,7 +1,7 @@
 """The archiver's own signing key: where it lives and how it is made on first use.
 
-It signs manifests (and, later, storage attestations). It is kept outside the archive
-so that whoever can write to the archive cannot also sign for it.
+It signs manifests and storage attestations. It is kept outside the archive so that
+whoever can write to the archive cannot also sign for it.
 """
 
 import logging
@@ -24,14 +24,22 @@ def new_key_id(signer_host: str | None = None) -> str:
     return f"pith-archiver-{host[:40]}"
 
 
+def new_signer(key_id: str | None = None) -> Signer:
+    """A new Ed25519 key under ``key_id``; by default named after the host and the
+    key's own fingerprint, so keys made on two machines never share an id."""
+    if key_id:
+        return Signer.generate(key_id)
+    generated = Signer.generate(new_key_id())
+    return Signer.from_seed(f"{generated.key_id}-{generated.fingerprint[:8]}", generated.seed)
+
+
 def load_or_create(path: str | os.PathLike | None) -> Signer:
     """Load the key at ``path`` (default: the user's config folder); create it when
     absent, saying where, since whoever verifies the archive will need its public half."""
     path = Path(path) if path else default_key_path()
     if path.exists():
         return Signer.load(path)
-    generated = Signer.generate(new_key_id())
-    signer = Signer.from_seed(f"{generated.key_id}-{generated.fingerprint[:8]}", generated.seed)
+    signer = new_signer()
     signer.save(path)
     logger.warning("created the archiver signing key %s at %s (keep it safe; its public key is "
                    "published in the archive under keys/)", signer.key_id, path)

@@ -1,10 +1,13 @@
 """The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
-tracks every object written, and commits them all with one signed manifest.
+tracks every object written, attests what it stored, and commits it all with one
+signed manifest.
 
 Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed
 in a committed ``records`` file, or seen earlier in this run, gets a verifications row
-marked ``duplicate`` and nothing else. Any failed write fails the run: ``add_*``
-raise StorageError from then on and ``commit`` raises instead of writing a manifest.
+marked ``duplicate`` and nothing else. A record's history only grows
+(``storage.history``): a version that is not append-only is stored as evidence but
+not made current. Any failed write fails the run: ``add_*`` raise StorageError from
+then on and ``commit`` raises instead of writing a manifest.
 """
 
 import logging
@@ -12,10 +15,8 @@ import tempfile
 import threading
 from collections import Counter
 from concurrent.futures import Future, wait
+from dataclasses import replace
 from datetime import datetime
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
@@ -23,10 +24,13 @@ from pith.signing import Signer, utc_now
 from pith.verify import Verdict
 from pith_archiver import __version__
 from . import layout
+from .attestations import AttestationFeed, Stored, chain_head, feed_bytes
+from .committed import table_batches
+from .history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
 from .manifest import build_manifest, commit_manifest, committed_manifests, sign_manifest
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
-from .tables import (TABLES, RollPolicy, TableWriter, alias_rows, event_rows, record_row,
-                     verification_row)
+from .tables import (TABLES, RollPolicy, TableWriter, alias_rows, attestation_row, event_rows, record_row,
+                     timestamp, verification_row)
 from .uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
@@ -34,20 +38,25 @@ logger = logging.getLogger(__name__)
 REASON_TYPE = "pith_quarantine_reason"
 
 
-def archived_bundles(store: ObjectStore, keyring: Keyring) -> set[bytes]:
-    """The bundle_sha256 (as 32 bytes) of every version in committed ``records`` files,
-    each file checked against its manifest entry before it is believed."""
-    known: set[bytes] = set()
+def read_committed(store: ObjectStore, keyring: Keyring, signer: Signer) -> tuple[History, str | None]:
+    """What a new run must know of the committed archive: its history (every version,
+    each record's current one) and the head of ``signer``'s attestation chain."""
+    records, events, feed, last = [], [], None, ""
     for manifest in committed_manifests(store, keyring):
+        ours = manifest["signature"]["key_id"] == signer.key_id
         for entry in manifest["objects"]:
-            if entry.get("table") != "records":
-                continue
-            data = store.get_bytes(entry["path"])
-            if sha256_hex(data) != entry["sha256"]:
-                raise StorageError(f"{entry['path']} does not match its manifest {manifest['run_id']}")
-            column = pq.read_table(pa.BufferReader(data), columns=["bundle_sha256"]).column(0)
-            known.update(bytes.fromhex(digest) for digest in column.to_pylist())
-    return known
+            if entry.get("table") == "records":
+                records.append(entry)
+            elif entry.get("table") == "events":
+                events.append(entry)
+            elif ours and layout.is_attestation_feed(entry["path"]) and manifest["committed_at"] > last:
+                # a key's runs follow one another: its last commit holds its chain's head
+                # (run ids sort by start second only)
+                feed, last = entry, manifest["committed_at"]
+    history = History.from_tables(
+        (batch for entry in records for batch in table_batches(store, entry, RECORD_COLUMNS)),
+        (batch for entry in events for batch in table_batches(store, entry, EVENT_COLUMNS)))
+    return history, chain_head(store, feed, Keyring([signer.pinned()])) if feed else None
 
 
 def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
@@ -72,14 +81,19 @@ class ArchiveWriter:
     def __init__(self, store: ObjectStore, signer: Signer, *, worker: str = "w0", run_id: str | None = None,
                  keyring: Keyring | None = None, uploader: BoundedUploader | None = None,
                  policy: RollPolicy = RollPolicy(), spool_dir=None, dedup: bool = True):
-        """``keyring`` pins the archiver keys whose manifests are trusted for dedup
-        (default: this signer's key). ``uploader`` may be shared between writers."""
+        """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
+        history (default: this signer's key). ``dedup=False`` starts as if the archive
+        were empty (no dedup, no history, a new attestation chain): for a fresh archive
+        only. ``uploader`` may be shared between writers."""
         self.store = store
         self.signer = signer
         self.worker = worker
         self.run_id = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)
         self.started_at = utc_now()
-        self._known = archived_bundles(store, keyring or Keyring([signer.pinned()])) if dedup else set()
+        self._history, head = (read_committed(store, keyring or Keyring([signer.pinned()]), signer)
+                               if dedup else (History(), None))
+        self._feed = AttestationFeed(signer, store.uri, self.run_id, head)
+        self._stored_at: dict[str, str] = {}
         self._uploader = uploader or BoundedUploader()
         self._owns_uploader = uploader is None
         self._quarantined: set[str] = set()
@@ -93,33 +107,45 @@ class ArchiveWriter:
         self._failure: BaseException | None = None
         self._counts = Counter()
         self._open = True
-        logger.info("run %s writing to %s (%d bundle versions already archived)",
-                    self.run_id, store.uri, len(self._known))
+        logger.info("run %s writing to %s (attestations chained to %s)", self.run_id, store.uri, head)
 
     # --- what the pipeline calls -----------------------------------------------
     def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
         """Archive a verified bundle version. The future gives the raw object's
-        ObjectInfo once stored, or None when the version was archived before."""
+        ObjectInfo once stored, or None when the version was archived before. A
+        version that is not append-only is stored but not made current, and its
+        verifications row says ``not_append_only``."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
         raw_sha256 = sha256_hex(raw)
-        version = bytes.fromhex(verdict.bundle_sha256)
+        number, version = verdict.pith_number, verdict.bundle_sha256
+        events = frozenset(event_digest(event["event_id"]) for event in verdict.bundle["events"])
+        built_at = timestamp(verdict.bundle.get("built_at"))
         with self._lock:
-            duplicate = version in self._known
+            duplicate = self._history.archived(version)
+            objection = self._history.objection(number, version, events, built_at, fetched_at)
+            if objection:
+                verdict = replace(verdict, reason="not_append_only", path="events", detail=objection)
             raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
             rows = [("verifications", verification_row(
                 verdict, url=url, raw_sha256=raw_sha256, size=len(raw), raw_path=raw_path,
                 fetched_at=fetched_at, run_id=self.run_id, duplicate=duplicate))]
             if not duplicate:
-                rows.append(("records", record_row(verdict, raw_sha256=raw_sha256, url=url,
-                                                   fetched_at=fetched_at, run_id=self.run_id)))
+                rows.append(("records", record_row(verdict, raw_sha256=raw_sha256, url=url, fetched_at=fetched_at,
+                                                   run_id=self.run_id, accepted_as_current=not objection)))
                 rows += [("events", row) for row in event_rows(verdict, run_id=self.run_id)]
                 rows += [("aliases", row) for row in alias_rows(verdict, run_id=self.run_id)]
             for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
                 self._tables[table].add(row)
-            self._known.add(version)
+            if not duplicate:
+                self._history.add(number, version, events, built_at, fetched_at, current=not objection)
+                self._feed.add(Stored(number, version, verdict.canonical_sha256, raw_path, raw_sha256, len(raw)))
             self._counts["duplicates" if duplicate else "verified"] += 1
+            self._counts["not_append_only"] += bool(objection)
+        if objection:
+            logger.warning("%s: version %s is not append-only (%s): kept as evidence, not current",
+                           number, version, objection)
         return _done(None) if duplicate else self._submit(raw_path, raw)
 
     def add_rejected(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
@@ -155,17 +181,29 @@ class ArchiveWriter:
                 fetched_at=fetched_at, run_id=self.run_id))
             self._counts["failed"] += 1
 
+    def counts(self) -> dict[str, int]:
+        """What the run did so far: verified, duplicates, rejected, failed, not_append_only."""
+        with self._lock:
+            return dict(self._counts)
+
     def commit(self, stats: dict | None = None, params: dict | None = None) -> str:
         """Finish the tables, wait for every upload, then write the signed manifest.
         Returns its path; raises StorageError (and writes no manifest) if anything failed."""
         self._check_usable()
         self._open = False
         try:
+            self._wait()  # every raw object stored: now it can be attested
+            self._raise_if_failed()
+            attestations = self._feed.seal(self._stored_at)
             with self._lock:
+                for event in attestations:
+                    self._tables["attestations"].add(attestation_row(event))
                 for writer in self._tables.values():
                     writer.close()
             self._wait()
             self._raise_if_failed()
+            if attestations:
+                self._record(self.store.put_bytes(layout.attestation_feed(self.run_id), feed_bytes(attestations)))
             self._record(self.store.put_bytes(layout.key_document(self.signer.key_id),
                                               canon(self.signer.public_document()) + b"\n"))
             manifest = build_manifest(
@@ -203,6 +241,7 @@ class ArchiveWriter:
     def _put_bytes(self, path: str, data: bytes, keep_existing: bool) -> ObjectInfo:
         try:
             info = self.store.put_bytes(path, data)
+            self._stored_at[path] = utc_now()
         except ObjectExists as exc:
             if not keep_existing:
                 self._fail(exc)
@@ -259,7 +298,8 @@ class ArchiveWriter:
             if "table" in entry:
                 rows[entry["table"]] += entry["rows"]
         return {"verified": self._counts["verified"], "duplicates": self._counts["duplicates"],
-                "rejected": self._counts["rejected"], "failed": self._counts["failed"], "objects": len(objects),
+                "rejected": self._counts["rejected"], "failed": self._counts["failed"],
+                "not_append_only": self._counts["not_append_only"], "objects": len(objects),
                 "bytes": sum(entry["size"] for entry in objects),
                 "rows": {name: rows[name] for name in TABLES}}
 

@@ -8,7 +8,7 @@ the layout is changed (and versioned) in one module only.
 import re
 import secrets
 from datetime import datetime, timezone
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 RAW = "raw/bundles"
 QUARANTINE = "quarantine"
@@ -67,6 +67,15 @@ def partition_dir(column: str, value) -> str:
     return f"{column}={text}"
 
 
+def partition_of(path: str) -> tuple[str, str | None]:
+    """``(column, value)`` of a table file's partition directory: partition_dir undone."""
+    parts = path.split("/")
+    column, sep, text = parts[2].partition("=") if len(parts) == 4 and parts[0] == TABLES else ("", "", "")
+    if not sep:
+        raise LayoutError(f"not a table file path: {path!r}")
+    return column, None if text == HIVE_NULL else unquote(text)
+
+
 def table_part(table: str, partition: str, run_id: str, seq: int) -> str:
     return f"{TABLES}/{table}/{partition}/part-{check_run_id(run_id)}-{seq:05d}.parquet"
 
@@ -82,6 +91,16 @@ def is_manifest(path: str) -> bool:
 
 def key_document(key_id: str) -> str:
     return f"{KEYS}/{quote(key_id, safe='')}.json"
+
+
+def attestation_feed(run_id: str) -> str:
+    """A run's storage attestations, one JSON event per line."""
+    return f"{ATTESTATIONS}/{check_run_id(run_id)}.jsonl"
+
+
+def is_attestation_feed(path: str) -> bool:
+    name = path[len(ATTESTATIONS) + 1:] if path.startswith(f"{ATTESTATIONS}/") else ""
+    return name.endswith(".jsonl") and bool(_RUN_ID.match(name[:-6]))
 
 
 def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:

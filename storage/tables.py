@@ -79,6 +79,9 @@ RECORDS = TableSpec("records", "year", "year of canonical_record.metadata.submit
     _col("fetched_at", TIMESTAMP, "when the archiver fetched the bytes", False),
     _col("source_url", pa.string(), "the URL the bytes were fetched from"),
     _col("raw_path", pa.string(), "archive path of the raw bytes (raw/bundles/<aa>/<raw_sha256>.json)", False),
+    _col("accepted_as_current", pa.bool_(), "true when this version became the record's current version when "
+                                            "archived; false for a fork or rollback kept as evidence "
+                                            "(not_append_only); null or absent in older files: true"),
     _RUN,
 ))
 
@@ -112,7 +115,8 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
     _col("pith_number", pa.string(), "the bundle's pith_number when it could be read"),
     _col("status", pa.string(), "verified, rejected (bytes that failed a check) or failed (no usable "
                                 "bytes: fetch errors, and state.json disagreeing with its bundle)", False),
-    _col("reason", pa.string(), "reason code from pith.reasons when rejected or failed"),
+    _col("reason", pa.string(), "reason code from pith.reasons when rejected or failed; not_append_only "
+                                "when a verified version is a fork or rollback of the record's history"),
     _col("detail_path", pa.string(), "path in the document of what broke, e.g. events[1].content_sha256"),
     _col("detail", pa.string(), "what broke, for people"),
     _col("raw_sha256", pa.string(), "sha256 of the exact bytes fetched (null when none were)"),
@@ -125,7 +129,22 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
     _RUN,
 ))
 
-TABLES = {spec.name: spec for spec in (RECORDS, EVENTS, ALIASES, VERIFICATIONS)}
+ATTESTATIONS = TableSpec("attestations", "key_id", "signature.key_id: the archiver key whose chain it is in", (
+    _col("event_id", pa.string(), "sha256:<content_sha256> of the attestation event", False),
+    _PITH,
+    _BUNDLE,
+    _col("canonical_sha256", pa.string(), "sha256 of the stored version's canonical record", False),
+    _col("raw_path", pa.string(), "archive path of the stored bytes", False),
+    _col("raw_sha256", pa.string(), "sha256 of the stored bytes", False),
+    _col("size", pa.int64(), "number of stored bytes", False),
+    _col("storage_uri", pa.string(), "where the bytes are stored: the archive URI and raw_path", False),
+    _col("stored_at", TIMESTAMP, "when the store acknowledged the write", False),
+    _col("signed_at", TIMESTAMP, "signature.signed_at of the attestation"),
+    _col("prev_event", pa.string(), "event_id of the key's previous attestation; null for its first"),
+    _RUN,
+))
+
+TABLES = {spec.name: spec for spec in (RECORDS, EVENTS, ALIASES, VERIFICATIONS, ATTESTATIONS)}
 
 
 # --- row builders --------------------------------------------------------------
@@ -174,7 +193,8 @@ def _paper(bundle: dict) -> dict:
     return {}
 
 
-def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetime, run_id: str) -> dict:
+def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetime, run_id: str,
+               accepted_as_current: bool = True) -> dict:
     """The ``records`` row of a verified bundle version."""
     bundle = verdict.bundle
     record = bundle["canonical_record"]
@@ -198,7 +218,7 @@ def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetim
         "abstract_canon_sha256": _text(metadata.get("abstract_canon_sha256")),
         "submitted_at": timestamp(metadata["submitted_at"]), "built_at": timestamp(bundle.get("built_at")),
         "event_count": len(bundle["events"]), "fetched_at": _utc(fetched_at), "source_url": url,
-        "raw_path": layout.raw_bundle(raw_sha256), "run_id": run_id,
+        "raw_path": layout.raw_bundle(raw_sha256), "accepted_as_current": accepted_as_current, "run_id": run_id,
     }
 
 
@@ -226,6 +246,17 @@ def alias_rows(verdict, *, run_id: str) -> list[dict]:
              "alias_value": _text(alias.get("alias_value")), "created_at": timestamp(alias.get("created_at")),
              "bundle_sha256": verdict.bundle_sha256, "run_id": run_id}
             for alias in verdict.bundle["source_aliases"]]
+
+
+def attestation_row(event: dict) -> dict:
+    """The ``attestations`` row of one storage attestation this archive signed."""
+    payload = event["payload"]
+    return {"key_id": event["signature"]["key_id"], "event_id": event["event_id"],
+            "pith_number": event["subject_pith_number"], "bundle_sha256": payload["bundle_sha256"],
+            "canonical_sha256": payload["canonical_sha256"], "raw_path": payload["raw_path"],
+            "raw_sha256": payload["raw_sha256"], "size": payload["size"], "storage_uri": payload["storage_uri"],
+            "stored_at": timestamp(payload["stored_at"]), "signed_at": timestamp(event["signature"]["signed_at"]),
+            "prev_event": event["prev_event"], "run_id": payload["run_id"]}
 
 
 def verification_row(verdict, *, url: str, raw_sha256: str | None, size: int | None, raw_path: str | None,

@@ -71,7 +71,8 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
     assert find_orphans(store, test_keyring).objects == []
     assert len(tables["records"]) == 2  # one file per year, not one per bundle
     assert manifest["stats"]["pages"] == 4 and manifest["crawl"] == {"seeds": ["https://pith.science/"]}
-    assert manifest["stats"]["archive"]["rows"] == {"records": 3, "events": 6, "aliases": 18, "verifications": 4}
+    assert manifest["stats"]["archive"]["rows"] == {"records": 3, "events": 6, "aliases": 18, "verifications": 4,
+                                                    "attestations": 3}
     assert (manifest["stats"]["archive"]["verified"], manifest["stats"]["archive"]["rejected"]) == (3, 1)
 
     filesystem, base = arrow_filesystem(store)

@@ -1,0 +1,177 @@
+"""An archive (local folder or S3 prefix) as a RecordSource: a mirror serves the
+current version of each archived record, as the exact bytes stored.
+
+Only objects listed by committed manifests that verify under the given keyring are
+used. The catalog is built from the committed tables, not from the bundles: the
+``records`` table picks each record's current version, ``aliases`` names it, the
+last ``graph_snapshot`` event gives its citations and ``record_created`` events say
+which key signed it, so starting reads a few large table files rather than one
+object per record (on S3, one request each). Only one bundle per signing key is
+read at startup, for the key documents the mirror publishes.
+
+Bundles are not verified again (they were when archived; the audit re-checks them);
+each is served only while its bytes still hash to its manifest entry.
+"""
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pith.canonical import sha256_hex
+from pith.keyring import Keyring
+from pith.numbers import suffix_of
+from pith.parse import parse
+from pith.reasons import Rejected
+from storage import history, layout
+from storage.committed import CommittedArchive, check_digest, table_batches
+from storage.stores import ObjectStore, StorageError
+from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
+from .source import RecordSource
+
+logger = logging.getLogger(__name__)
+
+RECORD_COLUMNS = [*history.RECORD_COLUMNS, "raw_path", "raw_sha256", "source_version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """An archived version of a record, as the mirror needs it."""
+    pith_number: str
+    bundle_sha256: str
+    raw: dict                   # the manifest entry of its raw bytes
+    source_version: int
+    built_at: datetime | None
+
+
+def iso(moment: datetime | None) -> str:
+    """A table timestamp as bundles write theirs: ``2026-05-25T22:01:12Z`` (with
+    microseconds when it has them); "" for none."""
+    if moment is None:
+        return ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if moment.microsecond else "%Y-%m-%dT%H:%M:%SZ")
+
+
+class ArchiveSource(RecordSource):
+    """The committed contents of an archive, served. ``keyring`` pins the archiver keys
+    whose manifests are trusted (see storage.committed.reading_keyring)."""
+
+    def __init__(self, store: ObjectStore, keyring: Keyring):
+        started = time.monotonic()
+        self.store = store
+        archive = CommittedArchive.read(store, keyring)
+        self.versions = served_versions(archive)
+        by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
+        wanted = pa.array(sorted(by_bundle), pa.string())
+        aliases, cites = _aliases(archive, wanted), _cites(archive, wanted)
+        signers, samples = _signers(archive, wanted)
+        entries = {suffix_of(v.pith_number): Entry(v.pith_number, iso(v.built_at), v.source_version,
+                                                   tuple(aliases.get(v.bundle_sha256, ())),
+                                                   cites.get(v.bundle_sha256, ()))
+                   for v in self.versions.values()}
+        self._raw = {suffix_of(v.pith_number): v.raw for v in self.versions.values()}
+        self.catalog = Catalog(entries, self._key_documents(by_bundle[b] for b in samples), most_used(signers))
+        logger.info("serving %d records of %s (%d committed runs) after %.1f s", len(self.catalog), store.uri,
+                    len(archive.manifests), time.monotonic() - started)
+
+    def _key_documents(self, versions) -> list[dict]:
+        """The public key documents the sampled bundles carry, as a catalog lists them."""
+        def parsed():
+            for version in versions:
+                suffix = suffix_of(version.pith_number)
+                raw = self.bundle_bytes(suffix)  # None has been logged
+                try:
+                    document = parse(raw) if raw is not None else None
+                except Rejected as exc:
+                    logger.warning("%s: unreadable (%s); its keys are not published", version.raw["path"], exc)
+                    continue
+                if document is not None:
+                    yield suffix, document.data
+        return Catalog.from_bundles(parsed()).public_keys
+
+    def bundle_bytes(self, suffix: str) -> bytes | None:
+        entry = self._raw.get(suffix)
+        if entry is None:
+            return None
+        try:
+            data = self.store.get_bytes(entry["path"])
+            check_digest(entry, sha256_hex(data), len(data))
+        except StorageError as exc:
+            logger.error("not serving %s: %s", suffix, exc)
+            return None
+        return data
+
+
+# --- the index, from the committed tables ----------------------------------------------
+
+def served_versions(archive: CommittedArchive) -> dict[str, Version]:
+    """Each record's current version (storage.history's rule, the one the archive
+    writer applies) among the versions whose raw bytes a committed manifest lists."""
+    versions: dict[str, Version] = {}
+
+    def committed_rows():
+        for entry in archive.table_files("records"):
+            for batch in table_batches(archive.store, entry, RECORD_COLUMNS):
+                keep = []
+                for row in batch.to_pylist():
+                    raw = archive.objects.get(row["raw_path"])
+                    keep.append(raw is not None and raw["sha256"] == row["raw_sha256"])
+                    if keep[-1]:
+                        versions[row["bundle_sha256"]] = Version(row["pith_number"], row["bundle_sha256"], raw,
+                                                                 row["source_version"] or 0, row["built_at"])
+                    else:
+                        logger.warning("%s: %s is not committed; not served", row["pith_number"], row["raw_path"])
+                yield batch.filter(pa.array(keep, pa.bool_()))
+
+    current = history.History.from_tables(committed_rows(), ())
+    numbers = {version.pith_number for version in versions.values()}
+    return {number: versions[current.current(number).bundle.hex()] for number in numbers
+            if current.current(number) is not None}
+
+
+def _rows(archive: CommittedArchive, table: str, partitions, columns: list[str], wanted: pa.Array):
+    """Rows of ``table`` whose partition value ``partitions`` accepts and whose
+    bundle_sha256 is ``wanted`` (a served version)."""
+    for entry in archive.table_files(table):
+        if partitions(layout.partition_of(entry["path"])[1]):
+            for batch in table_batches(archive.store, entry, columns):
+                yield from batch.filter(pc.is_in(batch.column("bundle_sha256"), value_set=wanted)).to_pylist()
+
+
+def _aliases(archive: CommittedArchive, wanted: pa.Array) -> dict[str, list[str]]:
+    """Alias values by bundle version; pith_short_* prefixes are searched, not listed."""
+    aliases: dict[str, list[str]] = {}
+    searched = lambda kind: kind is not None and not kind.startswith(SHORT_ALIAS_PREFIX)  # noqa: E731
+    for row in _rows(archive, "aliases", searched, ["bundle_sha256", "alias_value"], wanted):
+        if row["alias_value"] is not None:
+            aliases.setdefault(row["bundle_sha256"], []).append(row["alias_value"])
+    return aliases
+
+
+def _cites(archive: CommittedArchive, wanted: pa.Array) -> dict[str, tuple[str, ...]]:
+    """The suffixes each version's last graph snapshot cites, by bundle version."""
+    cites, latest = {}, {}
+    columns = ["bundle_sha256", "event_index", "payload_json"]
+    for row in _rows(archive, "events", lambda kind: kind == "graph_snapshot", columns, wanted):
+        version = row["bundle_sha256"]
+        if latest.get(version, -1) < row["event_index"]:
+            latest[version] = row["event_index"]
+            payload = orjson.loads(row["payload_json"])
+            cites[version] = cited_suffixes(payload.get("graph_snapshot") if isinstance(payload, dict) else None)
+    return cites
+
+
+def _signers(archive: CommittedArchive, wanted: pa.Array) -> tuple[Counter, list[str]]:
+    """How many versions each key signed (their record_created events), and one
+    version per key to read its key document from."""
+    signers, samples = Counter(), {}
+    for row in _rows(archive, "events", lambda kind: kind == "record_created", ["bundle_sha256", "key_id"], wanted):
+        if row["key_id"] is not None:
+            signers[row["key_id"]] += 1
+            samples.setdefault(row["key_id"], row["bundle_sha256"])
+    return signers, [samples[k] for k in sorted(samples)]

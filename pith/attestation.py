@@ -1,0 +1,164 @@
+"""Storage attestations: an archive's signed statements that it stored a bundle
+version, in Pith's own event format, chained into an append-only feed.
+
+An attestation is an open graph event (``event_type`` ``storage_attestation``,
+``target`` ``storage``) about the record whose bundle was stored, signed by the
+archive's key exactly as the registry signs its events, so ``check_event`` verifies it
+and the deterministic merge files it under ``state.current.storage_attestations``.
+Its ``prev_event`` names the same key's previous attestation (``null`` for the first
+ever): dropping, reordering or inserting one breaks the chain (``chain_broken``),
+within a feed and across the feeds of a key's runs.
+
+A feed is JSON Lines: one attestation per line, each its canonical JSON.
+"""
+
+from dataclasses import dataclass
+
+from .mint import new_event
+from .parse import Limits, parse
+from .reasons import Rejected
+from .signing import Signer, utc_now
+from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
+
+EVENT_TYPE = "storage_attestation"
+TARGET = "storage"
+SIGNER_TYPE = "archive"
+LINE_LIMITS = Limits(max_bytes=1 << 20)  # one attestation: a few hundred bytes
+HASHES = ("bundle_sha256", "canonical_sha256", "raw_sha256")
+TEXTS = ("raw_path", "storage_uri", "run_id")
+
+
+def new_attestation(signer: Signer, *, pith_number: str, archive: str, payload: dict,
+                    prev_event: str | None, created_at: str) -> dict:
+    """A signed attestation by ``signer`` for the archive named ``archive``."""
+    return new_event(signer, EVENT_TYPE, pith_number, TARGET, payload, created_at, utc_now(),
+                     prev_event=prev_event, signer_id=archive, signer_type=SIGNER_TYPE)
+
+
+def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
+    """Its shape, then every check of an open graph event; returns its content hash."""
+    if not isinstance(event, dict):
+        raise Rejected("schema_violation", path, "an attestation is an object")
+    prefix = f"{path}."
+    _need_equal(event, "event_type", EVENT_TYPE, prefix)
+    _need_equal(event, "target", TARGET, prefix)
+    _need(event, "subject_pith_number", str, prefix)
+    _need_equal(_need(event, "signer", dict, prefix), "signer_type", SIGNER_TYPE, f"{prefix}signer.")
+    if event.get("prev_event") is not None:
+        _need(event, "prev_event", str, prefix)
+    payload = _need(event, "payload", dict, prefix)
+    for name in HASHES:
+        _need_hex(payload, name, f"{prefix}payload.")
+    for name in TEXTS:
+        _need(payload, name, str, f"{prefix}payload.")
+    _need(payload, "size", int, f"{prefix}payload.")
+    if not TIMESTAMP_RE.fullmatch(_need(payload, "stored_at", str, f"{prefix}payload.")):
+        raise Rejected("schema_violation", f"{prefix}payload.stored_at", "expected an RFC 3339 UTC timestamp")
+    return check_event(event, keyring, path, None, exact)
+
+
+def read_attestation(line: bytes, keyring, path: str) -> dict:
+    """One feed line, parsed safely and checked; Rejected names what broke."""
+    try:
+        document = parse(line, LINE_LIMITS)
+    except Rejected as exc:
+        raise Rejected(exc.reason, f"{path}.{exc.path}" if exc.path else path, exc.detail) from None
+    check_attestation(document.data, keyring, path, document.exact)
+    return document.data
+
+
+@dataclass
+class Segment:
+    """One feed's run of one key's chain."""
+    source: str          # the feed it is in
+    key_id: str
+    where: str           # its first attestation, e.g. lines[0]
+    enters: str | None   # the prev_event its first attestation names
+    leaves: str          # the event_id of its last attestation
+
+
+class Chain:
+    """The attestation chains through feeds read in any order (run ids only sort by
+    the second), one chain per archiver key.
+
+    Within a feed each attestation must name the key's one before it: ``follow``
+    raises chain_broken at once. Each feed's run of a key is a segment, and ``breaks``
+    checks at the end that each key's segments join into one chain."""
+
+    def __init__(self):
+        self._segments: list[Segment] = []
+        self._open: dict[str, Segment] = {}
+        self._source = ""
+
+    def feed(self, source: str) -> None:
+        """Start reading the feed ``source``."""
+        self._source, self._open = source, {}
+
+    def follow(self, event: dict, path: str) -> None:
+        key_id = event["signature"]["key_id"]
+        segment = self._open.get(key_id)
+        if segment is None:
+            segment = Segment(self._source, key_id, path, event.get("prev_event"), event["event_id"])
+            self._segments.append(segment)
+            self._open[key_id] = segment
+            return
+        expected, segment.leaves = segment.leaves, event["event_id"]
+        if event.get("prev_event") != expected:  # reported once: the chain goes on from here
+            raise Rejected("chain_broken", f"{path}.prev_event", f"expected {expected}")
+
+    def lose_track(self) -> None:
+        """An unreadable attestation sat here: the next one starts a new segment."""
+        self._open = {}
+
+    def forget(self, source: str) -> None:
+        """Leave the feed ``source`` out of ``breaks``."""
+        self._segments = [s for s in self._segments if s.source != source]
+        self._open = {}
+
+    def breaks(self, rooted: bool = True) -> list[tuple[Segment, str]]:
+        """Each segment that does not join its key's chain, with why. ``rooted``: every
+        feed of the key is here, so its chain starts at null; otherwise one segment per
+        key may continue from a feed not given."""
+        found = []
+        for key_id in dict.fromkeys(s.key_id for s in self._segments):
+            segments = [s for s in self._segments if s.key_id == key_id]
+            ends = {s.leaves for s in segments}
+            continued, starts = set(), 0
+            for segment in segments:
+                joins = segment.enters is not None and segment.enters in ends
+                if joins and segment.enters in continued:
+                    found.append((segment, f"{segment.enters} is continued twice: the chain forks"))
+                elif not joins and segment.enters is not None and rooted:
+                    found.append((segment, f"names {segment.enters}, which ends no feed of {key_id}"))
+                elif not joins:
+                    starts += 1
+                    if starts > 1:
+                        found.append((segment, f"a second chain of {key_id} starts here"))
+                continued.add(segment.enters)
+        return found
+
+
+def check_feed(source: str, lines, keyring, chain: Chain) -> int:
+    """Check each line of the feed ``source`` and the chain through them; returns how
+    many attestations there are, or raises Rejected at the first fault."""
+    chain.feed(source)
+    count = 0
+    try:
+        for index, line in enumerate(lines):
+            where = f"lines[{index}]"
+            chain.follow(read_attestation(line, keyring, where), where)
+            count += 1
+    except Rejected:
+        chain.forget(source)  # judged already: its part must not be judged again when feeds join
+        raise
+    return count
+
+
+def split_lines(chunks):
+    """The lines (without their newline) of a byte stream given in chunks."""
+    rest = b""
+    for chunk in chunks:
+        *lines, rest = (rest + chunk).split(b"\n")
+        yield from lines
+    if rest:
+        yield rest

@@ -1,0 +1,24 @@
+"""The keyring options every command that checks signatures shares."""
+
+import click
+
+from pith.keyring import Keyring, KeyringError
+
+
+def keyring_options(func):
+    func = click.option("--no-default-keys", is_flag=True,
+                        help="Do not trust the built-in registry key (pith-v1-2026-05).")(func)
+    func = click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                        help='Pin the keys in this JSON file ({"keys": [...]}, or one key document such as '
+                             "an archive's keys/<key_id>.json); repeatable.")(func)
+    return func
+
+
+def build_keyring(keyrings, no_default_keys) -> Keyring:
+    try:
+        ring = Keyring.build(keyrings, default_keys=not no_default_keys)
+    except KeyringError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not len(ring):
+        raise click.UsageError("the keyring is empty: give --keyring FILE or drop --no-default-keys")
+    return ring

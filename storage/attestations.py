@@ -1,0 +1,81 @@
+"""The archive's storage attestation feed: one signed attestation (``pith.attestation``)
+per bundle version a run stores, chained per archiver key across runs.
+
+A run's attestations are signed when it commits, once every object they name is
+stored, in the order the versions were added; they are written before the manifest as
+``attestations/<run_id>.jsonl`` (listed in the manifest like any object) and as rows
+of the ``attestations`` table. The chain continues from the last attestation of the
+same key in a committed feed, so one key must not write from two runs at once:
+concurrent workers use keys of their own, and each key has its own chain.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from pith.attestation import new_attestation, read_attestation
+from pith.canonical import canon, sha256_hex
+from pith.keyring import Keyring
+from pith.reasons import Rejected
+from pith.signing import Signer
+from .committed import check_digest
+from .stores import ObjectStore, StorageError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A bundle version this run stored, owed an attestation."""
+    pith_number: str
+    bundle_sha256: str
+    canonical_sha256: str
+    raw_path: str
+    raw_sha256: str
+    size: int
+
+
+class AttestationFeed:
+    """The attestations of one run by one key, chained from ``head`` (the key's last
+    committed attestation, None when it has none)."""
+
+    def __init__(self, signer: Signer, archive_uri: str, run_id: str, head: str | None):
+        self.signer = signer
+        self.archive_uri = archive_uri
+        self.run_id = run_id
+        self.head = head
+        self._owed: list[Stored] = []
+
+    def add(self, stored: Stored) -> None:
+        self._owed.append(stored)
+
+    def seal(self, stored_at) -> list[dict]:
+        """Sign the owed attestations, in order; ``stored_at`` maps each raw path to
+        when the store acknowledged it."""
+        events = []
+        for item in self._owed:
+            when = stored_at[item.raw_path]
+            payload = {"bundle_sha256": item.bundle_sha256, "canonical_sha256": item.canonical_sha256,
+                       "raw_path": item.raw_path, "raw_sha256": item.raw_sha256, "size": item.size,
+                       "storage_uri": f"{self.archive_uri}/{item.raw_path}", "stored_at": when,
+                       "run_id": self.run_id}
+            event = new_attestation(self.signer, pith_number=item.pith_number, archive=self.archive_uri,
+                                    payload=payload, prev_event=self.head, created_at=when)
+            self.head = event["event_id"]
+            events.append(event)
+        self._owed.clear()
+        return events
+
+
+def feed_bytes(events) -> bytes:
+    return b"".join(canon(event) + b"\n" for event in events)
+
+
+def chain_head(store: ObjectStore, entry: dict, keyring: Keyring) -> str:
+    """The event id of the last attestation in a committed feed (``entry`` is its
+    manifest entry): the bytes are checked against the entry, the event verified."""
+    data = store.get_bytes(entry["path"])
+    check_digest(entry, sha256_hex(data), len(data))
+    try:
+        return read_attestation(data.rstrip(b"\n").rpartition(b"\n")[2], keyring, entry["path"])["event_id"]
+    except Rejected as exc:
+        raise StorageError(f"{entry['path']}: its last attestation does not verify ({exc})") from None

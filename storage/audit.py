@@ -1,0 +1,240 @@
+"""Audit an archive: re-check everything its committed manifests promise.
+
+Every object of every committed manifest is read once, as a stream, and hashed as it
+goes; raw bundles are verified again, table files' row counts are read from their
+Parquet footers (the last bytes of the stream), attestation feeds are verified event
+by event, and each key's chain must run through all its feeds from a null start.
+Then the orphans are listed. Memory stays bounded by one bundle, one feed line, the
+set of paths checked and a few hashes per feed.
+
+Trust comes from the keyrings given, never from the archive: ``archive_keyring``
+verifies manifests and attestations, ``bundle_keyring`` the bundles.
+"""
+
+import hashlib
+import logging
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pith.attestation import Chain, read_attestation, split_lines
+from pith.keyring import Keyring
+from pith.parse import DEFAULT_MAX_BYTES
+from pith.reasons import Rejected
+from pith.verify import verify_bundle
+from . import layout
+from .manifest import find_orphans, read_manifests
+from .stores import ObjectMissing, ObjectStore
+
+logger = logging.getLogger(__name__)
+
+CODES = {
+    "MANIFEST_INVALID": "a manifest does not verify under the pinned keys; its reason follows",
+    "MISSING": "an object a committed manifest lists is not in the store",
+    "SIZE_MISMATCH": "an object's size differs from its manifest entry",
+    "HASH_MISMATCH": "an object's sha256 differs from its manifest entry",
+    "BUNDLE_REJECTED": "a raw bundle no longer verifies; its reason follows",
+    "ROWS_MISMATCH": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
+    "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
+    "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
+    "ORPHAN": "an object under a collectable prefix that no committed manifest lists",
+}
+TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    code: str     # a key of CODES
+    path: str     # the archive path it concerns
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.code} {self.path} {self.detail}".rstrip()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class AuditCounts:
+    manifests: int = 0
+    objects: int = 0
+    bytes: int = 0
+    bundles: int = 0
+    attestations: int = 0
+    discrepancies: Counter = field(default_factory=Counter)
+
+    @property
+    def clean(self) -> bool:
+        return not self.discrepancies
+
+    def as_dict(self) -> dict:
+        return {"manifests": self.manifests, "objects": self.objects, "bytes": self.bytes, "bundles": self.bundles,
+                "attestations": self.attestations, "discrepancies": dict(sorted(self.discrepancies.items())),
+                "clean": self.clean}
+
+
+def parquet_rows(tail: bytes) -> int:
+    """The row count in a Parquet file's footer, given the file's last bytes."""
+    if len(tail) < 12 or tail[-4:] != b"PAR1":
+        raise ValueError("no Parquet footer")
+    size = int.from_bytes(tail[-8:-4], "little")
+    if size + 8 > len(tail):
+        raise ValueError(f"a {size}-byte footer is larger than the {len(tail)} bytes kept")
+    return pq.ParquetFile(pa.BufferReader(b"PAR1" + tail[-8 - size:])).metadata.num_rows
+
+
+class _Hashed:
+    """An object's chunks, hashed and counted as a check reads them."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def __iter__(self):
+        for chunk in self._chunks:
+            self.digest.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+
+class Audit:
+    """One pass over an archive: iterate ``run()`` for the discrepancies as they are
+    found; ``counts`` holds the totals."""
+
+    def __init__(self, store: ObjectStore, bundle_keyring: Keyring, archive_keyring: Keyring):
+        self.store = store
+        self.bundle_keyring = bundle_keyring
+        self.archive_keyring = archive_keyring
+        self.counts = AuditCounts()
+        self._chain = Chain()
+        self._checked: set[tuple[str, str]] = set()
+
+    def run(self):
+        for read in read_manifests(self.store, self.archive_keyring):
+            if read.manifest is None:
+                yield self._found("MANIFEST_INVALID", read.path, getattr(read.error, "reason", str(read.error)))
+            else:
+                self.counts.manifests += 1
+                yield from self._manifest(read.manifest)
+        for segment, why in self._chain.breaks(rooted=True):
+            yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
+        for stored in find_orphans(self.store, self.archive_keyring).objects:
+            yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
+
+    def _found(self, code: str, path: str, detail: str = "") -> Discrepancy:
+        self.counts.discrepancies[code] += 1
+        return Discrepancy(code, path, detail)
+
+    def _manifest(self, manifest: dict):
+        listed = {entry["path"]: entry for entry in manifest["objects"]}
+        attested_before = self.counts.attestations
+        rows = Counter()
+        for entry in manifest["objects"]:
+            if "table" in entry:
+                rows[entry["table"]] += entry["rows"]
+                check = self._table
+            elif entry["path"].startswith(f"{layout.RAW}/"):
+                check = self._bundle
+            elif layout.is_attestation_feed(entry["path"]):
+                check = partial(self._feed, run_id=manifest["run_id"], listed=listed)
+            else:
+                check = self._hash_only
+            yield from self._object(entry, check)
+        path = layout.manifest(manifest["run_id"])
+        archive = manifest.get("stats", {}).get("archive", {})
+        for table, total in sorted(archive.get("rows", {}).items()):
+            if total != rows[table]:
+                yield self._found("ROWS_MISMATCH", path,
+                                  f"{table}: the stats say {total}, its files hold {rows[table]}")
+        attested = self.counts.attestations - attested_before
+        if archive.get("verified", attested) != attested:
+            yield self._found("ATTESTATION_INVALID", path,
+                              f"the run archived {archive['verified']} versions and attested {attested}")
+
+    def _object(self, entry: dict, check):
+        """Read the object once, hashed as ``check(entry, stream)`` reads it (yielding
+        what it finds); then compare the hash and size with the entry."""
+        path = entry["path"]
+        if (path, entry["sha256"]) in self._checked:  # listed again by a later run (keys/, quarantine/)
+            return
+        self._checked.add((path, entry["sha256"]))
+        stream = _Hashed(self.store.read_chunks(path))
+        try:
+            findings = list(check(entry, stream))
+        except ObjectMissing:
+            yield self._found("MISSING", path)
+            return
+        self.counts.objects += 1
+        self.counts.bytes += stream.size
+        if stream.size != entry["size"]:
+            yield self._found("SIZE_MISMATCH", path, f"{stream.size} bytes, listed as {entry['size']}")
+        elif stream.digest.hexdigest() != entry["sha256"]:
+            yield self._found("HASH_MISMATCH", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry['sha256']}")
+        yield from findings
+
+    # --- checks by kind: each reads the whole stream --------------------------------
+    @staticmethod
+    def _hash_only(entry: dict, stream):
+        for _ in stream:
+            pass
+        yield from ()
+
+    def _bundle(self, entry: dict, stream):
+        data = bytearray()
+        for chunk in stream:
+            if len(data) <= DEFAULT_MAX_BYTES:  # past it the verdict is too_large anyway
+                data += chunk
+        self.counts.bundles += 1
+        verdict = verify_bundle(bytes(data), self.bundle_keyring)
+        if not verdict.ok:
+            yield self._found("BUNDLE_REJECTED", entry["path"],
+                              f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}")
+
+    def _table(self, entry: dict, stream):
+        tail = b""
+        for chunk in stream:
+            tail = (tail + chunk)[-TAIL_BYTES:]
+        try:
+            rows = parquet_rows(tail)
+        except (ValueError, OSError, pa.ArrowException) as exc:
+            yield self._found("ROWS_MISMATCH", entry["path"], f"unreadable footer: {exc}")
+            return
+        if rows != entry["rows"]:
+            yield self._found("ROWS_MISMATCH", entry["path"], f"{rows} rows, listed as {entry['rows']}")
+
+    def _feed(self, entry: dict, stream, *, run_id: str, listed: dict):
+        self._chain.feed(entry["path"])
+        for index, line in enumerate(split_lines(stream)):
+            where = f"lines[{index}]"
+            try:
+                event = read_attestation(line, self.archive_keyring, where)
+            except Rejected as exc:
+                self._chain.lose_track()
+                yield self._found("ATTESTATION_INVALID", entry["path"], str(exc))
+                continue
+            self.counts.attestations += 1
+            mismatch = _unlisted(event["payload"], run_id, listed)
+            if mismatch:
+                yield self._found("ATTESTATION_INVALID", entry["path"],
+                                  f"attestation_mismatch at {where}.payload: {mismatch}")
+            try:
+                self._chain.follow(event, where)
+            except Rejected as exc:
+                yield self._found("CHAIN_BROKEN", entry["path"], f"{exc.path}: {exc.detail}")
+
+
+def _unlisted(payload: dict, run_id: str, listed: dict) -> str:
+    """Why an attestation does not match what its run's manifest lists ('' if it does)."""
+    if payload["run_id"] != run_id:
+        return f"names run {payload['run_id']}"
+    entry = listed.get(payload["raw_path"])
+    if entry is None:
+        return f"{payload['raw_path']} is not listed"
+    if (entry["sha256"], entry["size"]) != (payload["raw_sha256"], payload["size"]):
+        return f"{payload['raw_path']} is listed with another sha256 or size"
+    return ""

@@ -1,0 +1,110 @@
+"""Reading your own archive: which manifests to trust, what they list, and their
+table files, each checked against its manifest entry before it is believed.
+
+Serving an archive as a mirror and exporting it are reads of an archive you keep, so
+by default they trust the archiver keys the archive publishes under ``keys/`` as well
+as the keys you pin. That is a convenience, not a check: whoever can write to the
+archive can publish a key there. Checking an archive against keys pinned elsewhere
+is the audit's job (``pith-archiver audit``).
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pith.canonical import sha256_hex
+from pith.keyring import Keyring, KeyringError, key_from_entry
+from . import layout
+from .manifest import ManifestRead, read_manifests, union
+from .stores import ObjectStore, StorageError
+
+logger = logging.getLogger(__name__)
+
+BATCH_ROWS = 10_000
+
+
+class NothingCommitted(StorageError):
+    """No manifest of the archive verifies under the trusted keys: nothing to read."""
+
+
+class ObjectAltered(StorageError):
+    """A stored object no longer matches the manifest entry that lists it."""
+
+
+def published_keys(store: ObjectStore):
+    """The archiver keys the archive publishes (``keys/<key_id>.json``); unusable or
+    misnamed documents are logged and skipped."""
+    for stored in store.list(f"{layout.KEYS}/"):
+        try:
+            key = key_from_entry(json.loads(store.get_bytes(stored.path)))
+        except (ValueError, KeyringError) as exc:  # JSONDecodeError is a ValueError
+            logger.warning("%s: not a key document: %s", stored.path, exc)
+            continue
+        if layout.key_document(key.key_id) != stored.path:
+            logger.warning("%s: holds key %s; skipped", stored.path, key.key_id)
+            continue
+        yield key
+
+
+def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_keys: bool = True) -> Keyring:
+    """The keys whose manifests a read of this archive trusts: ``pinned``, plus the
+    archive's published keys unless ``archive_keys`` is false. A published key that
+    contradicts a pinned one (same key_id, other key) is ignored."""
+    ring = Keyring(pinned or ())
+    for key in published_keys(store) if archive_keys else ():
+        known = ring.get(key.key_id)
+        if known is not None and known.raw != key.raw:
+            logger.warning("keys/%s.json differs from the pinned key of that id; ignored", key.key_id)
+            continue
+        ring.add(key)
+    return ring
+
+
+@dataclass
+class CommittedArchive:
+    """The committed state of an archive under a keyring: verified manifests (in run
+    order), the objects they list (path -> entry) and the manifests not trusted."""
+    store: ObjectStore
+    keyring: Keyring
+    manifests: list[dict]
+    objects: dict[str, dict]
+    untrusted: list[ManifestRead]
+
+    @classmethod
+    def read(cls, store: ObjectStore, keyring: Keyring) -> "CommittedArchive":
+        reads = list(read_manifests(store, keyring))
+        manifests = [read.manifest for read in reads if read.manifest is not None]
+        untrusted = [read for read in reads if read.manifest is None]
+        if not manifests:
+            why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
+            raise NothingCommitted(f"{store.uri}: no manifest verifies under the trusted keys "
+                                   f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}")
+        return cls(store, keyring, manifests, union(manifests), untrusted)
+
+    def table_files(self, table: str) -> list[dict]:
+        """Manifest entries of the table's committed files, by path."""
+        return sorted((e for e in self.objects.values() if e.get("table") == table), key=lambda e: e["path"])
+
+    def under(self, prefix: str) -> list[dict]:
+        """Manifest entries of the committed objects under ``prefix``, by path."""
+        return sorted((e for path, e in self.objects.items() if path.startswith(prefix)), key=lambda e: e["path"])
+
+
+def check_digest(entry: dict, sha256: str, size: int) -> None:
+    """ObjectAltered unless ``sha256`` and ``size`` are what the manifest entry lists."""
+    if (sha256, size) != (entry["sha256"], entry["size"]):
+        raise ObjectAltered(f"{entry['path']} does not match its manifest entry: sha256 {sha256} "
+                            f"({size} bytes) where {entry['sha256']} ({entry['size']} bytes) was committed")
+
+
+def table_batches(store: ObjectStore, entry: dict, columns: list[str]):
+    """Record batches of a committed table file, checked against its entry first;
+    ``columns`` the file does not have are left out (older schema versions)."""
+    data = store.get_bytes(entry["path"])
+    check_digest(entry, sha256_hex(data), len(data))
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    present = [name for name in columns if name in parquet.schema_arrow.names]
+    yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=present)

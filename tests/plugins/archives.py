@@ -1,0 +1,63 @@
+"""Archives written straight through the real ArchiveWriter from corpus bundles (no
+crawl: seconds faster), and new versions of corpus bundles, for the tests that read
+archives back (serving, export)."""
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mirror.corpus import corpus_signer
+from mirror.record import compact_json
+from mirror.source import BUNDLES_DIR
+from pith.keyring import Keyring
+from pith.mint import seal, sign_bundle
+from pith.signing import Signer
+from pith.verify import verify_bundle
+from storage.archive import ArchiveWriter
+from storage.stores import ObjectStore
+from tests.plugins.mirror import SMALL_CORPUS_SEED
+
+FETCHED_AT = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def corpus_raws(corpus_dir: Path) -> dict[str, bytes]:
+    """Every bundle of the corpus, exact bytes by suffix, in suffix order."""
+    return {p.name.split(".")[0]: p.read_bytes() for p in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json"))}
+
+
+def write_run(store: ObjectStore, signer: Signer, keyring: Keyring, raws, *, rejected=(), worker: str = "w0",
+              fetched_at: datetime = FETCHED_AT, commit: bool = True) -> str | None:
+    """Archive ``raws`` (each must verify under ``keyring``) and quarantine ``rejected``
+    in one run; commit it (returns the manifest path) or abort it (leaves orphans)."""
+    writer = ArchiveWriter(store, signer, worker=worker)
+    for raw in [*raws, *rejected]:
+        verdict = verify_bundle(raw, keyring)
+        add = writer.add_verified if verdict.ok else writer.add_rejected
+        assert verdict.ok == (raw not in rejected), verdict
+        add(raw, verdict, f"http://127.0.0.1/{len(raw)}", fetched_at).result()
+    if commit:
+        return writer.commit(stats={}, params={"test": True})
+    writer.abort()
+    return None
+
+
+def rebuilt(raw: bytes, built_at: str) -> bytes:
+    """A new version of a corpus bundle: the same record rebuilt at ``built_at`` and
+    signed again by the corpus key, so it verifies with a new bundle_sha256."""
+    bundle = json.loads(raw)
+    bundle["built_at"] = built_at
+    return compact_json(sign_bundle(bundle, corpus_signer(SMALL_CORPUS_SEED), built_at))
+
+
+def forked(raw: bytes, built_at: str) -> bytes:
+    """A version of a corpus bundle built at ``built_at`` without its graph snapshot:
+    it verifies, but is not append-only (it lacks events of the original)."""
+    bundle = json.loads(raw)
+    bundle["events"] = bundle["events"][:1]
+    bundle["built_at"] = built_at
+    return compact_json(seal(bundle, corpus_signer(SMALL_CORPUS_SEED), built_at))
+
+
+def tampered(raw: bytes) -> bytes:
+    """The bundle with its signed primary category changed: rejected on verification."""
+    return raw.replace(b'"primary_cat":"', b'"primary_cat":"X', 1)

@@ -1,0 +1,167 @@
+"""An archive served as a mirror: a crawl of it gives back exactly what was archived
+(the round trip, on a folder and on S3), its catalog is the corpus's own, only the
+committed current version of each record is served, and altered bytes never are."""
+
+import urllib.error
+import urllib.request
+
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+
+from mirror.archive_source import ArchiveSource
+from mirror.runner import BackgroundMirror
+from mirror.server import MirrorServer
+from mirror.source import KEYRING_NAME, CorpusDirectory
+from pith.keyring import Keyring
+from pith.signing import Signer
+from pith_archiver.cli import main
+from storage import layout
+from storage.committed import NothingCommitted, reading_keyring
+from storage.stores import LocalStore, S3Store
+from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.mirror import serve_process
+from tests.plugins.s3 import arrow_filesystem
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def crawl_into(tmp_path, corpus_dir, resolver: str, out: str, *args):
+    """Crawl everything reachable from one real record at ``resolver`` into ``out``."""
+    result = run_cli_crawl(tmp_path, "--resolver", resolver, "--keyring", str(corpus_dir / KEYRING_NAME),
+                           "--no-default-keys", "--out", out, "-s", "AUTOTHROTTLE_ENABLED=false", *args,
+                           f"pith:2019:{REAL}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def archived(store) -> tuple[set[str], dict[str, bytes]]:
+    """The bundle_sha256 set of the records table, and every raw object's bytes by path."""
+    filesystem, base = arrow_filesystem(store)
+    records = ds.dataset(f"{base}/tables/records", format="parquet", partitioning="hive", filesystem=filesystem)
+    raw = {stored.path: store.get_bytes(stored.path) for stored in store.list(f"{layout.RAW}/")}
+    return set(records.to_table(columns=["bundle_sha256"]).column(0).to_pylist()), raw
+
+
+def fetch(url: str) -> tuple[int, bytes]:
+    try:
+        with _DIRECT.open(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory, corpus_dir):
+    """Archive A: the whole corpus, crawled from its mirror into a folder."""
+    root = tmp_path_factory.mktemp("crawled")
+    with BackgroundMirror(MirrorServer(CorpusDirectory(corpus_dir))) as server:
+        result = crawl_into(root, corpus_dir, server.url, str(root / "archive"))
+    assert result.stat("archived") == 43
+    return LocalStore(root / "archive")
+
+
+def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled):
+    source = ArchiveSource(crawled, reading_keyring(crawled))
+    with BackgroundMirror(MirrorServer(source)) as server:
+        result = crawl_into(tmp_path, corpus_dir, server.url, str(tmp_path / "b"))
+        served = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
+    assert (result.stat("verified"), result.stat("rejected"), result.stat("state_mismatch")) == (43, 0, 0)
+    assert served == set(source.catalog.suffixes) and len(served) == 43
+    versions_a, raw_a = archived(crawled)
+    versions_b, raw_b = archived(LocalStore(tmp_path / "b"))
+    assert len(versions_a) == 43
+    assert versions_b == versions_a
+    assert raw_b == raw_a  # same paths (content addresses), byte for byte
+
+
+def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
+    first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
+    crawl_into(tmp_path, corpus_dir, mirror().url, first, "--s3-endpoint-url", s3_endpoint)
+    with serve_process(first, "--s3-endpoint-url", s3_endpoint) as (_, url):
+        result = crawl_into(tmp_path, corpus_dir, url, second, "--s3-endpoint-url", s3_endpoint)
+    assert (result.stat("verified"), result.stat("rejected")) == (43, 0)
+    versions_a, raw_a = archived(S3Store(s3_bucket, "a", endpoint_url=s3_endpoint))
+    versions_b, raw_b = archived(S3Store(s3_bucket, "b", endpoint_url=s3_endpoint))
+    assert len(versions_a) == 43 and versions_b == versions_a
+    assert raw_b == raw_a
+
+
+def test_the_catalog_from_the_tables_is_the_corpus_catalog(crawled, corpus_catalog):
+    catalog = ArchiveSource(crawled, reading_keyring(crawled)).catalog
+    assert catalog.suffixes == corpus_catalog.suffixes
+    for suffix in corpus_catalog.suffixes:
+        ours, theirs = catalog.entry(suffix), corpus_catalog.entry(suffix)
+        assert (ours.pith_number, ours.built_at, ours.version, ours.cites) == \
+               (theirs.pith_number, theirs.built_at, theirs.version, theirs.cites)
+        assert sorted(ours.aliases) == sorted(theirs.aliases)
+        assert catalog.cited_by(suffix) == corpus_catalog.cited_by(suffix)
+    assert catalog.signing_key_id == corpus_catalog.signing_key_id
+    assert catalog.public_keys == corpus_catalog.public_keys
+    assert catalog.resolve("1904.12043v2") == REAL
+
+
+def test_the_current_version_is_the_newest_accepted_one(tmp_path, corpus_dir, corpus_keyring):
+    suffix, original = next((s, raw) for s, raw in corpus_raws(corpus_dir).items() if s != REAL)
+    fork = forked(original, "2026-07-01T00:00:00Z")  # built later, but without the graph snapshot
+    store, signer = LocalStore(tmp_path / "archive"), Signer.from_seed("archiver-1", bytes(32))
+    write_run(store, signer, corpus_keyring, [rebuilt(original, "2026-06-01T00:00:00Z")])
+    write_run(store, signer, corpus_keyring, [original, fork])  # older, then not append-only
+
+    def served() -> bytes:
+        return ArchiveSource(store, reading_keyring(store)).bundle_bytes(suffix)
+
+    assert served() == rebuilt(original, "2026-06-01T00:00:00Z")  # not the later run's older version, nor the fork
+    newest = rebuilt(original, "2026-08-01T00:00:00Z")
+    write_run(store, signer, corpus_keyring, [newest])
+    assert served() == newest
+
+
+def test_only_trusted_committed_runs_are_served(tmp_path, corpus_dir, corpus_keyring):
+    raws = list(corpus_raws(corpus_dir).values())
+    store = LocalStore(tmp_path / "archive")
+    ours, other = Signer.from_seed("archiver-1", bytes(32)), Signer.from_seed("archiver-2", bytes([1]) * 32)
+    write_run(store, ours, corpus_keyring, raws[:5])
+    write_run(store, ours, corpus_keyring, raws[5:8], commit=False)  # crashed: orphans only
+    write_run(store, other, corpus_keyring, raws[8:10], worker="w1")
+
+    def served(keyring) -> int:
+        return len(ArchiveSource(store, keyring).catalog)
+
+    assert served(reading_keyring(store)) == 7  # ours and the other key, both published in keys/
+    assert served(reading_keyring(store, Keyring([ours.pinned()]), archive_keys=False)) == 5
+    stranger = Keyring([Signer.from_seed("archiver-3", bytes([3]) * 32).pinned()])
+    with pytest.raises(NothingCommitted, match="archiver-3"):
+        ArchiveSource(store, reading_keyring(store, stranger, archive_keys=False))
+
+
+def test_altered_raw_bytes_are_not_served(tmp_path, crawled):
+    copy = tmp_path / "archive"
+    copy.mkdir()
+    for stored in crawled.list():
+        (copy / stored.path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / stored.path).write_bytes(crawled.get_bytes(stored.path))
+    source = ArchiveSource(LocalStore(copy), reading_keyring(LocalStore(copy)))
+    victim = source.catalog.suffixes[0]
+    target = copy / source.versions[source.catalog.entry(victim).pith_number].raw["path"]
+    target.write_bytes(target.read_bytes().replace(b"pith", b"PITH", 1))
+    with BackgroundMirror(MirrorServer(source)) as server:
+        assert fetch(f"{server.url}/pith/{victim}/bundle.json")[0] == 404
+        status, body = fetch(f"{server.url}/pith/{source.catalog.suffixes[1]}/bundle.json")
+    assert status == 200 and body == crawled.get_bytes(
+        source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw["path"])
+
+
+def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):
+    runner = CliRunner()
+    untrusted = runner.invoke(main, ["serve", str(crawled.root), "--no-archive-keys"])
+    assert untrusted.exit_code == 2 and "no key to trust the manifests" in untrusted.output
+    (tmp_path / "empty" / "manifests").mkdir(parents=True)
+    empty = runner.invoke(main, ["serve", str(tmp_path / "empty")])
+    assert empty.exit_code == 2 and "no key to trust" in empty.output
+    corpus = runner.invoke(main, ["serve", str(corpus_dir), "--keyring", str(corpus_dir / KEYRING_NAME)])
+    assert corpus.exit_code == 2 and "is a corpus, not an archive" in corpus.output
+    missing = runner.invoke(main, ["serve", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "neither a folder nor s3://" in missing.output

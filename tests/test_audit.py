@@ -1,0 +1,184 @@
+"""The audit: clean on what a crawl or a writer committed, and each kind of damage
+named, on both backends: a flipped byte, a missing object, a manifest whose signature
+fails, a broken attestation chain, a wrong row count, an orphan."""
+
+import hashlib
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mirror.source import KEYRING_NAME
+from pith.canonical import canon
+from pith.keyring import Keyring
+from pith_archiver.cli import main
+from storage import layout
+from storage.audit import Audit, parquet_rows
+from storage.manifest import sign_manifest
+from storage.stores import LocalStore, S3Store
+from tests.plugins.archives import corpus_raws, write_run
+from tests.plugins.crawling import run_cli_crawl
+
+
+@pytest.fixture
+def overwrite(store, request):
+    """Replace an object in place, behind the create-only store: what damage does."""
+    if isinstance(store, LocalStore):
+        return lambda path, data: (store.root / path).write_bytes(data)
+    client = request.getfixturevalue("s3_client")
+    return lambda path, data: client.put_object(Bucket=store.bucket, Key=f"{store.prefix}/{path}", Body=data)
+
+
+@pytest.fixture
+def archived(store, corpus_dir, corpus_keyring, test_signer):
+    """Two committed runs of five corpus records; returns their manifests."""
+    raws = list(corpus_raws(corpus_dir).values())[:5]
+    return [json.loads(store.get_bytes(write_run(store, test_signer, corpus_keyring, part)))
+            for part in (raws[:3], raws[3:])]
+
+
+def audit(store, corpus_keyring, test_signer) -> tuple[list[tuple[str, str, str]], Audit]:
+    run = Audit(store, corpus_keyring, Keyring([test_signer.pinned()]))
+    return [(d.code, d.path, d.detail) for d in run.run()], run
+
+
+def resign(store, overwrite, manifest: dict, signer) -> None:
+    """Write ``manifest`` back, signed again by the archive's own key (an insider's edit)."""
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    overwrite(layout.manifest(manifest["run_id"]), canon(sign_manifest(body, signer)) + b"\n")
+
+
+def entry_of(manifest: dict, prefix: str) -> dict:
+    return next(e for e in manifest["objects"] if e["path"].startswith(prefix))
+
+
+def test_a_committed_archive_audits_clean(store, archived, corpus_keyring, test_signer):
+    found, run = audit(store, corpus_keyring, test_signer)
+    assert found == []
+    counts = run.counts
+    assert (counts.manifests, counts.bundles, counts.attestations) == (2, 5, 5)
+    assert counts.objects == len({e["path"] for m in archived for e in m["objects"]})
+    assert counts.clean
+
+
+def test_a_flipped_byte_in_a_raw_bundle(store, archived, overwrite, corpus_keyring, test_signer):
+    raw = entry_of(archived[0], "raw/")["path"]
+    data = bytearray(store.get_bytes(raw))
+    data[data.index(b'"primary_cat":"') + 15] ^= 0x01
+    overwrite(raw, bytes(data))
+    found, _ = audit(store, corpus_keyring, test_signer)
+    assert [(code, path) for code, path, _ in found] == [("HASH_MISMATCH", raw), ("BUNDLE_REJECTED", raw)]
+    assert found[1][2].startswith("canonical_hash_mismatch at canonical_sha256")
+
+
+def test_a_missing_object(store, archived, corpus_keyring, test_signer):
+    table = entry_of(archived[1], "tables/records/")["path"]
+    store.delete(table)
+    found, _ = audit(store, corpus_keyring, test_signer)
+    assert found == [("MISSING", table, "")]
+
+
+def test_a_manifest_with_a_bad_signature(store, archived, overwrite, corpus_keyring, test_signer):
+    manifest = archived[1]
+    signature = manifest["signature"]["signature_b64"]
+    manifest["signature"]["signature_b64"] = ("A" if signature[0] != "A" else "B") + signature[1:]
+    overwrite(layout.manifest(manifest["run_id"]), canon(manifest) + b"\n")
+    found, run = audit(store, corpus_keyring, test_signer)
+    assert found[0] == ("MANIFEST_INVALID", layout.manifest(manifest["run_id"]), "manifest_signature_invalid")
+    # what only that run listed is now unaccounted for; the key document the first run lists is not
+    assert {(code, path) for code, path, _ in found[1:]} == {
+        ("ORPHAN", e["path"]) for e in manifest["objects"] if not e["path"].startswith("keys/")}
+    assert run.counts.manifests == 1
+
+
+def test_a_broken_chain(store, archived, overwrite, corpus_keyring, test_signer):
+    """An insider drops an attestation and signs the manifest again: the chain tells."""
+    manifest = archived[1]
+    feed = entry_of(manifest, "attestations/")
+    dropped, *rest = store.get_bytes(feed["path"]).splitlines(keepends=True)
+    kept = b"".join(rest)
+    overwrite(feed["path"], kept)
+    feed.update(sha256=hashlib.sha256(kept).hexdigest(), size=len(kept))
+    resign(store, overwrite, manifest, test_signer)
+    found, _ = audit(store, corpus_keyring, test_signer)
+    assert found == [
+        ("ATTESTATION_INVALID", layout.manifest(manifest["run_id"]), "the run archived 2 versions and attested 1"),
+        ("CHAIN_BROKEN", feed["path"],
+         f"lines[0].prev_event: names {json.loads(dropped)['event_id']}, which ends no feed of test-key-1")]
+
+
+def test_a_table_with_a_wrong_row_count(store, archived, overwrite, corpus_keyring, test_signer):
+    manifest = archived[0]
+    table = entry_of(manifest, "tables/events/")
+    table["rows"] += 1
+    resign(store, overwrite, manifest, test_signer)
+    found, _ = audit(store, corpus_keyring, test_signer)
+    assert found == [
+        ("ROWS_MISMATCH", table["path"], f"{table['rows'] - 1} rows, listed as {table['rows']}"),
+        ("ROWS_MISMATCH", layout.manifest(manifest["run_id"]), "events: the stats say 6, its files hold 7")]
+
+
+def test_an_orphan(store, archived, corpus_keyring, test_signer):
+    stray = layout.raw_bundle("ab" * 32)
+    store.put_bytes(stray, b"{}")
+    found, _ = audit(store, corpus_keyring, test_signer)
+    assert found == [("ORPHAN", stray, "2 bytes")]
+
+
+def test_row_counts_come_from_the_footer_alone(store, archived):
+    entry = entry_of(archived[0], "tables/aliases/")
+    data = store.get_bytes(entry["path"])
+    assert parquet_rows(data[-4096:]) == entry["rows"]
+    with pytest.raises(ValueError, match="no Parquet footer"):
+        parquet_rows(data[:-1])
+
+
+# --- the command -----------------------------------------------------------------------
+
+def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror):
+    archive = tmp_path / "archive"
+    crawl = run_cli_crawl(tmp_path, "--resolver", mirror().url, "--keyring", str(corpus_dir / KEYRING_NAME),
+                          "--no-default-keys", "--out", str(archive), "--max-records", "6",
+                          corpus_catalog.suffixes[0])
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    [key_document] = (archive / "keys").glob("*.json")
+    keys = ["--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys"]
+    runner = CliRunner()
+
+    clean = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document)])
+    assert clean.exit_code == 0, clean.output
+    assert clean.output.startswith("clean: 1 manifests, ") and ", 6 bundles, 6 attestations" in clean.output
+
+    # trust never comes from the archive unless asked for
+    untrusted = runner.invoke(main, ["audit", str(archive), *keys])
+    assert untrusted.exit_code == 1
+    assert untrusted.stdout.splitlines()[0].startswith("MANIFEST_INVALID manifests/")
+    assert untrusted.stdout.splitlines()[0].endswith(" unknown_key")
+    assert "pin the archive's key with --keyring" in untrusted.stderr
+    assert runner.invoke(main, ["audit", str(archive), *keys, "--trust-archive-keys"]).exit_code == 0
+
+    raw = next((archive / "raw" / "bundles").glob("*/*.json"))
+    raw.write_bytes(raw.read_bytes().replace(b'"pith_number":"pith:', b'"pith_number":"pith:X', 1))
+    damaged = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document), "--json"])
+    assert damaged.exit_code == 1
+    lines = [json.loads(line) for line in damaged.stdout.splitlines()]
+    path = raw.relative_to(archive).as_posix()
+    assert [(line["code"], line["path"]) for line in lines[:-1]] == [
+        ("SIZE_MISMATCH", path), ("BUNDLE_REJECTED", path)]
+    assert lines[-1]["summary"]["discrepancies"] == {"BUNDLE_REJECTED": 1, "SIZE_MISMATCH": 1}
+    assert lines[-1]["summary"]["clean"] is False
+
+
+def test_the_command_on_s3_and_its_usage_errors(s3_endpoint, s3_bucket, corpus_dir, corpus_keyring, test_signer,
+                                                tmp_path):
+    write_run(S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint), test_signer, corpus_keyring,
+              list(corpus_raws(corpus_dir).values())[:2])
+    key_document = tmp_path / "archive-key.json"
+    key_document.write_text(json.dumps(test_signer.public_document()))
+    runner = CliRunner()
+    result = runner.invoke(main, ["audit", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", s3_endpoint,
+                                  "--keyring", str(corpus_dir / KEYRING_NAME), "--keyring", str(key_document)])
+    assert result.exit_code == 0, result.output
+    assert "2 bundles, 2 attestations" in result.output
+    assert runner.invoke(main, ["audit", str(tmp_path / "nowhere")]).exit_code == 2
+    assert runner.invoke(main, ["audit", str(tmp_path), "--no-default-keys"]).exit_code == 2

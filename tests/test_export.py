@@ -1,0 +1,152 @@
+"""Offline exports: a BagIt bag of exactly the committed contents that bagit's own
+validator accepts (and rejects once altered), from a folder and from S3, and a plain
+Parquet dataset in a folder or an S3 prefix."""
+
+import bagit
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+
+from pith.signing import Signer
+from pith_archiver.cli import main
+from storage import layout
+from storage.committed import ObjectAltered, reading_keyring
+from storage.export import ExportError, export_bag, export_dataset
+from storage.manifest import committed_objects
+from storage.stores import LocalStore, S3Store
+from storage.tables import TABLES
+from tests.plugins.archives import corpus_raws, tampered, write_run
+from tests.plugins.s3 import arrow_filesystem
+
+SIGNER = Signer.from_seed("archiver-1", bytes(32))
+EXPORTED = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.KEYS}/")
+
+
+def fill(store, corpus_dir, corpus_keyring) -> list[str]:
+    """Two committed runs (one with a rejected bundle), then a crashed one; the
+    committed runs' manifest paths."""
+    raws = list(corpus_raws(corpus_dir).values())
+    manifests = [write_run(store, SIGNER, corpus_keyring, raws[:6], rejected=[tampered(raws[6])]),
+                 write_run(store, SIGNER, corpus_keyring, raws[7:10])]
+    write_run(store, SIGNER, corpus_keyring, raws[10:12], commit=False)
+    return manifests
+
+
+def payload(bag_dir) -> dict[str, bytes]:
+    root = bag_dir / "data"
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_bag_holds_the_committed_contents_and_validates(tmp_path, corpus_dir, corpus_keyring):
+    archive = LocalStore(tmp_path / "source")
+    manifests = fill(archive, corpus_dir, corpus_keyring)
+    summary = export_bag(archive, reading_keyring(archive), tmp_path / "bag", organization="Example Library")
+    bag = bagit.Bag(str(tmp_path / "bag"))
+    bag.validate()
+    assert sorted(bag.algorithms) == ["sha256", "sha512"]
+
+    listed = committed_objects(archive, reading_keyring(archive))
+    wanted = {path for path in listed if path.startswith(EXPORTED)}
+    files = payload(tmp_path / "bag")
+    assert set(files) == wanted | set(manifests) | {"README.md"}
+    assert all(files[path] == archive.get_bytes(path) for path in wanted | set(manifests))
+    orphans = {s.path for s in archive.list(f"{layout.RAW}/")} - set(listed)
+    assert len(orphans) == 2 and not orphans & set(files)  # the crashed run's bundles stay behind
+    assert not any(path.startswith(layout.QUARANTINE) for path in files)
+    assert summary.objects == len(files) and summary.bundle_versions == 9
+    assert summary.bytes == int(bag.info["Payload-Oxum"].split(".")[0])
+
+    assert bag.info["Source-Organization"] == "Example Library"
+    assert "9 bundle versions from 2 committed runs" in bag.info["External-Description"]
+    assert {"Bagging-Date", "Bag-Software-Agent", "Payload-Oxum"} <= set(bag.info)
+    readme = files["README.md"].decode()
+    assert "| `tables/records/` | the `records` table (9 rows) |" in readme
+    assert all(f"### `{name}`" in readme for name in TABLES)
+    assert all(f"| `{field.name}` |" in readme for field in TABLES["events"].columns)
+    assert all(path.split("/")[1][:-5] in readme for path in manifests)  # every run in the provenance
+    assert SIGNER.fingerprint in readme
+
+
+def test_an_altered_bag_does_not_validate(tmp_path, corpus_dir, corpus_keyring):
+    archive = LocalStore(tmp_path / "source")
+    fill(archive, corpus_dir, corpus_keyring)
+    export_bag(archive, reading_keyring(archive), tmp_path / "bag")
+    bagit.Bag(str(tmp_path / "bag")).validate()
+    victim = next((tmp_path / "bag" / "data" / layout.RAW).rglob("*.json"))
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit: same size, so only the checksums can tell
+    victim.write_bytes(bytes(data))
+    with pytest.raises(bagit.BagValidationError) as caught:
+        bagit.Bag(str(tmp_path / "bag")).validate()
+    assert any(getattr(d, "path", "").endswith(victim.name) for d in caught.value.details)
+
+
+def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, corpus_keyring, s3_bucket,
+                                                        s3_endpoint):
+    archive = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
+    fill(archive, corpus_dir, corpus_keyring)
+    result = CliRunner().invoke(main, ["export", f"s3://{s3_bucket}/archive", "--bag", str(tmp_path / "bag"),
+                                       "--s3-endpoint-url", s3_endpoint, "--source-organization", "Example"])
+    assert result.exit_code == 0, result.output
+    assert "exported 9 bundle versions" in result.output
+    bagit.Bag(str(tmp_path / "bag")).validate()
+    files = payload(tmp_path / "bag")
+    raw = {path for path in files if path.startswith(layout.RAW)}
+    assert len(raw) == 9 and all(files[path] == archive.get_bytes(path) for path in raw)
+
+
+def test_a_parquet_dataset_in_a_folder_or_an_s3_prefix(tmp_path, corpus_dir, corpus_keyring, store):
+    archive = LocalStore(tmp_path / "source")
+    fill(archive, corpus_dir, corpus_keyring)
+    keyring = reading_keyring(archive)
+    listed = committed_objects(archive, keyring)
+    tables = {path for path in listed if path.startswith(f"{layout.TABLES}/")}
+    raw = {path for path in listed if path.startswith(f"{layout.RAW}/")}
+    summary = export_dataset(archive, keyring, store, with_raw=True)
+    assert {s.path for s in store.list()} == tables | raw | {"README.md"}
+    assert summary.bundle_versions == len(raw) == 9
+    assert all(store.get_bytes(path) == archive.get_bytes(path) for path in tables | raw)
+    filesystem, base = arrow_filesystem(store)
+    records = ds.dataset(f"{base}/tables/records", format="parquet", partitioning="hive", filesystem=filesystem)
+    assert records.count_rows() == 9
+
+    export_dataset(archive, keyring, store, with_raw=True)  # an interrupted export is simply run again
+    assert {s.path for s in store.list()} == tables | raw | {"README.md"}
+    write_run(archive, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[12:13])
+    with pytest.raises(ExportError, match="holds another export"):
+        export_dataset(archive, reading_keyring(archive), store, with_raw=True)
+
+
+def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, corpus_dir, corpus_keyring):
+    archive = LocalStore(tmp_path / "source")
+    fill(archive, corpus_dir, corpus_keyring)
+    result = CliRunner().invoke(main, ["export", str(archive.root), "--format", "parquet", "--to", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    exported = {s.path for s in LocalStore(tmp_path / "d").list()}
+    assert exported == {p for p in committed_objects(archive, reading_keyring(archive))
+                        if p.startswith(f"{layout.TABLES}/")} | {"README.md"}
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
+
+
+def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path, corpus_dir, corpus_keyring):
+    archive = LocalStore(tmp_path / "source")
+    fill(archive, corpus_dir, corpus_keyring)
+    keyring = reading_keyring(archive)
+    victim = next(path for path in committed_objects(archive, keyring) if path.startswith(layout.RAW))
+    (archive.root / victim).write_bytes(archive.get_bytes(victim).replace(b"pith", b"PITH", 1))
+    out = tmp_path / "exports" / "bag"
+    with pytest.raises(ObjectAltered, match=victim):
+        export_bag(archive, keyring, out)
+    assert list((tmp_path / "exports").iterdir()) == []  # no bag, no half-made staging folder
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give either --bag OUT or --format parquet --to DEST"),
+    (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet --to DEST"),
+    (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
+    (["--bag", "b", "--with-raw"], "--with-raw goes with --to"),
+])
+def test_export_usage_errors(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["export", str(tmp_path), *args])
+    assert result.exit_code == 2 and message in result.output

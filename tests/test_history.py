@@ -1,0 +1,169 @@
+"""Append-only history per record: a successor that keeps every event becomes current;
+a fork (another event set) and a rollback (older events served again) are kept as
+evidence, flagged not_append_only, and never become current. Through the writer on
+both backends, and end to end through re-crawls of a mirror serving new versions."""
+
+import copy
+import json
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from mirror.corpus import corpus_signer
+from mirror.record import compact_json
+from mirror.source import KEYRING_NAME
+from pith.mint import new_event, seal
+from pith.verify import verify_bundle
+from storage import layout
+from storage.archive import ArchiveWriter
+from storage.committed import table_batches
+from storage.history import RECORD_COLUMNS, History
+from storage.manifest import committed_objects
+from storage.stores import LocalStore
+from tests.plugins.archives import corpus_raws, rebuilt
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.mirror import SMALL_CORPUS_SEED
+from tests.plugins.s3 import arrow_filesystem
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def extended(raw: bytes, built_at: str) -> bytes:
+    """The append-only successor of a corpus bundle: every event kept, one new graph
+    snapshot appended, rebuilt at ``built_at`` and signed by the corpus key."""
+    signer = corpus_signer(SMALL_CORPUS_SEED)
+    bundle = json.loads(raw)
+    snapshot = copy.deepcopy(bundle["events"][-1]["payload"])
+    snapshot["graph_snapshot"]["claims"]["count"] += 1
+    bundle["events"].append(new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot,
+                                      built_at, built_at))
+    bundle["built_at"] = built_at
+    return compact_json(seal(bundle, signer, built_at))
+
+
+@pytest.fixture(scope="module")
+def versions(corpus_dir, corpus_keyring):
+    """One corpus record in five versions: the original, its append-only successor, a
+    fork (another snapshot appended to the original), the original rebuilt later (a
+    rollback with new bytes), and a successor of the successor built before it."""
+    original = next(iter(corpus_raws(corpus_dir).values()))
+    successor = extended(original, "2026-06-10T00:00:00Z")
+    found = {"original": original, "successor": successor,
+             "fork": extended(original, "2026-06-12T00:00:00Z"),
+             "rollback": rebuilt(original, "2026-06-13T00:00:00Z"),
+             "backdated": extended(successor, "2026-06-09T00:00:00Z")}
+    verdicts = {name: verify_bundle(raw, corpus_keyring) for name, raw in found.items()}
+    assert all(v.ok for v in verdicts.values()), verdicts
+    assert len({v.bundle_sha256 for v in verdicts.values()}) == 5
+    return {name: (raw, verdicts[name]) for name, raw in found.items()}
+
+
+def add(writer, versions, name, minutes):
+    raw, verdict = versions[name]
+    return writer.add_verified(raw, verdict, f"http://127.0.0.1/{name}", T0 + timedelta(minutes=minutes)).result(30)
+
+
+def read_table(store, name) -> list[dict]:
+    filesystem, base = arrow_filesystem(store)
+    return ds.dataset(f"{base}/tables/{name}", filesystem=filesystem, partitioning="hive").to_table().to_pylist()
+
+
+def current_version(records: list[dict], pith_number: str) -> str:
+    """The rule docs/ARCHIVE.md gives readers: among the rows accepted as current, the
+    greatest (built_at, fetched_at)."""
+    rows = [r for r in records if r["pith_number"] == pith_number and r.get("accepted_as_current") is not False]
+    return max(rows, key=lambda r: (r["built_at"], r["fetched_at"]))["bundle_sha256"]
+
+
+def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versions, test_signer, test_keyring):
+    number = versions["original"][1].pith_number
+    first = ArchiveWriter(store, test_signer)
+    add(first, versions, "original", 0)
+    first.commit()
+    second = ArchiveWriter(store, test_signer)  # history comes from the committed tables
+    assert add(second, versions, "successor", 1) is not None
+    second.commit()
+
+    third = ArchiveWriter(store, test_signer)
+    stored = {name: add(third, versions, name, minute) for minute, name in
+              enumerate(["fork", "rollback", "backdated", "original"], start=2)}
+    assert third.counts()["not_append_only"] == 4
+    third.commit()
+    # every new version's bytes are stored, as evidence; the original again is a duplicate
+    for name in ("fork", "rollback", "backdated"):
+        assert store.get_bytes(stored[name].path) == versions[name][0]
+    assert stored["original"] is None
+
+    sha = {name: verdict.bundle_sha256 for name, (_, verdict) in versions.items()}
+    records = read_table(store, "records")
+    assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
+        sha["original"]: True, sha["successor"]: True, sha["fork"]: False, sha["rollback"]: False,
+        sha["backdated"]: False}
+    assert current_version(records, number) == sha["successor"]
+    flagged = {(r["bundle_sha256"], r["status"], r["duplicate"]): r["detail"]
+               for r in read_table(store, "verifications") if r["reason"] == "not_append_only"}
+    assert set(flagged) == {(sha["fork"], "verified", False), (sha["rollback"], "verified", False),
+                            (sha["backdated"], "verified", False), (sha["original"], "verified", True)}
+    assert flagged[(sha["fork"], "verified", False)] == \
+        f"lacks 1 of the 3 events of the current version {sha['successor']}"
+    assert flagged[(sha["backdated"], "verified", False)] == f"built before the current version {sha['successor']}"
+
+    # a later run still sees the successor as current, and the fork as archived
+    history = History.from_tables((batch for path, entry in committed_objects(store, test_keyring).items()
+                                   if entry.get("table") == "records"
+                                   for batch in table_batches(store, entry, RECORD_COLUMNS)), ())
+    assert history.current(number).bundle.hex() == sha["successor"]
+    assert history.archived(sha["fork"])
+
+
+def test_an_append_only_successor_in_the_same_run_becomes_current(tmp_path, versions, test_signer):
+    store = LocalStore(tmp_path / "archive")
+    writer = ArchiveWriter(store, test_signer)
+    for minute, name in enumerate(["original", "successor", "original"]):
+        add(writer, versions, name, minute)
+    assert writer.counts()["not_append_only"] == 1  # the original served again after its successor
+    writer.commit()
+    records = read_table(store, "records")
+    assert [r["accepted_as_current"] for r in records] == [True, True]
+    assert current_version(records, versions["original"][1].pith_number) == versions["successor"][1].bundle_sha256
+
+
+def test_files_without_the_column_count_as_accepted(versions):
+    raw, verdict = versions["original"]
+    old = pa.table({"pith_number": [verdict.pith_number], "bundle_sha256": [verdict.bundle_sha256],
+                    "built_at": [T0], "fetched_at": [T0]})
+    history = History.from_tables([old], [])
+    assert history.current(verdict.pith_number).bundle.hex() == verdict.bundle_sha256
+    assert history.archived(verdict.bundle_sha256)
+
+
+def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_dir, mirror, versions):
+    """The whole path: a mirror serving each version in turn, re-crawled into one archive."""
+    number = versions["original"][1].pith_number
+    suffix = number.rsplit(":", 1)[1]
+    archive = tmp_path / "archive"
+    results = {}
+    for name in ("original", "successor", "fork", "original"):  # the last one: a rollback
+        served = tmp_path / f"served-{name}"
+        served.mkdir(exist_ok=True)
+        (served / f"{suffix}.bundle.json").write_bytes(versions[name][0])
+        server = mirror(directory=served)
+        results.setdefault(name, []).append(run_cli_crawl(
+            tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys",
+            "--no-follow", "--out", str(archive), suffix))
+    for runs in results.values():
+        for result in runs:
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert result.stat("verified") == 1
+    assert [r.stat("not_append_only") for r in results["original"]] == [0, 1]
+    assert (results["successor"][0].stat("not_append_only"), results["fork"][0].stat("not_append_only")) == (0, 1)
+    assert [r.stat("archived") for r in results["original"]] == [1, 0]  # the rollback's bytes were kept already
+    assert results["fork"][0].stat("archived") == 1
+
+    records = ds.dataset(archive / layout.TABLES / "records", partitioning="hive").to_table().to_pylist()
+    sha = {name: versions[name][1].bundle_sha256 for name in ("original", "successor", "fork")}
+    assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
+        sha["original"]: True, sha["successor"]: True, sha["fork"]: False}
+    assert current_version(records, number) == sha["successor"]

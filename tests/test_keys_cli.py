@@ -1,0 +1,78 @@
+"""The archiver's own key: `keys generate` makes one, `crawl --signing-key` signs with
+it and publishes its public document under keys/; with no option, a key is made on
+first use outside the archive, and the crawl says where."""
+
+import json
+import stat
+
+from click.testing import CliRunner
+
+from pith.keyring import Keyring, key_from_entry
+from pith.signing import Signer
+from pith_archiver.cli import main
+from storage import layout
+from storage.manifest import committed_manifests
+from storage.stores import LocalStore
+from tests.plugins.crawling import run_cli_crawl
+
+
+def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
+    out = tmp_path / "keys" / "archive-key.json"
+    result = CliRunner().invoke(main, ["keys", "generate", "--out", str(out), "--key-id", "library-archive-1"])
+    assert result.exit_code == 0, result.output
+    signer = Signer.load(out)
+    assert signer.key_id == "library-archive-1"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    document = json.loads(result.stdout)
+    assert document == signer.public_document()
+    assert key_from_entry(document).raw == signer.public_raw
+    assert f"wrote signing key library-archive-1 (fingerprint {signer.fingerprint}) to {out}" in result.stderr
+
+
+def test_generate_never_replaces_a_key_and_checks_the_id(tmp_path):
+    out = tmp_path / "key.json"
+    runner = CliRunner()
+    assert runner.invoke(main, ["keys", "generate", "--out", str(out)]).exit_code == 0
+    before = out.read_bytes()
+    again = runner.invoke(main, ["keys", "generate", "--out", str(out)])
+    assert again.exit_code == 2 and "never replaced" in again.output
+    assert out.read_bytes() == before
+    assert Signer.load(out).key_id.startswith("pith-archiver-")
+    bad = runner.invoke(main, ["keys", "generate", "--out", str(tmp_path / "other.json"), "--key-id", "a/b"])
+    assert bad.exit_code == 2 and "--key-id" in bad.output
+    assert not (tmp_path / "other.json").exists()
+
+
+def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    key_file = tmp_path / "archive-key.json"
+    assert CliRunner().invoke(main, ["keys", "generate", "--out", str(key_file), "--key-id", "w1-key"]).exit_code == 0
+    archive = tmp_path / "archive"
+    result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--signing-key", str(key_file),
+                           suffixes[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    signer = Signer.load(key_file)
+    [manifest] = committed_manifests(LocalStore(archive), Keyring([signer.pinned()]))
+    assert manifest["signature"]["key_id"] == "w1-key"
+    published = archive / layout.key_document("w1-key")
+    assert json.loads(published.read_text()) == signer.public_document()
+    assert not (tmp_path / "config" / "pith-archiver" / "signing-key.json").exists()  # no default key was made
+    # the published document is all `verify` needs to check the run's attestations
+    [feed] = (archive / "attestations").glob("*.jsonl")
+    checked = CliRunner().invoke(main, ["verify", "--keyring", str(published), str(feed)])
+    assert checked.exit_code == 0 and "3 attestations" in checked.output
+
+
+def test_crawl_without_a_key_makes_one_outside_the_archive_and_says_where(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), suffixes[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    key_file = tmp_path / "config" / "pith-archiver" / "signing-key.json"
+    assert "created the archiver signing key" in result.stderr and str(key_file) in result.stderr
+    signer = Signer.load(key_file)
+    assert json.loads((archive / layout.key_document(signer.key_id)).read_text()) == signer.public_document()
+    assert not any(archive.rglob("signing-key.json"))
+    again = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), suffixes[0])
+    assert "created the archiver signing key" not in again.stderr  # made once, then reused
+    assert len(list(committed_manifests(LocalStore(archive), Keyring([signer.pinned()])))) == 2
