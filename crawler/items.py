@@ -10,7 +10,7 @@ from pith.verify import Verdict
 class BundleItem:
     """A fetched bundle: ``body`` is the exact response body; the pipelines verify it."""
     url: str
-    body: bytes
+    body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes
     fetched_at: str
     suffix: str | None            # the record the URL named, when it named one
     depth: int = 0

@@ -1,4 +1,5 @@
-"""Downloader middlewares: polite retries and conditional re-fetching."""
+"""Downloader middlewares: polite retries, conditional re-fetching, and requests kept
+on the hosts the crawl was given."""
 
 import logging
 import random
@@ -8,9 +9,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scrapy import signals
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
@@ -152,3 +155,26 @@ class JsonCharsetMiddleware:
         if content_type.split(b";")[0].strip().lower() in self.JSON_TYPES and b"charset" not in content_type.lower():
             response.headers[b"Content-Type"] = content_type + b"; charset=utf-8"
         return response
+
+
+class OnSiteMiddleware(OffsiteMiddleware):
+    """Scrapy's offsite filter without its pass for ``dont_filter`` requests.
+
+    The spider sets dont_filter on record requests (records are deduplicated by
+    suffix) and a redirect inherits it, so under Scrapy's rule a resolver could send
+    the crawl to any host it names: a cloud metadata address, a service on the
+    crawler's own network, whose answer would then be stored in quarantine. Only the
+    hosts of the crawl (``allowed_domains``) are fetched; ``meta["allow_offsite"]``
+    still admits a request on purpose. Requests are filtered as they are downloaded,
+    not as they are scheduled, so that a redirect dropped here reaches its errback and
+    is recorded as the record's failure instead of vanishing."""
+
+    def request_scheduled(self, request, spider=None):
+        return None
+
+    def process_request(self, request, spider=None):
+        if request.dont_filter and not request.meta.get("allow_offsite") \
+                and not self.should_follow(request, self.crawler.spider):
+            self.stats.inc_value("offsite/filtered")
+            raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).hostname!r}")
+        return super().process_request(request)

@@ -48,7 +48,7 @@ def parse_seed(text: str) -> Seed:
             return Seed("suffix", match.group(1))
         doi = DOI_RE.match(text)
         if doi:
-            return Seed("alias", doi.group(1))
+            return _doi_seed(doi.group(1))
         raise SeedError(f"{text}: not a record page, bundle or sitemap URL")
     short = SHORT_NUMBER_RE.match(text)
     if short:
@@ -58,8 +58,16 @@ def parse_seed(text: str) -> Seed:
         return Seed("alias", arxiv.group(1))
     doi = DOI_RE.match(text)
     if doi:
-        return Seed("alias", doi.group(1))
+        return _doi_seed(doi.group(1))
     raise SeedError(f"{text!r} is not a Pith number, suffix, arXiv id, DOI or URL")
+
+
+def _doi_seed(doi: str) -> Seed:
+    """A DOI goes into the resolver path as it is (its slashes included), so a '.' or
+    '..' segment would step out of /pith/ on any server that normalizes paths."""
+    if any(segment in (".", "..") for segment in doi.split("/")):
+        raise SeedError(f"{doi!r}: a DOI with a '.' or '..' path segment")
+    return Seed("alias", doi)
 
 
 def read_seeds_file(path) -> list[str]:

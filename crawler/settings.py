@@ -40,6 +40,8 @@ PITH_RETRY_AFTER_MAX = 120.0
 
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+    "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
     "crawler.middlewares.BackoffRetryMiddleware": 550,
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
     "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
@@ -50,9 +52,15 @@ ITEM_PIPELINES = {
     "pipelines.archive.ArchivePipeline": 300,
 }
 
+# PITH_FRONTIER set: scrapy-redis's scheduler, queue and duplicate filter (crawler.frontier).
+ADDONS = {
+    "crawler.frontier.FrontierAddon": 0,
+}
+
 EXTENSIONS = {
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
+    "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
 }
 
 # Ours.
@@ -67,6 +75,11 @@ PITH_STATE_DIR = None             # where conditional-request validators live (N
 PITH_PROGRESS = "auto"            # "auto" (a live line on a terminal), "log", or "off"
 PITH_PROGRESS_INTERVAL = 1.0
 PITH_STATS_FILE = None           # write the final stats here as JSON
+PITH_FRONTIER = None              # redis://host:port/db: a frontier shared with other workers (None: this process alone)
+PITH_FRONTIER_KEY = "pith"        # names this crawl's keys in that Redis (one key per crawl)
+PITH_FRONTIER_LEASE = 30.0        # seconds without a heartbeat before a worker counts as dead and its tasks move on
+PITH_FRONTIER_IDLE_CLOSE = 5.0    # seconds all workers must stay idle with the queue empty before they close
+PITH_FRONTIER_POLL = 0.25         # seconds between a worker's looks at the shared queue and the others' leases
 
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"

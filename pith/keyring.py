@@ -20,6 +20,10 @@ REGISTRY_KEY = {
 }
 
 
+SIGNATURE_MEMBERS = frozenset({"signature_status", "algorithm", "key_id", "public_key_fingerprint",
+                               "signature_b64", "signed_message", "signed_at"})
+
+
 class KeyringError(ValueError):
     """A keyring file or key entry that cannot be used."""
 
@@ -111,9 +115,18 @@ class Keyring:
     def __iter__(self):
         return iter(self._keys.values())
 
-    def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str) -> PinnedKey:
+    def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str,
+                        members: frozenset | None = None) -> PinnedKey:
         """Verify a signature object (``key_id``, ``public_key_fingerprint``,
-        ``algorithm``, ``signature_b64``) over ``message`` with the pinned key."""
+        ``algorithm``, ``signature_b64``) over ``message`` with the pinned key.
+
+        ``members``, for a signature block that no hash covers, is the set of members it
+        may hold: anything else would ride along unsigned. The base64 must be canonical
+        for the same reason (its spare bits could spell one signature many ways)."""
+        if members is not None:
+            extra = sorted(set(sig) - members)
+            if extra:
+                raise Rejected("schema_violation", f"{path}.{extra[0]}", "not a member of a signature block")
         if sig.get("algorithm") != "ed25519":
             raise Rejected("unsupported_algorithm", f"{path}.algorithm", f"{sig.get('algorithm')!r}")
         key = self.get(sig.get("key_id"))
@@ -122,10 +135,14 @@ class Keyring:
         if sig.get("public_key_fingerprint") != key.fingerprint:
             raise Rejected("key_fingerprint_mismatch", f"{path}.public_key_fingerprint",
                            f"pinned {key.key_id} has fingerprint {key.fingerprint}")
+        encoded = sig.get("signature_b64")
         try:
-            signature = base64.b64decode(sig.get("signature_b64"), validate=True)
+            signature = base64.b64decode(encoded, validate=True)
         except (binascii.Error, TypeError, ValueError):
             raise Rejected(invalid_reason, f"{path}.signature_b64", "not base64") from None
         if len(signature) != 64 or not key.verify(message, signature):
             raise Rejected(invalid_reason, f"{path}.signature_b64", f"does not verify under {key.key_id}")
+        if base64.b64encode(signature).decode("ascii") != encoded:
+            raise Rejected("schema_violation", f"{path}.signature_b64",
+                           "not canonical base64 (its spare bits could spell the same signature many ways)")
         return key

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
-from .keyring import Keyring
+from .keyring import SIGNATURE_MEMBERS, Keyring
 from .merge import MERGE_VERSION, merge
 from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
@@ -21,6 +21,7 @@ RECEIPT_MESSAGE = "canonical_sha256_bytes"
 EVENT_MESSAGE = "open_graph_event_sha256_bytes"
 BUNDLE_MESSAGE = "bundle_sha256_bytes"
 SIGNATURE_STATUS = "signed_v1"
+BUNDLE_SIGNATURE_MEMBERS = SIGNATURE_MEMBERS | {"bundle_sha256"}
 # RFC 3339 in UTC, as every timestamp in the real bundles is written.
 TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 
@@ -220,7 +221,9 @@ def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: 
     if signer.get("key_id") != signature.get("key_id") or \
             signer.get("public_key_fingerprint") != signature.get("public_key_fingerprint"):
         raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
-    keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid")
+    # outside the content hash: in a feed nothing else covers it
+    keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid",
+                            SIGNATURE_MEMBERS)
     return content_sha256
 
 
@@ -245,7 +248,9 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
     body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     if canon_sha256(body, exact) != claimed:
         raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
-    keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid")
+    # no hash covers bundle_signature: it may hold its own members and nothing else
+    keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid",
+                            BUNDLE_SIGNATURE_MEMBERS)
     return claimed
 
 

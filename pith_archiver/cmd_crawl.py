@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from crawler.frontier import FrontierError, check_url, connect
 from crawler.seeds import SeedError, parse_seed, read_seeds_file
 from .crawling import default_state_dir, run_crawl
 
@@ -33,6 +34,9 @@ def _setting_pairs(values):
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
 @click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
 @click.option("--jobdir", type=click.Path(file_okay=False), help="Keep crawl state here to resume after Ctrl-C.")
+@click.option("--frontier", metavar="URL", help="Share the crawl with other workers through this Redis "
+              "(redis://host:port/db); resumable there, so not with --jobdir.")
+@click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
 @click.option("--mirror", "mirrors", multiple=True, help="A fallback resolver base URL; repeatable.")
 @click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from.")
 @click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True)
@@ -41,7 +45,8 @@ def _setting_pairs(values):
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, no_default_keys, max_records,
-          max_depth, no_follow, jobdir, mirrors, allow_hosts, progress, signing_key, stats_json, settings):
+          max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key, stats_json,
+          settings):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -62,6 +67,21 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, no_de
                  "PITH_PROGRESS": progress, "PITH_SIGNING_KEY": signing_key, "PITH_STATE_DIR": default_state_dir(archive, jobdir)}
     if jobdir:
         overrides["JOBDIR"] = jobdir
+    if frontier:
+        if jobdir:
+            raise click.BadParameter("the frontier keeps the crawl's state; --jobdir would keep a second one",
+                                     param_hint="--jobdir")
+        try:
+            check_url(frontier)
+        except FrontierError as exc:
+            raise click.BadParameter(str(exc), param_hint="--frontier") from None
+        try:
+            connect(frontier).close()
+        except FrontierError as exc:
+            raise click.ClickException(str(exc)) from None
+        overrides["PITH_FRONTIER"] = frontier
+    if worker:
+        overrides["PITH_WORKER"] = worker
     if stats_json:
         overrides["PITH_STATS_FILE"] = stats_json
     overrides.update(_setting_pairs(settings))

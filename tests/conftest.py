@@ -5,4 +5,6 @@ pytest_plugins = [
     "tests.plugins.s3",
     "tests.plugins.crawling",
     "tests.plugins.mirror",
+    "tests.plugins.faults",
+    "tests.plugins.redis",
 ]

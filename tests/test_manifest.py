@@ -26,6 +26,14 @@ def manifest_for(store, signer, run_id=RUN, paths=("raw/bundles/ab/one.json",), 
     return sign_manifest(body, signer)
 
 
+def spare_bits(encoded: str) -> str:
+    """The same 64 signature bytes spelled another way: base64's last character before
+    the padding carries 4 bits no decoder reads."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = alphabet.index(encoded[-3])
+    return encoded[:-3] + alphabet[last ^ 1] + encoded[-2:]
+
+
 def test_a_signed_manifest_verifies(test_signer, test_keyring, tmp_path):
     manifest = manifest_for(LocalStore(tmp_path), test_signer)
     assert verify_manifest(canon(manifest), test_keyring) == manifest
@@ -45,6 +53,9 @@ def test_a_signed_manifest_verifies(test_signer, test_keyring, tmp_path):
      "manifest_signature_invalid"),
     (lambda m: m["signature"].update(key_id="someone-else"), "unknown_key"),
     (lambda m: m["signature"].update(signed_message="bundle_sha256_bytes"), "schema_violation"),
+    # the signature block is outside the hash: nothing may ride in it unsigned
+    (lambda m: m["signature"].update(note="unsigned payload"), "schema_violation"),
+    (lambda m: m["signature"].update(signature_b64=spare_bits(m["signature"]["signature_b64"])), "schema_violation"),
 ])
 def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path, change, reason):
     manifest = json.loads(canon(manifest_for(LocalStore(tmp_path), test_signer)))

@@ -10,13 +10,14 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
+from ..frontier import BUNDLE, CLAIMED, FULL, PAGE, SEEN, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
 from ..links import Resolver, base_of, mirror_bases, sitemap_locations, suffixes_in
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
@@ -47,6 +48,7 @@ def _as_bool(value) -> bool:
 class PithSpider(scrapy.Spider):
     name = "pith"
     custom_settings = {}
+    frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
 
     def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
                  follow=True, mirrors=None, allow_hosts=None, **kwargs):
@@ -72,6 +74,10 @@ class PithSpider(scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
         spider.fetch_state = crawler.settings.getbool("PITH_FETCH_STATE", True)
+        try:
+            spider.frontier = Frontier.from_crawler(crawler)
+        except NotConfigured:
+            pass
         return spider
 
     # --- bookkeeping -------------------------------------------------------------
@@ -79,6 +85,23 @@ class PithSpider(scrapy.Spider):
     def seen(self) -> dict:
         """Suffix -> depth of every record scheduled so far (survives --jobdir resumes)."""
         return self.state.setdefault("seen", {})
+
+    def claim(self, suffixes, depth: int, page: bool) -> list[tuple[str, str]]:
+        """``(suffix, verdict)`` for each record named: CLAIMED when this worker is the
+        first to take it (across all workers of a frontier), SEEN when it was taken
+        before, FULL past --max-records."""
+        if self.frontier is not None:
+            return self.frontier.claim(suffixes, depth, page, self.max_records)
+        verdicts = []
+        for suffix in dict.fromkeys(suffixes):
+            if suffix in self.seen:
+                verdicts.append((suffix, SEEN))
+            elif self.max_records and len(self.seen) >= self.max_records:
+                verdicts.append((suffix, FULL))
+            else:
+                self.seen[suffix] = depth
+                verdicts.append((suffix, CLAIMED))
+        return verdicts
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(f"pith/{key}", count)
@@ -108,38 +131,47 @@ class PithSpider(scrapy.Spider):
         yield from self.seed_requests()
 
     def seed_requests(self):
+        yield from self.record_requests([seed.value for seed in self.seeds if seed.kind == "suffix"], depth=0)
         for seed in self.seeds:
-            if seed.kind == "suffix":
-                yield from self.record_requests(seed.value, depth=0)
-            elif seed.kind == "alias":
+            if seed.kind == "alias":
                 yield scrapy.Request(self.resolver.base + alias_path(seed.value), callback=self.parse_page,
-                                     priority=PRIORITY["alias"], meta={"pith_depth": 0, "pith_alias": seed.value},
-                                     errback=self.alias_failed)
-            else:
-                url = seed.value or self.resolver.base + "/sitemap.xml"
-                yield scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"])
+                                     priority=PRIORITY["alias"], errback=self.alias_failed,
+                                     meta={"pith_depth": 0, "pith_alias": seed.value,
+                                           "pith_task": f"alias:{seed.value}"})
+            elif seed.kind != "suffix":
+                yield self.sitemap_request(seed.value or self.resolver.base + "/sitemap.xml")
 
     # --- records -------------------------------------------------------------------
-    def record_requests(self, suffix: str, depth: int):
-        """Requests for one record, unless it was seen or a bound forbids it."""
-        if suffix in self.seen:
-            return
-        if self.max_records and len(self.seen) >= self.max_records:
-            self._stat("records_skipped_max_records")
-            return
-        self.seen[suffix] = depth
-        self._stat("records_found")
-        yield self.bundle_request(self.resolver.base, suffix, depth)
-        if self.follow and (self.max_depth < 0 or depth < self.max_depth):
-            yield scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
-                                 priority=PRIORITY["page"], meta={"pith_depth": depth}, errback=self.page_failed,
-                                 dont_filter=True)
+    def record_requests(self, suffixes, depth: int):
+        """Requests for the records named, except those seen before or beyond a bound."""
+        page = self.follow and (self.max_depth < 0 or depth < self.max_depth)
+        for suffix, verdict in self.claim(suffixes, depth, page):
+            if verdict == FULL:
+                self._stat("records_skipped_max_records")
+            if verdict == CLAIMED:
+                self._stat("records_found")
+                yield self.bundle_request(self.resolver.base, suffix, depth)
+                if page:
+                    yield self.page_request(suffix, depth)
+
+    def record_task_request(self, kind: str, suffix: str, depth: int):
+        """The request of a record task again, for a worker taking over a dead one's."""
+        return self.bundle_request(self.resolver.base, suffix, depth) if kind == BUNDLE \
+            else self.page_request(suffix, depth)
+
+    def page_request(self, suffix: str, depth: int):
+        return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
+                              priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
+                              meta={"pith_depth": depth, "pith_task": record_task(PAGE, suffix)})
+
+    def sitemap_request(self, url: str):
+        return scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"],
+                              meta={"pith_task": f"sitemap:{url}"})
 
     def records_in(self, body: bytes, depth: int):
         if not self.follow or (0 <= self.max_depth < depth):
             return
-        for suffix in suffixes_in(body):
-            yield from self.record_requests(suffix, depth)
+        yield from self.record_requests(suffixes_in(body), depth)
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
         resolver = Resolver(base, self.resolver.templates)
@@ -148,7 +180,8 @@ class PithSpider(scrapy.Spider):
         return scrapy.Request(resolver.url("bundle_url", suffix), callback=self.parse_bundle,
                               errback=self.bundle_failed, priority=PRIORITY["bundle"], dont_filter=True,
                               meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
-                                    "pith_tried": [*tried, base], "handle_httpstatus_list": [304]})
+                                    "pith_tried": [*tried, base], "handle_httpstatus_list": [304],
+                                    "pith_task": record_task(BUNDLE, suffix)})
 
     # --- callbacks -----------------------------------------------------------------
     def parse_bundle(self, response):
@@ -207,18 +240,18 @@ class PithSpider(scrapy.Spider):
                 self._stat("seeds_unresolved")
                 logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
                 return
-            yield from self.record_requests(suffix, depth)
+            yield from self.record_requests([suffix], depth)
         yield from self.records_in(response.body, depth + 1)
 
     def parse_sitemap(self, response):
+        records = []
         for location in sitemap_locations(response.body):
             path = urlsplit(location).path
             if path.endswith(".xml"):  # a sitemap index: fetch the child on the resolver in use
-                yield scrapy.Request(self.resolver.base + path, callback=self.parse_sitemap,
-                                     priority=PRIORITY["sitemap"])
+                yield self.sitemap_request(self.resolver.base + path)
             else:
-                for suffix in suffixes_in(path.encode()):
-                    yield from self.record_requests(suffix, 0)
+                records += suffixes_in(path.encode())
+        yield from self.record_requests(records, 0)
 
     # --- failures ------------------------------------------------------------------
     def bundle_failed(self, failure):
@@ -233,8 +266,8 @@ class PithSpider(scrapy.Spider):
             logger.info("bundle %s failed (%s); trying mirror %s", request.url, _describe(failure), remaining[0])
             yield self.bundle_request(remaining[0], meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
             return
-        # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and only that
-        too_large = failure.check(DownloadCancelledError)
+        # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
+        too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
         reason = "too_large" if too_large else "fetch_failed"
         detail = f"body larger than the {self.limits.max_bytes}-byte limit" if too_large else _describe(failure)
         self._stat(f"bundle_failures/{reason}")

@@ -1,0 +1,275 @@
+"""The shared Redis frontier: requests as JSON (never pickle), shared claims, tasks
+that are taken once and come back when their worker dies, and real crawls of one
+mirror by two workers into one archive, one of them killed mid-run."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import scrapy
+from click.testing import CliRunner
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import request_from_dict
+
+from crawler import frontier
+from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, MalformedRequest,
+                              RequestNotSerializable, connect, frontier_settings)
+from crawler.spiders.pith import PithSpider
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from pith.keyring import Keyring
+from pith.signing import Signer
+from pith_archiver.cli import main
+from pith_archiver.crawling import project_settings
+from storage.manifest import committed_manifests
+from storage.stores import LocalStore
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
+
+
+# --- requests as JSON -------------------------------------------------------------------
+
+def spider_requests() -> tuple[PithSpider, list[scrapy.Request]]:
+    """Every kind of request the spider queues in a shared frontier."""
+    spider = PithSpider(seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1")
+    requests = [*spider.seed_requests(), spider.page_request(REAL, 2),
+                spider.bundle_request("http://127.0.0.1:2", REAL, 3, tried=["http://127.0.0.1:1"])]
+    return spider, requests
+
+
+def test_every_request_the_spider_queues_round_trips_as_json():
+    spider, requests = spider_requests()
+    assert {r.callback.__name__ for r in requests} == {"parse_bundle", "parse_page", "parse_sitemap"}
+    for request in requests:
+        data = frontier.dumps(request.to_dict(spider=spider))
+        assert isinstance(json.loads(data), dict)  # plain JSON, readable by anyone
+        back = request_from_dict(frontier.loads(data), spider=spider)
+        assert back.to_dict(spider=spider) == request.to_dict(spider=spider)
+        assert back.callback == request.callback and back.errback == request.errback
+
+
+@pytest.mark.parametrize("meta, named", [({"tried": ("a", "b")}, "tuple"), ({"raw": b"x"}, "bytes"),
+                                         ({"when": object()}, "object"), ({"x": float("nan")}, "nan"),
+                                         ({"x": {1: "a"}}, "key"), ({"x": [{"y": {"z"}}]}, "set")])
+def test_meta_that_json_would_change_is_refused_by_name(meta, named):
+    spider, _ = spider_requests()
+    request = spider.page_request(REAL, 0).replace(meta=meta)
+    with pytest.raises(RequestNotSerializable, match=named):
+        frontier.dumps(request.to_dict(spider=spider))
+
+
+def test_only_plain_requests_travel():
+    spider, _ = spider_requests()
+    form = scrapy.FormRequest("http://127.0.0.1:1/x", formdata={"a": "b"}, callback=spider.parse_page)
+    with pytest.raises(RequestNotSerializable, match="FormRequest"):
+        frontier.dumps(form.to_dict(spider=spider))
+
+
+@pytest.mark.parametrize("entry, named", [
+    (pickle.dumps({"url": "http://127.0.0.1:1/"}), "not JSON"),
+    (b'{"url": "http://127.0.0.1:1/", "_class": "os.system"}', "_class"),
+    (b'{"url": "http://127.0.0.1:1/", "callback": "__init__"}', "public spider method"),
+    (b'{"url": "http://127.0.0.1:1/", "callback": "os.system"}', "public spider method"),
+    (b'{"url": "http://127.0.0.1:1/", "headers": {"a": "b"}}', "headers"),
+    (b'{"url": "http://127.0.0.1:1/", "priority": true}', "priority"),
+    (b'["http://127.0.0.1:1/"]', "no url"),
+])
+def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, named):
+    with pytest.raises(MalformedRequest, match=named):
+        frontier.loads(entry)
+
+
+# --- settings -----------------------------------------------------------------------------
+
+def test_a_redis_url_becomes_scrapy_redis_settings_with_our_serializer():
+    settings = frontier_settings("redis://10.0.0.5:6380/3", key="crawl-2026")
+    assert settings["REDIS_URL"] == "redis://10.0.0.5:6380/3"
+    assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
+    assert settings["SCHEDULER_SERIALIZER"] == "crawler.frontier"
+    assert settings["DUPEFILTER_CLASS"] == "scrapy_redis.dupefilter.RFPDupeFilter"
+    assert settings["SCHEDULER_QUEUE_KEY"] == "crawl-2026:requests"
+    assert settings["SCHEDULER_PERSIST"] is True
+
+
+@pytest.mark.parametrize("url", ["", "http://127.0.0.1:6379/0", "redis://127.0.0.1:6379/zero",
+                                 "redis://127.0.0.1:99999/0", "redis:///0", "unix://"])
+def test_what_is_not_a_redis_url_is_refused(url):
+    with pytest.raises(FrontierError, match="not a Redis URL"):
+        frontier_settings(url)
+
+
+def test_a_bad_key_is_refused():
+    with pytest.raises(FrontierError, match="frontier key"):
+        frontier_settings("redis://127.0.0.1/0", key="a%(spider)s")
+
+
+def test_the_project_turns_pith_frontier_into_those_settings():
+    settings = project_settings({"PITH_FRONTIER": "redis://127.0.0.1:6379/2", "PITH_FRONTIER_KEY": "c1"})
+    for addon in build_component_list(settings["ADDONS"]):
+        load_object(addon)().update_settings(settings)
+    assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
+    assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == ("redis://127.0.0.1:6379/2", "c1:dupefilter")
+
+
+@pytest.mark.parametrize("args, code, said", [
+    (["--frontier", "http://127.0.0.1:6379/0"], 2, "not a Redis URL"),
+    (["--frontier", "redis://127.0.0.1:6379/0", "--jobdir", "job"], 2, "--jobdir"),
+])
+def test_crawl_refuses_a_frontier_it_cannot_use(tmp_path, args, code, said):
+    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path), *args, REAL])
+    assert (result.exit_code, said in result.output) == (code, True), result.output
+
+
+def test_crawl_says_when_the_frontier_is_unreachable(tmp_path, refused_port):
+    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path),
+                                       "--frontier", f"redis://127.0.0.1:{refused_port}/0", REAL])
+    assert result.exit_code == 1 and "cannot reach the frontier" in result.output, result.output
+
+
+def test_an_unreachable_frontier_is_a_named_error(refused_port):
+    with pytest.raises(FrontierError, match="cannot reach the frontier"):
+        connect(f"redis://127.0.0.1:{refused_port}/0", {"socket_connect_timeout": 2})
+
+
+# --- the ledger -----------------------------------------------------------------------------
+
+def workers(redis_url, *names, lease=30.0) -> list[Frontier]:
+    return [Frontier(connect(redis_url), "t", name, lease) for name in names]
+
+
+def test_a_record_is_claimed_by_the_first_worker_only(redis_url):
+    a, b = workers(redis_url, "a", "b")
+    other, third = "A" * 26, "B" * 26
+    assert a.claim([REAL, REAL], 0, page=True) == [(REAL, CLAIMED)]
+    assert b.claim([other, REAL], 0, page=True) == [(other, CLAIMED), (REAL, SEEN)]
+    assert a.claim([REAL, other, third], 1, page=False, limit=2) == [(REAL, SEEN), (other, SEEN), (third, FULL)]
+
+
+def test_a_task_is_taken_once_however_often_it_is_queued(redis_url):
+    a, b = workers(redis_url, "a", "b")
+    for x in (a, b):
+        x.heartbeat()
+    a.claim([REAL], 0, page=False)
+    bundle = f"b:{REAL}"
+    assert a.push([(bundle, b'{"copy": 1}', -20, None), (bundle, b'{"copy": 2}', -20, None)], "t:dupefilter") == 2
+    assert b.pop(8) == [(bundle, b'{"copy": 1}')]  # b holds it: the second copy is dropped
+    assert a.pop(8) == [] and b.pop(8) == []
+    assert a.drain() == (0, 2, 0)                  # nothing queued, both busy, none dead
+    assert b.release([bundle]) == 1
+    a.push([(bundle, b'{"copy": 3}', -20, None)], "t:dupefilter")
+    assert a.pop(8) == []                          # done and committed: a stale copy
+
+
+def test_requests_pass_the_shared_duplicate_filter_as_they_are_queued(redis_url):
+    a, b = workers(redis_url, "a", "b")
+    sitemap = ("sitemap:http://127.0.0.1:1/sitemap.xml", b'{"url": "sitemap"}', -5, "f1")
+    assert a.push([sitemap], "t:dupefilter") == 1
+    assert b.push([sitemap], "t:dupefilter") == 0  # the second worker's seed is a duplicate
+    assert b.pop(8) == [sitemap[:2]] and b.pop(8) == []
+
+
+def test_the_tasks_of_a_worker_that_stopped_go_to_a_survivor(redis_url):
+    a, b = workers(redis_url, "a", "b")
+    for x in (a, b):
+        x.heartbeat()
+    a.claim([REAL], 4, page=True)
+    sitemap = "sitemap:http://127.0.0.1:1/sitemap.xml"
+    a.push([(sitemap, b'{"url": "sitemap"}', -30, "f1"), (f"p:{REAL}", b'{"url": "page"}', -10, None)], "t:df")
+    assert a.pop(1) == [(sitemap, b'{"url": "sitemap"}')]
+    assert b.recover() == []                       # a is alive: nothing to take
+    assert a.leave() == 3                          # the sitemap it holds, the bundle and page it claimed
+    assert dict(b.recover()) == {f"b:{REAL}": b"4", f"p:{REAL}": b"4", sitemap: b'{"url": "sitemap"}'}
+    assert b.drain() == (1, 1, 0)                  # a is gone; the page it queued is still there
+    assert b.pop(8) == [(f"p:{REAL}", b'{"url": "page"}')]
+
+
+def test_a_lapsed_lease_is_a_dead_worker(redis_url):
+    a, b = workers(redis_url, "a", "b", lease=0.05)
+    a.heartbeat()
+    a.claim([REAL], 0, page=False)
+    time.sleep(0.2)  # a renews nothing: its lease lapses
+    assert b.recover() == [(f"b:{REAL}", b"0")]
+    assert b.drain() == (0, 0, 0)
+
+
+# --- real crawls: two workers, one mirror, one archive ------------------------------------
+
+SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+            "-s", "PITH_FRONTIER_IDLE_CLOSE=1", "-s", "PITH_FRONTIER_LEASE=2", "-s", "PITH_FRONTIER_POLL=0.1"]
+
+
+def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url) -> subprocess.Popen:
+    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", server.url, "--no-default-keys",
+               "--keyring", str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"),
+               "--frontier", redis_url, "--worker", name, "--signing-key", str(tmp_path / f"{name}.key"),
+               "--progress", "off", "--stats-json", str(tmp_path / f"{name}.json"), *SETTINGS,
+               "-s", f"USER_AGENT=worker-{name}", REAL]
+    log = (tmp_path / f"{name}.log").open("w")
+    return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
+
+
+def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
+    assert process.wait(timeout=90) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def committed_records(tmp_path: Path, *names: str) -> dict[str, list[str]]:
+    """Worker -> the Pith numbers of the records tables its committed manifests list."""
+    keyring = Keyring([Signer.load(tmp_path / f"{name}.key").pinned() for name in names])
+    store = LocalStore(tmp_path / "archive")
+    found: dict[str, list[str]] = {}
+    for manifest in committed_manifests(store, keyring):
+        for entry in manifest["objects"]:
+            if entry.get("table") == "records":
+                table = pq.read_table(store.root / entry["path"], columns=["pith_number"])
+                found.setdefault(manifest["worker"], []).extend(table.column("pith_number").to_pylist())
+    return found
+
+
+def bundles_served(server, name: str) -> int:
+    return sum(r.document == "bundle" and r.status == 200 and r.headers.get("user-agent") == f"worker-{name}"
+               for r in server.requests)
+
+
+def test_two_workers_share_one_crawl_and_archive_every_record_once(tmp_path, corpus_dir, corpus_catalog, mirror,
+                                                                   redis_url):
+    server = mirror(faults=FaultPlan(latency_ms=60))
+    processes = {name: start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("a", "b")}
+    stats = {name: finish(process, tmp_path, name) for name, process in processes.items()}
+
+    every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
+    by_worker = committed_records(tmp_path, "a", "b")
+    assert sorted(by_worker["a"] + by_worker["b"]) == every          # all of them, each once
+    assert all(stats[name]["pith/archived"] == len(by_worker[name]) > 0 for name in "ab")
+    assert sum(stats[name].get("pith/records_found", 0) for name in "ab") == len(every)
+    assert bundles_served(server, "a") + bundles_served(server, "b") == len(every)  # none fetched twice
+    assert connect(redis_url).hlen("pith:owner") == 0                # every task done and released
+
+
+def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
+    server = mirror(faults=FaultPlan(latency_ms=100))
+    doomed, survivor = (start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("doomed", "survivor"))
+    deadline = time.monotonic() + 60
+    while bundles_served(server, "doomed") < 5 or bundles_served(server, "survivor") < 3:
+        assert time.monotonic() < deadline and doomed.poll() is None and survivor.poll() is None, \
+            "the crawl ended before both workers got going"
+        time.sleep(0.02)
+    doomed.send_signal(signal.SIGKILL)  # no commit, no goodbye: its tasks are held by nobody alive
+    doomed.wait()
+    stats = finish(survivor, tmp_path, "survivor")
+
+    every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
+    by_worker = committed_records(tmp_path, "doomed", "survivor")
+    assert list(by_worker) == ["survivor"]                            # the killed worker committed nothing
+    assert sorted(by_worker["survivor"]) == every                     # yet every record is there, once
+    assert stats["pith/frontier_recovered"] >= 5                      # at least what it had archived
+    assert bundles_served(server, "doomed") >= 5
