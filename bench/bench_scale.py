@@ -6,7 +6,9 @@ For each corpus size, the whole job (record pages, bundles, state documents, lin
 followed from one seed, verified and archived) runs as: one process with no frontier,
 then 1, 2, ... workers sharing a frontier in a fresh redis-server, all writing into
 one archive (a local folder, and with --s3 a bucket on a moto server too). The mirror,
-Redis and moto each run in their own process, on the same machine as the workers.
+Redis and moto each run in their own process, on the same machine as the workers. The
+mirror keeps the whole corpus rendered (--mirror-cache) and an unreported crawl warms
+it, so that it takes little of the CPU the workers share, as a remote registry would.
 
 Per run: wall time from the first worker's start to the last one's exit (it includes
 each worker's start-up and the PITH_FRONTIER_IDLE_CLOSE wait at the end), records
@@ -33,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_crawl import SETTINGS, start_mirror  # noqa: E402
+from bench_crawl import SETTINGS  # noqa: E402
 from bench_mirror import cpu_seconds  # noqa: E402
 from mirror.corpus import generate_corpus  # noqa: E402
 from mirror.source import BUNDLES_DIR  # noqa: E402
@@ -61,6 +63,12 @@ def start_moto(workdir: Path) -> tuple[subprocess.Popen, str]:
     boto3.client("s3", endpoint_url=url, aws_access_key_id="bench", aws_secret_access_key="bench-secret",
                  region_name="us-east-1").create_bucket(Bucket="bench")
     return server, url
+
+
+def start_mirror(corpus: Path, cache_size: int) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen([sys.executable, "-m", "pith_archiver", "serve", str(corpus), "--cache-size",
+                               str(cache_size)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return server, server.stdout.readline().strip()
 
 
 def crawl_command(url: str, corpus: Path, seed: str, target: str, name: str, workdir: Path,
@@ -140,6 +148,9 @@ def main():
     parser.add_argument("--s3", action="store_true", help="also archive into a bucket on a moto server")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every configuration, interleaved (medians at the end)")
     parser.add_argument("--no-alone", action="store_true", help="skip the single process without a frontier")
+    parser.add_argument("--mirror-cache", type=int, default=0,
+                        help="documents the mirror keeps rendered (default: the whole corpus, so that after the "
+                             "warm-up it costs little CPU, as a remote registry would cost none)")
     parser.add_argument("--no-warmup", action="store_true",
                         help="skip the unreported first crawl (it only matters while the mirror's cache holds the corpus)")
     parser.add_argument("--json", type=Path, help="append every result here as a JSON line")
@@ -153,7 +164,7 @@ def main():
         for records in args.records or [1000, 10000]:
             corpus = corpus_of(records)
             suffixes = sorted(p.name.split(".")[0] for p in (corpus / BUNDLES_DIR).glob("*.bundle.json"))
-            server, url = start_mirror(corpus)
+            server, url = start_mirror(corpus, args.mirror_cache or 3 * len(suffixes) + 16)
             try:
                 for s3 in ([None, s3_url] if args.s3 else [None]):
                     runs = [] if args.no_alone else [(1, False)]
