@@ -15,7 +15,11 @@ needs on top of them lives here too:
   archive manifest is committed. A worker that dies (popped but never finished, or
   finished but never committed) stops renewing its lease; a surviving worker then
   puts its tasks back in the queue, and a task popped twice is dropped while a live
-  worker holds it, so nothing is lost and nothing is archived twice.
+  worker holds it, so nothing is lost and nothing is archived twice. Two limits: a
+  live worker whose reactor stalls longer than PITH_FRONTIER_LEASE counts as dead,
+  and a worker killed between writing its manifest and releasing its tasks (one Redis
+  call) has them redone; either way a record may then be archived by two committed
+  runs, never lost.
 - **Idle is not done.** A worker with nothing to do stays open while the queue holds
   work or another live worker is busy; all close once everything has stayed drained
   for PITH_FRONTIER_IDLE_CLOSE seconds.
@@ -507,7 +511,6 @@ class FrontierScheduler(Scheduler):
         self.local: list = []
         self.order = itertools.count()
         self.running: set[str] = set()   # tasks this worker popped
-        self.committed = False
         self.closing = False
         self.drained_since: float | None = None
 
@@ -577,7 +580,13 @@ class FrontierScheduler(Scheduler):
         return bool(self.local or self.queue.pending) or len(self.queue) > 0
 
     def archive_committed(self):
-        self.committed = True
+        """Release the tasks whose results the manifest just committed lists. The archive
+        commits once, as the spider closes, when the engine has run every request it
+        started; the tasks still queued here never ran and go to the other workers."""
+        self.flush()
+        unfinished = {entry[2].meta.get("pith_task") for entry in self.local}
+        released = self.frontier.release(self.running - unfinished)
+        self.stats.set_value("pith/frontier_released", released)
 
     def spider_idle(self):
         """Keep the worker open: the frontier, not one worker's empty queue, says when
@@ -632,16 +641,13 @@ class FrontierScheduler(Scheduler):
         return len(taken)
 
     def close(self, reason):
-        """Release the tasks whose results the archive committed; hand the rest (all of
-        them when nothing was committed) to the other workers. Never flush: the queue
-        and seen-sets belong to the whole crawl."""
+        """Leave the crawl, handing the tasks still held (all of them when nothing was
+        committed) to the other workers. Never flush: the queue and seen-sets belong to
+        the whole crawl."""
         if self.ticker.running:
             self.ticker.stop()
         self.closing = True
         self.flush()
-        unfinished = {entry[2].meta.get("pith_task") for entry in self.local}
-        released = self.frontier.release(self.running - unfinished) if self.committed else 0
         handed_over = self.frontier.leave()
-        self.stats.set_value("pith/frontier_released", released)
         logger.info("worker %s left the frontier: %d tasks done, %d handed to the other workers",
-                    self.frontier.worker, released, handed_over)
+                    self.frontier.worker, self.stats.get_value("pith/frontier_released", 0), handed_over)

@@ -22,6 +22,7 @@ AUTOTHROTTLE_MAX_DELAY = 30.0
 AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
+DOWNLOADER = "crawler.downloader.CappedDownloader"  # Scrapy 2.19 does not enforce the cap above
 # Each callback yields one to three outputs, and Scrapy starts CONCURRENT_ITEMS tasks
 # per callback to process them: the default 100 costs more than verifying a bundle.
 CONCURRENT_ITEMS = 8

@@ -44,7 +44,9 @@ class MirrorServer:
 
     ``await start()`` binds (port 0 picks a free port) and sets ``url``; links in
     documents use ``public_url`` when given, else ``url``. ``set_faults`` swaps the
-    fault plan (and restarts its counters) at any time; ``requests`` is the log."""
+    fault plan (and restarts its counters) at any time; ``requests`` is the log;
+    ``peak_in_flight`` is the most requests it was answering at once (a client's
+    politeness, seen from the server)."""
 
     def __init__(self, source: RecordSource, host: str = "127.0.0.1", port: int = 0, public_url: str | None = None,
                  options: SiteOptions = SiteOptions(), faults: FaultPlan = FaultPlan(), log_size: int = 100_000):
@@ -55,6 +57,7 @@ class MirrorServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self.url: str | None = None
+        self.in_flight = self.peak_in_flight = 0
         self.resolver: Resolver | None = None
 
     async def start(self) -> str:
@@ -87,6 +90,7 @@ class MirrorServer:
 
     def clear_log(self) -> None:
         self._log.clear()
+        self.peak_in_flight = self.in_flight
 
     # --- connections ---------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -136,6 +140,14 @@ class MirrorServer:
         return False
 
     async def _answer(self, request: Request, writer) -> bool:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await self._respond(request, writer)
+        finally:
+            self.in_flight -= 1
+
+    async def _respond(self, request: Request, writer) -> bool:
         injector = self._faults
         decision = injector.decide(request)
         if decision.delay:

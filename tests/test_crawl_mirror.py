@@ -136,6 +136,16 @@ def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, 
     assert failed == {("too_large", huge), ("fetch_failed", looping)}
 
 
+def test_the_per_host_cap_holds_without_a_download_delay(tmp_path, corpus_dir, corpus_catalog, mirror):
+    """Scrapy 2.19 alone lets every queued request for a host go at once when no delay
+    is set (crawler/downloader.py): the mirror sees no more than the cap in flight."""
+    server = mirror(faults=FaultPlan(latency_ms=40))
+    result = crawl(tmp_path, corpus_dir, server, "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=3", REAL)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("archived") == len(corpus_catalog)
+    assert server.peak_in_flight == 3
+
+
 def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror(faults=FaultPlan(latency_ms=150))
     jobdir = tmp_path / "job"

@@ -255,14 +255,22 @@ def test_two_workers_share_one_crawl_and_archive_every_record_once(tmp_path, cor
     assert connect(redis_url).hlen("pith:owner") == 0                # every task done and released
 
 
-def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
-    server = mirror(faults=FaultPlan(latency_ms=100))
-    doomed, survivor = (start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("doomed", "survivor"))
-    deadline = time.monotonic() + 60
-    while bundles_served(server, "doomed") < 5 or bundles_served(server, "survivor") < 3:
-        assert time.monotonic() < deadline and doomed.poll() is None and survivor.poll() is None, \
+def wait_for(condition, *running: subprocess.Popen, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline and all(p.poll() is None for p in running), \
             "the crawl ended before both workers got going"
         time.sleep(0.02)
+
+
+def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
+    # Slow answers and a head start for the doomed worker: however loaded the machine,
+    # it has archived some records and the survivor has started before the kill.
+    server = mirror(faults=FaultPlan(latency_ms=200))
+    doomed = start_worker(tmp_path, "doomed", server, corpus_dir, redis_url)
+    wait_for(lambda: bundles_served(server, "doomed") >= 5, doomed)
+    survivor = start_worker(tmp_path, "survivor", server, corpus_dir, redis_url)
+    wait_for(lambda: bundles_served(server, "survivor") >= 3, doomed, survivor)
     doomed.send_signal(signal.SIGKILL)  # no commit, no goodbye: its tasks are held by nobody alive
     doomed.wait()
     stats = finish(survivor, tmp_path, "survivor")
