@@ -368,6 +368,7 @@ class Frontier:
         self.queue_key = queue_key(key)
         self.seen_key, self.owner_key = self.prefix + "seen", self.prefix + "owner"
         self.workers_key, self.idle_key = self.prefix + "workers", self.prefix + "idle"
+        self.recoveries_key = self.prefix + "recoveries"
         script = server.register_script
         self._claim, self._push, self._pop, self._release = script(_CLAIM), script(_PUSH), script(_POP), script(_RELEASE)
         self._heartbeat, self._leave, self._recover, self._drain = \
@@ -445,6 +446,14 @@ class Frontier:
                              args=[self.prefix, self.worker, batch])
         return [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
 
+    def announce_recovery(self) -> None:
+        """Count a takeover, before its tasks are queued again: whoever takes one of
+        them sees the count go up first."""
+        self.server.incr(self.recoveries_key)
+
+    def recoveries(self) -> int:
+        return int(self.server.get(self.recoveries_key) or 0)
+
     def drain(self) -> tuple[int, int, int]:
         """(requests queued, live workers busy, dead workers not yet recovered)."""
         return tuple(self._drain(keys=[self.queue_key, self.workers_key, self.idle_key]))
@@ -511,6 +520,7 @@ class FrontierScheduler(Scheduler):
         self.local: list = []
         self.order = itertools.count()
         self.running: set[str] = set()   # tasks this worker popped
+        self.recoveries_seen = 0         # takeovers whose checkpoints the archive has read
         self.closing = False
         self.drained_since: float | None = None
 
@@ -569,12 +579,22 @@ class FrontierScheduler(Scheduler):
     def _take(self) -> int:
         """Take a few shared tasks into the local queue; how many."""
         requests = self.queue.take(TAKE)
+        if requests:
+            self._learn_recoveries()
         for request in requests:
             self.running.add(request.meta["pith_task"])
             self._keep(request)
         if requests:
             self.stats.inc_value("scheduler/dequeued/redis", len(requests))
         return len(requests)
+
+    def _learn_recoveries(self) -> None:
+        """Before running tasks a dead worker held, have the archive read what that
+        worker's checkpoints committed, so none of it is archived twice."""
+        count = self.frontier.recoveries()
+        if count > self.recoveries_seen:
+            self.recoveries_seen = count
+            self.crawler.signals.send_catch_log(pith_signals.frontier_recovered)
 
     def has_pending_requests(self):
         return bool(self.local or self.queue.pending) or len(self.queue) > 0
@@ -627,6 +647,9 @@ class FrontierScheduler(Scheduler):
     def recover(self) -> int:
         """Queue again the tasks of workers that died; how many."""
         taken = self.frontier.recover()
+        if taken:
+            self.frontier.announce_recovery()
+            self._learn_recoveries()
         for task, arg in taken:
             kind, _, suffix = task.partition(":")
             if kind in (BUNDLE, PAGE):

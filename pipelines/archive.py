@@ -1,6 +1,7 @@
 """Archive what the verification pipeline judged: verified bundles as raw bytes and
-table rows, rejected ones in quarantine, failures as rows; then commit one signed
-manifest when the spider closes. Storage work runs off the reactor thread."""
+table rows, rejected ones in quarantine, failures as rows; commit a signed manifest
+every PITH_COMMIT_EVERY bundles (a checkpoint, while the crawl goes on) and when the
+spider closes. Storage work runs off the reactor thread."""
 
 import logging
 import os
@@ -9,10 +10,13 @@ from datetime import datetime
 
 from scrapy.exceptions import DropItem, NotConfigured
 from twisted.internet.threads import deferToThread
+from twisted.python.failure import Failure
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.log import failure_to_exc_info
 
 from crawler import signals as pith_signals
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
+from pith.keyring import Keyring
 from pith_archiver import __version__
 from pith_archiver.signing_key import load_or_create
 from storage.archive import ArchiveWriter
@@ -32,9 +36,12 @@ async def _off_reactor(func, *args):
 
 class ArchivePipeline:
     """Settings: PITH_ARCHIVE (folder or s3://bucket/prefix), PITH_S3_ENDPOINT_URL,
-    PITH_SIGNING_KEY, PITH_WORKER, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT."""
+    PITH_SIGNING_KEY, PITH_WORKER, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT, PITH_COMMIT_EVERY,
+    PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
+    for dedup and history: the other workers of a shared crawl)."""
 
-    def __init__(self, crawler, archive: str, endpoint_url, key_path, worker: str, in_flight: int):
+    def __init__(self, crawler, archive: str, endpoint_url, key_path, worker: str, in_flight: int,
+                 commit_every: int = 0, archive_keyrings=()):
         self.crawler = crawler
         self.stats = crawler.stats
         self.archive = archive
@@ -42,8 +49,12 @@ class ArchivePipeline:
         self.key_path = key_path
         self.worker = worker
         self.in_flight = in_flight
+        self.commit_every = commit_every
+        self.archive_keyrings = list(archive_keyrings)
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
+        self.checkpointing = None  # the Deferred of the checkpoint under way
+        crawler.signals.connect(self._refresh, signal=pith_signals.frontier_recovered)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -54,12 +65,16 @@ class ArchivePipeline:
         worker = settings.get("PITH_WORKER") or f"{socket.gethostname()}.{os.getpid()}"
         worker = "".join(c if c.isalnum() or c in "_." else "_" for c in worker)[:64]
         return cls(crawler, archive, settings.get("PITH_S3_ENDPOINT_URL"), settings.get("PITH_SIGNING_KEY"),
-                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT", 128 * 1024 * 1024))
+                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT", 128 * 1024 * 1024),
+                   settings.getint("PITH_COMMIT_EVERY", 0), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
 
     async def open_spider(self):
         def open_writer():
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
-            return ArchiveWriter(store, load_or_create(self.key_path), worker=self.worker, uploader=self.uploader)
+            signer = load_or_create(self.key_path)
+            trusted = Keyring.build(self.archive_keyrings, default_keys=False)  # the other workers' keys
+            trusted.add(signer.pinned())
+            return ArchiveWriter(store, signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await _off_reactor(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
@@ -102,6 +117,32 @@ class ArchivePipeline:
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         item.document = None
         verdict.bundle = None
+        if self.commit_every and self.checkpointing is None and self.writer.pending_bundles() >= self.commit_every:
+            self.checkpointing = deferToThread(self.writer.checkpoint, self._stats(), self._params())
+            self.checkpointing.addBoth(self._checkpointed)
+
+    def _checkpointed(self, result):
+        """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
+        stops the crawl (nothing may commit after a failed segment)."""
+        self.checkpointing = None
+        if isinstance(result, Failure):
+            if result.check(StorageError):
+                self._stop(result.value)
+            else:
+                logger.error("checkpoint failed", exc_info=failure_to_exc_info(result))
+                self.stats.set_value("pith/commit_error", f"checkpoint failed: {result.value}")
+            return None
+        self.stats.inc_value("pith/checkpoints")
+        self.stats.set_value("pith/manifest", result)
+        logger.info("checkpoint committed %s", result)
+        return None
+
+    def _refresh(self):
+        """The frontier is about to redo a dead worker's tasks: learn what its
+        checkpoints committed, so none of it is archived twice."""
+        if self.writer is not None:
+            read = self.writer.refresh()
+            logger.info("read %d manifests committed by other workers since the start", read)
 
     def _count(self, future):
         if future.exception() is None:
@@ -113,11 +154,10 @@ class ArchivePipeline:
         flagged = self.writer.counts().get("not_append_only")
         if flagged:  # forks and rollbacks, kept as evidence only
             self.stats.set_value("pith/not_append_only", flagged)
-        stats = {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
-        params = {"archive": self.archive, "worker": self.worker, "version": __version__,
-                  "spider_args": self._spider_args()}
+        if self.checkpointing is not None:
+            await maybe_deferred_to_future(self.checkpointing)
         try:
-            path = await _off_reactor(self.writer.commit, stats, params)
+            path = await _off_reactor(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
             self.stats.set_value("pith/commit_error", str(exc))
             logger.error("nothing committed: %s", exc)
@@ -127,6 +167,13 @@ class ArchivePipeline:
         self.stats.set_value("pith/manifest", path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed)
+
+    def _stats(self) -> dict:
+        return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
+
+    def _params(self) -> dict:
+        return {"archive": self.archive, "worker": self.worker, "version": __version__,
+                "crawl_run_id": self.writer.run_id, "spider_args": self._spider_args()}
 
     def _spider_args(self) -> dict:
         spider = self.crawler.spider

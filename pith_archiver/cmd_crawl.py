@@ -29,6 +29,9 @@ def _setting_pairs(values):
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
 @click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Pin the keys in this JSON file; repeatable.")
+@click.option("--archive-keyring", "archive_keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Also count what the archiver keys in this file committed as archived (the other workers "
+                   "of a shared crawl, an earlier key); repeatable.")
 @click.option("--no-default-keys", is_flag=True, help="Do not trust the built-in registry key.")
 @click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
@@ -42,11 +45,13 @@ def _setting_pairs(values):
 @click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True)
 @click.option("--signing-key", type=click.Path(dir_okay=False),
               help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].")
+@click.option("--commit-every", type=click.IntRange(0), default=None,
+              help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
-def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, no_default_keys, max_records,
-          max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key, stats_json,
-          settings):
+def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
+          max_records, max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
+          commit_every, stats_json, settings):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -63,7 +68,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, no_de
     except SeedError as exc:
         raise click.BadParameter(str(exc), param_hint="SEEDS") from None
     overrides = {"PITH_ARCHIVE": archive, "PITH_S3_ENDPOINT_URL": s3_endpoint_url,
-                 "PITH_KEYRINGS": list(keyrings), "PITH_DEFAULT_KEYS": not no_default_keys,
+                 "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
+                 "PITH_DEFAULT_KEYS": not no_default_keys,
                  "PITH_PROGRESS": progress, "PITH_SIGNING_KEY": signing_key, "PITH_STATE_DIR": default_state_dir(archive, jobdir)}
     if jobdir:
         overrides["JOBDIR"] = jobdir
@@ -84,6 +90,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, no_de
         overrides["PITH_WORKER"] = worker
     if stats_json:
         overrides["PITH_STATS_FILE"] = stats_json
+    if commit_every is not None:
+        overrides["PITH_COMMIT_EVERY"] = commit_every
     overrides.update(_setting_pairs(settings))
     spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
                    "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,
@@ -101,9 +109,11 @@ def report(stats: dict, archive: str) -> int:
     rejected = {k.split("/", 2)[2]: v for k, v in stats.items() if k.startswith("pith/rejected/")}
     if rejected:
         click.echo("rejections: " + ", ".join(f"{reason} {count}" for reason, count in sorted(rejected.items())))
-    manifest = stats.get("pith/manifest")
-    if manifest:
-        click.echo(f"committed {archive}/{manifest}")
+    manifest, error, checkpoints = stats.get("pith/manifest"), stats.get("pith/commit_error"), get("checkpoints")
+    if manifest and not error:
+        click.echo(f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
         return 0
-    click.echo(f"nothing committed to {archive}: {stats.get('pith/commit_error', 'the run did not finish')}", err=True)
+    kept = f"; {checkpoints} checkpoints committed before, the last {archive}/{manifest}" if checkpoints else ""
+    click.echo(f"nothing more committed to {archive}: {error or 'the run did not finish'}{kept}" if checkpoints else
+               f"nothing committed to {archive}: {error or 'the run did not finish'}", err=True)
     return 1

@@ -1,8 +1,9 @@
 """The archive's storage attestation feed: one signed attestation (``pith.attestation``)
 per bundle version a run stores, chained per archiver key across runs.
 
-A run's attestations are signed when it commits, once every object they name is
-stored, in the order the versions were added; they are written before the manifest as
+A run's attestations are signed when it commits (each checkpoint of a long crawl is
+a run of its own), once every object they name is stored, in the order the versions
+were added; they are written before the manifest as
 ``attestations/<run_id>.jsonl`` (listed in the manifest like any object) and as rows
 of the ``attestations`` table. The chain continues from the last attestation of the
 same key in a committed feed, so one key must not write from two runs at once:
@@ -35,34 +36,28 @@ class Stored:
 
 
 class AttestationFeed:
-    """The attestations of one run by one key, chained from ``head`` (the key's last
-    committed attestation, None when it has none)."""
+    """The attestation chain of one key, continued from ``head`` (the key's last
+    committed attestation, None when it has none) by each batch a run seals."""
 
-    def __init__(self, signer: Signer, archive_uri: str, run_id: str, head: str | None):
+    def __init__(self, signer: Signer, archive_uri: str, head: str | None):
         self.signer = signer
         self.archive_uri = archive_uri
-        self.run_id = run_id
         self.head = head
-        self._owed: list[Stored] = []
 
-    def add(self, stored: Stored) -> None:
-        self._owed.append(stored)
-
-    def seal(self, stored_at) -> list[dict]:
-        """Sign the owed attestations, in order; ``stored_at`` maps each raw path to
-        when the store acknowledged it."""
+    def seal(self, owed, run_id: str, stored_at) -> list[dict]:
+        """Sign attestations of the ``owed`` Stored versions, in order, for the run
+        ``run_id``; ``stored_at`` maps each raw path to when the store acknowledged it."""
         events = []
-        for item in self._owed:
+        for item in owed:
             when = stored_at[item.raw_path]
             payload = {"bundle_sha256": item.bundle_sha256, "canonical_sha256": item.canonical_sha256,
                        "raw_path": item.raw_path, "raw_sha256": item.raw_sha256, "size": item.size,
                        "storage_uri": f"{self.archive_uri}/{item.raw_path}", "stored_at": when,
-                       "run_id": self.run_id}
+                       "run_id": run_id}
             event = new_attestation(self.signer, pith_number=item.pith_number, archive=self.archive_uri,
                                     payload=payload, prev_event=self.head, created_at=when)
             self.head = event["event_id"]
             events.append(event)
-        self._owed.clear()
         return events
 
 

@@ -53,29 +53,38 @@ class History:
         absent), then ``events`` rows (EVENT_COLUMNS), each an iterable of pyarrow
         tables or record batches; only the current versions' events are kept."""
         history = cls()
+        history.absorb(records, events)
+        return history
+
+    def absorb(self, records, events) -> None:
+        """Add committed rows (as in ``from_tables``): what other writers committed
+        since this history was read."""
+        offered = set()
         for table in records:
             accepted = (table.column("accepted_as_current").to_pylist() if "accepted_as_current" in table.column_names
                         else [None] * table.num_rows)
             for number, bundle, built, fetched, current in zip(
                     *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted):
-                history._versions.add(bytes.fromhex(bundle))
-                if current is not False:
-                    history._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
+                self._versions.add(bytes.fromhex(bundle))
+                if current is not False and self._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST,
+                                                                        fetched, frozenset())):
+                    offered.add(number)
         found: dict[str, set[bytes]] = {}
         for table in events:
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
-                version = history._current.get(number)
+                version = self._current.get(number) if number in offered else None
                 if version is not None and version.bundle.hex() == bundle:
                     found.setdefault(number, set()).add(event_digest(event_id))
         for number, ids in found.items():
-            history._current[number].events = frozenset(ids)
-        logger.info("history: %d bundle versions, %d records", len(history._versions), len(history._current))
-        return history
+            self._current[number].events = frozenset(ids)
+        logger.info("history: %d bundle versions, %d records", len(self._versions), len(self._current))
 
-    def _offer(self, number: str, version: Version) -> None:
+    def _offer(self, number: str, version: Version) -> bool:
         known = self._current.get(number)
-        if known is None or version.order > known.order:
+        if known is None or (version.bundle != known.bundle and version.order > known.order):
             self._current[number] = version
+            return True
+        return False
 
     def archived(self, bundle_sha256: str) -> bool:
         return bytes.fromhex(bundle_sha256) in self._versions

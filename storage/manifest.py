@@ -137,10 +137,12 @@ class ManifestRead:
     error: ManifestInvalid | StorageError | None = None
 
 
-def read_manifests(store: ObjectStore, keyring: Keyring):
-    """Every manifest in the archive, in run id (time) order, verified or not."""
+def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
+    """Every manifest in the archive, in run id (time) order, verified or not; but
+    those of the run ids in ``skip``, not even read."""
+    skipped = {layout.manifest(run_id) for run_id in skip}
     for stored in sorted(store.list(f"{layout.MANIFESTS}/"), key=lambda s: s.path):
-        if not layout.is_manifest(stored.path):
+        if not layout.is_manifest(stored.path) or stored.path in skipped:
             continue
         try:
             manifest = verify_manifest(store.get_bytes(stored.path), keyring)
@@ -153,9 +155,9 @@ def read_manifests(store: ObjectStore, keyring: Keyring):
             yield ManifestRead(stored.path, manifest)
 
 
-def committed_manifests(store: ObjectStore, keyring: Keyring):
-    """The manifests readers may trust (the others are logged)."""
-    return (read.manifest for read in read_manifests(store, keyring) if read.manifest is not None)
+def committed_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
+    """The manifests readers may trust (the others are logged); ``skip`` as in read_manifests."""
+    return (read.manifest for read in read_manifests(store, keyring, skip) if read.manifest is not None)
 
 
 def union(manifests) -> dict[str, dict]:

@@ -280,18 +280,48 @@ class RollPolicy:
     max_rows: int = 50_000
     max_bytes: int = 64 * MiB
     row_group_rows: int = 10_000
-    row_group_bytes: int = 8 * MiB   # estimated from the buffered values
+    row_group_bytes: int = 8 * MiB   # in memory, estimated from the buffered values
+    buffer_bytes: int = 16 * MiB     # all partitions of all tables sharing a RowBudget
+
+
+class RowBudget:
+    """The buffered rows of every partition of a run's tables, held to one limit. A
+    crawl touches dozens of partitions (a year of submission each, an event type, a
+    fetch date) and most never fill a row group: without a shared limit each buffers
+    up to ``row_group_bytes`` until the run ends, and memory grows with the crawl.
+    Over the limit, the largest buffer is written out as a (smaller) row group."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self._writers: list["TableWriter"] = []
+
+    def join(self, writer: "TableWriter") -> None:
+        self._writers.append(writer)
+
+    def charge(self, size: int) -> None:
+        self.used += size
+        while self.used > self.limit:
+            writer, part = max(((w, part) for w in self._writers for part in w._parts.values()),
+                               key=lambda pair: pair[1].buffer_bytes)
+            if not part.buffer:
+                break
+            writer._write_group(part)
+
+
+_OBJECT_BYTES = 56  # a small Python object and the dict slot that holds it
 
 
 def _approx_size(row: dict) -> int:
+    """What a buffered row costs in memory, roughly: its text plus a Python object per value."""
     size = 0
     for value in row.values():
         if isinstance(value, str):
-            size += len(value)
+            size += _OBJECT_BYTES + len(value)
         elif isinstance(value, list):
-            size += 8 + sum(len(v) for v in value if isinstance(v, str))
+            size += _OBJECT_BYTES + sum(_OBJECT_BYTES + len(v) for v in value if isinstance(v, str))
         else:
-            size += 8
+            size += _OBJECT_BYTES
     return size
 
 
@@ -312,10 +342,13 @@ class TableWriter:
     ``emit(path, spool_file, rows)``, which stores it and then owns (deletes) it."""
 
     def __init__(self, spec: TableSpec, run_id: str, emit, policy: RollPolicy = RollPolicy(),
-                 spool_dir=None):
+                 spool_dir=None, budget: RowBudget | None = None):
+        """``budget`` is shared with the run's other tables (default: this one's own)."""
         self.spec = spec
         self.run_id = layout.check_run_id(run_id)
         self.policy = policy
+        self._budget = budget or RowBudget(policy.buffer_bytes)
+        self._budget.join(self)
         self._schema = spec.schema
         self._emit = emit
         self._spool_dir = Path(spool_dir or tempfile.gettempdir())
@@ -326,13 +359,15 @@ class TableWriter:
         row = dict(row)
         partition = layout.partition_dir(self.spec.partition, row.pop(self.spec.partition))
         part = self._parts.get(partition) or self._open(partition)
+        size = _approx_size(row)
         part.buffer.append(row)
-        part.buffer_bytes += _approx_size(row)
+        part.buffer_bytes += size
         wanted = min(self.policy.row_group_rows, self.policy.max_rows - part.rows_in_file)
         if len(part.buffer) >= wanted or part.buffer_bytes >= self.policy.row_group_bytes:
             self._write_group(part)
             if part.rows_in_file >= self.policy.max_rows or part.handle.tell() >= self.policy.max_bytes:
                 self._finish(partition)
+        self._budget.charge(size)
 
     def close(self) -> None:
         """Write what is buffered and hand over every open file."""
@@ -342,6 +377,7 @@ class TableWriter:
     def discard(self) -> None:
         """Drop open files unstored (an aborted run)."""
         for part in self._parts.values():
+            self._budget.used -= part.buffer_bytes
             part.writer.close()
             part.handle.close()
             part.spool.unlink(missing_ok=True)
@@ -359,6 +395,7 @@ class TableWriter:
             part.writer.write_table(pa.Table.from_pylist(part.buffer, schema=self._schema),
                                     row_group_size=len(part.buffer))
             part.rows_in_file += len(part.buffer)
+            self._budget.used -= part.buffer_bytes
             part.buffer, part.buffer_bytes = [], 0
 
     def _finish(self, partition: str) -> None:

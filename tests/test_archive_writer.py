@@ -4,6 +4,7 @@ dedup against earlier runs, and no manifest when anything failed."""
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import duckdb
@@ -15,10 +16,11 @@ import pytest
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.manifest import committed_objects, find_orphans, verify_manifest
+from storage.manifest import committed_manifests, committed_objects, find_orphans, verify_manifest
 from storage.stores import ObjectMissing, S3Store, StorageError
 from storage.tables import RollPolicy
 from storage.uploads import BoundedUploader
+from tests.plugins.archives import corpus_raws
 from tests.plugins.s3 import arrow_filesystem, local_copy
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
@@ -167,3 +169,99 @@ def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring):
     assert [o.path for o in find_orphans(store, test_keyring).objects] == [layout.raw_bundle(sha(raw))]
     with pytest.raises(StorageError, match="aborted"):
         writer.commit()
+
+
+# --- checkpoints: a long run commits as it goes ----------------------------------------
+
+def run_of(manifest_path: str) -> str:
+    return manifest_path.rsplit("/", 1)[1].removesuffix(".json")
+
+
+def records_by_manifest(store, keyring) -> dict[str, list[str]]:
+    """run id -> the bundle versions its records files list."""
+    found = {}
+    for manifest in committed_manifests(store, keyring):
+        found[manifest["run_id"]] = [
+            version for entry in manifest["objects"] if entry.get("table") == "records"
+            for version in pq.read_table(pa.BufferReader(store.get_bytes(entry["path"]))).column(
+                "bundle_sha256").to_pylist()]
+    return found
+
+
+def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, verified, test_signer, test_keyring):
+    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    (url1, raw1, v1), (url2, raw2, v2), (url3, raw3, v3) = verified
+    writer.add_verified(raw1, v1, url1, FETCHED)
+    assert writer.pending_bundles() == 1
+    first = writer.checkpoint(stats={"n": 1})
+    assert first == layout.manifest(RUN) and writer.pending_bundles() == 0
+    # committed already: readable, attested, and what a later run dedups against
+    assert records_by_manifest(store, test_keyring) == {RUN: [v1.bundle_sha256]}
+    writer.add_verified(raw2, v2, url2, FETCHED)
+    assert writer.add_verified(raw1, v1, url1, FETCHED).result(30) is None   # in the first segment: a duplicate
+    second = writer.checkpoint()
+    writer.add_verified(raw3, v3, url3, FETCHED)
+    last = writer.commit()
+
+    manifests = {m["run_id"]: m for m in committed_manifests(store, test_keyring)}
+    assert len({first, second, last}) == 3 and len(manifests) == 3
+    by_run = records_by_manifest(store, test_keyring)
+    assert sorted(v for versions in by_run.values() for v in versions) == sorted(
+        v.bundle_sha256 for _, _, v in verified)                              # each version listed once
+    assert [manifests[run_of(p)]["stats"]["archive"]["verified"] for p in (first, second, last)] \
+        == [1, 1, 1]
+    assert manifests[run_of(second)]["stats"]["archive"]["duplicates"] == 1
+    assert writer.counts()["verified"] == 3
+    # one chain over the three segments, in order
+    feeds = [json.loads(store.get_bytes(layout.attestation_feed(run_of(p)))) for p in (first, second, last)]
+    assert [f["prev_event"] for f in feeds] == [None, feeds[0]["event_id"], feeds[1]["event_id"]]
+    assert [f["payload"]["run_id"] for f in feeds] == [run_of(p) for p in (first, second, last)]
+    assert find_orphans(store, test_keyring).objects == []
+
+
+def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corpus_keyring, test_signer,
+                                                         test_keyring):
+    """Checkpoints run in a thread while the crawl keeps adding: nothing falls between."""
+    versions = [(f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
+                for suffix, raw in corpus_raws(corpus_dir).items()]
+    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096))
+    with ThreadPoolExecutor(2) as pool:
+        checkpoints = []
+        for i, (url, raw, verdict) in enumerate(versions):
+            writer.add_verified(raw, verdict, url, FETCHED)
+            if i % 7 == 6:
+                checkpoints.append(pool.submit(writer.checkpoint))
+        paths = [c.result(60) for c in checkpoints]
+    paths.append(writer.commit())
+    assert len(set(paths)) == len(paths)
+    listed = [v for versions in records_by_manifest(store, test_keyring).values() for v in versions]
+    assert sorted(listed) == sorted({v.bundle_sha256 for _, _, v in versions})
+
+
+def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
+    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    url, raw, verdict = verified[0]
+    writer.add_verified(raw, verdict, url, FETCHED).result(30)
+    store.put_bytes(layout.manifest(RUN), b"squatted")   # the checkpoint's manifest name is taken
+    with pytest.raises(StorageError):
+        writer.checkpoint()
+    with pytest.raises(StorageError, match="failed"):   # its versions are in the history: nothing may follow
+        writer.add_verified(*verified[1][1:3], verified[1][0], FETCHED)
+    with pytest.raises(StorageError):
+        writer.commit()
+
+
+def test_refresh_learns_what_another_writer_committed_since(store, verified, test_signer, test_keyring):
+    (url1, raw1, v1), (url2, raw2, v2), _ = verified
+    ours = ArchiveWriter(store, test_signer)
+    theirs = ArchiveWriter(store, test_signer, worker="w1")   # started before the other's checkpoint
+    ours.add_verified(raw1, v1, url1, FETCHED)
+    ours.checkpoint()
+    assert theirs.refresh() == 1
+    assert theirs.refresh() == 0                                # read once
+    assert theirs.add_verified(raw1, v1, url1, FETCHED).result(30) is None   # now a duplicate
+    assert theirs.add_verified(raw2, v2, url2, FETCHED).result(30) is not None
+    theirs.commit()
+    ours.commit()
+    listed = [v for versions in records_by_manifest(store, test_keyring).values() for v in versions]
+    assert sorted(listed) == sorted([v1.bundle_sha256, v2.bundle_sha256])

@@ -132,6 +132,34 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir
     figures.add("crash:while_fetching", kills=1, orphans_after_kill=len(before), records_lost=0, **found)
 
 
+def test_sigkill_after_checkpoints_keeps_what_they_committed(tmp_path, corpus_dir, corpus_catalog, corpus_keyring,
+                                                              mirror, figures):
+    """A long crawl commits every --commit-every bundles: killed, it loses only the
+    segment under way, and the rerun stores none of the committed versions again."""
+    server = mirror(faults=FaultPlan(latency_ms=60))
+    store = LocalStore(tmp_path / "archive")
+    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--commit-every", "5",
+                      "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+    process, log = start_crawl(tmp_path, args, "killed")
+    wait_for(lambda: len(list(store.root.glob("manifests/*.json"))) >= 2, process, "two checkpoints")
+    sigkill(process, log)
+    keyring = archiver_keyring(tmp_path)
+    committed = {manifest["run_id"] for manifest in committed_manifests(store, keyring)}
+    killed = [run for run in RUN_ID.findall(log.read_text()) if run not in committed]
+    check = audit_archive(store, keyring, corpus_keyring)
+    assert check.codes() <= {"ORPHAN"}, check.discrepancies   # what the checkpoints committed is whole
+    kept = check.numbers()
+    assert len(kept) == len(set(kept)) >= 10 and len(committed) >= 2
+
+    rerun = run_cli_crawl(tmp_path, *args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.stat("archived") == len(corpus_catalog) - len(kept)
+    assert rerun.stat("already_archived") == len(kept)
+    assert rerun.stat("checkpoints") >= 1
+    found = check_recovered(store, keyring, corpus_keyring, expected_numbers(corpus_catalog), killed)
+    figures.add("crash:after_checkpoints", kills=1, records_kept_by_checkpoints=len(kept), records_lost=0, **found)
+
+
 S3_POINTS = {  # the stalled PUT, and what must already be stored when the crawl dies
     "while_writing_parquet": (r"/tables/verifications/.+\.parquet$", r"/tables/records/.+\.parquet$"),
     "between_data_and_manifest": (r"/keys/[^/]+\.json$", r"/tables/verifications/.+\.parquet$"),

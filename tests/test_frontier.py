@@ -206,12 +206,12 @@ SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_D
             "-s", "PITH_FRONTIER_IDLE_CLOSE=1", "-s", "PITH_FRONTIER_LEASE=2", "-s", "PITH_FRONTIER_POLL=0.1"]
 
 
-def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url) -> subprocess.Popen:
+def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url, *extra: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", server.url, "--no-default-keys",
                "--keyring", str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"),
                "--frontier", redis_url, "--worker", name, "--signing-key", str(tmp_path / f"{name}.key"),
                "--progress", "off", "--stats-json", str(tmp_path / f"{name}.json"), *SETTINGS,
-               "-s", f"USER_AGENT=worker-{name}", REAL]
+               "-s", f"USER_AGENT=worker-{name}", *extra, REAL]
     log = (tmp_path / f"{name}.log").open("w")
     return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
@@ -281,3 +281,30 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_cata
     assert sorted(by_worker["survivor"]) == every                     # yet every record is there, once
     assert stats["pith/frontier_recovered"] >= 5                      # at least what it had archived
     assert bundles_served(server, "doomed") >= 5
+
+
+def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
+    """The dead worker's tasks all go back to the queue, those its checkpoints committed
+    too: the survivor reads those manifests first, so each record is still listed once."""
+    server = mirror(faults=FaultPlan(latency_ms=200))
+    trusted = []  # each worker counts what the other committed (--archive-keyring)
+    for name in ("doomed", "survivor"):
+        signer = Signer.generate(f"worker-{name}")
+        signer.save(tmp_path / f"{name}.key")
+        trusted += ["--archive-keyring", str(tmp_path / f"{name}.pub.json")]
+        (tmp_path / f"{name}.pub.json").write_text(json.dumps(signer.public_document()))
+    doomed = start_worker(tmp_path, "doomed", server, corpus_dir, redis_url, "--commit-every", "4", *trusted)
+    manifests = tmp_path / "archive" / "manifests"
+    wait_for(lambda: any(manifests.glob("*-doomed-*.json")), doomed)
+    survivor = start_worker(tmp_path, "survivor", server, corpus_dir, redis_url, *trusted)
+    wait_for(lambda: bundles_served(server, "survivor") >= 3, doomed, survivor)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    stats = finish(survivor, tmp_path, "survivor")
+
+    every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
+    by_worker = committed_records(tmp_path, "doomed", "survivor")
+    assert len(by_worker["doomed"]) >= 4                                # its checkpoints survived it
+    assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every   # each record once in the union
+    assert stats["pith/frontier_recovered"] >= len(by_worker["doomed"])
+    assert stats["pith/already_archived"] >= len(by_worker["doomed"])   # fetched again, not stored again
