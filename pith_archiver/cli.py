@@ -29,7 +29,7 @@ def main():
               help="Reject documents nested deeper than this.")
 @click.argument("paths", nargs=-1)
 def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, paths):
-    """Verify bundles: files, directories (every *.json below) or http(s) URLs.
+    """Verify bundles: files, directories (every *.json and *.jsonl below) or http(s) URLs.
 
     A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
     every attestation is checked against the keyring (which must pin the archive's key)
@@ -43,7 +43,7 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, paths):
     limits = Limits(max_bytes=max_bytes, max_depth=max_depth)
     targets = sources.expand(paths or [str(FIXTURES)])
     if not targets:
-        raise click.UsageError("no *.json files found in the given paths")
+        raise click.UsageError("no *.json or *.jsonl files found in the given paths")
     counts = {"verified": 0, "rejected": 0, "unreadable": 0}
     chain, feeds = Chain(), {}
     for target in targets:

@@ -5,6 +5,7 @@ import sys
 import click
 
 from crawler.frontier import FrontierError, check_url, connect
+from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, parse_seed, read_seeds_file
 from .crawling import default_state_dir, run_crawl
 
@@ -96,7 +97,10 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
     spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
                    "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,
                    "mirrors": list(mirrors), "allow_hosts": list(allow_hosts)}
-    stats = run_crawl(spider_args, overrides)
+    try:
+        stats = run_crawl(spider_args, overrides)
+    except JobdirInUse as exc:
+        raise click.ClickException(str(exc)) from None
     sys.exit(report(stats, archive))
 
 

@@ -37,6 +37,9 @@ def run_crawl(spider_args: dict, overrides: dict) -> dict:
     return the final Scrapy stats."""
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
-    process.crawl(crawler, **spider_args)
+    failures = []
+    process.crawl(crawler, **spider_args).addErrback(failures.append)
     process.start()
+    if failures:  # the crawl could not start (a component refused): say why, not how
+        failures[0].raiseException()
     return crawler.stats.get_stats()

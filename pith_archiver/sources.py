@@ -14,7 +14,8 @@ class SourceError(Exception):
 
 
 def expand(targets) -> list[str]:
-    """Files stay, directories become every ``*.json`` below them (sorted), URLs stay."""
+    """Files stay, directories become every ``*.json`` (bundle) and ``*.jsonl``
+    (attestation feed) file below them (sorted), URLs stay."""
     out = []
     for target in targets:
         if target.startswith(("http://", "https://")):
@@ -22,7 +23,8 @@ def expand(targets) -> list[str]:
             continue
         path = Path(target)
         if path.is_dir():
-            out.extend(str(p) for p in sorted(path.rglob("*.json")) if p.is_file())
+            out.extend(str(p) for p in sorted(path.rglob("*.json*"))
+                       if p.is_file() and p.suffix in (".json", ".jsonl"))
         else:
             out.append(target)
     return out

@@ -16,13 +16,16 @@ then on and ``commit`` raises instead of writing a manifest.
 """
 
 import logging
+import os
+import shutil
 import tempfile
 import threading
 from collections import Counter
 from concurrent.futures import Future, wait
 from dataclasses import replace
-from functools import partial
 from datetime import datetime
+from functools import partial
+from pathlib import Path
 
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
@@ -42,6 +45,7 @@ from .uploads import BoundedUploader
 logger = logging.getLogger(__name__)
 
 REASON_TYPE = "pith_quarantine_reason"
+SPOOL_PREFIX = "pith-spool-"   # then the writing process's id: a dead one's folder can go
 
 
 def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
@@ -52,6 +56,27 @@ def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
                   "status": verdict.status, "reason": verdict.reason, "path": verdict.path,
                   "detail": verdict.detail, "pith_number": verdict.pith_number,
                   "verifier": {"name": "pith-archiver", "version": __version__}}) + b"\n"
+
+
+def sweep_spools(spool_dir=None) -> list[str]:
+    """Remove the table spool folders that killed runs left in ``spool_dir`` (default:
+    the system's temp folder): those named by a process that no longer exists. A
+    folder of a live process, or one not named by a process, stays."""
+    removed = []
+    for folder in Path(spool_dir or tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*-*"):
+        pid = folder.name[len(SPOOL_PREFIX):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or not folder.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+        except PermissionError:
+            pass  # alive, and someone else's
+    if removed:
+        logger.info("removed %d spool folders of killed runs: %s", len(removed), ", ".join(removed))
+    return removed
 
 
 def _done(value) -> Future:
@@ -98,7 +123,8 @@ class ArchiveWriter:
         self._uploader = uploader or BoundedUploader()
         self._owns_uploader = uploader is None
         self._quarantined: set[str] = set()
-        self._spool = tempfile.TemporaryDirectory(prefix="pith-spool-", dir=spool_dir)
+        sweep_spools(spool_dir)
+        self._spool = tempfile.TemporaryDirectory(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=spool_dir)
         self._budget = RowBudget(policy.buffer_bytes)
         self._lock = threading.Lock()          # tables, counters, the current segment
         self._written_lock = threading.Lock()  # what upload jobs report

@@ -4,6 +4,9 @@ dedup against earlier runs, and no manifest when anything failed."""
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
@@ -265,3 +268,18 @@ def test_refresh_learns_what_another_writer_committed_since(store, verified, tes
     ours.commit()
     listed = [v for versions in records_by_manifest(store, test_keyring).values() for v in versions]
     assert sorted(listed) == sorted([v1.bundle_sha256, v2.bundle_sha256])
+
+
+def test_spool_folders_of_dead_processes_are_swept(tmp_path, store, test_signer):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"pith-spool-{dead.stdout.strip()}-abc123"
+    left.mkdir()
+    (left / "records-x.parquet").write_bytes(b"half a file")
+    alive = tmp_path / f"pith-spool-{os.getppid()}-def456"   # a live process's
+    alive.mkdir()
+    unnamed = tmp_path / "pith-spool-notapid"
+    unnamed.mkdir()
+    writer = ArchiveWriter(store, test_signer, spool_dir=tmp_path)
+    assert not left.exists() and alive.exists() and unnamed.exists()
+    writer.abort()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name])  # its own is gone too

@@ -120,6 +120,8 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
     assert result.output.splitlines() == [f"VERIFIED    feed  {first}  3 attestations",
                                           f"VERIFIED    feed  {second}  1 attestations", "2 verified, 0 rejected"]
     assert verify(second).exit_code == 0  # it continues a feed not given: taken as it is
+    whole = verify(archive / "attestations")  # a folder: its feeds, in order
+    assert whole.exit_code == 0 and whole.output.splitlines()[-1] == "2 verified, 0 rejected", whole.output
 
     lines = first.read_bytes().splitlines(keepends=True)
     ids = [json.loads(line)["event_id"] for line in lines]

@@ -102,7 +102,7 @@ def test_directory_without_bundles_is_a_usage_error(tmp_path):
     (tmp_path / "readme.txt").write_text("nothing here")
     result = verify_cli(str(tmp_path))
     assert result.exit_code == 2
-    assert "no *.json files" in result.stderr
+    assert "no *.json or *.jsonl files" in result.stderr
 
 
 def test_unreadable_path_is_counted_and_fails(tmp_path):

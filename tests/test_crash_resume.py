@@ -119,6 +119,7 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir
     twin = run_cli_crawl(tmp_path, *args)  # the same job, started again while the first still runs
     assert process.poll() is None
     assert twin.returncode == 1 and "in use by another crawl" in twin.stderr
+    assert "Traceback" not in twin.stderr  # a named refusal, not a crash
     killed = sigkill(process, log)
     assert fetched() < len(corpus_catalog)
     before = check_killed_run(store, archiver_keyring(tmp_path), killed)
@@ -143,6 +144,7 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(tmp_path, corpus_di
     process, log = start_crawl(tmp_path, args, "killed")
     wait_for(lambda: len(list(store.root.glob("manifests/*.json"))) >= 2, process, "two checkpoints")
     sigkill(process, log)
+    assert list((tmp_path / "tmp").glob("pith-spool-*"))  # the killed run's table spool stays behind
     keyring = archiver_keyring(tmp_path)
     committed = {manifest["run_id"] for manifest in committed_manifests(store, keyring)}
     killed = [run for run in RUN_ID.findall(log.read_text()) if run not in committed]
@@ -151,11 +153,12 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(tmp_path, corpus_di
     kept = check.numbers()
     assert len(kept) == len(set(kept)) >= 10 and len(committed) >= 2
 
-    rerun = run_cli_crawl(tmp_path, *args)
+    rerun = run_cli_crawl(tmp_path, *args, env={"TMPDIR": str(tmp_path / "tmp")})
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert rerun.stat("archived") == len(corpus_catalog) - len(kept)
     assert rerun.stat("already_archived") == len(kept)
     assert rerun.stat("checkpoints") >= 1
+    assert not list((tmp_path / "tmp").glob("pith-spool-*"))  # until the next run sweeps it
     found = check_recovered(store, keyring, corpus_keyring, expected_numbers(corpus_catalog), killed)
     figures.add("crash:after_checkpoints", kills=1, records_kept_by_checkpoints=len(kept), records_lost=0, **found)
 

@@ -28,12 +28,13 @@ class CrawlResult:
         return self.stats.get(f"pith/{key}", 0)
 
 
-def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120) -> CrawlResult:
-    """``pith-archiver crawl ARGS`` with progress off and stats written to a file."""
+def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120, env: dict | None = None) -> CrawlResult:
+    """``pith-archiver crawl ARGS`` with progress off and stats written to a file;
+    ``env`` adds to the environment."""
     stats_file = tmp_path / f"stats-{len(list(tmp_path.glob('stats-*.json')))}.json"
     cmd = [sys.executable, "-m", "pith_archiver", "crawl", "--progress", "log", "--stats-json", str(stats_file),
            "-s", "LOG_LEVEL=INFO", *args]
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}  # the archiver key is made here
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), **(env or {})}  # the archiver key is made here
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     return CrawlResult(proc.returncode, stats, proc.stdout, proc.stderr)
