@@ -34,6 +34,14 @@ def base_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def port_of(parts) -> int | None:
+    """The port a split URL connects to (its scheme's default when it names none)."""
+    try:
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # not a port number
+        return None
+
+
 @dataclass(frozen=True)
 class Resolver:
     """URL templates rooted at one base URL (``https://pith.science`` or a mirror)."""

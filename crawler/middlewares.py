@@ -18,6 +18,7 @@ from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 from . import signals as pith_signals
+from .links import port_of
 
 logger = logging.getLogger(__name__)
 
@@ -172,9 +173,17 @@ class OnSiteMiddleware(OffsiteMiddleware):
     def request_scheduled(self, request, spider=None):
         return None
 
+    def should_follow(self, request, spider):
+        """On a crawl host, and on its port (Scrapy compares host names only)."""
+        if not super().should_follow(request, spider):
+            return False
+        allows_port = getattr(spider, "allows_port", None)
+        parts = urlparse_cached(request)
+        return allows_port is None or allows_port(parts.hostname, port_of(parts))
+
     def process_request(self, request, spider=None):
         if request.dont_filter and not request.meta.get("allow_offsite") \
                 and not self.should_follow(request, self.crawler.spider):
             self.stats.inc_value("offsite/filtered")
-            raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).hostname!r}")
+            raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).netloc!r}")
         return super().process_request(request)

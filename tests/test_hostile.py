@@ -23,7 +23,7 @@ from pith_archiver.cli import main
 from tests.plugins.crawling import run_cli_crawl
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
-BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, ELSEWHERE = (letter * 26 for letter in "ABCDEFG")
+BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, ELSEWHERE, NEXT_DOOR = (letter * 26 for letter in "ABCDEFGH")
 BOMB_FILE = Path(__file__).parent / "fuzz_corpus" / "http" / "gzip-in-gzip-32GiB-of-zeros.gz"
 REQUEST_SHAPE = re.compile(r"^/(robots\.txt|pith-mirrors\.json|pith/[A-Z2-7]{26}(/bundle\.json|/state\.json)?)$")
 TRICKS = [  # links a hostile record page carries: none may become a request
@@ -113,14 +113,16 @@ def hostile_routes(elsewhere: Site) -> dict:
         bundle(HUGE): (200, json_headers(("Content-Length", str(10 ** 15))), b"{" * 4096),
         bundle(DEEP): (200, json_headers(), b"[" * 100_000 + b"]" * 100_000),
         bundle(AWAY): (302, [("Location", elsewhere.url("localhost") + bundle(AWAY))], b""),
+        # the resolver's own host, another port: another service, not the crawl
+        bundle(NEXT_DOOR): (302, [("Location", elsewhere.url() + bundle(NEXT_DOOR))], b""),
         bundle(FAILING): (500, [], b"down"),
     }
 
 
 def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
-    elsewhere = sites({bundle(s): (200, json_headers(), b"{}") for s in (AWAY, FAILING)})
+    elsewhere = sites({bundle(s): (200, json_headers(), b"{}") for s in (AWAY, FAILING, NEXT_DOOR)})
     site = sites(hostile_routes(elsewhere))
-    seeds = [REAL, BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING]
+    seeds = [REAL, BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, NEXT_DOOR]
     result = run_cli_crawl(tmp_path, "--resolver", site.url(), "--out", str(tmp_path / "archive"),
                            "-s", "RETRY_TIMES=1", "-s", "PITH_RETRY_BACKOFF_BASE=0.01", *seeds)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -136,9 +138,10 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
         REAL: ("verified", None), DEEP: ("rejected", "too_deep"),
         BOMB_IN_BOMB: ("failed", "too_large"), BOMB: ("failed", "too_large"), HUGE: ("failed", "too_large"),
         AWAY: ("failed", "fetch_failed"), FAILING: ("failed", "fetch_failed"), ELSEWHERE: ("failed", "fetch_failed"),
+        NEXT_DOOR: ("failed", "fetch_failed"),
     }
     assert (result.stat("verified"), result.stat("rejected/too_deep")) == (1, 1)
-    assert (result.stat("bundle_failures/too_large"), result.stat("bundle_failures/fetch_failed")) == (3, 3)
+    assert (result.stat("bundle_failures/too_large"), result.stat("bundle_failures/fetch_failed")) == (3, 4)
     figures.add("hostile:resolver", inputs=len(seeds) + len(TRICKS) + 1, bomb_bytes=BOMB_FILE.stat().st_size,
                 bomb_inflates_to=32 << 30, requests=len(site.requests), requests_elsewhere=0)
 

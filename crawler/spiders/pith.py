@@ -19,7 +19,7 @@ from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
 from ..frontier import BUNDLE, CLAIMED, FULL, PAGE, SEEN, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
-from ..links import Resolver, base_of, mirror_bases, sitemap_locations, suffixes_in
+from ..links import Resolver, base_of, mirror_bases, port_of, sitemap_locations, suffixes_in
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,19 @@ class PithSpider(scrapy.Spider):
         self.max_records = int(max_records or 0)
         self.max_depth = int(max_depth if max_depth is not None else -1)
         self.follow = _as_bool(follow)
-        hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *_as_list(allow_hosts)}
+        self.allow_hosts = set(_as_list(allow_hosts))
+        hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
+
+    def allows_port(self, host: str, port: int) -> bool:
+        """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
+        port; one named by the resolver or a mirror only on their ports: a service on
+        another port of the same machine is not part of the crawl."""
+        if host in self.allow_hosts:
+            return True
+        return any(parts.hostname == host and port_of(parts) == port
+                   for parts in map(urlsplit, [self.resolver.base, *self.fallbacks]))
 
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
