@@ -64,6 +64,7 @@ class ArchiveSource(RecordSource):
     def __init__(self, store: ObjectStore, keyring: Keyring):
         started = time.monotonic()
         self.store = store
+        self.remote = not store.uri.startswith("file:")
         archive = CommittedArchive.read(store, keyring)
         self.versions = served_versions(archive)
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}

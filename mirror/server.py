@@ -156,7 +156,12 @@ class MirrorServer:
             self._record(request, 0, "drop")
             writer.transport.abort()
             return False
-        response = decision.response or self.resolver.respond(request)
+        if decision.response:
+            response = decision.response
+        elif self.source.remote:  # a slow store must not stall every other client
+            response = await asyncio.to_thread(self.resolver.respond, request)
+        else:
+            response = self.resolver.respond(request)
         response = injector.transform(request, response)
         keep_alive = request.keep_alive
         head, body = encode(request, response, keep_alive)

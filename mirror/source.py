@@ -36,6 +36,7 @@ class RecordSource(ABC):
     """A set of bundles a mirror can serve."""
 
     catalog: Catalog
+    remote = False  # bundle_bytes waits on a network store: the server reads it off its event loop
 
     @abstractmethod
     def bundle_bytes(self, suffix: str) -> bytes | None:

@@ -2,8 +2,10 @@
 (the round trip, on a folder and on S3), its catalog is the corpus's own, only the
 committed current version of each record is served, and altered bytes never are."""
 
+import hashlib
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.dataset as ds
 import pytest
@@ -21,6 +23,7 @@ from storage.committed import NothingCommitted, reading_keyring
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.faults import FaultRule
 from tests.plugins.mirror import serve_process
 from tests.plugins.s3 import arrow_filesystem
 
@@ -165,3 +168,25 @@ def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_
     assert corpus.exit_code == 2 and "is a corpus, not an archive" in corpus.output
     missing = runner.invoke(main, ["serve", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "neither a folder nor s3://" in missing.output
+
+
+def test_a_stalled_store_does_not_stall_the_served_mirror(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint,
+                                                          fault_proxy):
+    """Bundles of an S3 archive are read off the event loop: while the store holds one
+    read, other clients are still answered."""
+    crawl_into(tmp_path, corpus_dir, mirror().url, f"s3://{s3_bucket}/a", "--s3-endpoint-url", s3_endpoint)
+    proxy = fault_proxy()
+    store = S3Store(s3_bucket, "a", endpoint_url=proxy.url, max_attempts=1)
+    source = ArchiveSource(store, reading_keyring(store))
+    assert source.remote
+    raws = corpus_raws(corpus_dir)
+    other = next(suffix for suffix in raws if suffix != REAL)
+    held_path = layout.raw_bundle(hashlib.sha256(raws[REAL]).hexdigest())
+    proxy.set_rules(FaultRule("stall", methods=("GET",), path=held_path))
+    with BackgroundMirror(MirrorServer(source)) as server, ThreadPoolExecutor(1) as pool:
+        held = pool.submit(fetch, f"{server.url}/pith/{REAL}/bundle.json")
+        assert proxy.stalled.wait(10)
+        assert fetch(f"{server.url}/pith/{other}/bundle.json") == (200, raws[other])  # read meanwhile
+        assert not held.done()
+        proxy.release()
+        assert held.result(30)[0] != 200                    # the held read was dropped: no bytes to serve
