@@ -66,6 +66,10 @@ class FrontierError(Exception):
     """The frontier is misconfigured or unreachable."""
 
 
+class SigningKeyInUse(FrontierError):
+    """Another live worker of the crawl signs with this worker's archiver key."""
+
+
 class RequestNotSerializable(FrontierError, TypeError):
     """A request that cannot travel through the frontier as JSON."""
 
@@ -306,6 +310,18 @@ return n
 # KEYS workers; ARGV me, lease ms
 _HEARTBEAT = _NOW + "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])"
 
+# KEYS workers, signers; ARGV me, key id. The live worker already signing with that key,
+# or false: then this worker is.
+_SIGNER = _NOW + """
+local holder = redis.call('HGET', KEYS[2], ARGV[2])
+if holder and holder ~= ARGV[1] then
+  local lease = redis.call('ZSCORE', KEYS[1], holder)
+  if lease and tonumber(lease) > now then return holder end
+end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+return false
+"""
+
 # KEYS workers, idle; ARGV prefix, me. Leaves at once; tasks still held go to the others now.
 _LEAVE = """
 redis.call('SREM', KEYS[2], ARGV[2])
@@ -371,8 +387,8 @@ class Frontier:
         self.recoveries_key = self.prefix + "recoveries"
         script = server.register_script
         self._claim, self._push, self._pop, self._release = script(_CLAIM), script(_PUSH), script(_POP), script(_RELEASE)
-        self._heartbeat, self._leave, self._recover, self._drain = \
-            script(_HEARTBEAT), script(_LEAVE), script(_RECOVER), script(_DRAIN)
+        self._heartbeat, self._leave, self._recover, self._drain, self._signer = \
+            script(_HEARTBEAT), script(_LEAVE), script(_RECOVER), script(_DRAIN), script(_SIGNER)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -445,6 +461,16 @@ class Frontier:
         flat = self._recover(keys=[self.workers_key, self.owner_key, self.idle_key],
                              args=[self.prefix, self.worker, batch])
         return [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    def sign_as(self, key_id: str) -> None:
+        """Take ``key_id`` as this worker's archiver key. Two live workers signing with
+        one key would fork its attestation chain (each run continues the key's last
+        committed attestation): refused, naming the other worker."""
+        holder = self._signer(keys=[self.workers_key, self.prefix + "signers"], args=[self.worker, key_id])
+        if holder:
+            raise SigningKeyInUse(f"the signing key {key_id} is in use by the live worker {holder.decode()} "
+                                  "of this crawl: give each worker its own --signing-key")
+        self.heartbeat()  # alive from now: a second worker with this key is refused at once
 
     def announce_recovery(self) -> None:
         """Count a takeover, before its tasks are queued again: whoever takes one of

@@ -40,13 +40,13 @@ class ArchivePipeline:
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
 
-    def __init__(self, crawler, archive: str, endpoint_url, key_path, worker: str, in_flight: int,
+    def __init__(self, crawler, archive: str, endpoint_url, signer, worker: str, in_flight: int,
                  commit_every: int = 0, archive_keyrings=()):
         self.crawler = crawler
         self.stats = crawler.stats
         self.archive = archive
         self.endpoint_url = endpoint_url
-        self.key_path = key_path
+        self.signer = signer
         self.worker = worker
         self.in_flight = in_flight
         self.commit_every = commit_every
@@ -64,17 +64,20 @@ class ArchivePipeline:
             raise NotConfigured("PITH_ARCHIVE is not set")
         worker = settings.get("PITH_WORKER") or f"{socket.gethostname()}.{os.getpid()}"
         worker = "".join(c if c.isalnum() or c in "_." else "_" for c in worker)[:64]
-        return cls(crawler, archive, settings.get("PITH_S3_ENDPOINT_URL"), settings.get("PITH_SIGNING_KEY"),
+        signer = load_or_create(settings.get("PITH_SIGNING_KEY"))
+        frontier = getattr(crawler.spider, "frontier", None)
+        if frontier is not None:  # before the engine opens: a refused worker starts nothing
+            frontier.sign_as(signer.key_id)
+        return cls(crawler, archive, settings.get("PITH_S3_ENDPOINT_URL"), signer,
                    worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT", 128 * 1024 * 1024),
                    settings.getint("PITH_COMMIT_EVERY", 0), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
 
     async def open_spider(self):
         def open_writer():
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
-            signer = load_or_create(self.key_path)
             trusted = Keyring.build(self.archive_keyrings, default_keys=False)  # the other workers' keys
-            trusted.add(signer.pinned())
-            return ArchiveWriter(store, signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
+            trusted.add(self.signer.pinned())
+            return ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await _off_reactor(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)

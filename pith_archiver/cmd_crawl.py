@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from crawler.frontier import FrontierError, check_url, connect
+from crawler.frontier import FrontierError, SigningKeyInUse, check_url, connect
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, parse_seed, read_seeds_file
 from .crawling import default_state_dir, run_crawl
@@ -99,7 +99,7 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
                    "mirrors": list(mirrors), "allow_hosts": list(allow_hosts)}
     try:
         stats = run_crawl(spider_args, overrides)
-    except JobdirInUse as exc:
+    except (JobdirInUse, SigningKeyInUse) as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(report(stats, archive))
 

@@ -21,7 +21,7 @@ from scrapy.utils.request import request_from_dict
 
 from crawler import frontier
 from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, MalformedRequest,
-                              RequestNotSerializable, connect, frontier_settings)
+                              RequestNotSerializable, SigningKeyInUse, connect, frontier_settings)
 from crawler.spiders.pith import PithSpider
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
@@ -200,6 +200,19 @@ def test_a_lapsed_lease_is_a_dead_worker(redis_url):
     assert b.drain() == (0, 0, 0)
 
 
+def test_one_signing_key_serves_one_live_worker(redis_url):
+    a, b = workers(redis_url, "a", "b", lease=0.2)
+    a.sign_as("key-1")
+    a.sign_as("key-1")                             # its own again: fine
+    b.sign_as("key-2")
+    with pytest.raises(SigningKeyInUse, match="in use by the live worker a"):
+        b.sign_as("key-1")
+    a.leave()
+    b.sign_as("key-1")                             # a left: the key is free
+    time.sleep(0.3)                                # b's lease lapses: it is dead
+    a.sign_as("key-1")
+
+
 # --- real crawls: two workers, one mirror, one archive ------------------------------------
 
 SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
@@ -308,3 +321,17 @@ def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_di
     assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every   # each record once in the union
     assert stats["pith/frontier_recovered"] >= len(by_worker["doomed"])
     assert stats["pith/already_archived"] >= len(by_worker["doomed"])   # fetched again, not stored again
+
+
+def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirror, redis_url):
+    server = mirror(faults=FaultPlan(latency_ms=100))
+    first = start_worker(tmp_path, "first", server, corpus_dir, redis_url)
+    wait_for(lambda: bundles_served(server, "first") >= 1, first)
+    (tmp_path / "second.key").write_bytes((tmp_path / "first.key").read_bytes())  # the same key
+    second = start_worker(tmp_path, "second", server, corpus_dir, redis_url)
+    assert second.wait(timeout=60) == 1
+    said = (tmp_path / "second.log").read_text()
+    assert "in use by the live worker first." in said and "Traceback" not in said
+    assert not list((tmp_path / "archive" / "manifests").glob("*-second-*"))  # it committed nothing
+    assert bundles_served(server, "second") == 0
+    assert finish(first, tmp_path, "first")["pith/archived"] > 0
