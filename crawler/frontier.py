@@ -12,21 +12,29 @@ needs on top of them lives here too:
   see it takes it, every other one skips it.
 - **Tasks with owners.** Every shared request is a task (``meta["pith_task"]``). A
   worker takes a task over atomically as it pops it, and releases it only once its
-  archive manifest is committed. A worker that dies (popped but never finished, or
-  finished but never committed) stops renewing its lease; a surviving worker then
+  final archive manifest is committed (not at checkpoints: a request still in flight
+  would be released with the rest). A worker that dies (popped but never finished,
+  or finished but never committed) stops renewing its lease; a surviving worker then
   puts its tasks back in the queue, and a task popped twice is dropped while a live
-  worker holds it, so nothing is lost and nothing is archived twice. Two limits: a
-  live worker whose reactor stalls longer than PITH_FRONTIER_LEASE counts as dead,
-  and a worker killed between writing its manifest and releasing its tasks (one Redis
+  worker holds it, so nothing is lost. Before any worker runs such a task it counts
+  the takeover (``:recoveries``) and its archive reads the manifests committed since
+  (``frontier_recovered``): what the dead worker's checkpoints hold is not archived
+  twice, if its key is in the worker's ``--archive-keyring``. Two limits: a live
+  worker whose reactor stalls longer than PITH_FRONTIER_LEASE counts as dead, and a
+  worker killed between writing its manifest and releasing its tasks (one Redis
   call) has them redone; either way a record may then be archived by two committed
   runs, never lost.
+- **One key, one live worker.** A worker signs its manifests and attestations with
+  its own key (``Frontier.sign_as``): a second live worker with the same key would
+  fork the key's attestation chain and is refused before it starts.
 - **Idle is not done.** A worker with nothing to do stays open while the queue holds
   work or another live worker is busy; all close once everything has stayed drained
   for PITH_FRONTIER_IDLE_CLOSE seconds.
 
 Keys, under PITH_FRONTIER_KEY (default ``pith``): ``:requests`` (the queue),
 ``:dupefilter``, ``:seen`` (claimed suffixes), ``:owner`` (task -> state|worker|arg),
-``:tasks:<worker>``, ``:workers`` (lease expiry, Redis clock) and ``:idle``. The
+``:tasks:<worker>``, ``:workers`` (lease expiry, Redis clock), ``:idle``,
+``:recoveries`` (takeovers so far) and ``:signers`` (key id -> worker). The
 scripts touch per-worker keys, so the server must be a standalone Redis (not a cluster).
 """
 
