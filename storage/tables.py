@@ -299,6 +299,11 @@ class RowBudget:
     def join(self, writer: "TableWriter") -> None:
         self._writers.append(writer)
 
+    def leave(self, writer: "TableWriter") -> None:
+        """A closed writer holds no rows (a run's checkpoints close theirs as they go)."""
+        if writer in self._writers:
+            self._writers.remove(writer)
+
     def charge(self, size: int) -> None:
         self.used += size
         while self.used > self.limit:
@@ -373,6 +378,7 @@ class TableWriter:
         """Write what is buffered and hand over every open file."""
         for partition in list(self._parts):
             self._finish(partition)
+        self._budget.leave(self)
 
     def discard(self) -> None:
         """Drop open files unstored (an aborted run)."""
@@ -382,6 +388,7 @@ class TableWriter:
             part.handle.close()
             part.spool.unlink(missing_ok=True)
         self._parts.clear()
+        self._budget.leave(self)
 
     def _open(self, partition: str) -> _Part:
         fd, name = tempfile.mkstemp(prefix=f"{self.spec.name}-", suffix=".parquet", dir=self._spool_dir)

@@ -13,7 +13,7 @@ import pytest
 
 from pith.verify import verify_bundle
 from storage import layout
-from storage.tables import (SCHEMA_VERSION, TABLES, RollPolicy, TableWriter, alias_rows, event_rows,
+from storage.tables import (SCHEMA_VERSION, TABLES, RollPolicy, RowBudget, TableWriter, alias_rows, event_rows,
                             record_row, timestamp, verification_row)
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
@@ -177,3 +177,31 @@ def test_odd_partition_values_read_back_in_both_readers(tmp_path):
     rows = duckdb.sql(f"SELECT alias_value, alias_kind FROM read_parquet('{glob}', hive_partitioning=true) "
                       "ORDER BY alias_value").fetchall()
     assert rows == [("1", "a/b c=d"), ("2", None)]
+
+
+def test_partitions_of_all_tables_share_one_buffer_budget(tmp_path):
+    """Many partitions that never fill a row group: together they stay within the
+    budget (the largest buffer is written early), and every row still arrives."""
+    emitted = []
+
+    def emit(path, spool, count):
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        spool.rename(target)
+        emitted.append(path)
+
+    policy = RollPolicy(buffer_bytes=20_000)
+    budget = RowBudget(policy.buffer_bytes)
+    writers = [TableWriter(TABLES["aliases"], RUN, emit, policy, tmp_path, budget) for _ in range(2)]
+    rows = [alias(f"kind{i % 30}", f"value-{i}") for i in range(3000)]
+    for i, row in enumerate(rows):
+        writers[i % 2].add(row)
+        assert budget.used <= policy.buffer_bytes
+    assert budget.used > 0 and emitted == []          # nothing finished yet: only row groups written
+    for writer in writers:
+        writer.close()
+    assert budget.used == 0 and budget._writers == []  # closed writers leave the budget
+    groups = [pq.read_metadata(tmp_path / path).num_row_groups for path in emitted]
+    assert len(emitted) == 30 and max(groups) > 1      # 15 partitions a writer, written in several groups
+    table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
+    assert sorted(table.column("alias_value").to_pylist()) == sorted(r["alias_value"] for r in rows)
