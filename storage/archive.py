@@ -256,10 +256,11 @@ class ArchiveWriter:
         """Stop without a manifest; what was uploaded stays as orphans to collect."""
         if self._open:
             self._open = False
-            with self._lock:
-                for writer in self._segment.tables.values():
-                    writer.discard()
-            self._release()
+            with self._commit_lock:  # a checkpoint under way still writes into the spool
+                with self._lock:
+                    for writer in self._segment.tables.values():
+                        writer.discard()
+                self._release()
 
     def refresh(self) -> int:
         """Read the manifests other writers committed since this one started (or last
