@@ -324,7 +324,8 @@ def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_di
 
 
 def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirror, redis_url):
-    server = mirror(faults=FaultPlan(latency_ms=100))
+    # slow answers keep the first worker alive (~20 s of crawl) while the second starts
+    server = mirror(faults=FaultPlan(latency_ms=300))
     first = start_worker(tmp_path, "first", server, corpus_dir, redis_url)
     wait_for(lambda: bundles_served(server, "first") >= 1, first)
     (tmp_path / "second.key").write_bytes((tmp_path / "first.key").read_bytes())  # the same key
@@ -334,4 +335,6 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     assert "in use by the live worker first." in said and "Traceback" not in said
     assert not list((tmp_path / "archive" / "manifests").glob("*-second-*"))  # it committed nothing
     assert bundles_served(server, "second") == 0
-    assert finish(first, tmp_path, "first")["pith/archived"] > 0
+    assert first.poll() is None   # the refusal was made while the first was alive
+    first.kill()
+    first.wait()
