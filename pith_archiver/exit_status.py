@@ -1,0 +1,42 @@
+"""The exit status contract every command keeps, so a scheduler that reads only the
+status knows what happened. When several apply, the first in this order wins:
+USAGE, FAILED, REJECTED, PARTIAL, OK (INTERRUPTED when the user stopped the run)."""
+
+from enum import IntEnum
+
+import click
+
+
+class ExitStatus(IntEnum):
+    OK = 0           # done: everything asked for was archived / verified / found clean
+    REJECTED = 1     # done, but verification rejected something (bundles, feeds, proofs) or audit found discrepancies
+    USAGE = 2        # usage or configuration error: nothing was started
+    PARTIAL = 3      # done with failures: some records could not be fetched or read, within --max-failures
+    FAILED = 4       # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
+    #                  the store failed or nothing could be committed
+    INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
+
+
+EXIT_STATUS_HELP = ("Exit status: 0 done; 1 rejected bundles or discrepancies found; 2 usage or configuration "
+                    "error (nothing started); 3 done with failures (some records not fetched, within "
+                    "--max-failures); 4 failed (nothing archived, resolver unreachable, too many failures, or "
+                    "nothing committed); 130 interrupted (rerun the same command to resume).")
+
+PRECEDENCE = (ExitStatus.USAGE, ExitStatus.FAILED, ExitStatus.REJECTED, ExitStatus.PARTIAL, ExitStatus.OK)
+
+
+def worst(*statuses: ExitStatus) -> ExitStatus:
+    """The status that wins when several apply (see the module docstring)."""
+    return min(statuses, key=PRECEDENCE.index, default=ExitStatus.OK)
+
+
+class ConfigError(click.ClickException):
+    """A setup mistake the user can fix: one line on stderr, exit 2, before any work."""
+
+    exit_code = ExitStatus.USAGE
+
+
+class RunFailed(click.ClickException):
+    """The work could not be done (a store or resolver failed under it): one line, exit 4."""
+
+    exit_code = ExitStatus.FAILED
