@@ -1,0 +1,56 @@
+"""How loud a command is: the ``-v``/``-q`` options every command shares.
+
+Quiet prints errors and a one-line summary (for cron); normal prints what a person
+follows (a live progress line on a terminal, and the summary); ``-v`` adds the log on
+stderr and ``-vv`` debug detail and tracebacks.
+"""
+
+import functools
+import logging
+import sys
+
+import click
+
+QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
+
+
+def verbosity_options(func):
+    """Adds ``verbosity`` (QUIET, NORMAL, VERBOSE or DEBUG) to the command's arguments."""
+    func = click.option("-q", "--quiet", is_flag=True, help="Print only errors and a one-line summary.")(func)
+    func = click.option("-v", "--verbose", count=True,
+                        help="More detail on stderr: -v the log, -vv debug and tracebacks.")(func)
+    return _with_verbosity(func)
+
+
+def _with_verbosity(func):
+    @functools.wraps(func)
+    def wrapper(*args, verbose=0, quiet=False, **kwargs):
+        if verbose and quiet:
+            raise click.UsageError("-q and -v do not go together")
+        level = QUIET if quiet else min(verbose, DEBUG)
+        click.get_current_context().meta["pith_verbosity"] = level
+        return func(*args, verbosity=level, **kwargs)
+    return wrapper
+
+
+def current_verbosity() -> int:
+    """The verbosity of the command running now (NORMAL outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if "pith_verbosity" in ctx.meta:
+            return ctx.meta["pith_verbosity"]
+        ctx = ctx.parent
+    return NORMAL
+
+
+def log_to_stderr(verbosity: int) -> None:
+    """Python logging on stderr at the level the verbosity asks for (warnings and up by
+    default, errors only when quiet)."""
+    level = {QUIET: logging.ERROR, NORMAL: logging.WARNING, VERBOSE: logging.INFO}.get(verbosity, logging.DEBUG)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def say(message: str, verbosity_needed: int = NORMAL, err: bool = False) -> None:
+    """Print ``message`` unless the command runs quieter than ``verbosity_needed``."""
+    if current_verbosity() >= verbosity_needed:
+        click.echo(message, err=err)
