@@ -159,6 +159,13 @@ class ArchivePipeline:
             self.stats.set_value("pith/not_append_only", flagged)
         if self.checkpointing is not None:
             await maybe_deferred_to_future(self.checkpointing)
+        if not self.stats.get_value("pith/bundles_fetched") and not self.stats.get_value("pith/not_modified"):
+            # a run that reached no bundle (resolver down, every seed failing) commits
+            # nothing: an empty manifest would read as a run that worked
+            await _off_reactor(self.writer.abort)
+            await _off_reactor(self.uploader.close)
+            logger.error("no bundle was fetched: nothing committed")
+            return
         try:
             path = await _off_reactor(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:

@@ -2,8 +2,6 @@
 
 import logging
 
-from scrapy.exceptions import NotConfigured
-
 from crawler.items import BundleItem
 from pith.keyring import Keyring, KeyringError
 from pith.verify import Verdict, verify_document
@@ -22,12 +20,10 @@ class VerifyPipeline:
     @classmethod
     def from_crawler(cls, crawler):
         settings = crawler.settings
-        try:
-            keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS", True))
-        except KeyringError as exc:
-            raise NotConfigured(f"keyring unusable: {exc}") from exc
+        # never NotConfigured: a crawl without its verifier would archive nothing (or worse)
+        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS", True))
         if not len(keyring):
-            raise NotConfigured("the keyring is empty: nothing could verify")
+            raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
         return cls(keyring, crawler.stats)
 
     def process_item(self, item):

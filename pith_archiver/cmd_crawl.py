@@ -1,13 +1,19 @@
 """``pith-archiver crawl``: the main job."""
 
+import shlex
 import sys
 
 import click
 
-from crawler.frontier import FrontierError, SigningKeyInUse, check_url, connect
+from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, parse_seed, read_seeds_file
-from .crawling import default_state_dir, run_crawl
+from .crawl_report import FailureBudget, report
+from .crawl_setup import check_base_url, check_frontier, check_keyring, check_signing_key, check_store
+from .crawling import default_state_dir, logging_settings, run_crawl
+from .exit_status import EXIT_STATUS_HELP, ConfigError
+from .keyrings import keyring_options
+from .output import verbosity_options
 
 
 def _setting_pairs(values):
@@ -15,12 +21,12 @@ def _setting_pairs(values):
     for value in values:
         name, sep, setting = value.partition("=")
         if not sep:
-            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="-s")
+            raise ConfigError(f"-s {value!r} is not NAME=VALUE")
         pairs[name] = setting
     return pairs
 
 
-@click.command()
+@click.command(epilog=EXIT_STATUS_HELP)
 @click.argument("seeds", nargs=-1)
 @click.option("--seeds-file", type=click.Path(exists=True, dir_okay=False),
               help="One seed per line; '#' starts a comment.")
@@ -28,12 +34,10 @@ def _setting_pairs(values):
 @click.option("--out", "archive", default="archive", show_default=True,
               help="Archive: a local folder or s3://bucket/prefix.")
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
-@click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Pin the keys in this JSON file; repeatable.")
+@keyring_options
 @click.option("--archive-keyring", "archive_keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Also count what the archiver keys in this file committed as archived (the other workers "
                    "of a shared crawl, an earlier key); repeatable.")
-@click.option("--no-default-keys", is_flag=True, help="Do not trust the built-in registry key.")
 @click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
 @click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
@@ -43,49 +47,60 @@ def _setting_pairs(values):
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
 @click.option("--mirror", "mirrors", multiple=True, help="A fallback resolver base URL; repeatable.")
 @click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from.")
-@click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True)
+@click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True,
+              help="auto: a live line on a terminal (none when quiet), log lines otherwise.")
+@click.option("--max-failures", type=FailureBudget(), default="1%", show_default=True,
+              help="Records that may fail to fetch (after retries and mirrors) before the run counts as failed "
+                   "(exit 4) rather than done with failures (exit 3): a count, or a share of the records found.")
+@click.option("--log-file", type=click.Path(dir_okay=False),
+              help="Scrapy's log goes here [default: a new file in the crawl's state folder; -v: stderr].")
 @click.option("--signing-key", type=click.Path(dir_okay=False),
               help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].")
 @click.option("--commit-every", type=click.IntRange(0), default=None,
               help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
+@verbosity_options
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
           max_records, max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
-          commit_every, stats_json, settings):
+          commit_every, stats_json, settings, max_failures, log_file, verbosity):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
     DOI, a record page or bundle URL, or 'sitemap'. With no SEEDS, no --seeds-file
     and no --resolver, runs the embedded demo: the bundled corpus served on loopback,
     crawled from one seed into --out.
+
+    Everything is checked before the first request (keyring, URLs, the archive's
+    folder or bucket, the signing key, the frontier); on a terminal you see a live
+    progress line and a summary, and Scrapy's log goes to a file the summary names.
     """
     if not seeds and not seeds_file and resolver is None:
         from .demo import run_demo
-        sys.exit(run_demo(archive, progress))
+        sys.exit(run_demo(archive, progress, verbosity, max_failures))
     try:
         for text in [*seeds, *(read_seeds_file(seeds_file) if seeds_file else [])]:
             parse_seed(text)
     except SeedError as exc:
-        raise click.BadParameter(str(exc), param_hint="SEEDS") from None
+        raise ConfigError(f"seed: {exc}") from None
+    if jobdir and frontier:
+        raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
+    resolver = check_base_url(resolver, "--resolver") if resolver else None
+    mirrors = [check_base_url(mirror, "--mirror") for mirror in mirrors]
+    check_keyring(keyrings, not no_default_keys)
+    check_keyring(archive_keyrings, False, "--archive-keyring", may_be_empty=True)
+    check_signing_key(signing_key)
+    check_store(archive, s3_endpoint_url)
+    if frontier:
+        check_frontier(frontier)
+    state_dir = default_state_dir(archive, jobdir)
     overrides = {"PITH_ARCHIVE": archive, "PITH_S3_ENDPOINT_URL": s3_endpoint_url,
                  "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
-                 "PITH_DEFAULT_KEYS": not no_default_keys,
-                 "PITH_PROGRESS": progress, "PITH_SIGNING_KEY": signing_key, "PITH_STATE_DIR": default_state_dir(archive, jobdir)}
+                 "PITH_DEFAULT_KEYS": not no_default_keys, "PITH_SIGNING_KEY": signing_key,
+                 "PITH_STATE_DIR": state_dir, **logging_settings(verbosity, progress, log_file, state_dir)}
     if jobdir:
         overrides["JOBDIR"] = jobdir
     if frontier:
-        if jobdir:
-            raise click.BadParameter("the frontier keeps the crawl's state; --jobdir would keep a second one",
-                                     param_hint="--jobdir")
-        try:
-            check_url(frontier)
-        except FrontierError as exc:
-            raise click.BadParameter(str(exc), param_hint="--frontier") from None
-        try:
-            connect(frontier).close()
-        except FrontierError as exc:
-            raise click.ClickException(str(exc)) from None
         overrides["PITH_FRONTIER"] = frontier
     if worker:
         overrides["PITH_WORKER"] = worker
@@ -96,28 +111,17 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
     overrides.update(_setting_pairs(settings))
     spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
                    "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,
-                   "mirrors": list(mirrors), "allow_hosts": list(allow_hosts)}
+                   "mirrors": mirrors, "allow_hosts": list(allow_hosts)}
     try:
         stats = run_crawl(spider_args, overrides)
     except (JobdirInUse, SigningKeyInUse) as exc:
-        raise click.ClickException(str(exc)) from None
-    sys.exit(report(stats, archive))
+        raise ConfigError(str(exc)) from None
+    sys.exit(report(stats, archive, max_failures, verbosity, overrides.get("LOG_FILE"),
+                    resume=resume_command(jobdir), shared=bool(frontier)))
 
 
-def report(stats: dict, archive: str) -> int:
-    """Print the closing summary; exit status 0 when the run committed its manifest."""
-    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
-    click.echo(f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
-               f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
-               f"archived {get('archived')} new, state mismatches {get('state_mismatch')}")
-    rejected = {k.split("/", 2)[2]: v for k, v in stats.items() if k.startswith("pith/rejected/")}
-    if rejected:
-        click.echo("rejections: " + ", ".join(f"{reason} {count}" for reason, count in sorted(rejected.items())))
-    manifest, error, checkpoints = stats.get("pith/manifest"), stats.get("pith/commit_error"), get("checkpoints")
-    if manifest and not error:
-        click.echo(f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
-        return 0
-    kept = f"; {checkpoints} checkpoints committed before, the last {archive}/{manifest}" if checkpoints else ""
-    click.echo(f"nothing more committed to {archive}: {error or 'the run did not finish'}{kept}" if checkpoints else
-               f"nothing committed to {archive}: {error or 'the run did not finish'}", err=True)
-    return 1
+def resume_command(jobdir: str | None) -> str:
+    """What to type to go on after Ctrl-C: the same command; with a --jobdir it picks
+    up the queue where it stopped, without one it starts over and skips what is archived."""
+    command = shlex.join(["pith-archiver", *sys.argv[1:]])
+    return command if jobdir else f"{command} --jobdir DIR (or the same command: archived records are skipped)"

@@ -5,12 +5,16 @@ in runs the same Scrapy configuration.
 """
 
 import hashlib
+import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 
 from crawler.spiders.pith import PithSpider
+from .exit_status import ConfigError
+from .output import DEBUG, QUIET, VERBOSE
 
 
 def project_settings(overrides: dict | None = None) -> Settings:
@@ -22,14 +26,33 @@ def project_settings(overrides: dict | None = None) -> Settings:
 
 
 def default_state_dir(archive: str, jobdir: str | None) -> str:
-    """Where validators for conditional requests live: beside the job, or beside a local
-    archive, or in the user's cache for a remote one (keyed by its URI)."""
+    """Where a crawl's own state (validators for conditional requests, logs) lives:
+    beside the job, or in the user's cache keyed by the archive's location; never in
+    the archive, which holds only what its manifests list."""
     if jobdir:
         return str(Path(jobdir) / "pith-state")
-    if "://" not in archive:
-        return str(Path(archive) / ".pith-state")
-    key = hashlib.sha256(archive.encode()).hexdigest()[:16]
-    return str(Path.home() / ".cache" / "pith-archiver" / "state" / key)
+    location = archive if "://" in archive else str(Path(archive).absolute())
+    key = hashlib.sha256(location.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return str(cache / "pith-archiver" / "state" / key)
+
+
+def logging_settings(verbosity: int, progress: str, log_file: str | None, state_dir: str) -> dict:
+    """Scrapy's log (banner, settings, stats dump) goes to a file unless -v asks for it
+    on stderr, so a terminal shows only the progress line and the summary, and cron
+    only what went wrong."""
+    progress = "off" if verbosity <= QUIET and progress == "auto" else progress
+    settings = {"PITH_PROGRESS": progress, "LOG_LEVEL": "DEBUG" if verbosity >= DEBUG else "INFO"}
+    if log_file or verbosity < VERBOSE:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = Path(log_file or Path(state_dir) / "logs" / f"crawl-{stamp}-{os.getpid()}.log")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            raise ConfigError(f"--log-file {path}: {exc.strerror or exc}") from None
+        settings["LOG_FILE"] = str(path)
+    return settings
 
 
 def run_crawl(spider_args: dict, overrides: dict) -> dict:

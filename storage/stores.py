@@ -130,6 +130,11 @@ class ObjectStore(ABC):
     def flush(self) -> None:
         """Make every object written so far durable (before a manifest names it)."""
 
+    @abstractmethod
+    def probe(self) -> None:
+        """Raise StorageError now if this store cannot take writes: a run checks before
+        its first request rather than failing at its first object."""
+
 
 class LocalStore(ObjectStore):
     """A folder. Writes go to a temp file in the target folder, are fsynced, then
@@ -218,6 +223,18 @@ class LocalStore(ObjectStore):
                     os.close(fd)
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot sync {folder}: {exc}") from exc
+
+
+    def probe(self):
+        if self.root.exists() and not self.root.is_dir():
+            raise StorageError(f"{self.root} is not a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.root)
+            os.close(fd)
+            os.unlink(temp)
+        except OSError as exc:
+            raise StorageError(f"{self.root} is not a writable folder: {exc.strerror or exc}") from None
 
 
 class S3Store(ObjectStore):
@@ -325,6 +342,21 @@ class S3Store(ObjectStore):
 
     def flush(self):
         """Nothing to do: S3 acknowledges a write once it is durable."""
+
+    def probe(self):
+        """The bucket exists and the credentials are accepted (HeadBucket; no write is
+        made, since a bucket under object lock could not delete a probe object)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code"))
+            why = {"404": "does not exist", "NoSuchBucket": "does not exist",
+                   "403": "refuses these credentials", "AccessDenied": "refuses these credentials"}.get(code, exc)
+            raise StorageError(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
+        except BotoCoreError as exc:
+            raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None
 
 
 def _create_only(params, **_):

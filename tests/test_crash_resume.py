@@ -26,7 +26,7 @@ from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from storage.manifest import collect_orphans, committed_manifests, find_orphans
 from storage.stores import LocalStore, S3Store
-from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.crawling import isolated_home, run_cli_crawl
 from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -47,9 +47,9 @@ def start_crawl(tmp_path: Path, args: list[str], name: str):
     log = tmp_path / f"{name}.log"
     spool = tmp_path / "tmp"
     spool.mkdir(exist_ok=True)
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "TMPDIR": str(spool)}
+    env = {**os.environ, **isolated_home(tmp_path), "TMPDIR": str(spool)}
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "pith_archiver", "crawl", "--progress", "off", *args],
+        process = subprocess.Popen([sys.executable, "-m", "pith_archiver", "crawl", "-v", "--progress", "off", *args],
                                    env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
     return process, log
 
@@ -118,7 +118,7 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir
     server.set_faults(FaultPlan(latency_ms=1000))  # hold the crawl running while its twin starts
     twin = run_cli_crawl(tmp_path, *args)  # the same job, started again while the first still runs
     assert process.poll() is None
-    assert twin.returncode == 1 and "in use by another crawl" in twin.stderr
+    assert twin.returncode == 2 and "in use by another crawl" in twin.stderr
     assert "Traceback" not in twin.stderr  # a named refusal, not a crash
     killed = sigkill(process, log)
     assert fetched() < len(corpus_catalog)

@@ -72,7 +72,8 @@ def test_a_tampered_bundle_is_quarantined_and_counted(tmp_path, static_site, sto
     tampered = bundle.read_bytes().replace(b'"primary_cat":"cs.', b'"primary_cat":"cs.X', 1)
     bundle.write_bytes(tampered)
     result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], *out_args(store))
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 1, result.stderr[-3000:]  # a rejection is an event a scheduler sees
+    assert "rejections: canonical_hash_mismatch 1" in result.stdout
     assert (result.stat("verified"), result.stat("rejected")) == (2, 1)
     assert result.stat("rejected/canonical_hash_mismatch") == 1
 
@@ -111,8 +112,8 @@ def test_a_bundle_that_cannot_be_fetched_gets_a_failed_row(tmp_path, static_site
     else:
         bundle.write_bytes(b" " * 2_000_000 + bundle.read_bytes())
     result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "archive"), suffixes[0],
-                           "-s", "DOWNLOAD_MAXSIZE=1000000")
-    assert result.returncode == 0, result.stderr[-3000:]
+                           "-s", "DOWNLOAD_MAXSIZE=1000000", "--max-failures", "50%")
+    assert result.returncode == 3, result.stderr[-3000:]
     reason = "fetch_failed" if failure == "missing" else "too_large"
     assert result.stat(f"bundle_failures/{reason}") == 1
     rows = table(LocalStore(tmp_path / "archive"), "verifications").to_pylist()

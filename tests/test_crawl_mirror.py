@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
-from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.crawling import isolated_home, run_cli_crawl
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 FAST_RETRIES = ["-s", "PITH_RETRY_BACKOFF_BASE=0.01", "-s", "PITH_RETRY_AFTER_MAX=1",
@@ -56,8 +56,9 @@ def test_alias_seeds_resolve_through_the_resolver(tmp_path, corpus_dir, mirror):
 
 
 def test_unknown_alias_is_counted_not_fatal(tmp_path, corpus_dir, mirror):
-    result = crawl(tmp_path, corpus_dir, mirror(), "--no-follow", "2101.99999", REAL)
-    assert result.returncode == 0
+    result = crawl(tmp_path, corpus_dir, mirror(), "--no-follow", "--max-failures", "1", "2101.99999", REAL)
+    assert result.returncode == 3  # done with failures, within --max-failures
+    assert "partial (exit 3): 1 fetch failures" in result.stderr
     assert (result.stat("seeds_unresolved"), result.stat("verified")) == (1, 1)
 
 
@@ -128,8 +129,8 @@ def test_wrong_content_type_changes_nothing(tmp_path, corpus_dir, mirror):
 def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, corpus_catalog, mirror):
     looping, huge = twelve(corpus_catalog)[4:6]
     _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(redirect_loop={looping}, oversize={huge}),
-                                "-s", "DOWNLOAD_MAXSIZE=4000000")
-    assert result.returncode == 0, result.stderr[-3000:]
+                                "-s", "DOWNLOAD_MAXSIZE=4000000", "--max-failures", "2")
+    assert result.returncode == 3, result.stderr[-3000:]  # done with failures, within the budget
     assert result.stat("bundle_failures/too_large") == 1
     assert result.stat("bundle_failures/fetch_failed") == 1
     failed = {(v["reason"], v["url"].split("/")[-2]) for v in verifications(tmp_path) if v["status"] == "failed"}
@@ -154,15 +155,18 @@ def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mir
                str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"), "--jobdir", str(jobdir),
                "--progress", "off", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2", "-s", "AUTOTHROTTLE_ENABLED=false",
                REAL]
-    env = {**__import__("os").environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env = {**__import__("os").environ, **isolated_home(tmp_path)}
     first = subprocess.Popen([*command, "--stats-json", str(stats_file)], env=env, cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while sum(r.document == "bundle" and r.status == 200 for r in server.requests) < 8:
         assert time.monotonic() < deadline and first.poll() is None, "the first crawl never got going"
         time.sleep(0.05)
     first.send_signal(signal.SIGINT)  # Ctrl-C: a graceful stop that keeps the job
-    first.communicate(timeout=60)
+    _, stderr = first.communicate(timeout=60)
+    assert first.returncode == 130  # interrupted: what was archived is committed
+    assert f"resume with: pith-archiver crawl --resolver {server.url}" in stderr and f"--jobdir {jobdir}" in stderr
+    assert "Traceback" not in stderr
     stopped = json.loads(stats_file.read_text())
     assert stopped["finish_reason"] == "shutdown"
     assert 0 < stopped["pith/archived"] < len(corpus_catalog)

@@ -31,6 +31,7 @@ from pith_archiver.cli import main
 from pith_archiver.crawling import project_settings
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
+from tests.plugins.crawling import isolated_home
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
@@ -131,7 +132,8 @@ def test_crawl_refuses_a_frontier_it_cannot_use(tmp_path, args, code, said):
 def test_crawl_says_when_the_frontier_is_unreachable(tmp_path, refused_port):
     result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path),
                                        "--frontier", f"redis://127.0.0.1:{refused_port}/0", REAL])
-    assert result.exit_code == 1 and "cannot reach the frontier" in result.output, result.output
+    assert result.exit_code == 2 and "cannot reach the frontier" in result.output, result.output
+    assert result.output.count("\n") == 1  # one line, before the crawl starts
 
 
 def test_an_unreachable_frontier_is_a_named_error(refused_port):
@@ -220,14 +222,14 @@ SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_D
 
 
 def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url, *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", server.url, "--no-default-keys",
+    command = [sys.executable, "-m", "pith_archiver", "crawl", "-v", "--resolver", server.url, "--no-default-keys",
                "--keyring", str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"),
                "--frontier", redis_url, "--worker", name, "--signing-key", str(tmp_path / f"{name}.key"),
                "--progress", "off", "--stats-json", str(tmp_path / f"{name}.json"), *SETTINGS,
                "-s", f"USER_AGENT=worker-{name}", *extra, REAL]
     log = (tmp_path / f"{name}.log").open("w")
     return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
+                            env={**os.environ, **isolated_home(tmp_path)})
 
 
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
@@ -330,7 +332,7 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     wait_for(lambda: bundles_served(server, "first") >= 1, first)
     (tmp_path / "second.key").write_bytes((tmp_path / "first.key").read_bytes())  # the same key
     second = start_worker(tmp_path, "second", server, corpus_dir, redis_url)
-    assert second.wait(timeout=60) == 1
+    assert second.wait(timeout=60) == 2  # a configuration error: refused before it starts
     said = (tmp_path / "second.log").read_text()
     assert "in use by the live worker first." in said and "Traceback" not in said
     assert not list((tmp_path / "archive" / "manifests").glob("*-second-*"))  # it committed nothing

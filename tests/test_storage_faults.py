@@ -65,9 +65,9 @@ def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(tmp_pat
                                                                         fault_proxy, s3_bucket, s3_endpoint, figures):
     proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",)))
     result = crawl_to(tmp_path, corpus_dir, mirror(), proxy, s3_bucket, REAL)
-    assert result.returncode == 1
+    assert result.returncode == 4
     assert "AccessDenied" in result.stats["pith/commit_error"]
-    assert "nothing committed" in result.stderr and "AccessDenied" in result.stderr
+    assert "failed (exit 4): the final commit failed" in result.stderr and "AccessDenied" in result.stderr
     assert "pith/manifest" not in result.stats
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     assert [s.path for s in store.list("manifests/")] == []

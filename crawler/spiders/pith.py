@@ -176,7 +176,7 @@ class PithSpider(scrapy.Spider):
 
     def sitemap_request(self, url: str):
         return scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"],
-                              meta={"pith_task": f"sitemap:{url}"})
+                              errback=self.sitemap_failed, meta={"pith_task": f"sitemap:{url}"})
 
     def records_in(self, body: bytes, depth: int):
         if not self.follow or (0 <= self.max_depth < depth):
@@ -294,6 +294,10 @@ class PithSpider(scrapy.Spider):
     def page_failed(self, failure):
         self._stat("page_failures")
         logger.info("record page %s failed: %s", failure.request.url, _describe(failure))
+
+    def sitemap_failed(self, failure):
+        self._stat("discovery_failures/sitemap")
+        logger.warning("sitemap %s could not be fetched: %s", failure.request.url, _describe(failure))
 
     def alias_failed(self, failure):
         self._stat("seeds_unresolved")

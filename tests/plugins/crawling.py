@@ -29,15 +29,20 @@ class CrawlResult:
 
 
 def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120, env: dict | None = None) -> CrawlResult:
-    """``pith-archiver crawl ARGS`` with progress off and stats written to a file;
-    ``env`` adds to the environment."""
+    """``pith-archiver crawl -v ARGS`` (Scrapy's log on stderr) with stats written to a
+    file; ``env`` adds to the environment."""
     stats_file = tmp_path / f"stats-{len(list(tmp_path.glob('stats-*.json')))}.json"
-    cmd = [sys.executable, "-m", "pith_archiver", "crawl", "--progress", "log", "--stats-json", str(stats_file),
-           "-s", "LOG_LEVEL=INFO", *args]
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), **(env or {})}  # the archiver key is made here
+    cmd = [sys.executable, "-m", "pith_archiver", "crawl", "-v", "--progress", "log", "--stats-json", str(stats_file),
+           *args]
+    env = {**os.environ, **isolated_home(tmp_path), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     return CrawlResult(proc.returncode, stats, proc.stdout, proc.stderr)
+
+
+def isolated_home(tmp_path: Path) -> dict:
+    """Environment for a CLI run whose archiver key, crawl state and logs stay in ``tmp_path``."""
+    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

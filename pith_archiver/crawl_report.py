@@ -1,0 +1,131 @@
+"""What a finished crawl tells its user: the closing summary and the exit status.
+
+Both come from the crawl's Scrapy stats alone, so ``crawl``, the embedded demo and a
+scheduler reading ``--stats-json`` agree on what happened.
+"""
+
+import re
+from dataclasses import dataclass
+
+import click
+
+from .exit_status import ExitStatus, worst
+from .output import NORMAL, QUIET
+
+# records that could not be had after retries and mirror fallbacks, by reason
+FAILURE_PREFIXES = ("pith/bundle_failures/", "pith/discovery_failures/")
+FAILURE_KEYS = ("pith/seeds_unresolved", "pith/page_failures")
+INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
+
+
+class FailureBudget(click.ParamType):
+    """``--max-failures``: a count (``25``) or a share of the records found (``1%``)."""
+
+    name = "N or P%"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", str(value))
+        if not match or (not match[2] and "." in match[1]):
+            self.fail(f"{value!r} is neither a count (25) nor a share of the records (1%)", param, ctx)
+        return (float(match[1]), bool(match[2]))
+
+
+def allowed_failures(budget: tuple[float, bool], records: int) -> float:
+    amount, is_share = budget
+    return amount * records / 100 if is_share else amount
+
+
+@dataclass
+class CrawlOutcome:
+    status: ExitStatus
+    why: str          # one line: what the status means for this run
+    failures: dict    # reason -> count
+    rejections: dict  # reason -> count
+
+
+def failures_of(stats: dict) -> dict[str, int]:
+    found = {}
+    for key, value in stats.items():
+        if key.startswith(FAILURE_PREFIXES):
+            found[key.split("/", 2)[2]] = found.get(key.split("/", 2)[2], 0) + value
+        elif key in FAILURE_KEYS:
+            found[key.split("/", 1)[1]] = value
+    return {reason: count for reason, count in found.items() if count}
+
+
+def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> CrawlOutcome:
+    """The exit status of a crawl (see pith_archiver.exit_status) and why. A worker of
+    a ``shared`` crawl may rightly find that the others left it nothing to fetch."""
+    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
+    failures, rejections = failures_of(stats), {
+        key.split("/", 2)[2]: value for key, value in stats.items() if key.startswith("pith/rejected/")}
+    failed, reached = sum(failures.values()), get("bundles_fetched") + get("not_modified")
+    statuses, whys = [], []
+    if stats.get("finish_reason") in INTERRUPTED_REASONS:
+        return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
+    if not reached and shared and not failed:
+        return CrawlOutcome(ExitStatus.OK, "the other workers had every record", failures, rejections)
+    if not reached:
+        statuses.append(ExitStatus.FAILED)
+        whys.append("no bundle could be fetched, nothing committed: is the resolver reachable?"
+                    if failed or not get("records_found") else "no bundle was fetched, nothing committed")
+    elif stats.get("pith/commit_error") or not stats.get("pith/manifest"):
+        statuses.append(ExitStatus.FAILED)
+        kept = f" ({get('checkpoints')} checkpoints committed before)" if get("checkpoints") else ""
+        whys.append(f"the final commit failed: {stats.get('pith/commit_error') or 'the run did not finish'}{kept}")
+    elif failed > allowed_failures(budget, max(get("records_found"), 1)):
+        statuses.append(ExitStatus.FAILED)
+        whys.append(f"{failed} fetch failures, more than --max-failures allows")
+    elif failed:
+        statuses.append(ExitStatus.PARTIAL)
+        whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
+    if get("rejected"):
+        statuses.append(ExitStatus.REJECTED)
+        whys.append(f"{get('rejected')} bundles rejected by verification (kept in quarantine/)")
+    status = worst(*statuses)
+    return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
+
+
+def _counts(reasons: dict) -> str:
+    return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+
+
+def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int = NORMAL,
+           log_file: str | None = None, resume: str = "", shared: bool = False) -> ExitStatus:
+    """Print the closing summary (one line when quiet) and return the exit status."""
+    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
+    result = outcome(stats, budget, shared)
+    archived = get("archived") + get("already_archived") + get("not_modified")
+    requests = stats.get("downloader/request_count", 0)
+    per_record = f" ({requests / archived:.2f} per record)" if archived else ""
+    line = (f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
+            f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
+            f"{sum(result.failures.values())} failed, {requests} requests{per_record}")
+    if verbosity <= QUIET:
+        if result.status == ExitStatus.INTERRUPTED and resume:
+            line += f"; resume with: {resume}"
+        click.echo(line, err=result.status != ExitStatus.OK)
+        return result.status
+    click.echo(f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
+               f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
+               f"archived {get('archived')} new, state mismatches {get('state_mismatch')}")
+    click.echo(f"requests {requests}{per_record}, retried {stats.get('retry/count', 0)}, "
+               f"download errors {sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}")
+    if result.failures:
+        click.echo("fetch failures: " + _counts(result.failures))
+    if result.rejections:
+        click.echo("rejections: " + _counts(result.rejections))
+    manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
+    if manifest and not stats.get("pith/commit_error"):
+        click.echo(f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
+    elif checkpoints:
+        click.echo(f"{checkpoints} checkpoints committed, the last {archive}/{manifest}")
+    if log_file:
+        click.echo(f"log: {log_file}")
+    why = result.why
+    if result.status == ExitStatus.INTERRUPTED:
+        why = f"what was archived is committed; resume with: {resume}" if resume else why
+    click.echo(f"{result.status.name.lower()} (exit {int(result.status)}): {why}", err=result.status != ExitStatus.OK)
+    return result.status

@@ -1,0 +1,61 @@
+"""Everything a crawl needs, checked before its first request.
+
+A scheduled run that cannot work must say so at once, in one line, with the
+configuration exit status, and leave nothing half-written: so the keyring, the
+resolver URLs, the signing key, the archive store and the frontier are each opened
+here, and a crawl never starts without its verifier.
+"""
+
+from urllib.parse import urlsplit
+
+from pith.keyring import Keyring, KeyringError
+from storage.stores import StorageError, open_store
+from .exit_status import ConfigError
+
+
+def check_base_url(url: str, option: str) -> str:
+    """A resolver or mirror base: http(s) with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} {url!r} is not an http(s) URL with a host (e.g. https://pith.science)")
+    return url.rstrip("/")
+
+
+def check_keyring(keyrings, default_keys: bool, option: str = "--keyring", may_be_empty: bool = False) -> Keyring:
+    """A keyring the crawl uses: readable, and (the verifier's) not empty."""
+    try:
+        ring = Keyring.build(keyrings, default_keys=default_keys)
+    except KeyringError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+    if not may_be_empty and not len(ring):
+        raise ConfigError("the keyring is empty: give --keyring FILE or drop --no-default-keys")
+    return ring
+
+
+def check_signing_key(path):
+    from .signing_key import load_or_create
+
+    try:
+        return load_or_create(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--signing-key {path}: not a usable signing key ({exc})") from None
+
+
+def check_store(archive: str, endpoint_url: str | None) -> None:
+    """The archive's folder or bucket takes writes: probed, not assumed."""
+    try:
+        open_store(archive, endpoint_url).probe()
+    except ValueError as exc:
+        raise ConfigError(f"--out {archive}: {exc}") from None
+    except StorageError as exc:
+        raise ConfigError(f"--out {archive}: {exc}") from None
+
+
+def check_frontier(url: str) -> None:
+    from crawler.frontier import FrontierError, check_url, connect
+
+    try:
+        check_url(url)
+        connect(url).close()
+    except FrontierError as exc:
+        raise ConfigError(f"--frontier: {exc}") from None
