@@ -607,15 +607,25 @@ class FrontierScheduler(Scheduler):
 
     def enqueue_request(self, request):
         task = request.meta.get("pith_task")
-        if task and task not in self.running:
-            if not self.queue.pending:  # send what this turn of the reactor queues in one go
-                call_later(0, self.flush)
-            # scrapy-redis's duplicate filter: its fingerprint and set, checked as the request is queued
-            self.queue.push(request, None if request.dont_filter else self.df.request_fingerprint(request))
+        if task and task not in self.running and self._share(request):
             self.stats.inc_value("scheduler/enqueued/redis")
         else:
             self._keep(request)
             self.stats.inc_value("scheduler/enqueued/memory")
+        return True
+
+    def _share(self, request) -> bool:
+        """Queue a request that opens a task in the frontier, past scrapy-redis's duplicate
+        filter (its fingerprint and set, checked as it is queued). False when no task can
+        name it (a sitemap seed on an --allow-host host): this worker fetches it alone."""
+        first = not self.queue.pending
+        try:
+            self.queue.push(request, None if request.dont_filter else self.df.request_fingerprint(request))
+        except RequestNotSerializable as exc:
+            logger.warning("%s: this worker reads it alone", exc)
+            return False
+        if first:  # send what this turn of the reactor queues in one go
+            call_later(0, self.flush)
         return True
 
     def _keep(self, request):
@@ -710,7 +720,8 @@ class FrontierScheduler(Scheduler):
         for task, arg in taken:
             prefix, _, suffix = task.partition(":")
             if prefix in (BUNDLE, PAGE):  # a record task's owner holds its depth
-                arg = {"kind": _KIND_OF[prefix], "suffix": suffix, "depth": int(arg) if arg.isdigit() else arg.decode("latin-1")}
+                depth = int(arg) if arg.isdigit() else arg.decode("latin-1")
+                arg = {"kind": _KIND_OF[prefix], "suffix": suffix, "depth": depth}
             request = self.queue.rebuild(task, arg)
             if request is None:
                 refused.append(task)
