@@ -292,7 +292,7 @@ class PithSpider(scrapy.Spider):
 
     @property
     def sitemap_walk(self) -> deque:
-        """The sitemaps indexes listed, not yet requested (survives --jobdir resumes)."""
+        """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
         return self.state.setdefault("sitemap_walk", deque())
 
     def next_sitemap(self):
