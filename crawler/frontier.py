@@ -5,9 +5,14 @@ a crawl in Redis, through scrapy-redis's scheduler, priority queue and duplicate
 filter (``FrontierAddon`` derives their settings). What a crawl that must lose nothing
 needs on top of them lives here too:
 
-- **JSON, never pickle.** ``dumps``/``loads`` (this module is the
-  SCHEDULER_SERIALIZER) carry a request as JSON: callbacks by name, meta of JSON types
-  only. Whoever can write to the Redis server can inject requests, never run code.
+- **Tasks are data, not requests.** ``dumps``/``loads`` (this module is the
+  SCHEDULER_SERIALIZER) carry a task as a few JSON fields: its kind, its record (or
+  alias, or sitemap path on one of the worker's own resolver and mirrors) and depth.
+  The worker rebuilds the request with its spider's own builders (``task_request``):
+  method, headers, meta and callbacks are never read from Redis. Whoever can write to
+  the Redis server can queue records of the crawl's resolver, never run code, reach
+  another host or shape a request; an entry that does not fit is refused by name and
+  counted (``pith/frontier_refused/<reason>``).
 - **Claims.** A record is claimed by suffix (``Frontier.claim``): the first worker to
   see it takes it, every other one skips it.
 - **Tasks with owners.** Every shared request is a task (``meta["pith_task"]``). A
@@ -41,7 +46,6 @@ scripts touch per-worker keys, so the server must be a standalone Redis (not a c
 import heapq
 import itertools
 import logging
-import math
 import os
 import re
 import secrets
@@ -60,7 +64,10 @@ from scrapy_redis.connection import get_redis
 from scrapy_redis.queue import PriorityQueue
 from scrapy_redis.scheduler import Scheduler
 
+from pith.numbers import SUFFIX_RE
+
 from . import signals as pith_signals
+from .seeds import Seed, SeedError, parse_seed
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +86,17 @@ class SigningKeyInUse(FrontierError):
 
 
 class RequestNotSerializable(FrontierError, TypeError):
-    """A request that cannot travel through the frontier as JSON."""
+    """A request that opens no task a frontier entry can name."""
 
 
-class MalformedRequest(FrontierError, ValueError):
-    """An entry read from the frontier is not a request this crawler would have written."""
+class RefusedEntry(FrontierError, ValueError):
+    """An entry read from the frontier that is not a task this crawler would have queued.
+    ``reason`` names the rule it breaks (counted as ``pith/frontier_refused/<reason>``)."""
+
+    def __init__(self, reason: str, detail):
+        detail = str(detail)
+        super().__init__(f"{reason}: {detail[:200]}{'...' if len(detail) > 200 else ''}")
+        self.reason = reason
 
 
 # --- settings ------------------------------------------------------------------------
@@ -149,88 +162,88 @@ def worker_id(name: str | None) -> str:
     return f"{base}.{os.getpid()}.{secrets.token_hex(2)}"
 
 
-# --- the serializer (scrapy-redis's SCHEDULER_SERIALIZER) ----------------------------------
+# --- the tasks (scrapy-redis's SCHEDULER_SERIALIZER) ------------------------------------------
 
-_FIELDS = frozenset(Request.attributes)
-
-
-def _check_json(value, path: str) -> None:
-    if value is None or isinstance(value, (bool, str)):
-        return
-    if isinstance(value, int):
-        if not -2 ** 63 <= value < 2 ** 64:
-            raise RequestNotSerializable(f"{path} is an integer JSON readers would not keep exactly")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise RequestNotSerializable(f"{path} is {value}, which JSON has no form for")
-    elif isinstance(value, list):
-        for index, element in enumerate(value):
-            _check_json(element, f"{path}[{index}]")
-    elif isinstance(value, dict):
-        for name, element in value.items():
-            if not isinstance(name, str):
-                raise RequestNotSerializable(f"{path} has a key that is not a string: {name!r}")
-            _check_json(element, f"{path}[{name!r}]")
-    else:  # tuples, bytes, sets, objects: they would not come back as they went
-        raise RequestNotSerializable(f"{path} is a {type(value).__name__}, not a JSON type")
+# A queued task names what to fetch, never how: kind -> (its task prefix, its fields). Method,
+# headers, meta and callbacks are the worker's own, from its spider's request builders; a base
+# is one of the worker's own resolver and mirrors, never a URL the entry chooses.
+KINDS = {
+    "bundle": (BUNDLE, ("suffix", "depth")),
+    "page": (PAGE, ("suffix", "depth")),
+    "alias": ("alias", ("alias", "depth")),
+    "sitemap": ("sitemap", ("base", "path")),
+}
+_KIND_OF = {prefix: kind for kind, (prefix, _) in KINDS.items()}
+_ANY_FIELD = {"kind"}.union(*(fields for _, fields in KINDS.values()))
+MAX_ENTRY = 4096     # bytes: a task is a few names, the longest a sitemap path
+MAX_DEPTH = 100_000  # link hops from the seeds
+_SITEMAP_PATH = re.compile(r"/[!-~]*")  # printable ASCII from the base's root on
 
 
-def _check_callback(name, field: str, error) -> None:
-    if name is not None and not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):
-        raise error(f"{field} must be the name of a public spider method, not {name!r}")
+def check_task(entry) -> dict:
+    """``entry`` when it is a task of the schema above, field by field; else RefusedEntry."""
+    if not isinstance(entry, dict):
+        raise RefusedEntry("not_an_object", f"a JSON {type(entry).__name__}")
+    kind = entry.get("kind")
+    fields = KINDS[kind][1] if isinstance(kind, str) and kind in KINDS else ()
+    unknown = set(entry) - (_ANY_FIELD if not fields else {"kind", *fields})
+    if unknown:
+        raise RefusedEntry("unknown_field", sorted(unknown))
+    if not fields:
+        raise RefusedEntry("unknown_kind", repr(kind))
+    missing = [field for field in fields if field not in entry]
+    if missing:
+        raise RefusedEntry("missing_field", missing)
+    for field in fields:
+        if not isinstance(entry[field], int if field == "depth" else str) or isinstance(entry[field], bool):
+            raise RefusedEntry("wrong_type", f"{field} is a {type(entry[field]).__name__}")
+    if "depth" in entry and not 0 <= entry["depth"] <= MAX_DEPTH:
+        raise RefusedEntry("bad_depth", entry["depth"])
+    if "suffix" in entry and not SUFFIX_RE.fullmatch(entry["suffix"]):
+        raise RefusedEntry("bad_suffix", repr(entry["suffix"]))
+    if "alias" in entry and not _is_alias(entry["alias"]):
+        raise RefusedEntry("bad_alias", repr(entry["alias"]))
+    if "path" in entry and not (_SITEMAP_PATH.fullmatch(entry["path"]) and
+                                urlsplit(entry["path"]).path.endswith(".xml")):
+        raise RefusedEntry("bad_path", repr(entry["path"]))
+    return entry
 
 
-def dumps(request: dict) -> bytes:
-    """JSON bytes of ``Request.to_dict(spider=...)``; RequestNotSerializable for anything
-    else than a plain Request with JSON-typed meta, cb_kwargs and cookies."""
-    if "_class" in request:
-        raise RequestNotSerializable(f"only scrapy.Request travels through the frontier, not {request['_class']}")
-    for field in ("callback", "errback"):
-        _check_callback(request.get(field), field, RequestNotSerializable)
-    for field in ("meta", "cb_kwargs", "cookies", "flags"):
-        _check_json(request.get(field), field)
-    out = dict(request)
-    out["headers"] = {_text(name): [_text(v) for v in values] for name, values in request.get("headers", {}).items()}
-    out["body"] = _text(request.get("body", b""))
-    return orjson.dumps(out)
+def _is_alias(text: str) -> bool:
+    try:
+        return parse_seed(text) == Seed("alias", text)
+    except SeedError:
+        return False
+
+
+def task_of(request: Request, sources: list[str]) -> dict:
+    """The task a request opens (``meta["pith_task"]``, and its depth), as queued;
+    ``sources``: the worker's resolver and mirrors, one of which a sitemap must be on."""
+    prefix, _, value = request.meta["pith_task"].partition(":")
+    kind = _KIND_OF.get(prefix)
+    if kind == "sitemap":
+        base = max((b for b in sources if value.startswith(b + "/")), key=len, default=None)
+        if base is None:
+            raise RequestNotSerializable(f"the sitemap {value} is on none of the crawl's resolvers and mirrors")
+        return {"kind": kind, "base": base, "path": value[len(base):]}
+    if kind is None:
+        raise RequestNotSerializable(f"no task kind of ours: {request.meta['pith_task']!r}")
+    return {"kind": kind, KINDS[kind][1][0]: value, "depth": request.meta.get("pith_depth", 0)}
+
+
+def dumps(task: dict) -> bytes:
+    return orjson.dumps(check_task(task))
 
 
 def loads(data: bytes) -> dict:
-    """The request dict ``dumps`` wrote, checked field by field: what Redis holds is
-    input like any other, so unknown fields, classes and private callbacks are refused
-    (MalformedRequest)."""
+    """The task ``dumps`` wrote, checked: what Redis holds is input like any other, written
+    by whoever can reach that Redis (RefusedEntry, naming the rule it breaks)."""
+    if len(data) > MAX_ENTRY:
+        raise RefusedEntry("too_large", f"{len(data)} bytes, more than {MAX_ENTRY}")
     try:
-        request = orjson.loads(data)
+        return check_task(orjson.loads(data))
     except orjson.JSONDecodeError as exc:
-        raise MalformedRequest(f"not JSON: {exc}") from None
-    if not isinstance(request, dict) or not isinstance(request.get("url"), str):
-        raise MalformedRequest("not a request: no url")
-    unknown = set(request) - _FIELDS
-    if unknown:
-        raise MalformedRequest(f"unknown request fields: {sorted(unknown)}")
-    for field in ("callback", "errback"):
-        _check_callback(request.get(field), field, MalformedRequest)
-    types = {"meta": dict, "cb_kwargs": dict, "cookies": (dict, list), "flags": list, "headers": dict,
-             "body": str, "encoding": str, "method": str, "dont_filter": bool, "priority": int}
-    for field, kind in types.items():
-        if field in request and not isinstance(request[field], kind) or \
-                field == "priority" and isinstance(request.get(field), bool):
-            raise MalformedRequest(f"{field} has the wrong type")
-    headers = request.get("headers", {})
-    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in headers.values()):
-        raise MalformedRequest("headers must map names to lists of strings")
-    try:
-        request["headers"] = {name.encode("latin-1"): [v.encode("latin-1") for v in values]
-                              for name, values in headers.items()}
-        request["body"] = request.get("body", "").encode("latin-1")
-    except UnicodeEncodeError:
-        raise MalformedRequest("headers and body must be latin-1 text (bytes as dumps writes them)") from None
-    return request
-
-
-def _text(value) -> str:
-    """Bytes as latin-1 text: JSON-safe and exact for every byte value."""
-    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        raise RefusedEntry("not_json", exc) from None
 
 
 # --- the ledger ----------------------------------------------------------------------------
@@ -301,12 +314,12 @@ if #taken > 0 then redis.call('SREM', KEYS[4], ARGV[2]) end
 return taken
 """
 
-# KEYS owner; ARGV prefix, me, task...
+# KEYS owner; ARGV prefix, me, task... Releases the tasks this worker holds, running or queued.
 _RELEASE = """
-local mine, held, n = ARGV[1] .. 'tasks:' .. ARGV[2], 'r|' .. ARGV[2] .. '|', 0
+local mine, n = ARGV[1] .. 'tasks:' .. ARGV[2], 0
 for i = 3, #ARGV do
-  local owner = redis.call('HGET', KEYS[1], ARGV[i])
-  if owner and string.sub(owner, 1, #held) == held then
+  local _, worker = string.match(redis.call('HGET', KEYS[1], ARGV[i]) or '', """ + _OWNER + """)
+  if worker == ARGV[2] then
     redis.call('HDEL', KEYS[1], ARGV[i])
     redis.call('SREM', mine, ARGV[i])
     n = n + 1
@@ -453,7 +466,7 @@ class Frontier:
         self.server.sadd(self.idle_key, self.worker)
 
     def release(self, tasks) -> int:
-        """Done with ``tasks`` for good (their results are committed)."""
+        """Done with ``tasks`` for good: their results are committed, or their entries refused."""
         tasks, released = sorted(tasks), 0
         for start in range(0, len(tasks), 1000):
             released += self._release(keys=[self.owner_key], args=[self.prefix, self.worker, *tasks[start:start + 1000]])
@@ -513,29 +526,38 @@ class TaskQueue(PriorityQueue):
         self.pending.append((request.meta["pith_task"], self._encode_request(request), -request.priority,
                              fingerprint))
 
+    def _encode_request(self, request) -> bytes:
+        return self.serializer.dumps(task_of(request, self.spider.sources))
+
     def flush(self, dupefilter_key: str) -> int:
         """Send the pending pushes; how many a duplicate filter dropped."""
         entries, self.pending = self.pending, []
         return len(entries) - self.frontier.push(entries, dupefilter_key) if entries else 0
 
     def take(self, most: int) -> list[Request]:
-        requests = []
-        for task, data in self.frontier.pop(most):
-            try:
-                request = self._decode_request(data)
-                if request.meta.get("pith_task") != task:
-                    raise MalformedRequest(f"queued as {task!r} but names {request.meta.get('pith_task')!r}")
-                requests.append(request)
-            except ValueError as exc:  # MalformedRequest, or a callback the spider lacks
-                logger.error("dropped a frontier entry that is not a request of ours: %s", exc)
-                self.spider.crawler.stats.inc_value("pith/frontier_malformed")
-        return requests
+        taken = [(task, self.rebuild(task, data)) for task, data in self.frontier.pop(most)]
+        self.frontier.release([task for task, request in taken if request is None])
+        return [request for _, request in taken if request is not None]
+
+    def rebuild(self, task: str, entry: bytes | dict) -> Request | None:
+        """This worker's own request for a task read from the frontier (``entry``: the
+        task as queued, or the fields of a record task's owner), or None when the entry
+        is refused: logged and counted by reason, never fetched."""
+        try:
+            checked = self.serializer.loads(entry) if isinstance(entry, bytes) else check_task(entry)
+            if "base" in checked and checked["base"] not in self.spider.sources:
+                raise RefusedEntry("unknown_base", f"{checked['base']} is none of this worker's resolver and mirrors")
+            request = self.spider.task_request(checked)
+            if request.meta.get("pith_task") != task:
+                raise RefusedEntry("task_mismatch", f"queued as {task!r}, it is {request.meta.get('pith_task')!r}")
+            return request
+        except RefusedEntry as refused:
+            logger.error("refused a frontier entry (%s)", refused)
+            self.spider.crawler.stats.inc_value(f"pith/frontier_refused/{refused.reason}")
+            return None
 
     def pop(self, timeout=0):
         return next(iter(self.take(1)), None)
-
-    def decode(self, data: bytes) -> Request:
-        return self._decode_request(data)
 
 
 class FrontierScheduler(Scheduler):
@@ -585,15 +607,25 @@ class FrontierScheduler(Scheduler):
 
     def enqueue_request(self, request):
         task = request.meta.get("pith_task")
-        if task and task not in self.running:
-            if not self.queue.pending:  # send what this turn of the reactor queues in one go
-                call_later(0, self.flush)
-            # scrapy-redis's duplicate filter: its fingerprint and set, checked as the request is queued
-            self.queue.push(request, None if request.dont_filter else self.df.request_fingerprint(request))
+        if task and task not in self.running and self._share(request):
             self.stats.inc_value("scheduler/enqueued/redis")
         else:
             self._keep(request)
             self.stats.inc_value("scheduler/enqueued/memory")
+        return True
+
+    def _share(self, request) -> bool:
+        """Queue a request that opens a task in the frontier, past scrapy-redis's duplicate
+        filter (its fingerprint and set, checked as it is queued). False when no task can
+        name it (a sitemap seed on an --allow-host host): this worker fetches it alone."""
+        first = not self.queue.pending
+        try:
+            self.queue.push(request, None if request.dont_filter else self.df.request_fingerprint(request))
+        except RequestNotSerializable as exc:
+            logger.warning("%s: this worker reads it alone", exc)
+            return False
+        if first:  # send what this turn of the reactor queues in one go
+            call_later(0, self.flush)
         return True
 
     def _keep(self, request):
@@ -684,13 +716,18 @@ class FrontierScheduler(Scheduler):
         if taken:
             self.frontier.announce_recovery()
             self._learn_recoveries()
+        refused = []
         for task, arg in taken:
-            kind, _, suffix = task.partition(":")
-            if kind in (BUNDLE, PAGE):
-                request = self.spider.record_task_request(kind, suffix, int(arg))
+            prefix, _, suffix = task.partition(":")
+            if prefix in (BUNDLE, PAGE):  # a record task's owner holds its depth
+                depth = int(arg) if arg.isdigit() else arg.decode("latin-1")
+                arg = {"kind": _KIND_OF[prefix], "suffix": suffix, "depth": depth}
+            request = self.queue.rebuild(task, arg)
+            if request is None:
+                refused.append(task)
             else:
-                request = self.queue.decode(arg)
-            self.queue.push(request)  # past the duplicate filter already
+                self.queue.push(request)  # past the duplicate filter already
+        self.frontier.release(refused)
         self.flush()
         if taken:
             self.stats.inc_value("pith/frontier_recovered", len(taken))

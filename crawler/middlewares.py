@@ -159,16 +159,18 @@ class JsonCharsetMiddleware:
 
 
 class OnSiteMiddleware(OffsiteMiddleware):
-    """Scrapy's offsite filter without its pass for ``dont_filter`` requests.
+    """Scrapy's offsite filter without its passes for ``dont_filter`` requests and for
+    ``meta["allow_offsite"]``.
 
     The spider sets dont_filter on record requests (records are deduplicated by
     suffix) and a redirect inherits it, so under Scrapy's rule a resolver could send
     the crawl to any host it names: a cloud metadata address, a service on the
     crawler's own network, whose answer would then be stored in quarantine. Only the
-    hosts of the crawl (``allowed_domains``) are fetched; ``meta["allow_offsite"]``
-    still admits a request on purpose. Requests are filtered as they are downloaded,
-    not as they are scheduled, so that a redirect dropped here reaches its errback and
-    is recorded as the record's failure instead of vanishing."""
+    hosts of the crawl (``allowed_domains``) are fetched, whatever a request's meta
+    says: the spider never needs another, and meta is the one part of a request an
+    outsider could hope to shape. Requests are filtered as they are downloaded, not as
+    they are scheduled, so that a redirect dropped here reaches its errback and is
+    recorded as the record's failure instead of vanishing."""
 
     def request_scheduled(self, request, spider=None):
         return None
@@ -182,8 +184,6 @@ class OnSiteMiddleware(OffsiteMiddleware):
         return allows_port is None or allows_port(parts.hostname, port_of(parts))
 
     def process_request(self, request, spider=None):
-        if request.dont_filter and not request.meta.get("allow_offsite") \
-                and not self.should_follow(request, self.crawler.spider):
+        if not self.should_follow(request, self.crawler.spider):
             self.stats.inc_value("offsite/filtered")
             raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).netloc!r}")
-        return super().process_request(request)

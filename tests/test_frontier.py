@@ -1,4 +1,4 @@
-"""The shared Redis frontier: requests as JSON (never pickle), shared claims, tasks
+"""The shared Redis frontier: tasks as JSON data (never pickle, never requests), shared claims, tasks
 that are taken once and come back when their worker dies, and real crawls of one
 mirror by two workers into one archive, one of them killed mid-run."""
 
@@ -17,11 +17,10 @@ import scrapy
 from click.testing import CliRunner
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
-from scrapy.utils.request import request_from_dict
 
 from crawler import frontier
-from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, MalformedRequest,
-                              RequestNotSerializable, SigningKeyInUse, connect, frontier_settings)
+from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
+                              SigningKeyInUse, connect, frontier_settings)
 from crawler.spiders.pith import PithSpider
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
@@ -36,56 +35,48 @@ from tests.plugins.crawling import isolated_home
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 
-# --- requests as JSON -------------------------------------------------------------------
+# --- tasks, not requests -----------------------------------------------------------------
 
-def spider_requests() -> tuple[PithSpider, list[scrapy.Request]]:
-    """Every kind of request the spider queues in a shared frontier."""
-    spider = PithSpider(seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1")
-    requests = [*spider.seed_requests(), spider.page_request(REAL, 2),
-                spider.bundle_request("http://127.0.0.1:2", REAL, 3, tried=["http://127.0.0.1:1"])]
+def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
+    """Every kind of request the spider queues in a shared frontier as a task."""
+    spider = PithSpider(seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1",
+                        mirrors=["http://127.0.0.1:2/m"])
+    requests = [*spider.seed_requests(), spider.bundle_request(spider.resolver.base, REAL, 3),
+                spider.page_request(REAL, 2), spider.alias_request("RLLQL635", 1),
+                spider.sitemap_request("http://127.0.0.1:2/m/sitemap-3.xml")]
     return spider, requests
 
 
-def test_every_request_the_spider_queues_round_trips_as_json():
-    spider, requests = spider_requests()
+def test_every_task_the_spider_queues_is_rebuilt_by_the_worker_as_it_was():
+    spider, requests = spider_tasks()
     assert {r.callback.__name__ for r in requests} == {"parse_bundle", "parse_page", "parse_sitemap"}
     for request in requests:
-        data = frontier.dumps(request.to_dict(spider=spider))
-        assert isinstance(json.loads(data), dict)  # plain JSON, readable by anyone
-        back = request_from_dict(frontier.loads(data), spider=spider)
+        data = frontier.dumps(frontier.task_of(request, spider.sources))
+        entry = json.loads(data)
+        assert set(entry) <= {"kind", "suffix", "alias", "depth", "base", "path"}  # names, never a request
+        back = spider.task_request(frontier.loads(data))
         assert back.to_dict(spider=spider) == request.to_dict(spider=spider)
-        assert back.callback == request.callback and back.errback == request.errback
 
 
-@pytest.mark.parametrize("meta, named", [({"tried": ("a", "b")}, "tuple"), ({"raw": b"x"}, "bytes"),
-                                         ({"when": object()}, "object"), ({"x": float("nan")}, "nan"),
-                                         ({"x": {1: "a"}}, "key"), ({"x": [{"y": {"z"}}]}, "set")])
-def test_meta_that_json_would_change_is_refused_by_name(meta, named):
-    spider, _ = spider_requests()
-    request = spider.page_request(REAL, 0).replace(meta=meta)
-    with pytest.raises(RequestNotSerializable, match=named):
-        frontier.dumps(request.to_dict(spider=spider))
+def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
+    spider, _ = spider_tasks()
+    with pytest.raises(RequestNotSerializable, match="none of the crawl's resolvers"):
+        frontier.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
 
 
-def test_only_plain_requests_travel():
-    spider, _ = spider_requests()
-    form = scrapy.FormRequest("http://127.0.0.1:1/x", formdata={"a": "b"}, callback=spider.parse_page)
-    with pytest.raises(RequestNotSerializable, match="FormRequest"):
-        frontier.dumps(form.to_dict(spider=spider))
-
-
-@pytest.mark.parametrize("entry, named", [
-    (pickle.dumps({"url": "http://127.0.0.1:1/"}), "not JSON"),
-    (b'{"url": "http://127.0.0.1:1/", "_class": "os.system"}', "_class"),
-    (b'{"url": "http://127.0.0.1:1/", "callback": "__init__"}', "public spider method"),
-    (b'{"url": "http://127.0.0.1:1/", "callback": "os.system"}', "public spider method"),
-    (b'{"url": "http://127.0.0.1:1/", "headers": {"a": "b"}}', "headers"),
-    (b'{"url": "http://127.0.0.1:1/", "priority": true}', "priority"),
-    (b'["http://127.0.0.1:1/"]', "no url"),
+@pytest.mark.parametrize("entry, reason", [
+    (pickle.dumps({"url": "http://127.0.0.1:1/"}), "not_json"),
+    (b'{"url": "http://127.0.0.1:1/", "_class": "os.system"}', "unknown_field"),
+    (b'{"kind": "page", "suffix": "' + REAL.encode() + b'", "depth": 0, "callback": "__init__"}', "unknown_field"),
+    (b'{"kind": "page", "suffix": "' + REAL.encode() + b'\\n", "depth": 0}', "bad_suffix"),
+    (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/s.xml", "depth": 0}', "unknown_field"),
+    (b'{"kind": ["bundle"]}', "unknown_kind"),
+    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": 1e3}', "wrong_type"),
 ])
-def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, named):
-    with pytest.raises(MalformedRequest, match=named):
+def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, reason):
+    with pytest.raises(RefusedEntry) as refused:
         frontier.loads(entry)
+    assert refused.value.reason == reason and str(refused.value).startswith(reason + ": ")
 
 
 # --- settings -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawler.frontier import MalformedRequest, frontier_settings
+from crawler.frontier import RefusedEntry, frontier_settings
 from pith_archiver import FIXTURES
 from storage.stores import S3Store
 from tests.plugins.crawling import run_cli_crawl
@@ -74,10 +74,10 @@ def test_the_shared_frontier_carries_json_never_pickle():
     folder of this user's; see docs/RELIABILITY.md)."""
     settings = frontier_settings("redis://127.0.0.1:6379/0")
     serializer = __import__(settings["SCHEDULER_SERIALIZER"], fromlist=["loads"])
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(RefusedEntry, match="not_json"):
         serializer.loads(pickle.dumps({"url": "http://127.0.0.1/", "callback": "parse_bundle"}))
-    request = {"url": "http://127.0.0.1/pith/x", "callback": "parse_bundle", "meta": {"pith_depth": 1}}
-    assert json.loads(serializer.dumps(request))["meta"] == {"pith_depth": 1}
+    task = {"kind": "page", "suffix": "RLLQL6357CWNZYHNBMCYD3UK5B", "depth": 1}
+    assert json.loads(serializer.dumps(task)) == task
 
 
 # --- the mirror serves its records and nothing else ------------------------------------------

@@ -6,6 +6,7 @@ links, the record page (whose "cites" and "cited by" links lead to other records
 """
 
 import logging
+from collections import deque
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
@@ -76,8 +77,12 @@ class PithSpider(scrapy.Spider):
         another port of the same machine is not part of the crawl."""
         if host in self.allow_hosts:
             return True
-        return any(parts.hostname == host and port_of(parts) == port
-                   for parts in map(urlsplit, [self.resolver.base, *self.fallbacks]))
+        return any(parts.hostname == host and port_of(parts) == port for parts in map(urlsplit, self.sources))
+
+    @property
+    def sources(self) -> list[str]:
+        """The base URLs records are fetched from: the resolver, then its mirrors."""
+        return [self.resolver.base, *self.fallbacks]
 
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
@@ -113,6 +118,12 @@ class PithSpider(scrapy.Spider):
                 verdicts.append((suffix, CLAIMED))
         return verdicts
 
+    def records_full(self) -> bool:
+        """--max-records reached: no record will be claimed any more."""
+        if self.frontier is not None:
+            return self.frontier.full
+        return bool(self.max_records) and len(self.seen) >= self.max_records
+
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(f"pith/{key}", count)
 
@@ -144,10 +155,7 @@ class PithSpider(scrapy.Spider):
         yield from self.record_requests([seed.value for seed in self.seeds if seed.kind == "suffix"], depth=0)
         for seed in self.seeds:
             if seed.kind == "alias":
-                yield scrapy.Request(self.resolver.base + alias_path(seed.value), callback=self.parse_page,
-                                     priority=PRIORITY["alias"], errback=self.alias_failed,
-                                     meta={"pith_depth": 0, "pith_alias": seed.value,
-                                           "pith_task": f"alias:{seed.value}"})
+                yield self.alias_request(seed.value, 0)
             elif seed.kind != "suffix":
                 yield self.sitemap_request(seed.value or self.resolver.base + "/sitemap.xml")
 
@@ -164,19 +172,34 @@ class PithSpider(scrapy.Spider):
                 if page:
                     yield self.page_request(suffix, depth)
 
-    def record_task_request(self, kind: str, suffix: str, depth: int):
-        """The request of a record task again, for a worker taking over a dead one's."""
-        return self.bundle_request(self.resolver.base, suffix, depth) if kind == BUNDLE \
-            else self.page_request(suffix, depth)
+    def task_request(self, task: dict):
+        """This worker's own request for a task of a shared frontier (``crawler.frontier.KINDS``,
+        checked): a task names what to fetch, the builders here say how."""
+        kind = task["kind"]
+        if kind == "bundle":
+            return self.bundle_request(self.resolver.base, task["suffix"], task["depth"])
+        if kind == "page":
+            return self.page_request(task["suffix"], task["depth"])
+        if kind == "alias":
+            return self.alias_request(task["alias"], task["depth"])
+        return self.sitemap_request(task["base"] + task["path"])
+
+    def alias_request(self, alias: str, depth: int):
+        return scrapy.Request(self.resolver.base + alias_path(alias), callback=self.parse_page,
+                              priority=PRIORITY["alias"], errback=self.alias_failed,
+                              meta={"pith_depth": depth, "pith_alias": alias, "pith_task": f"alias:{alias}"})
 
     def page_request(self, suffix: str, depth: int):
         return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
                               priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
                               meta={"pith_depth": depth, "pith_task": record_task(PAGE, suffix)})
 
-    def sitemap_request(self, url: str):
-        return scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"],
-                              errback=self.sitemap_failed, meta={"pith_task": f"sitemap:{url}"})
+    def sitemap_request(self, url: str, seed: bool = True):
+        """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
+        worker that read the index walks those itself, one by one (``next_sitemap``)."""
+        return scrapy.Request(url, callback=self.parse_sitemap, errback=self.sitemap_failed,
+                              priority=PRIORITY["sitemap"], dont_filter=not seed,
+                              meta={"pith_task": f"sitemap:{url}"} if seed else {})
 
     def records_in(self, body: bytes, depth: int):
         if not self.follow or (0 <= self.max_depth < depth):
@@ -254,14 +277,32 @@ class PithSpider(scrapy.Spider):
         yield from self.records_in(response.body, depth + 1)
 
     def parse_sitemap(self, response):
-        records = []
+        records, listed = [], self.state.setdefault("sitemaps_listed", set())
         for location in sitemap_locations(response.body):
             path = urlsplit(location).path
-            if path.endswith(".xml"):  # a sitemap index: fetch the child on the resolver in use
-                yield self.sitemap_request(self.resolver.base + path)
+            if path.endswith(".xml"):  # a sitemap index: walk the child on the resolver in use
+                child = self.resolver.base + path
+                if child not in listed:  # an index listing itself, or a child twice, is walked once
+                    listed.add(child)
+                    self.sitemap_walk.append(child)
             else:
                 records += suffixes_in(path.encode())
         yield from self.record_requests(records, 0)
+        yield from self.next_sitemap()
+
+    @property
+    def sitemap_walk(self) -> deque:
+        """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
+        return self.state.setdefault("sitemap_walk", deque())
+
+    def next_sitemap(self):
+        """The next sitemap of the walk, requested once the one before it is read: the
+        walk stops as soon as --max-records is reached instead of fetching every page."""
+        if self.sitemap_walk and self.records_full():
+            self._stat("sitemaps_skipped_max_records", len(self.sitemap_walk))
+            self.sitemap_walk.clear()
+        if self.sitemap_walk:
+            yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
 
     # --- failures ------------------------------------------------------------------
     def bundle_failed(self, failure):
@@ -297,7 +338,8 @@ class PithSpider(scrapy.Spider):
 
     def sitemap_failed(self, failure):
         self._stat("discovery_failures/sitemap")
-        logger.warning("sitemap %s could not be fetched: %s", failure.request.url, _describe(failure))
+        logger.warning("sitemap %s failed: %s", failure.request.url, _describe(failure))
+        yield from self.next_sitemap()
 
     def alias_failed(self, failure):
         self._stat("seeds_unresolved")
