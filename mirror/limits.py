@@ -1,0 +1,48 @@
+"""How long and how much one client may take of a mirror: read deadlines, the idle
+keep-alive timeout, a send deadline and a cap on open connections, so that slow or
+hostile clients cannot hold every socket (and file descriptor) a public mirror has."""
+
+import resource
+from dataclasses import dataclass
+
+KiB = 1024
+CONNECTION_CAP = 512        # the most connections served by default, whatever the fd limit allows
+RESERVED_DESCRIPTORS = 64   # kept free for the listening socket, bundle files, logs and store clients
+
+
+def descriptor_room(descriptors: int | None = None) -> int:
+    """How many connections the process's open-file limit (RLIMIT_NOFILE) leaves room
+    for: a quarter of it, and at least RESERVED_DESCRIPTORS, stay free for the rest."""
+    if descriptors is None:
+        descriptors = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if descriptors == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(1, descriptors - max(RESERVED_DESCRIPTORS, descriptors // 4))
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Every deadline is in seconds. ``max_connections`` None: CONNECTION_CAP, or less
+    when the open-file limit leaves less room (see ``descriptor_room``)."""
+    header_timeout: float = 10.0   # from a request's first byte (or the connection's opening) to its blank line
+    body_timeout: float = 30.0     # to receive a declared request body
+    idle_timeout: float = 30.0     # a keep-alive connection waiting for its next request
+    send_timeout: float = 30.0     # for the client to take an answer
+    max_connections: int | None = None
+    max_head_bytes: int = 64 * KiB
+    max_headers: int = 100
+    max_body_bytes: int = 1024 * KiB
+
+    def __post_init__(self):
+        for name in ("header_timeout", "body_timeout", "idle_timeout", "send_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be more than 0 seconds")
+        if min(self.max_head_bytes, self.max_headers, self.max_body_bytes) < 1:
+            raise ValueError("head, header and body limits must be at least 1")
+        room = descriptor_room()
+        if self.max_connections is None:
+            object.__setattr__(self, "max_connections", min(CONNECTION_CAP, room))
+        elif not 1 <= self.max_connections <= room:
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            raise ValueError(f"max_connections must be between 1 and {room}: the open-file limit ({limit}) "
+                             "leaves no more; raise it (ulimit -n) to serve more connections")
