@@ -15,13 +15,15 @@ from dataclasses import dataclass
 
 from .faults import FaultInjector, FaultPlan
 from .http import BadRequest, Request, encode, parse_head, text_response
-from .limits import ServerLimits
+from .limits import RESERVED_DESCRIPTORS, ServerLimits
 from .resolver import Resolver, SiteOptions
 from .source import RecordSource
 
 logger = logging.getLogger(__name__)
 
 LINGER_SECONDS = 2.0
+BUSY_LINGER_SECONDS = 0.5
+MAX_BUSY_LINGERING = RESERVED_DESCRIPTORS // 2  # connections beyond the cap holding a descriptor a while
 _BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
 
 
@@ -65,6 +67,7 @@ class MirrorServer:
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self.url: str | None = None
         self.in_flight = self.peak_in_flight = self.refused_connections = 0
+        self._busy_lingering = 0
         self.resolver: Resolver | None = None
 
     async def start(self) -> str:
@@ -103,7 +106,7 @@ class MirrorServer:
     # --- connections ---------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self.limits.max_connections:
-            return self._busy(writer)
+            return await self._busy(reader, writer)
         task = asyncio.current_task()
         self._connections[task] = writer
         try:
@@ -116,9 +119,11 @@ class MirrorServer:
             del self._connections[task]
             writer.close()
 
-    def _busy(self, writer) -> None:
-        """Beyond the cap: a 503 and a close, at once (no lingering: this connection
-        must give its descriptor back before the next one arrives)."""
+    async def _busy(self, reader, writer) -> None:
+        """Beyond the cap: a 503, then a close once the client has it. The close waits
+        (at most BUSY_LINGER_SECONDS, for at most MAX_BUSY_LINGERING connections at once)
+        for what the client already sent: closing on unread input resets the connection,
+        which would destroy the 503 on its way."""
         if not self.refused_connections:
             logger.warning("%d connections open, the most allowed (--max-connections): answering 503",
                            len(self._connections))
@@ -126,6 +131,15 @@ class MirrorServer:
         head, body = encode(_BAD_REQUEST, text_response(503, "too many connections, try again",
                                                         (("Retry-After", "1"),)), keep_alive=False)
         writer.write(head + body)
+        writer.write_eof()
+        if self._busy_lingering < MAX_BUSY_LINGERING:
+            self._busy_lingering += 1
+            try:
+                await asyncio.wait_for(_read_to_end(reader), BUSY_LINGER_SECONDS)
+            except (TimeoutError, ConnectionError):
+                pass
+            finally:
+                self._busy_lingering -= 1
         writer.close()
 
     async def _exchange(self, reader, writer, first: bool) -> bool:
@@ -168,6 +182,7 @@ class MirrorServer:
         """A 408 and a close, without waiting for a client that is already too slow."""
         head, body = encode(_BAD_REQUEST, text_response(408), keep_alive=False)
         writer.write(head + body)
+        writer.write_eof()  # the answer goes out before a reset for unread input can
         return False
 
     async def _refuse(self, reader, writer, status: int) -> bool:
@@ -179,7 +194,7 @@ class MirrorServer:
         writer.write_eof()
         try:
             await asyncio.wait_for(_read_to_end(reader), LINGER_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         return False
 
