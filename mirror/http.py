@@ -4,7 +4,6 @@ bytes on the wire with validators (strong ETag, Last-Modified), conditional requ
 
 import gzip
 import hashlib
-import re
 import time
 from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
@@ -51,12 +50,13 @@ class Request:
         return False
 
 
-TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-REQUEST_LINE = re.compile(rf"({TOKEN}) (/[\x21-\x7e\x80-\xff]*) (HTTP/1\.[01])")
-HEADER_NAME = re.compile(TOKEN)
-HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # no control characters: no CR, LF or NUL
-CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+TOKEN_CHARACTERS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+CONTROLS = bytes(range(32)).replace(b"\t", b"") + b"\x7f"  # CR and LF among them
 MAX_HEADERS = 100
+
+
+def is_token(text: str) -> bool:
+    return bool(text) and not text.strip(TOKEN_CHARACTERS)  # strip stops at the first other character
 
 
 def parse_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
@@ -66,9 +66,12 @@ def parse_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
     lenient parser is how a request smuggles another past a proxy that reads it otherwise."""
     if not head.endswith(b"\r\n\r\n"):
         raise BadRequest("the head does not end with CRLF CRLF")
+    if len(head) - len(head.translate(None, CONTROLS)) != 2 * head.count(b"\r\n"):
+        raise BadRequest("a bare CR or LF, or another control character, in the head")
     lines = head[:-4].decode("latin-1").split("\r\n")
-    request_line = REQUEST_LINE.fullmatch(lines[0])
-    if request_line is None:
+    request_line = lines[0].split(" ")
+    if len(request_line) != 3 or not is_token(request_line[0]) or request_line[1][:1] != "/" \
+            or request_line[2] not in ("HTTP/1.1", "HTTP/1.0"):
         raise BadRequest(f"malformed request line {lines[0][:80]!r}")
     if len(lines) - 1 > max_headers:
         raise BadRequest(f"more than {max_headers} header lines")
@@ -77,17 +80,14 @@ def parse_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
         if line[:1] in (" ", "\t"):
             raise BadRequest("obsolete line folding")
         name, sep, value = line.partition(":")
-        value = value.strip(" \t")
-        if not sep or not HEADER_NAME.fullmatch(name):
+        if not sep or not is_token(name):
             raise BadRequest(f"malformed header name {name[:40]!r}")
-        if not HEADER_VALUE.fullmatch(value):
-            raise BadRequest(f"control character in header {name[:40]!r}")
-        name = name.lower()
+        name, value = name.lower(), value.strip(" \t")
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
     length = headers.get("content-length", "0")
-    if not CONTENT_LENGTH.fullmatch(length):  # a repeated Content-Length is joined with ", ": refused too
+    if not (length.isascii() and length.isdigit() and len(length) <= 18):  # "1, 1" (repeated) is refused too
         raise BadRequest(f"Content-Length is not a number: {length[:40]!r}")
-    method, target, version = request_line.groups()
+    method, target, version = request_line
     path, _, query = target.partition("?")
     parameters = {k: v[0] for k, v in parse_qs(query).items()} if query else {}
     return Request(method, target, unquote(path), parameters, version, headers, int(length))

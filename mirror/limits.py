@@ -6,18 +6,31 @@ import resource
 from dataclasses import dataclass
 
 KiB = 1024
-CONNECTION_CAP = 512        # the most connections served by default, whatever the fd limit allows
-RESERVED_DESCRIPTORS = 64   # kept free for the listening socket, bundle files, logs and store clients
+CONNECTION_CAP = 512      # the most connections served by default, whatever the open-file limit allows
+MAX_ACCEPT_BACKLOG = 100  # connections accepted in one go (asyncio's default), and the kernel's queue of them
+MAX_BUSY_LINGERING = 16   # connections beyond the cap that wait a moment for their 503 to arrive
+BASE_DESCRIPTORS = 32     # stdio, the event loop, the listening socket, bundle files, logs, store clients
+
+
+def open_file_limit() -> int:
+    """The process's open-file limit (RLIMIT_NOFILE, soft); 1 << 20 for unlimited."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+def accept_backlog(descriptors: int | None = None) -> int:
+    """How many connections the server accepts in one go: MAX_ACCEPT_BACKLOG, or an
+    eighth of a small open-file limit."""
+    return max(8, min(MAX_ACCEPT_BACKLOG, (descriptors or open_file_limit()) // 8))
 
 
 def descriptor_room(descriptors: int | None = None) -> int:
-    """How many connections the process's open-file limit (RLIMIT_NOFILE) leaves room
-    for: a quarter of it, and at least RESERVED_DESCRIPTORS, stay free for the rest."""
-    if descriptors is None:
-        descriptors = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if descriptors == resource.RLIM_INFINITY:
-        return 1 << 20
-    return max(1, descriptors - max(RESERVED_DESCRIPTORS, descriptors // 4))
+    """How many connections the open-file limit leaves room for. Set aside: two accept
+    batches (a batch is accepted before any connection in it is turned away), the
+    lingering refusals and the process's own files; and at least a quarter stays free."""
+    descriptors = descriptors or open_file_limit()
+    reserve = 2 * accept_backlog(descriptors) + MAX_BUSY_LINGERING + BASE_DESCRIPTORS
+    return max(1, descriptors - max(reserve, descriptors // 4))
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,5 @@ class ServerLimits:
         if self.max_connections is None:
             object.__setattr__(self, "max_connections", min(CONNECTION_CAP, room))
         elif not 1 <= self.max_connections <= room:
-            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            raise ValueError(f"max_connections must be between 1 and {room}: the open-file limit ({limit}) "
+            raise ValueError(f"max_connections must be between 1 and {room}: the open-file limit ({open_file_limit()}) "
                              "leaves no more; raise it (ulimit -n) to serve more connections")

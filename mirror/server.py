@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .faults import FaultInjector, FaultPlan
 from .http import BadRequest, Request, encode, parse_head, text_response
-from .limits import RESERVED_DESCRIPTORS, ServerLimits
+from .limits import MAX_BUSY_LINGERING, ServerLimits, accept_backlog
 from .resolver import Resolver, SiteOptions
 from .source import RecordSource
 
@@ -23,7 +23,6 @@ logger = logging.getLogger(__name__)
 
 LINGER_SECONDS = 2.0
 BUSY_LINGER_SECONDS = 0.5
-MAX_BUSY_LINGERING = RESERVED_DESCRIPTORS // 2  # connections beyond the cap holding a descriptor a while
 _BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
 
 
@@ -72,7 +71,7 @@ class MirrorServer:
 
     async def start(self) -> str:
         self._server = await asyncio.start_server(self._connection, self.host, self.port,
-                                                  limit=self.limits.max_head_bytes)
+                                                  limit=self.limits.max_head_bytes, backlog=accept_backlog())
         host, port = self._server.sockets[0].getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.resolver = Resolver(self.source, self.public_url or self.url, self.options)

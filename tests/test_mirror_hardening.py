@@ -8,6 +8,7 @@ import resource
 import socket
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,8 +190,9 @@ def test_a_client_that_does_not_take_its_answers_is_dropped_at_the_send_deadline
 
 def test_300_slow_connections_under_ulimit_256_leave_room_for_a_legitimate_get(corpus_dir, tmp_path):
     """Slowloris: each slow connection trickles a head it never ends. The cap (under 256
-    descriptors: descriptor_room(256), 192) turns the surplus away with 503, the header
-    deadline cuts the rest, and a client asking properly gets its bundle within the deadline."""
+    descriptors: descriptor_room(256), 144) keeps descriptors free (a surplus is turned
+    away with 503, or waits in the kernel's queue), the header deadline cuts the slow
+    ones, and a client asking properly gets its bundle within the deadline."""
     def lower_open_file_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
@@ -213,25 +215,23 @@ def test_300_slow_connections_under_ulimit_256_leave_room_for_a_legitimate_get(c
         trickler = threading.Thread(target=trickle, daemon=True)
         trickler.start()
         began = time.monotonic()
-        answer = b""
-        while status(answer) != 200 and time.monotonic() - began < DEADLINE + 2 * SLACK:
+        answer, refusals = b"", Counter()
+        while status(answer) != 200 and time.monotonic() - began < DEADLINE + 3 * SLACK:
             answer = exchange(served.address, f"GET {BUNDLE} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
-            if status(answer) == 503:
-                time.sleep(0.1)
-            else:
-                assert status(answer) == 200, answer[:200]
+            refusals[status(answer)] += 1
+            time.sleep(0.1 if status(answer) != 200 else 0)
         waited = time.monotonic() - began
         stop.set()
         trickler.join()
-        assert status(answer) == 200 and answer.endswith(stored(corpus_dir))
-        assert waited < DEADLINE + SLACK
-        answers = [status(read_until_closed(sock)) for sock in slow]
+        answers = Counter(status(read_until_closed(sock)) for sock in slow)
         for sock in slow:
             sock.close()
-    # cut at the header deadline, or turned away at once (the cap frees as the deadline cuts)
-    assert set(answers) == {408, 503} and answers.count(408) >= cap
-    assert_no_traceback(served)
-    assert "answering 503" in served.log()
+    # turned away at once (503; 0 when a reset overtook it), until the deadline cut slow connections
+    assert status(answer) == 200 and answer.endswith(stored(corpus_dir)), (refusals, answers)
+    assert set(refusals) <= {503, 0, 200} and waited < DEADLINE + 2 * SLACK, (waited, refusals)
+    # each slow connection was cut at the header deadline or turned away: none served, none left open
+    assert set(answers) <= {408, 503, 0} and answers[408] >= cap // 2, answers
+    assert_no_traceback(served)  # nor "Too many open files"
 
 
 def test_connections_beyond_the_cap_get_503_and_a_close(mirror, caplog):
