@@ -247,12 +247,14 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, {args.connections} keep-alive connections, {args.seconds} s per run, "
           f"random bundles of {args.records} records")
     serve = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "serve", str(corpus)]
-    servers = [("pith-archiver serve (1 core)", serve, "/pith/{suffix}/bundle.json", None)]
+    record = "/pith/{suffix}/bundle.json"
+    servers = [("pith-archiver serve (1 core)", serve, record, None)]
     if args.serve_from:
-        servers.append((f"serve from {args.serve_from.name}", serve, "/pith/{suffix}/bundle.json", str(args.serve_from)))
+        servers.append((f"serve from {args.serve_from.name}", serve, record, str(args.serve_from)))
     if args.prototypes:
-        servers += [(f"prototype: {name}", [sys.executable, __file__, "--serve-prototype", name, "--corpus", str(corpus)],
-                     "/pith/{suffix}/bundle.json", None) for name in PROTOTYPES]
+        servers += [(f"prototype: {name}",
+                     [sys.executable, __file__, "--serve-prototype", name, "--corpus", str(corpus)], record, None)
+                    for name in PROTOTYPES]
     if not args.no_baseline:
         servers.append(("baseline: ThreadingHTTPServer", [sys.executable, "-c", BASELINE, str(corpus / BUNDLES_DIR)],
                         "/{suffix}.bundle.json", None))
@@ -263,7 +265,8 @@ def main() -> None:
     if args.rounds > 1:
         for name, values in rates.items():
             wall, per_cpu = (statistics.median(v) for v in zip(*values))
-            print(f"median of {args.rounds}: {name:<32} {wall:>8,.0f} bundle responses/s  {per_cpu:>8,.0f} per CPU-second")
+            print(f"median of {args.rounds}: {name:<32} {wall:>8,.0f} bundle responses/s  "
+                  f"{per_cpu:>8,.0f} per CPU-second")
 
 if __name__ == "__main__":
     main()
