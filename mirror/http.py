@@ -28,6 +28,7 @@ class Request:
     query: dict[str, str]    # first value of each parameter
     version: str
     headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
+    body_length: int = 0     # the Content-Length declared
 
     @property
     def raw_path(self) -> str:
@@ -49,27 +50,47 @@ class Request:
         return False
 
 
-def parse_head(head: bytes) -> Request:
-    """Parse the request line and headers (``head`` ends with the blank line)."""
-    try:
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, version = lines[0].split(" ")
-    except ValueError:
-        raise BadRequest("malformed request line") from None
-    if not version.startswith("HTTP/1.") or not target.startswith("/"):
-        raise BadRequest(f"unsupported request line {lines[0][:80]!r}")
+TOKEN_CHARACTERS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+CONTROLS = bytes(range(32)).replace(b"\t", b"") + b"\x7f"  # CR and LF among them
+MAX_HEADERS = 100
+
+
+def is_token(text: str) -> bool:
+    return bool(text) and not text.strip(TOKEN_CHARACTERS)  # strip stops at the first other character
+
+
+def parse_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
+    """Parse a request head (it ends with the blank line) strictly (RFC 9112): CRLF line
+    ends only, no obsolete line folding, no control character in a value, header names
+    that are tokens, a Content-Length of ASCII digits. Anything else is a BadRequest: a
+    lenient parser is how a request smuggles another past a proxy that reads it otherwise."""
+    if not head.endswith(b"\r\n\r\n"):
+        raise BadRequest("the head does not end with CRLF CRLF")
+    if len(head) - len(head.translate(None, CONTROLS)) != 2 * head.count(b"\r\n"):
+        raise BadRequest("a bare CR or LF, or another control character, in the head")
+    lines = head[:-4].decode("latin-1").split("\r\n")
+    request_line = lines[0].split(" ")
+    if len(request_line) != 3 or not is_token(request_line[0]) or request_line[1][:1] != "/" \
+            or request_line[2] not in ("HTTP/1.1", "HTTP/1.0"):
+        raise BadRequest(f"malformed request line {lines[0][:80]!r}")
+    if len(lines) - 1 > max_headers:
+        raise BadRequest(f"more than {max_headers} header lines")
     headers: dict[str, str] = {}
     for line in lines[1:]:
-        if not line:
-            continue
+        if line[:1] in (" ", "\t"):
+            raise BadRequest("obsolete line folding")
         name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise BadRequest("malformed header line")
-        name, value = name.lower(), value.strip()
+        if not sep or not is_token(name):
+            raise BadRequest(f"malformed header name {name[:40]!r}")
+        name, value = name.lower(), value.strip(" \t")
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    length = headers.get("content-length", "0")
+    if not (length.isascii() and length.isdigit() and len(length) <= 18):  # "1, 1" (repeated) is refused too
+        raise BadRequest(f"Content-Length is not a number: {length[:40]!r}")
+    method, target, version = request_line
     path, _, query = target.partition("?")
     parameters = {k: v[0] for k, v in parse_qs(query).items()} if query else {}
-    return Request(method, target, unquote(path), parameters, version, headers)
+    return Request(method, target, unquote(path), parameters, version, headers, int(length))
 
 
 @lru_cache(maxsize=16384)  # the Last-Modified of the records most asked for

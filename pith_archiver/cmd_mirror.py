@@ -2,6 +2,7 @@
 and a conforming Pith mirror of a corpus or an archive, with optional fault injection."""
 
 import dataclasses
+import functools
 import logging
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import click
 from mirror.archive_source import ArchiveSource
 from mirror.corpus import generate_corpus
 from mirror.faults import FaultPlan
+from mirror.limits import CONNECTION_CAP, ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
@@ -45,9 +47,39 @@ def generate(records, out, seed, base_url):
                f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}")
 
 
+def limit_options(command):
+    """The deadlines and the connection cap of a public mirror, handed to ``command``
+    as one ServerLimits ``limits``."""
+    @functools.wraps(command)
+    def with_limits(*args, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections, **kwargs):
+        try:
+            limits = ServerLimits(header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        return command(*args, limits=limits, **kwargs)
+    seconds = click.FloatRange(0, min_open=True)
+    for option in reversed([
+        click.option("--header-timeout", type=seconds, default=ServerLimits.header_timeout, show_default=True,
+                     help="Seconds a client has to send a request's head (from the connection's opening or "
+                          "the request's first byte); then 408 and close."),
+        click.option("--body-timeout", type=seconds, default=ServerLimits.body_timeout, show_default=True,
+                     help="Seconds a client has to send the request body it declared; then 408 and close."),
+        click.option("--idle-timeout", type=seconds, default=ServerLimits.idle_timeout, show_default=True,
+                     help="Seconds a keep-alive connection may wait for its next request before it is closed."),
+        click.option("--send-timeout", type=seconds, default=ServerLimits.send_timeout, show_default=True,
+                     help="Seconds a client has to take an answer before its connection is dropped."),
+        click.option("--max-connections", type=click.IntRange(1), default=None,
+                     help=f"Open connections served at once; more are answered 503 and closed. Default: "
+                          f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room."),
+    ]):
+        with_limits = option(with_limits)
+    return with_limits
+
+
 @click.command(epilog=TRUST_HELP)
 @click.argument("directory")
 @archive_options
+@limit_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
 @click.option("--public-url", help="Base URL to write into links (default: the URL listened on).")
@@ -75,7 +107,7 @@ def generate(records, out, seed, base_url):
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
 def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name, sitemap_page_size,
-          disallow, cache_size, verbose, **faults):
+          disallow, cache_size, verbose, limits, **faults):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
@@ -93,7 +125,7 @@ def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, pub
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
-    server = MirrorServer(source, host, port, public_url, options, plan, log_size=0)
+    server = MirrorServer(source, host, port, public_url, options, plan, log_size=0, limits=limits)
     serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request
 
 

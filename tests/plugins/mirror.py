@@ -28,6 +28,7 @@ import pytest
 
 from mirror.corpus import generate_corpus
 from mirror.faults import FaultPlan
+from mirror.limits import ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
@@ -60,9 +61,10 @@ def corpus_keyring(corpus_dir) -> Keyring:
 @pytest.fixture
 def mirror(corpus_dir):
     """``start_mirror(directory=None, faults=None, *, public_url=None, log_size=100_000,
-    **site_options) -> MirrorServer``, already listening.
+    limits=None, **site_options) -> MirrorServer``, already listening.
 
-    ``directory`` defaults to ``corpus_dir``; ``faults`` is a FaultPlan;
+    ``directory`` defaults to ``corpus_dir``; ``faults`` is a FaultPlan; ``limits`` a
+    ServerLimits (deadlines, connection cap);
     ``site_options`` are SiteOptions fields (``sitemap_page_size``, ``disallow``,
     ``name``, ``cache_size``). The server gives ``url``, ``requests`` (a list of
     LoggedRequest: method, target, path, status, headers, fault, document, record),
@@ -71,9 +73,10 @@ def mirror(corpus_dir):
     runners = []
 
     def start_mirror(directory=None, faults: FaultPlan | None = None, *, public_url: str | None = None,
-                     log_size: int = 100_000, **site_options) -> MirrorServer:
+                     log_size: int = 100_000, limits: ServerLimits | None = None, **site_options) -> MirrorServer:
         server = MirrorServer(CorpusDirectory(directory or corpus_dir), public_url=public_url,
-                              options=SiteOptions(**site_options), faults=faults or FaultPlan(), log_size=log_size)
+                              options=SiteOptions(**site_options), faults=faults or FaultPlan(), log_size=log_size,
+                              limits=limits)
         runner = BackgroundMirror(server)
         runners.append(runner)
         return runner.start()
@@ -84,16 +87,19 @@ def mirror(corpus_dir):
 
 
 @contextmanager
-def serve_process(directory, *options: str, timeout: float = 30):
+def serve_process(directory, *options: str, timeout: float = 30, **popen):
     """Run ``pith-archiver serve DIRECTORY OPTIONS`` and yield ``(process, url)``; the
-    process gets SIGTERM on exit (its exit code is then in ``process.returncode``)."""
+    process gets SIGTERM on exit (its exit code is then in ``process.returncode``).
+    ``popen`` goes to subprocess.Popen: e.g. ``preexec_fn`` to lower its open-file limit,
+    ``stderr`` a file to read its log from (else a pipe, ``process.stderr``)."""
     command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "serve", str(directory)]
-    process = subprocess.Popen([*command, *options],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    popen.setdefault("stderr", subprocess.PIPE)
+    process = subprocess.Popen([*command, *options], stdout=subprocess.PIPE, text=True, **popen)
     try:
         url = process.stdout.readline().strip()
         if not url.startswith("http://"):
-            raise RuntimeError(f"serve did not start: {url!r} {process.stderr.read() if process.poll() is not None else ''}")
+            log = process.stderr.read() if process.poll() is not None and process.stderr else ""
+            raise RuntimeError(f"serve did not start: {url!r} {log}")
         yield process, url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -103,4 +109,5 @@ def serve_process(directory, *options: str, timeout: float = 30):
             process.kill()
             process.wait()
         process.stdout.close()
-        process.stderr.close()
+        if process.stderr:
+            process.stderr.close()
