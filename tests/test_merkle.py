@@ -88,7 +88,7 @@ def test_inclusion_proofs_match_and_verify(trees):
 def test_consistency_proofs_match_and_verify(trees):
     data, tree = trees
     for n in SIZES:
-        for m in range(0, n + 1):
+        for m in range(n + 1):
             proof = tree.consistency_proof(m, n)
             assert proof == ([] if m in (0, n) else subproof(m, data[:n], True)), (m, n)
             assert verify_consistency(m, n, proof, mth(data[:m]), mth(data[:n])), (m, n)
