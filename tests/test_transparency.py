@@ -6,6 +6,7 @@ catches a rollback and a fork."""
 
 import ast
 import base64
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pith.checkpoint import Checkpoint, open_checkpoint, parse_checkpoint, sign_checkpoint
+from pith.checkpoint import Checkpoint, log_origin, open_checkpoint, parse_checkpoint, sign_checkpoint
 from pith.keyring import Keyring
 from pith.merkle import Tree, leaf_hash
 from pith.proof import check_proof, proof_document
@@ -150,6 +151,20 @@ def test_forged_proofs_are_refused_by_both_checkers(seventeen, test_signer, size
                 checker.check(forged, key_document)
             with pytest.raises(Rejected):
                 check_proof(forged, keyring)
+
+
+def test_the_documented_checkpoint_is_what_the_code_signs():
+    """docs/TRANSPARENCY.md shows a real note: the code signs exactly it, and the
+    independent checker accepts it (Ed25519 signatures are deterministic)."""
+    text = (CHECKER.parent / "TRANSPARENCY.md").read_text("utf-8")
+    note = text.split("```\n")[1]
+    signer = Signer.from_seed("archiver-1", bytes(range(32)))
+    tree = Tree(leaf_hash(hashlib.sha256(b"%d" % i).digest()) for i in range(1042))
+    checkpoint = Checkpoint(log_origin("s3://example-bucket/archive", "archiver-1"), 1042, tree.root())
+    assert sign_checkpoint(checkpoint, signer) == note
+    assert base64.b64encode(signer.public_raw).decode() in text
+    size, root = independent_checker().check_checkpoint(note, "archiver-1", signer.public_raw)
+    assert (size, root) == (1042, tree.root())
 
 
 def test_notes_that_are_not_checkpoints_are_named(test_signer, test_keyring):
