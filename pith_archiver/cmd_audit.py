@@ -9,7 +9,7 @@ import click
 from storage.audit import Audit
 from storage.committed import reading_keyring
 from storage.stores import StorageError
-from storage.transparency import check_consistency
+from storage.transparency import log_findings
 from .archive_reading import open_location
 from .keyrings import build_keyring, keyring_options
 
@@ -42,10 +42,9 @@ def audit(archive, keyrings, no_default_keys, trust_archive_keys, s3_endpoint_ur
         run = Audit(store, bundle_keyring, reading_keyring(store, bundle_keyring, archive_keys=trust_archive_keys))
         for found in run.run():
             click.echo(json.dumps(found.as_dict()) if as_json else found.line())
-        for path in checkpoints:
-            for found in check_consistency(store, run.archive_keyring, Path(path).read_bytes(), path):
-                run.counts.discrepancies[found.code] += 1
-                click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+        for found in log_findings(store, run.archive_keyring, {path: Path(path).read_bytes() for path in checkpoints}):
+            run.counts.discrepancies[found.code] += 1
+            click.echo(json.dumps(found.as_dict()) if as_json else found.line())
     except StorageError as exc:
         raise click.ClickException(f"audit stopped: {exc}") from None
     counts = run.counts

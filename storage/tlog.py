@@ -98,14 +98,18 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
     return data
 
 
+def add_leaves(into, leaves: bytes) -> None:
+    """Append concatenated 32-byte leaf inputs to a Tree or Frontier."""
+    for at in range(0, len(leaves), HASH_SIZE):
+        into.append(leaf_hash(leaves[at:at + HASH_SIZE]))
+
+
 def read_log(store: ObjectStore, log: KeyLog | None, into):
     """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a Frontier when only the
     root and appending matter), checking every checkpoint's size on the way."""
     for part in log.parts if log else ():
         log.starts[part.run_id] = into.size
-        data = part_leaves(store, part)
-        for at in range(0, len(data), HASH_SIZE):
-            into.append(leaf_hash(data[at:at + HASH_SIZE]))
+        add_leaves(into, part_leaves(store, part))
         if part.size is not None and part.size != into.size:
             raise LogBroken(f"{part.checkpoint['path']} names {part.size} leaves where the log of "
                             f"{log.key_id} has {into.size}")
@@ -126,8 +130,7 @@ class LogAppender:
         returns their ObjectInfos for the manifest."""
         leaves = b"".join(bytes.fromhex(event["content_sha256"]) for event in attestations)
         written = [store.put_bytes(layout.log_leaves(self.signer.key_id, run_id), leaves)]
-        for at in range(0, len(leaves), HASH_SIZE):
-            self.frontier.append(leaf_hash(leaves[at:at + HASH_SIZE]))
+        add_leaves(self.frontier, leaves)
         note = sign_checkpoint(Checkpoint(self.origin, self.frontier.size, self.frontier.root()), self.signer)
         written.append(_put_replacing_orphan(store, layout.checkpoint(self.signer.key_id, self.frontier.size),
                                              note.encode("utf-8")))

@@ -6,10 +6,11 @@ checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a f
 
 import json
 import logging
+from dataclasses import replace
 
 from pith.checkpoint import open_checkpoint
 from pith.keyring import Keyring
-from pith.merkle import Tree, verify_consistency
+from pith.merkle import Frontier, Tree, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
@@ -17,7 +18,7 @@ from .audit import Discrepancy
 from .committed import CommittedArchive, table_batches
 from .manifest import committed_manifests
 from .stores import ObjectStore, StorageError
-from .tlog import KeyLog, LogBroken, key_logs, latest_checkpoints, read_entry, read_log
+from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_entry, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,50 @@ def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, st
     if best is None:
         raise NotAttested(f"{archive.store.uri} holds no storage attestation of {suffix}")
     return best[2], best[1]
+
+
+def check_logs(store: ObjectStore, keyring: Keyring) -> list[Discrepancy]:
+    """LOG_BROKEN for each key's committed log whose leaves files do not hold its feeds'
+    content hashes, or whose committed checkpoints do not sign the size and root of the
+    leaves before them. A missing or altered object is left to the audit's own checks."""
+    found = []
+    for key_id, log in sorted(key_logs(committed_manifests(store, keyring)).items()):
+        frontier = Frontier()
+        try:
+            for part in log.parts:
+                leaves = part_leaves(store, part)
+                if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
+                    found.append(Discrepancy("LOG_BROKEN", part.leaves["path"],
+                                             f"{key_id}: not the content hashes of {part.feed['path']}"))
+                add_leaves(frontier, leaves)
+                if part.checkpoint:
+                    why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
+                    if why:
+                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint["path"], f"{key_id}: {why}"))
+        except StorageError as exc:
+            logger.info("the log of %s is not checked: %s", key_id, exc)
+    return found
+
+
+def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: Frontier) -> str:
+    """Why a committed checkpoint does not sign the log as its leaves give it ('' if it does)."""
+    try:
+        checkpoint, key = open_checkpoint(note, keyring)
+    except Rejected as exc:
+        return str(exc)
+    if key.key_id != key_id:
+        return f"is the log of {key.key_id}"
+    if (checkpoint.size, checkpoint.root) != (frontier.size, frontier.root()):
+        return f"signs {checkpoint.size} leaves and a root; the {frontier.size} leaves before it give another"
+    return ""
+
+
+def log_findings(store: ObjectStore, keyring: Keyring, saved: dict[str, bytes]):
+    """What the audit adds about the logs: ``check_logs``, then ``check_consistency``
+    with each saved checkpoint (source -> note)."""
+    yield from check_logs(store, keyring)
+    for source, note in saved.items():
+        yield from check_consistency(store, keyring, note, source)
 
 
 def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source: str) -> list[Discrepancy]:

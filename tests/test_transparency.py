@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pith.canonical import canon
 from pith.checkpoint import Checkpoint, log_origin, open_checkpoint, parse_checkpoint, sign_checkpoint
 from pith.keyring import Keyring
 from pith.merkle import Tree, leaf_hash
@@ -26,7 +27,7 @@ from pith.verify import verify_bundle
 from pith_archiver.cli import main
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.manifest import committed_manifests
+from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
 
@@ -321,3 +322,32 @@ def test_a_crashed_commits_checkpoint_gives_way(tmp_path, corpus_dir, corpus_key
     write_run(store, test_signer, corpus_keyring, raws[2:3])
     note = note_of(store, test_signer.key_id, 3)
     assert open_checkpoint(note, Keyring([test_signer.pinned()]))[0].size == 3
+
+
+def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, corpus_dir, corpus_keyring,
+                                                                     test_signer):
+    """An insider swaps two leaves of a run's leaves file and signs the manifest again:
+    the leaves no longer match the feed, nor the checkpoint their run signed."""
+    store = LocalStore(tmp_path / "archive")
+    raws = list(corpus_raws(corpus_dir).values())
+    write_run(store, test_signer, corpus_keyring, raws[:2])
+    manifest_path = write_run(store, test_signer, corpus_keyring, raws[2:5])
+    manifest = json.loads(store.get_bytes(manifest_path))
+    entry = next(e for e in manifest["objects"] if e["path"].startswith("log/"))
+    leaves = store.get_bytes(entry["path"])
+    swapped = leaves[32:64] + leaves[:32] + leaves[64:]
+    (store.root / entry["path"]).write_bytes(swapped)
+    entry.update(sha256=hashlib.sha256(swapped).hexdigest())
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
+    runner = CliRunner()
+    audit = runner.invoke(main, ["audit", str(store.root), "--no-default-keys", "--keyring",
+                                 key_file(tmp_path, test_signer), "--keyring", str(corpus_dir / "keyring.json")])
+    assert audit.exit_code == 1
+    feed = layout.attestation_feed(manifest["run_id"])
+    assert audit.stdout.splitlines()[:2] == [
+        f"LOG_BROKEN {entry['path']} test-key-1: not the content hashes of {feed}",
+        "LOG_BROKEN checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
+        "another"]
+    proof = runner.invoke(main, ["prove", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number])
+    assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
