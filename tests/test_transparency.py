@@ -351,3 +351,27 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
         "another"]
     proof = runner.invoke(main, ["prove", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number])
     assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
+
+
+def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path, corpus_dir, corpus_keyring,
+                                                                        test_signer):
+    """An archive whose first run committed before logs existed (no leaves file, no
+    checkpoint): the next commit's checkpoint covers its attestations too."""
+    store = LocalStore(tmp_path / "archive")
+    raws = list(corpus_raws(corpus_dir).values())
+    manifest_path = write_run(store, test_signer, corpus_keyring, raws[:2])
+    manifest = json.loads(store.get_bytes(manifest_path))
+    for entry in [e for e in manifest["objects"] if e["path"].startswith(("log/", "checkpoints/"))]:
+        manifest["objects"].remove(entry)
+        store.delete(entry["path"])
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
+    write_run(store, test_signer, corpus_keyring, raws[2:5])
+    keyring = Keyring([test_signer.pinned()])
+    events = attestations(store, keyring, test_signer.key_id)
+    checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
+    assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
+    proved = CliRunner().invoke(main, ["prove", str(store.root), verify_bundle(raws[1], corpus_keyring).pith_number,
+                                       "--json"])
+    assert proved.exit_code == 0, proved.output
+    assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
