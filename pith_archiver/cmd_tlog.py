@@ -14,7 +14,7 @@ from storage.tlog import LogBroken
 from storage.transparency import NotAttested, checkpoint_notes, prove_record
 from .archive_reading import TRUST_HELP, archive_options, open_archive
 from .exit_status import ConfigError, ExitStatus, RunFailed
-from .output import verbosity_options
+from .output import log_to_stderr, verbosity_options
 
 PROOF_LIMITS = Limits(max_bytes=1 << 20)
 
@@ -36,6 +36,7 @@ def checkpoint(archive, key_id, s3_endpoint_url, keyrings, no_archive_keys, verb
     origin, size and root hash. Save one and check the archive against it later with
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
     by a blank line."""
+    log_to_stderr(verbosity)
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
     try:
         notes = checkpoint_notes(store, keyring)
@@ -62,6 +63,7 @@ def prove(archive, pith_number, as_json, s3_endpoint_url, keyrings, no_archive_k
     log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
     checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
+    log_to_stderr(verbosity)
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
     try:
         document = prove_record(store, keyring, pith_number)

@@ -1,5 +1,6 @@
 """The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
-tracks every object written, attests what it stored, and commits it all with one
+tracks every object written, attests what it stored (and signs a checkpoint of its
+key's Merkle log of attestations, ``storage.tlog``), and commits it all with one
 signed manifest.
 
 A long crawl commits as it goes: ``checkpoint`` seals what was written so far under a

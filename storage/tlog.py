@@ -64,14 +64,13 @@ def key_logs(manifests) -> dict[str, KeyLog]:
     logs: dict[str, KeyLog] = {}
     for manifest in sorted(manifests, key=lambda m: m["committed_at"]):
         key_id = manifest["signature"]["key_id"]
-        own = layout.checkpoint(key_id, 0).rpartition("/")[0] + "/"
         feed = leaves = checkpoint = None
         for entry in manifest["objects"]:
             if layout.is_attestation_feed(entry["path"]):
                 feed = entry
             elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
                 leaves = entry
-            elif entry["path"].startswith(own) and layout.checkpoint_of(entry["path"]):
+            elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
                 checkpoint = entry
         if feed or checkpoint:
             logs.setdefault(key_id, KeyLog(key_id)).parts.append(LogPart(manifest["run_id"], feed, leaves, checkpoint))

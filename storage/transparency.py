@@ -69,8 +69,8 @@ def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict
     against the newest checkpoint of its key; NotAttested or LogBroken when there is none."""
     archive = CommittedArchive.read(store, keyring)
     event_id, run_id = _latest_attestation(archive, suffix_of(pith_number))
-    manifest = next(m for m in archive.manifests if m["run_id"] == run_id)
-    log = key_logs(archive.manifests).get(manifest["signature"]["key_id"])
+    signers = {m["run_id"]: m["signature"]["key_id"] for m in archive.manifests}
+    log = key_logs(archive.manifests).get(signers.get(run_id))
     tree, note = current_log(store, keyring, log)
     part = next((part for part in log.parts if part.run_id == run_id), None) if log else None
     if note is None or part is None or part.feed is None:
