@@ -2,7 +2,8 @@
 key's log; proofs of every leaf of trees of 1 to 17 leaves hold under an independent
 checker (docs/check_proof.py: hashlib and PyNaCl, no project code) and each kind of
 forgery is refused; two workers keep two logs in one archive; `audit --checkpoint`
-catches a rollback and a fork."""
+catches a rollback and a fork; real crawls of the project's mirror give proofs that
+the independent checker accepts."""
 
 import ast
 import base64
@@ -30,6 +31,7 @@ from storage.archive import ArchiveWriter
 from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
+from tests.plugins.crawling import run_cli_crawl
 
 CHECKER = Path(__file__).resolve().parents[1] / "docs" / "check_proof.py"
 OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
@@ -375,3 +377,34 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path
                                        "--json"])
     assert proved.exit_code == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
+
+
+def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, corpus_catalog, mirror):
+    """Crawl the project's mirror twice into one archive (the second run finds more):
+    the checkpoint kept after the first stays consistent, and a record of the first
+    run proves against the newest checkpoint under the independent checker."""
+    archive = tmp_path / "archive"
+    keys = ["--keyring", str(corpus_dir / "keyring.json"), "--no-default-keys"]
+    server = mirror()
+    first = run_cli_crawl(tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow",
+                          *corpus_catalog.suffixes[:3])
+    assert first.returncode == 0, first.stderr[-3000:]
+    runner = CliRunner()
+    kept = tmp_path / "kept-checkpoint"
+    kept.write_text(runner.invoke(main, ["checkpoint", str(archive)]).stdout)
+    second = run_cli_crawl(tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow",
+                           *corpus_catalog.suffixes[:6])
+    assert second.returncode == 0, second.stderr[-3000:]
+    [key_document] = (archive / "keys").glob("*.json")
+    audit = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document),
+                                 "--checkpoint", str(kept)])
+    assert audit.exit_code == 0, audit.output
+    number = corpus_catalog.entry(corpus_catalog.suffixes[1]).pith_number
+    proved = runner.invoke(main, ["prove", str(archive), number, "--json"])
+    assert proved.exit_code == 0, proved.output
+    proof_path = tmp_path / "proof.json"
+    proof_path.write_text(proved.stdout)
+    assert json.loads(proved.stdout)["tree_size"] == 6
+    script = run_checker(proof_path, str(key_document))
+    assert script.returncode == 0, script.stderr
+    assert f"{number}: stored as " in script.stdout and " of 6 in the log of " in script.stdout
