@@ -2,6 +2,9 @@
 checkpoint of each key, for a witness to keep; an inclusion proof of a record's latest
 storage attestation; and whether the archive's log of a key still extends a
 checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a fork.
+
+The audit findings it adds (docs/TRANSPARENCY.md): LOG_ROLLED_BACK, LOG_FORKED,
+LOG_BROKEN and CHECKPOINT_INVALID.
 """
 
 import json
@@ -22,12 +25,6 @@ from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, p
 
 logger = logging.getLogger(__name__)
 
-CODES = {
-    "CHECKPOINT_INVALID": "a checkpoint given to check against is malformed or not signed by a pinned key",
-    "LOG_ROLLED_BACK": "a key's log in the archive is smaller than a checkpoint of it saved earlier",
-    "LOG_FORKED": "a key's log in the archive does not extend a checkpoint of it saved earlier",
-    "LOG_BROKEN": "a key's committed leaves do not give the size or root its committed checkpoint signs",
-}
 ROW_COLUMNS = ["pith_number", "event_id", "run_id", "stored_at"]
 
 
