@@ -123,10 +123,6 @@ def checkpoint_of(path: str) -> tuple[str, int] | None:
     return unquote(parts[1]), int(parts[2])
 
 
-def is_log_leaves(path: str) -> bool:
-    return path.startswith(f"{LOGS}/") and path.endswith(".leaves")
-
-
 def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:
     """``20261122T053000Z-<worker>-<8 hex>``: sorts by start time, unique per worker."""
     if not _WORKER.match(worker):
