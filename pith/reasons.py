@@ -36,6 +36,10 @@ REASONS = {
     "not_append_only": "a new version of a record lacks events of its archived current version, or was built "
                        "before it (a fork or a rollback): kept as evidence, not made current",
     "attestation_mismatch": "a storage attestation names an object that its run's manifest does not list as attested",
+    # transparency logs: checkpoints and inclusion proofs (docs/TRANSPARENCY.md)
+    "checkpoint_invalid": "a checkpoint is not a signed note of origin, tree size and root hash lines",
+    "checkpoint_signature_invalid": "a checkpoint carries no signature that verifies under the log's pinned key",
+    "inclusion_proof_invalid": "an inclusion proof does not lead from the attestation to the checkpoint's root",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     "fetch_failed": "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }

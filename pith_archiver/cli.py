@@ -11,6 +11,8 @@ from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from . import FIXTURES, __version__, sources
+from .cmd_tlog import check_proof_files
+from .exit_status import ConfigError
 from .keyrings import build_keyring, keyring_options
 
 
@@ -27,8 +29,10 @@ def main():
               help="Reject documents larger than this.")
 @click.option("--max-depth", type=click.IntRange(2), default=DEFAULT_MAX_DEPTH, show_default=True,
               help="Reject documents nested deeper than this.")
+@click.option("--proof", "proofs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.")
 @click.argument("paths", nargs=-1)
-def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, paths):
+def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, proofs, paths):
     """Verify bundles: files, directories (every *.json and *.jsonl below) or http(s) URLs.
 
     A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
@@ -40,6 +44,10 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, paths):
     Exit 0 when all verified, 1 when any was rejected or unreadable, 2 on usage errors.
     """
     ring = build_keyring(keyrings, no_default_keys)
+    if proofs:
+        if paths:
+            raise ConfigError("give --proof FILE or PATHs to verify, not both")
+        sys.exit(check_proof_files(proofs, ring, as_json))
     limits = Limits(max_bytes=max_bytes, max_depth=max_depth)
     targets = sources.expand(paths or [str(FIXTURES)])
     if not targets:
@@ -122,3 +130,7 @@ from .cmd_audit import audit  # noqa: E402
 from .cmd_keys import keys  # noqa: E402
 main.add_command(audit)
 main.add_command(keys)
+
+from .cmd_tlog import checkpoint, prove  # noqa: E402
+main.add_command(checkpoint)
+main.add_command(prove)

@@ -9,6 +9,7 @@ import click
 from storage.audit import Audit
 from storage.committed import reading_keyring
 from storage.stores import StorageError
+from storage.transparency import log_findings
 from .archive_reading import open_location
 from .keyrings import build_keyring, keyring_options
 
@@ -21,7 +22,9 @@ from .keyrings import build_keyring, keyring_options
                    "under keys/. Trust then comes from the archive itself: only for an archive you keep.")
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per discrepancy per line, then the summary.")
-def audit(archive, keyrings, no_default_keys, trust_archive_keys, s3_endpoint_url, as_json):
+@click.option("--checkpoint", "checkpoints", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Also check that the archive's log of its key extends this saved checkpoint; repeatable.")
+def audit(archive, keyrings, no_default_keys, trust_archive_keys, s3_endpoint_url, as_json, checkpoints):
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
     Every object of every committed manifest is there with its size and sha256, every
@@ -38,6 +41,9 @@ def audit(archive, keyrings, no_default_keys, trust_archive_keys, s3_endpoint_ur
     try:
         run = Audit(store, bundle_keyring, reading_keyring(store, bundle_keyring, archive_keys=trust_archive_keys))
         for found in run.run():
+            click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+        for found in log_findings(store, run.archive_keyring, {path: Path(path).read_bytes() for path in checkpoints}):
+            run.counts.discrepancies[found.code] += 1
             click.echo(json.dumps(found.as_dict()) if as_json else found.line())
     except StorageError as exc:
         raise click.ClickException(f"audit stopped: {exc}") from None

@@ -1,5 +1,6 @@
 """The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
-tracks every object written, attests what it stored, and commits it all with one
+tracks every object written, attests what it stored (and signs a checkpoint of its
+key's Merkle log of attestations, ``storage.tlog``), and commits it all with one
 signed manifest.
 
 A long crawl commits as it goes: ``checkpoint`` seals what was written so far under a
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
+from pith.merkle import Frontier
 from pith.signing import Signer, utc_now
 from pith.verify import Verdict
 from pith_archiver import __version__
@@ -38,6 +40,7 @@ from .committed import table_batches
 from .history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
 from .manifest import build_manifest, commit_manifest, committed_manifests, sign_manifest
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+from .tlog import LogAppender, key_logs, read_log
 from .tables import (TABLES, RollPolicy, RowBudget, TableWriter, alias_rows, attestation_row, event_rows, record_row,
                      timestamp, verification_row)
 from .uploads import BoundedUploader
@@ -118,8 +121,9 @@ class ArchiveWriter:
         self.policy = policy
         self._keyring = keyring or Keyring([signer.pinned()])
         self._known_runs: set[str] = set()
-        self._history, head = self._read_committed() if dedup else (History(), None)
+        self._history, head, log = self._read_committed() if dedup else (History(), None, Frontier())
         self._feed = AttestationFeed(signer, store.uri, head)
+        self._log = LogAppender(signer, store.uri, log)
         self._uploader = uploader or BoundedUploader()
         self._owns_uploader = uploader is None
         self._quarantined: set[str] = set()
@@ -273,10 +277,10 @@ class ArchiveWriter:
         return len(fresh)
 
     # --- internals -------------------------------------------------------------
-    def _read_committed(self) -> tuple[History, str | None]:
+    def _read_committed(self) -> tuple[History, str | None, Frontier]:
         """What a new run must know of the committed archive: its history (every
-        version, each record's current one) and the head of this signer's
-        attestation chain."""
+        version, each record's current one), the head of this signer's attestation
+        chain and where its log stands."""
         manifests = list(committed_manifests(self.store, self._keyring))
         feed, last = None, ""
         for manifest in manifests:
@@ -289,7 +293,7 @@ class ArchiveWriter:
                     feed, last = entry, manifest["committed_at"]
         history = History.from_tables(*self._table_rows(*self._table_entries(manifests)))
         head = chain_head(self.store, feed, Keyring([self.signer.pinned()])) if feed else None
-        return history, head
+        return history, head, read_log(self.store, key_logs(manifests).get(self.signer.key_id), Frontier())
 
     def _table_entries(self, manifests) -> tuple[list[dict], list[dict]]:
         records, events = [], []
@@ -332,6 +336,8 @@ class ArchiveWriter:
         if attestations:
             self._record(segment, self.store.put_bytes(layout.attestation_feed(segment.run_id),
                                                        feed_bytes(attestations)))
+            for info in self._log.extend(self.store, segment.run_id, attestations):
+                self._record(segment, info)
         self._record(segment, self.store.put_bytes(layout.key_document(self.signer.key_id),
                                                    canon(self.signer.public_document()) + b"\n"))
         manifest = build_manifest(

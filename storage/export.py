@@ -33,11 +33,14 @@ logger = logging.getLogger(__name__)
 
 README = "README.md"
 BAG_CHECKSUMS = ("sha256", "sha512")
-BAG_PREFIXES = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.KEYS}/")
+BAG_PREFIXES = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.LOGS}/",
+                f"{layout.CHECKPOINTS}/", f"{layout.KEYS}/")
 FOLDERS = {  # what each exported folder holds, for the README
     layout.TABLES: "Parquet tables, Hive-partitioned (schema below)",
     layout.RAW: "the exact bytes of every verified bundle version, named by their sha256",
     layout.ATTESTATIONS: "signed storage attestations (JSON lines)",
+    layout.LOGS: "each archiver key's Merkle log: the 32-byte content hashes of its attestations, per run",
+    layout.CHECKPOINTS: "signed checkpoints (size and root hash) of each key's log, named by tree size",
     layout.KEYS: "public key documents of the archiver keys that signed the manifests",
     layout.MANIFESTS: "the signed run manifests: each lists its run's objects with sha256 and size",
 }

@@ -16,10 +16,12 @@ TABLES = "tables"
 MANIFESTS = "manifests"
 KEYS = "keys"
 ATTESTATIONS = "attestations"
+CHECKPOINTS = "checkpoints"
+LOGS = "log"
 
 # Only committed manifests make objects under these prefixes trustworthy; whatever
 # they hold that no committed manifest lists is left over from a crashed run.
-COLLECTABLE = (f"{RAW}/", f"{QUARANTINE}/", f"{TABLES}/", f"{ATTESTATIONS}/")
+COLLECTABLE = (f"{RAW}/", f"{QUARANTINE}/", f"{TABLES}/", f"{ATTESTATIONS}/", f"{CHECKPOINTS}/", f"{LOGS}/")
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"                      # partial writes; never a final object name
@@ -101,6 +103,24 @@ def attestation_feed(run_id: str) -> str:
 def is_attestation_feed(path: str) -> bool:
     name = path[len(ATTESTATIONS) + 1:] if path.startswith(f"{ATTESTATIONS}/") else ""
     return name.endswith(".jsonl") and bool(_RUN_ID.match(name[:-6]))
+
+
+def checkpoint(key_id: str, size: int) -> str:
+    """A signed checkpoint of a key's log at ``size`` leaves (docs/TRANSPARENCY.md)."""
+    return f"{CHECKPOINTS}/{quote(key_id, safe='')}/{size}"
+
+
+def log_leaves(key_id: str, run_id: str) -> str:
+    """The leaves a run added to its key's log: the 32-byte content hashes of its attestations."""
+    return f"{LOGS}/{quote(key_id, safe='')}/{check_run_id(run_id)}.leaves"
+
+
+def checkpoint_of(path: str) -> tuple[str, int] | None:
+    """``(key_id, size)`` of a checkpoint path, or None for any other path."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[0] != CHECKPOINTS or not parts[2].isdigit():
+        return None
+    return unquote(parts[1]), int(parts[2])
 
 
 def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:

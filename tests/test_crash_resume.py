@@ -78,13 +78,14 @@ def expected_numbers(catalog, suffixes=None) -> list[str]:
 
 def check_killed_run(store, keyring, killed: str) -> list[str]:
     """Right after the kill: nothing of the run is committed or torn, and all it wrote
-    is reported as orphans (content-addressed raw objects, or files named by its run id)."""
+    is reported as orphans (content-addressed raw objects, files named by its run id, or
+    the checkpoint of its key's log, named by the tree size, which the next commit replaces)."""
     orphans = find_orphans(store, keyring)
     assert orphans.untrusted == []
     assert all(manifest["run_id"] != killed for manifest in committed_manifests(store, keyring))
     paths = [orphan.path for orphan in orphans.objects]
     assert paths, "the killed run left nothing behind: the kill came too early to prove anything"
-    assert all(path.startswith(("raw/", "quarantine/")) or killed in path for path in paths), paths
+    assert all(path.startswith(("raw/", "quarantine/", "checkpoints/")) or killed in path for path in paths), paths
     return paths
 
 

@@ -19,7 +19,8 @@ from tests.plugins.archives import corpus_raws, tampered, write_run
 from tests.plugins.s3 import arrow_filesystem
 
 SIGNER = Signer.from_seed("archiver-1", bytes(32))
-EXPORTED = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.KEYS}/")
+EXPORTED = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.LOGS}/",
+            f"{layout.CHECKPOINTS}/", f"{layout.KEYS}/")
 
 
 def fill(store, corpus_dir, corpus_keyring) -> list[str]:

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Check a pith-archiver inclusion proof with nothing but the standard library and an
+Ed25519 implementation (PyNaCl): no pith-archiver code. See docs/TRANSPARENCY.md.
+
+    pip install pynacl
+    pith-archiver prove ARCHIVE PITH_NUMBER --json > proof.json
+    python3 check_proof.py proof.json archive-key.json   # the archive's keys/<key_id>.json
+
+Exit 0 and one line when the proof holds; exit 1 and the reason when it does not.
+"""
+
+import base64
+import hashlib
+import json
+import sys
+from urllib.parse import quote
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+
+class ProofRejected(Exception):
+    pass
+
+
+def require(condition: bool, why: str) -> None:
+    if not condition:
+        raise ProofRejected(why)
+
+
+def canonical(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def ed25519_valid(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        VerifyKey(public_key).verify(message, signature)
+    except (BadSignatureError, ValueError):
+        return False
+    return True
+
+
+def check_attestation(attestation: dict, key_id: str, public_key: bytes) -> bytes:
+    """The 32-byte content hash of a storage attestation signed by the key."""
+    content = {k: v for k, v in attestation.items() if k not in ("signature", "content_sha256", "event_id")}
+    digest = hashlib.sha256(canonical(content)).digest()
+    require(attestation["content_sha256"] == digest.hex(), "content_sha256 does not hash the attestation")
+    require(attestation["event_id"] == "sha256:" + digest.hex(), "event_id is not sha256:<content_sha256>")
+    signature = attestation["signature"]
+    require(signature["key_id"] == key_id and signature["algorithm"] == "ed25519", "not signed by the given key")
+    require(ed25519_valid(public_key, digest, base64.b64decode(signature["signature_b64"])),
+            "the attestation's signature does not verify")
+    return digest
+
+
+def check_checkpoint(note: str, key_id: str, public_key: bytes) -> tuple[int, bytes]:
+    """``(tree size, root hash)`` of a checkpoint note signed by the key (C2SP
+    tlog-checkpoint in a C2SP signed note)."""
+    cut = note.rfind("\n\n")
+    require(cut > 0 and note.endswith("\n"), "not a signed note")
+    text, signature_lines = note[:cut + 1], note[cut + 2:-1].split("\n")
+    origin, size, root = text.split("\n")[:3]
+    require(origin.rsplit("/", 1)[-1] == quote(key_id, safe=""), "the checkpoint is not of this key's log")
+    key_hash = hashlib.sha256(origin.encode("utf-8") + b"\n" + b"\x01" + public_key).digest()[:4]
+    signed = False
+    for line in signature_lines:
+        dash, name, blob = line.split(" ")
+        blob = base64.b64decode(blob)
+        if dash == "\u2014" and name == origin and blob[:4] == key_hash:
+            signed = ed25519_valid(public_key, text.encode("utf-8"), blob[4:])
+    require(signed, "the checkpoint carries no valid signature of the key")
+    require(size.isdigit() and (size == "0" or not size.startswith("0")), "the tree size is not decimal")
+    root_hash = base64.b64decode(root)
+    require(len(root_hash) == 32, "the root is not a 32-byte hash")
+    return int(size), root_hash
+
+
+def root_from_inclusion(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
+    """RFC 9162 section 2.1.3.2: the root the path leads to from the leaf's hash."""
+    require(0 <= index < size, "the leaf index is outside the tree")
+    fn, sn = index, size - 1
+    node = hashlib.sha256(b"\x00" + leaf).digest()
+    for sibling in path:
+        require(sn > 0, "the path is too long")
+        if fn % 2 == 1 or fn == sn:
+            node = hashlib.sha256(b"\x01" + sibling + node).digest()
+            while fn % 2 == 0 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            node = hashlib.sha256(b"\x01" + node + sibling).digest()
+        fn, sn = fn >> 1, sn >> 1
+    require(sn == 0, "the path is too short")
+    return node
+
+
+def check(proof: dict, key_document: dict) -> str:
+    """What the proof shows, once it holds under the archive's key document."""
+    key_id, public_key = key_document["key_id"], base64.b64decode(key_document["public_key_b64"])
+    attestation = proof["attestation"]
+    leaf = check_attestation(attestation, key_id, public_key)
+    require(attestation["subject_pith_number"] == proof["pith_number"], "the attestation is of another record")
+    size, root = check_checkpoint(proof["checkpoint"], key_id, public_key)
+    require(proof["tree_size"] == size, "the proof's tree size is not the checkpoint's")
+    path = [base64.b64decode(node) for node in proof["inclusion_proof"]]
+    require(root_from_inclusion(leaf, proof["leaf_index"], size, path) == root,
+            "the inclusion proof does not lead to the checkpoint's root")
+    return (f"{proof['pith_number']}: stored as {attestation['payload']['storage_uri']}, "
+            f"leaf {proof['leaf_index']} of {size} in the log of {key_id}")
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], encoding="utf-8") as proof_file, open(sys.argv[2], encoding="utf-8") as key_file:
+        proof_document, key = json.load(proof_file), json.load(key_file)
+    try:
+        print(check(proof_document, key))
+    except (ProofRejected, KeyError, ValueError) as exc:
+        sys.exit(f"REJECTED: {exc}")

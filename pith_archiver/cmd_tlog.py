@@ -1,0 +1,104 @@
+"""``pith-archiver checkpoint`` and ``prove``: the archive's transparency logs for
+witnesses and third parties; and the offline check of a proof behind ``verify --proof``."""
+
+import json
+
+import click
+
+from pith.parse import Limits, parse
+from pith.proof import check_proof
+from pith.reasons import Rejected
+from storage.committed import NothingCommitted
+from storage.stores import StorageError
+from storage.tlog import LogBroken
+from storage.transparency import NotAttested, checkpoint_notes, prove_record
+from .archive_reading import TRUST_HELP, archive_options, open_archive
+from .exit_status import ConfigError, ExitStatus, RunFailed
+from .output import log_to_stderr, verbosity_options
+
+PROOF_LIMITS = Limits(max_bytes=1 << 20)
+
+
+class NoProof(click.ClickException):
+    """The archive cannot prove what was asked (nothing attested, or its log is broken): one line, exit 1."""
+
+    exit_code = ExitStatus.REJECTED
+
+
+@click.command(epilog=TRUST_HELP)
+@click.argument("archive")
+@click.option("--key", "key_id", help="Only the log of this archiver key.")
+@archive_options
+@verbosity_options
+def checkpoint(archive, key_id, s3_endpoint_url, keyrings, no_archive_keys, verbosity):
+    """Print the latest signed checkpoint of each archiver key's log in ARCHIVE (a folder
+    or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
+    origin, size and root hash. Save one and check the archive against it later with
+    `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
+    by a blank line."""
+    log_to_stderr(verbosity)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
+    try:
+        notes = checkpoint_notes(store, keyring)
+    except LogBroken as exc:
+        raise NoProof(str(exc)) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    if key_id is not None:
+        notes = {key: note for key, note in notes.items() if key == key_id}
+    if not notes:
+        raise NoProof(f"{archive} has no checkpoint" + (f" of key {key_id}" if key_id else ""))
+    click.echo("\n".join(notes.values()), nl=False)
+
+
+@click.command(epilog=TRUST_HELP)
+@click.argument("archive")
+@click.argument("pith_number")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the proof as one JSON object (for `pith-archiver verify --proof FILE`).")
+@archive_options
+@verbosity_options
+def prove(archive, pith_number, as_json, s3_endpoint_url, keyrings, no_archive_keys, verbosity):
+    """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
+    log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
+    to the key's latest signed checkpoint. Anyone holding the archiver's public key
+    checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
+    log_to_stderr(verbosity)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
+    try:
+        document = prove_record(store, keyring, pith_number)
+    except (NotAttested, LogBroken) as exc:
+        raise NoProof(str(exc)) from None
+    except (NothingCommitted, StorageError) as exc:
+        raise RunFailed(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(document, ensure_ascii=False))
+        return
+    click.echo(f"{document['pith_number']}  attestation {document['attestation']['event_id']}")
+    click.echo(f"leaf {document['leaf_index']} of {document['tree_size']}; inclusion proof:")
+    for node in document["inclusion_proof"]:
+        click.echo(f"  {node}")
+    click.echo(document["checkpoint"], nl=False)
+
+
+def check_proof_files(paths, keyring, as_json: bool) -> ExitStatus:
+    """``verify --proof``: check each proof file offline, one line each, then a summary;
+    returns the exit status."""
+    rejected = 0
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                checkpoint = check_proof(parse(handle.read(PROOF_LIMITS.max_bytes + 1), PROOF_LIMITS).data, keyring)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        except Rejected as exc:
+            rejected += 1
+            record = {"source": path, "status": "rejected", "reason": exc.reason, "path": exc.path,
+                      "detail": exc.detail}
+            line = f"REJECTED    proof  {path}  {exc.reason} at {exc.path or '<document>'}: {exc.detail}"
+        else:
+            record = {"source": path, "status": "verified", "origin": checkpoint.origin, "tree_size": checkpoint.size}
+            line = f"VERIFIED    proof  {path}  in {checkpoint.origin} at size {checkpoint.size}"
+        click.echo(json.dumps(record, ensure_ascii=False) if as_json else line)
+    click.echo(f"{len(paths) - rejected} verified, {rejected} rejected", err=as_json)
+    return ExitStatus.REJECTED if rejected else ExitStatus.OK

@@ -1,0 +1,158 @@
+"""The archive's transparency logs: one Merkle tree log (``pith.merkle``) per archiver
+key, whose leaves are the key's storage attestations in chain order across all its
+runs, each leaf the 32 bytes of an attestation's ``content_sha256``.
+
+Each commit with attestations writes, beside its feed, the leaves it adds
+(``log/<key_id>/<run_id>.leaves``, 32 bytes a leaf) and a signed checkpoint of the
+grown log (``checkpoints/<key_id>/<tree size>``, ``pith.checkpoint``), both listed in
+its manifest like any object; the manifest is still the commit point. A key's log is
+read from the manifests it signed, in commit order; a commit of one worker touches
+only its own key's log. Runs committed before logs existed have no leaves file: their
+feed gives the leaves.
+"""
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
+from pith.canonical import sha256_hex
+from pith.merkle import HASH_SIZE, Frontier, leaf_hash
+from pith.signing import Signer
+from . import layout
+from .committed import check_digest
+from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+
+logger = logging.getLogger(__name__)
+
+
+class LogBroken(StorageError):
+    """A key's committed log does not hold together: a checkpoint names a size its
+    leaves do not reach, or a leaves file is not whole hashes."""
+
+
+@dataclass
+class LogPart:
+    """What one commit added to a key's log: manifest entries of its feed, leaves file
+    and checkpoint (the latter two absent for runs committed before logs existed)."""
+    run_id: str
+    feed: dict | None
+    leaves: dict | None
+    checkpoint: dict | None
+
+    @property
+    def size(self) -> int | None:
+        """The tree size its checkpoint names."""
+        return layout.checkpoint_of(self.checkpoint["path"])[1] if self.checkpoint else None
+
+
+@dataclass
+class KeyLog:
+    key_id: str
+    parts: list[LogPart] = field(default_factory=list)
+    starts: dict[str, int] = field(default_factory=dict)  # run id -> its first leaf's index, once read
+
+    @property
+    def latest(self) -> LogPart | None:
+        """The part with the newest checkpoint."""
+        return next((part for part in reversed(self.parts) if part.checkpoint), None)
+
+
+def key_logs(manifests) -> dict[str, KeyLog]:
+    """Each archiver key's log, from the verified manifests it signed, in commit order
+    (a key's runs follow one another; run ids only sort by start second)."""
+    logs: dict[str, KeyLog] = {}
+    for manifest in sorted(manifests, key=lambda m: m["committed_at"]):
+        key_id = manifest["signature"]["key_id"]
+        feed = leaves = checkpoint = None
+        for entry in manifest["objects"]:
+            if layout.is_attestation_feed(entry["path"]):
+                feed = entry
+            elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
+                leaves = entry
+            elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
+                checkpoint = entry
+        if feed or checkpoint:
+            logs.setdefault(key_id, KeyLog(key_id)).parts.append(LogPart(manifest["run_id"], feed, leaves, checkpoint))
+    return logs
+
+
+def read_entry(store: ObjectStore, entry: dict) -> bytes:
+    """A committed object's bytes, checked against its manifest entry."""
+    data = store.get_bytes(entry["path"])
+    check_digest(entry, sha256_hex(data), len(data))
+    return data
+
+
+def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
+    """The leaf inputs a part added, concatenated, each checked against its entry."""
+    entry = part.leaves or part.feed
+    if entry is None:
+        raise LogBroken(f"{part.checkpoint['path']}: its run lists no leaves and no feed")
+    data = read_entry(store, entry)
+    if part.leaves is None:
+        return b"".join(bytes.fromhex(json.loads(line)["content_sha256"]) for line in data.splitlines())
+    if len(data) % HASH_SIZE:
+        raise LogBroken(f"{entry['path']}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
+    return data
+
+
+def add_leaves(into, leaves: bytes) -> None:
+    """Append concatenated 32-byte leaf inputs to a Tree or Frontier."""
+    for at in range(0, len(leaves), HASH_SIZE):
+        into.append(leaf_hash(leaves[at:at + HASH_SIZE]))
+
+
+def read_log(store: ObjectStore, log: KeyLog | None, into):
+    """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a Frontier when only the
+    root and appending matter), checking every checkpoint's size on the way."""
+    for part in log.parts if log else ():
+        log.starts[part.run_id] = into.size
+        add_leaves(into, part_leaves(store, part))
+        if part.size is not None and part.size != into.size:
+            raise LogBroken(f"{part.checkpoint['path']} names {part.size} leaves where the log of "
+                            f"{log.key_id} has {into.size}")
+    return into
+
+
+class LogAppender:
+    """One writer's key's log, as far as its commits took it: each commit with
+    attestations writes their leaves and the grown log's signed checkpoint."""
+
+    def __init__(self, signer: Signer, archive_uri: str, frontier: Frontier):
+        self.signer = signer
+        self.origin = log_origin(archive_uri, signer.key_id)
+        self.frontier = frontier
+
+    def extend(self, store: ObjectStore, run_id: str, attestations: list[dict]) -> list[ObjectInfo]:
+        """Write the leaves and the checkpoint of ``attestations`` (in chain order);
+        returns their ObjectInfos for the manifest."""
+        leaves = b"".join(bytes.fromhex(event["content_sha256"]) for event in attestations)
+        written = [store.put_bytes(layout.log_leaves(self.signer.key_id, run_id), leaves)]
+        add_leaves(self.frontier, leaves)
+        note = sign_checkpoint(Checkpoint(self.origin, self.frontier.size, self.frontier.root()), self.signer)
+        written.append(_put_replacing_orphan(store, layout.checkpoint(self.signer.key_id, self.frontier.size),
+                                             note.encode("utf-8")))
+        return written
+
+
+def _put_replacing_orphan(store: ObjectStore, path: str, data: bytes) -> ObjectInfo:
+    """A checkpoint past the key's committed log can only be a crashed run's leftover
+    (no manifest lists it, and one key has one live writer): it gives way."""
+    try:
+        return store.put_bytes(path, data)
+    except ObjectExists:
+        logger.warning("%s: replacing a checkpoint that no committed manifest lists", path)
+        store.delete(path)
+        return store.put_bytes(path, data)
+
+
+def latest_checkpoints(store: ObjectStore, manifests) -> dict[str, bytes]:
+    """The newest committed checkpoint note of each key, checked against its entry."""
+    notes = {}
+    for key_id, log in sorted(key_logs(manifests).items()):
+        if log.latest:
+            notes[key_id] = read_entry(store, log.latest.checkpoint)
+    return notes
+
+

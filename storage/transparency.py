@@ -1,0 +1,166 @@
+"""What others ask of an archive's transparency logs (``storage.tlog``): the latest
+checkpoint of each key, for a witness to keep; an inclusion proof of a record's latest
+storage attestation; and whether the archive's log of a key still extends a
+checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a fork.
+
+The audit findings it adds (docs/TRANSPARENCY.md): LOG_ROLLED_BACK, LOG_FORKED,
+LOG_BROKEN and CHECKPOINT_INVALID.
+"""
+
+import json
+import logging
+from dataclasses import replace
+
+from pith.checkpoint import open_checkpoint
+from pith.keyring import Keyring
+from pith.merkle import Frontier, Tree, verify_consistency
+from pith.numbers import suffix_of
+from pith.proof import check_proof, proof_document
+from pith.reasons import Rejected
+from .audit import Discrepancy
+from .committed import CommittedArchive, table_batches
+from .manifest import committed_manifests
+from .stores import ObjectStore, StorageError
+from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_entry, read_log
+
+logger = logging.getLogger(__name__)
+
+ROW_COLUMNS = ["pith_number", "event_id", "run_id", "stored_at"]
+
+
+class NotAttested(StorageError):
+    """The archive holds no storage attestation of the record asked about."""
+
+
+def checkpoint_notes(store: ObjectStore, keyring: Keyring) -> dict[str, str]:
+    """The newest committed checkpoint note of each key, each verified under ``keyring``."""
+    notes = {}
+    for key_id, note in latest_checkpoints(store, committed_manifests(store, keyring)).items():
+        try:
+            open_checkpoint(note, keyring)
+        except Rejected as exc:
+            raise LogBroken(f"the latest checkpoint of {key_id} does not verify: {exc}") from None
+        notes[key_id] = note.decode("utf-8")
+    return notes
+
+
+def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tuple[Tree, str | None]:
+    """The key's committed log and its newest checkpoint note, once the note verifies
+    and signs the size and root of the leaves; LogBroken otherwise."""
+    tree = read_log(store, log, Tree())
+    if log is None or log.latest is None:
+        return tree, None
+    note = read_entry(store, log.latest.checkpoint).decode("utf-8")
+    try:
+        checkpoint, _ = open_checkpoint(note, keyring)
+    except Rejected as exc:
+        raise LogBroken(f"{log.latest.checkpoint['path']}: {exc}") from None
+    if (checkpoint.size, checkpoint.root) != (tree.size, tree.root()):
+        raise LogBroken(f"{log.latest.checkpoint['path']} signs {checkpoint.size} leaves and a root the "
+                        f"{tree.size} committed leaves of {log.key_id} do not give")
+    return tree, note
+
+
+def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict:
+    """An inclusion proof (``pith.proof``) of the record's latest storage attestation
+    against the newest checkpoint of its key; NotAttested or LogBroken when there is none."""
+    archive = CommittedArchive.read(store, keyring)
+    event_id, run_id = _latest_attestation(archive, suffix_of(pith_number))
+    signers = {m["run_id"]: m["signature"]["key_id"] for m in archive.manifests}
+    log = key_logs(archive.manifests).get(signers.get(run_id))
+    tree, note = current_log(store, keyring, log)
+    part = next((part for part in log.parts if part.run_id == run_id), None) if log else None
+    if note is None or part is None or part.feed is None:
+        raise LogBroken(f"run {run_id} attested {pith_number} but its key's log has no checkpoint of it")
+    for index, line in enumerate(read_entry(store, part.feed).splitlines()):
+        attestation = json.loads(line)
+        if attestation["event_id"] == event_id:
+            leaf = log.starts[run_id] + index
+            document = proof_document(attestation, leaf, tree.inclusion_proof(leaf), note, tree.size)
+            try:
+                check_proof(document, keyring)
+            except Rejected as exc:
+                raise LogBroken(f"the proof of {pith_number} does not hold: {exc}") from None
+            return document
+    raise LogBroken(f"{part.feed['path']} does not hold {event_id}, which its run's table lists")
+
+
+def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, str]:
+    """``(event_id, run_id)`` of the record's newest storage attestation, from the
+    committed ``attestations`` table."""
+    best = None
+    for entry in archive.table_files("attestations"):
+        for batch in table_batches(archive.store, entry, ROW_COLUMNS):
+            for number, event_id, run_id, stored_at in zip(*(batch.column(name).to_pylist() for name in ROW_COLUMNS)):
+                if suffix_of(number) == suffix and (best is None or (stored_at, run_id) > best[:2]):
+                    best = (stored_at, run_id, event_id)
+    if best is None:
+        raise NotAttested(f"{archive.store.uri} holds no storage attestation of {suffix}")
+    return best[2], best[1]
+
+
+def check_logs(store: ObjectStore, keyring: Keyring) -> list[Discrepancy]:
+    """LOG_BROKEN for each key's committed log whose leaves files do not hold its feeds'
+    content hashes, or whose committed checkpoints do not sign the size and root of the
+    leaves before them. A missing or altered object is left to the audit's own checks."""
+    found = []
+    for key_id, log in sorted(key_logs(committed_manifests(store, keyring)).items()):
+        frontier = Frontier()
+        try:
+            for part in log.parts:
+                leaves = part_leaves(store, part)
+                if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
+                    found.append(Discrepancy("LOG_BROKEN", part.leaves["path"],
+                                             f"{key_id}: not the content hashes of {part.feed['path']}"))
+                add_leaves(frontier, leaves)
+                if part.checkpoint:
+                    why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
+                    if why:
+                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint["path"], f"{key_id}: {why}"))
+        except StorageError as exc:
+            logger.info("the log of %s is not checked: %s", key_id, exc)
+    return found
+
+
+def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: Frontier) -> str:
+    """Why a committed checkpoint does not sign the log as its leaves give it ('' if it does)."""
+    try:
+        checkpoint, key = open_checkpoint(note, keyring)
+    except Rejected as exc:
+        return str(exc)
+    if key.key_id != key_id:
+        return f"is the log of {key.key_id}"
+    if (checkpoint.size, checkpoint.root) != (frontier.size, frontier.root()):
+        return f"signs {checkpoint.size} leaves and a root; the {frontier.size} leaves before it give another"
+    return ""
+
+
+def log_findings(store: ObjectStore, keyring: Keyring, saved: dict[str, bytes]):
+    """What the audit adds about the logs: ``check_logs``, then ``check_consistency``
+    with each saved checkpoint (source -> note)."""
+    yield from check_logs(store, keyring)
+    for source, note in saved.items():
+        yield from check_consistency(store, keyring, note, source)
+
+
+def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source: str) -> list[Discrepancy]:
+    """Whether the archive's log of the key that signed the checkpoint ``note`` (read
+    from ``source``) extends it: nothing when it does; LOG_ROLLED_BACK or LOG_FORKED,
+    naming the key and both sizes, when it does not."""
+    try:
+        saved, key = open_checkpoint(note, keyring)
+    except Rejected as exc:
+        return [Discrepancy("CHECKPOINT_INVALID", source, str(exc))]
+    log = key_logs(committed_manifests(store, keyring)).get(key.key_id)
+    try:
+        tree, _ = current_log(store, keyring, log)
+    except StorageError as exc:
+        return [Discrepancy("LOG_BROKEN", source, f"{key.key_id}: {exc}")]
+    if tree.size < saved.size:
+        return [Discrepancy("LOG_ROLLED_BACK", source, f"{key.key_id}: the archive's log has {tree.size} leaves, "
+                                                      f"behind the checkpoint's {saved.size}")]
+    if not verify_consistency(saved.size, tree.size, tree.consistency_proof(saved.size), saved.root, tree.root()):
+        return [Discrepancy("LOG_FORKED", source, f"{key.key_id}: the archive's log of {tree.size} leaves does "
+                                                 f"not extend the checkpoint of {saved.size}")]
+    logger.info("%s: the log of %s grew from %d to %d leaves", source, key.key_id, saved.size, tree.size)
+    return []
