@@ -1,0 +1,155 @@
+"""Runs a scheduler can leave alone: every setup mistake is one line and exit 2 before
+any request, a run that archived nothing or less than asked never exits 0, and a
+terminal or cron sees a summary, not Scrapy's log. All through the real command line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from tests.plugins.crawling import isolated_home
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
+
+
+def cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pith_archiver", *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=timeout, env={**os.environ, **isolated_home(tmp_path), **(env or {})})
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def refused_url():
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, refused_url):
+    proc = cli(tmp_path, "crawl", "--resolver", refused_url, "--out", "x", "-s", "RETRY_TIMES=1", REAL)
+    assert proc.returncode == 4, proc.stderr
+    assert "failed (exit 4): no bundle could be fetched, nothing committed" in proc.stderr
+    assert "fetch failures: fetch_failed 1" in proc.stdout
+    assert not list((tmp_path / "x").rglob("*.json"))  # no empty manifest, no key document
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--resolver", "foo"], "--resolver 'foo' is not an http(s) URL"),
+    (["--resolver", "ftp://example.org"], "is not an http(s) URL"),
+    (["--mirror", "127.0.0.1:8080"], "--mirror '127.0.0.1:8080' is not an http(s) URL"),
+    (["--keyring", "notjson.json"], "--keyring: notjson.json:"),
+    (["--keyring", "empty.json", "--no-default-keys"], "--keyring: empty.json:"),
+    (["--no-default-keys"], "the keyring is empty"),
+    (["--out", "/proc/nope"], "--out /proc/nope: /proc/nope is not a writable folder"),
+    (["--out", "afile"], "is not a folder"),
+    (["--signing-key", "notjson.json"], "--signing-key notjson.json: not a usable signing key"),
+    (["--frontier", "redis://127.0.0.1:1/0"], "--frontier:"),
+    (["-s", "NOEQUALS"], "-s 'NOEQUALS' is not NAME=VALUE"),
+    (["not-a-seed!"], "seed:"),
+])
+def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mirror, args, said):
+    server = mirror()
+    (tmp_path / "notjson.json").write_text("not json")
+    (tmp_path / "empty.json").write_text('{"keys": 3}')
+    (tmp_path / "afile").write_text("")
+    resolver = [] if "--resolver" in args else ["--resolver", server.url]
+    proc = cli(tmp_path, "crawl", *resolver, "--out", "y", *args, *([] if "not-a-seed!" in args else [REAL]))
+    assert proc.returncode == 2, proc.stderr
+    line = one_error_line(proc)
+    assert line.startswith("Error: ") and said in line, line
+    assert server.requests == []
+    assert not (tmp_path / "y" / "manifests").exists()
+
+
+def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_endpoint, s3_env):
+    server = mirror()
+    proc = cli(tmp_path, "crawl", "--resolver", server.url, "--out", "s3://nosuchbucket/x",
+               "--s3-endpoint-url", s3_endpoint, REAL, env=s3_env)
+    assert proc.returncode == 2
+    assert "bucket nosuchbucket does not exist" in one_error_line(proc)
+    assert server.requests == []
+
+
+def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, static_site):
+    """``scrapy crawl pith`` has no verifier switched off with a warning: a broken
+    keyring stops it before anything is fetched or archived."""
+    base, _, _ = static_site
+    (tmp_path / "bad.json").write_text("not json")
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "pith", "-a", f"resolver={base}", "-a",
+                           f"seeds={REAL}", "-s", f"PITH_ARCHIVE={tmp_path / 'archive'}",
+                           "-s", f"PITH_KEYRINGS={tmp_path / 'bad.json'}"],
+                          capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=120,
+                          env={**os.environ, **isolated_home(tmp_path), "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert proc.returncode != 0
+    assert "KeyringError" in proc.stderr
+    assert not (tmp_path / "archive" / "manifests").exists()
+
+
+def crawl_corpus(tmp_path, corpus_dir, server, *args):
+    return cli(tmp_path, "crawl", "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
+               "--out", "archive", *args)
+
+
+def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, corpus_dir, mirror):
+    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), REAL)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok (exit 0): done" in proc.stdout
+    assert "Scrapy" not in proc.stdout + proc.stderr and "Dumping" not in proc.stdout + proc.stderr
+    assert len(proc.stdout.splitlines()) <= 8, proc.stdout
+    log = Path(next(line[5:] for line in proc.stdout.splitlines() if line.startswith("log: ")))
+    assert "Dumping Scrapy stats" in log.read_text()
+    assert log.is_relative_to(tmp_path / "cache")  # the archive folder holds only the archive
+
+
+def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
+    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "-q", REAL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and len(proc.stdout.splitlines()) == 1
+    assert proc.stdout.startswith("ok (exit 0): archived ") and "requests" in proc.stdout
+
+
+def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
+    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "-v", "--no-follow", REAL)
+    assert proc.returncode == 0
+    assert "Dumping Scrapy stats" in proc.stderr and "log: " not in proc.stdout
+
+
+def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path, corpus_dir, corpus_catalog, mirror):
+    seeds = sorted(corpus_catalog.suffixes)[:10]
+    server = mirror(faults=FaultPlan(oversize={seeds[0]}))
+    common = ["--no-follow", "-s", "DOWNLOAD_MAXSIZE=4000000", *seeds]
+    within = crawl_corpus(tmp_path, corpus_dir, server, "--max-failures", "10%", *common)
+    assert within.returncode == 3, within.stderr
+    assert "fetch failures: too_large 1" in within.stdout
+    assert "partial (exit 3): 1 fetch failures (within --max-failures)" in within.stderr
+    beyond = crawl_corpus(tmp_path, corpus_dir, server, "--max-failures", "0", *common)
+    assert beyond.returncode == 4
+    assert "more than --max-failures allows" in beyond.stderr
+
+
+def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpus_catalog, mirror):
+    seeds = sorted(corpus_catalog.suffixes)[:4]
+    proc = crawl_corpus(tmp_path, corpus_dir, mirror(faults=FaultPlan(tamper={seeds[1]})), "--no-follow", *seeds)
+    assert proc.returncode == 1, proc.stderr
+    assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundles rejected" in proc.stderr
+
+
+def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
+    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "--no-follow", "--stats-json", "s.json", REAL)
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert proc.returncode == 0
+    assert stats["downloader/request_count"] >= 1 and stats["pith/archived"] == 1
