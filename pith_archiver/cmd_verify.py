@@ -62,9 +62,9 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, paths
             if record["source"].endswith(sources.FEED_SUFFIX):
                 feeds.append(record)  # judged once every feed is in: the chains run through them
             else:
-                report.bundle(record)
+                report.add(record)
     for record in _join_chains(feeds):
-        report.feed(record)
+        report.add(record)
     sys.exit(report.close())
 
 
@@ -89,31 +89,18 @@ class Report:
         self.verbosity = verbosity
         self.counts = dict.fromkeys(STATUSES, 0)
 
-    def bundle(self, record: dict) -> None:
-        status = record["status"]
+    def add(self, record: dict) -> None:
+        status, source = record["status"], record["source"]
+        feed = source.endswith(sources.FEED_SUFFIX)
+        label = "feed" if feed else record.get("pith_number") or "-"
         if status == "verified":
-            line = f"VERIFIED    {record['pith_number']}  {record['source']}"
+            line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
         elif status == "rejected":
-            line = (f"REJECTED    {record.get('pith_number') or '-'}  {record['source']}  "
-                    f"{record['reason']} at {record['path'] or '<document>'}: {record['detail']}")
+            line = (f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
+                    f"{record['detail']}")
         else:
-            line = self._other(record)
+            line = f"{status.upper():<10}  {source}  {record['detail']}"
         self._emit(record, line)
-
-    def feed(self, record: dict) -> None:
-        status = record["status"]
-        if status == "verified":
-            line = f"VERIFIED    feed  {record['source']}  {record['attestations']} attestations"
-        elif status == "rejected":
-            line = (f"REJECTED    feed  {record['source']}  {record['reason']} at "
-                    f"{record['path'] or '<document>'}: {record['detail']}")
-        else:
-            line = self._other(record)
-        self._emit(record, line)
-
-    @staticmethod
-    def _other(record: dict) -> str:
-        return f"{record['status'].upper():<10}  {record['source']}  {record['detail']}"
 
     def _emit(self, record: dict, line: str) -> None:
         status = record["status"]

@@ -4,9 +4,9 @@ http(s) URLs, and what it can tell is not a bundle without checking it."""
 from dataclasses import dataclass
 from pathlib import Path
 
+import pith_archiver
 from pith.parse import DEFAULT_MAX_BYTES
 from storage import layout
-import pith_archiver
 
 FEED_SUFFIX = ".jsonl"
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
