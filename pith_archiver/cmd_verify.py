@@ -55,14 +55,19 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, paths
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
     report = Report(as_json, verbosity)
-    with _progress(len(targets), verbosity) as advance:
-        feeds = []
-        for record in ordered_map(checker, targets, jobs or available_cores()):
-            advance()
-            if record["source"].endswith(sources.FEED_SUFFIX):
-                feeds.append(record)  # judged once every feed is in: the chains run through them
-            else:
-                report.add(record)
+    try:
+        with _progress(len(targets), verbosity) as advance:
+            feeds = []
+            for record in ordered_map(checker, targets, jobs or available_cores()):
+                advance()
+                if record["source"].endswith(sources.FEED_SUFFIX):
+                    feeds.append(record)  # judged once every feed is in: the chains run through them
+                else:
+                    report.add(record)
+    except KeyboardInterrupt:
+        report.close()
+        click.echo("interrupted: the count covers what was verified before", err=True)
+        sys.exit(ExitStatus.INTERRUPTED)
     for record in _join_chains(feeds):
         report.add(record)
     sys.exit(report.close())
