@@ -54,11 +54,16 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, paths
     targets = sources.expand(paths or [str(FIXTURES)])
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
-    report = Report(as_json, verbosity)
+    sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
+
+
+def verify_documents(checker: Checker, targets: list, jobs: int, report: "Report") -> ExitStatus:
+    """Check every target on ``jobs`` processes, report each in input order (feeds
+    last), and close with the count."""
     try:
-        with _progress(len(targets), verbosity) as advance:
+        with _progress(len(targets), report.verbosity) as advance:
             feeds = []
-            for record in ordered_map(checker, targets, jobs or available_cores()):
+            for record in ordered_map(checker, targets, jobs):
                 advance()
                 if record["source"].endswith(sources.FEED_SUFFIX):
                     feeds.append(record)  # judged once every feed is in: the chains run through them
@@ -67,10 +72,10 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, paths
     except KeyboardInterrupt:
         report.close()
         click.echo("interrupted: the count covers what was verified before", err=True)
-        sys.exit(ExitStatus.INTERRUPTED)
+        return ExitStatus.INTERRUPTED
     for record in _join_chains(feeds):
         report.add(record)
-    sys.exit(report.close())
+    return report.close()
 
 
 def _join_chains(feeds: list[dict]) -> list[dict]:
