@@ -1,6 +1,7 @@
 """What ``verify`` reads: files, folders (a corpus, an archive, any tree of bundles) and
 http(s) URLs, and what it can tell is not a bundle without checking it."""
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,18 +64,24 @@ def _archive(root: Path):
 
 def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """The exact bytes of a file or URL, reading at most one byte past ``max_bytes`` so
-    the size check can name an oversize document without loading all of it."""
+    the size check can name an oversize document without loading all of it. A size
+    known in advance is read as it is: asking for ``max_bytes + 1`` allocates that
+    much first, which costs a 13 KB bundle more than its signature checks."""
     try:
         if target.startswith(("http://", "https://")):
             import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
             request = urllib.request.Request(target, headers={"User-Agent": user_agent(),
                                                               "Accept": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
-                return response.read(max_bytes + 1)
+                return _read_capped(response, response.length, max_bytes)
         with open(target, "rb") as handle:
-            return handle.read(max_bytes + 1)
+            return _read_capped(handle, os.fstat(handle.fileno()).st_size, max_bytes)
     except (OSError, ValueError) as exc:
         raise SourceError(f"{target}: {exc}") from None
+
+
+def _read_capped(stream, size: int | None, max_bytes: int) -> bytes:
+    return stream.read() if size is not None and size <= max_bytes else stream.read(max_bytes + 1)
 
 
 def user_agent() -> str:
