@@ -132,8 +132,8 @@ def write(args, count: int, cores: int, wall: dict, cpu: dict, floor: float) -> 
         "Where a bundle's time goes beyond the four signatures (cProfile of `verify --jobs 1` over the same "
         "corpus, as shares of the signature time): JSON parsing about 30%, the six canonical serialisations "
         "about 18%, SHA-256 about 6%, and the rest (schema checks, Pith numbers, key fingerprints, the merge "
-        "and its comparison with the state) in many small steps of a few µs each. Start-up is under 0.15 s "
-        "of it: `verify` imports neither Scrapy nor pyarrow nor boto3.", "",
+        "and its comparison with the state) in many small steps of a few µs each. Start-up is the last "
+        "row: `verify` imports neither Scrapy nor pyarrow nor boto3.", "",
         f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
         "Reproduce from the repository root:", "",
         "```sh", COMMAND.format(records=args.records, rounds=args.rounds), "```", "",
