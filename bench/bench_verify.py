@@ -107,12 +107,18 @@ def machine() -> str:
             f"PyNaCl {nacl.__version__}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bundles", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--core", type=int, default=None, help="CPU to pin to (default: the last allowed one)")
+def bench_arguments(doc: str, rounds: int) -> argparse.ArgumentParser:
+    """The options the verification benchmarks share."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    return parser
+
+
+def main() -> None:
+    parser = bench_arguments(__doc__, rounds=9)
+    parser.add_argument("--bundles", type=int, default=3000)
+    parser.add_argument("--core", type=int, default=None, help="CPU to pin to (default: the last allowed one)")
     args = parser.parse_args()
 
     core = args.core if args.core is not None else max(os.sched_getaffinity(0))
@@ -184,11 +190,22 @@ def write_section(table, summary, args, size, core) -> None:
         "Reproduce from the repository root:", "",
         "```sh", COMMAND.format(bundles=args.bundles, rounds=args.rounds), "```", "",
     ])
+    replace_section(SECTION, body)
+
+
+def replace_section(section: str, body: str, before: str | None = None) -> None:
+    """Put ``body`` in place of ``section`` of RESULTS.md (new: before the section
+    ``before``, or at the end), leaving the others as they are."""
     text = RESULTS.read_text("utf-8") if RESULTS.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.M | re.S)
-    text = pattern.sub(lambda _: body + "\n", text, count=1) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
+    pattern = re.compile(rf"^{re.escape(section)}\n.*?(?=^## |\Z)", re.M | re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: body + "\n", text, count=1)
+    elif before and re.search(rf"^{re.escape(before)}\n", text, re.M):
+        text = re.sub(rf"^(?={re.escape(before)}\n)", lambda _: body + "\n", text, count=1, flags=re.M)
+    else:
+        text = text.rstrip("\n") + "\n\n" + body
     RESULTS.write_text(text.rstrip("\n") + "\n", "utf-8")
-    print(f"wrote the {SECTION!r} section of {RESULTS}", file=sys.stderr)
+    print(f"wrote the {section!r} section of {RESULTS}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -113,3 +113,19 @@ class PlainVerifier:
                 "merge_version": b["merge_version"], "event_count": n, "valid_event_count": n,
                 "invalid_event_count": 0, "equivocation_count": 0, "current": current, "equivocations": [],
                 "invalid_events": [], "applied_event_ids": [e["event_id"] for e in b["events"]]}
+
+
+def main(argv) -> int:
+    """Whole-process use, as bench/bench_verify_cli.py times it: KEYRING.json PATH..."""
+    from minimal_verify import bundle_files
+    keyring, *paths = argv
+    keys = {k["key_id"]: base64.b64decode(k["public_key_b64"]) for k in json.loads(open(keyring).read())["keys"]}
+    verifier = PlainVerifier(keys)
+    failed = [path for path in bundle_files(paths) if verifier.verify(path.read_bytes()) is not None]
+    print("\n".join(f"REJECTED {path}" for path in failed) or "all verified")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))

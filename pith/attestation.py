@@ -14,10 +14,8 @@ A feed is JSON Lines: one attestation per line, each its canonical JSON.
 
 from dataclasses import dataclass
 
-from .mint import new_event
 from .parse import Limits, parse
 from .reasons import Rejected
-from .signing import Signer, utc_now
 from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
 
 EVENT_TYPE = "storage_attestation"
@@ -28,9 +26,12 @@ HASHES = ("bundle_sha256", "canonical_sha256", "raw_sha256")
 TEXTS = ("raw_path", "storage_uri", "run_id")
 
 
-def new_attestation(signer: Signer, *, pith_number: str, archive: str, payload: dict,
+def new_attestation(signer, *, pith_number: str, archive: str, payload: dict,
                     prev_event: str | None, created_at: str) -> dict:
-    """A signed attestation by ``signer`` for the archive named ``archive``."""
+    """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
+    ``archive``. Minting is imported here: checking feeds (``verify``) never signs."""
+    from .mint import new_event
+    from .signing import utc_now
     return new_event(signer, EVENT_TYPE, pith_number, TARGET, payload, created_at, utc_now(),
                      prev_event=prev_event, signer_id=archive, signer_type=SIGNER_TYPE)
 
@@ -114,6 +115,14 @@ class Chain:
         """Leave the feed ``source`` out of ``breaks``."""
         self._segments = [s for s in self._segments if s.source != source]
         self._open = {}
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def join(self, segments: list[Segment]) -> None:
+        """Take in the segments another Chain read (a feed checked in another process)."""
+        self._segments.extend(segments)
 
     def breaks(self, rooted: bool = True) -> list[tuple[Segment, str]]:
         """Each segment that does not join its key's chain, with why. ``rooted``: every

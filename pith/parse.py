@@ -12,6 +12,7 @@ Anything it cannot prove goes to the slow reference path, which names the proble
 """
 
 import json
+import threading
 from dataclasses import dataclass
 
 try:
@@ -128,20 +129,39 @@ def _check_text(text: str) -> None:
         raise Rejected("invalid_unicode", "", "string holds a lone surrogate") from None
 
 
+class _FloatNotingDecoder(json.JSONDecoder):
+    """The fast path's reader: json.loads's, counting floats and refusing NaN and
+    Infinity. One per thread, reused: building a decoder costs more than reading a
+    small document."""
+
+    _local = threading.local()
+
+    def __init__(self):
+        super().__init__(parse_float=self._note_float, parse_constant=_reject_constant)
+        self.floats = 0
+
+    def _note_float(self, text: str) -> float:
+        self.floats += 1
+        return float(text)
+
+    @classmethod
+    def for_this_thread(cls) -> "_FloatNotingDecoder":
+        decoder = getattr(cls._local, "decoder", None)
+        if decoder is None:
+            decoder = cls._local.decoder = cls()
+        decoder.floats = 0
+        return decoder
+
+
 def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     """Parse ``raw`` bytes or raise Rejected with a reason code."""
     if len(raw) > limits.max_bytes:
         raise Rejected("too_large", "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
         return _reference_parse(raw, limits)
-    floats = []
-
-    def note_float(text):
-        floats.append(text)
-        return float(text)
-
+    decoder = _FloatNotingDecoder.for_this_thread()
     try:
-        data = json.loads(raw.decode("utf-8"), parse_float=note_float, parse_constant=_reject_constant)
+        data = decoder.decode(raw.decode("utf-8"))
         compact = orjson.dumps(data) == raw
     except Rejected:
         raise
@@ -152,4 +172,4 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     depth = _bracket_depth(raw, limits.max_depth)
     if depth is None or depth > limits.max_depth:
         _check_reference_tree(data, limits.max_depth)
-    return Document(data, exact=not floats, size=len(raw))
+    return Document(data, exact=not decoder.floats, size=len(raw))

@@ -3,6 +3,7 @@
 import click
 
 from pith.keyring import Keyring, KeyringError
+from .exit_status import ConfigError
 
 
 def keyring_options(func):
@@ -18,7 +19,7 @@ def build_keyring(keyrings, no_default_keys) -> Keyring:
     try:
         ring = Keyring.build(keyrings, default_keys=not no_default_keys)
     except KeyringError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     if not len(ring):
-        raise click.UsageError("the keyring is empty: give --keyring FILE or drop --no-default-keys")
+        raise ConfigError("the keyring is empty: give --keyring FILE or drop --no-default-keys")
     return ring

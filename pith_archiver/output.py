@@ -6,7 +6,6 @@ stderr and ``-vv`` debug detail and tracebacks.
 """
 
 import functools
-import logging
 import sys
 
 import click
@@ -45,7 +44,8 @@ def current_verbosity() -> int:
 
 def log_to_stderr(verbosity: int) -> None:
     """Python logging on stderr at the level the verbosity asks for (warnings and up by
-    default, errors only when quiet)."""
+    default, errors only when quiet). logging is imported here: ``verify`` never logs."""
+    import logging
     level = {QUIET: logging.ERROR, NORMAL: logging.WARNING, VERBOSE: logging.INFO}.get(verbosity, logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

@@ -1,7 +1,11 @@
 """``pith-archiver verify``: one line per bundle and a closing count, ``--json`` lines
-for machines, exit 0/1/2, over files, directories and http URLs."""
+for machines, the exit status contract, over files, folders (a corpus, an archive)
+and http URLs, on one or more processes."""
 
 import json
+import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -12,8 +16,16 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
+from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from mirror.tamper import tampered
+from pith.mint import links_for
 from pith_archiver.cli import main
+from pith_archiver.exit_status import ExitStatus
+from pith_archiver.ordered_pool import WORTH_A_POOL
+from storage import layout
+from storage.stores import LocalStore
+from tests.plugins.archives import corpus_raws, write_run
+from tests.plugins.archives import tampered as tampered_bundle
 from tests.plugins.core import real_bundle_paths
 
 
@@ -105,9 +117,9 @@ def test_directory_without_bundles_is_a_usage_error(tmp_path):
     assert "no *.json or *.jsonl files" in result.stderr
 
 
-def test_unreadable_path_is_counted_and_fails(tmp_path):
+def test_unreadable_path_is_counted_and_partial(tmp_path):
     result = verify_cli(str(real_bundle_paths()[0]), str(tmp_path / "missing.json"))
-    assert result.exit_code == 1
+    assert result.exit_code == 3                   # some could not be read, none rejected
     assert result.stdout.splitlines()[1].startswith("UNREADABLE")
     assert result.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 unreadable"
 
@@ -150,3 +162,157 @@ def test_exit_codes_from_a_real_process(corpus):
     codes = [subprocess.run(command + args, capture_output=True, timeout=60).returncode
              for args in (real, [str(corpus)], ["--max-depth", "0"])]
     assert codes == [0, 1, 2]
+
+
+# --- through the real command line, in a subprocess -------------------------------
+
+def run_verify(*args) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "pith_archiver", "verify", *map(str, args)],
+                            check=False, capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def test_a_corpus_folder_skips_its_index_and_keyring(corpus_dir):
+    bundles = sorted((corpus_dir / BUNDLES_DIR).glob("*.json"))
+    result = run_verify("--keyring", corpus_dir / KEYRING_NAME, corpus_dir)
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"{len(bundles)} verified, 0 rejected, 2 skipped (not bundles)"
+    assert f"SKIPPED     {corpus_dir / 'corpus.json'}  not a bundle (a corpus index)" in lines
+    assert f"SKIPPED     {corpus_dir / KEYRING_NAME}  not a bundle (a keyring)" in lines
+    assert sum(line.startswith("VERIFIED") for line in lines) == len(bundles)
+    assert result.stderr == ""                                   # no progress on a pipe
+
+
+def test_progress_on_a_terminal(corpus_dir):
+    """stderr on a pseudo-terminal: the progress bar is drawn there, stdout keeps the lines."""
+    leader, follower = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "pith_archiver", "verify", "--keyring", str(corpus_dir / KEYRING_NAME),
+                           str(corpus_dir)], stdout=subprocess.PIPE, stderr=follower) as child:
+        os.close(follower)
+        stdout, _ = child.communicate(timeout=120)
+    drawn = b""
+    while select.select([leader], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the child
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert child.returncode == 0
+    assert b"verifying" in drawn and b"Traceback" not in drawn
+    assert stdout.decode().splitlines()[-1].endswith("0 rejected, 2 skipped (not bundles)")
+
+
+def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus_dir, corpus_keyring, test_signer):
+    archive = tmp_path / "archive"
+    raws = list(corpus_raws(corpus_dir).values())
+    write_run(LocalStore(archive), test_signer, corpus_keyring, raws[:3], rejected=[tampered_bundle(raws[5])])
+    write_run(LocalStore(archive), test_signer, corpus_keyring, raws[3:5])
+    key_document = archive / layout.key_document(test_signer.key_id)
+    feeds = sorted((archive / layout.ATTESTATIONS).glob("*.jsonl"))
+    result = run_verify("--keyring", corpus_dir / KEYRING_NAME, "--keyring", key_document, archive)
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    verified = [line for line in lines if line.startswith("VERIFIED")]
+    assert [line.split()[-1] for line in verified if " feed " not in line] == \
+        [str(p) for p in sorted((archive / layout.RAW).rglob("*.json"))]
+    feed_lines = [line.split() for line in verified if " feed " in line]
+    assert [line[2] for line in feed_lines] == [str(p) for p in feeds]
+    assert sorted(int(line[3]) for line in feed_lines) == [2, 3]  # runs in one second: names need not sort by run
+    skipped = [line for line in lines if line.startswith("SKIPPED")]
+    assert sum("(an archive manifest)" in line for line in skipped) == 2
+    assert sum("(a key document)" in line for line in skipped) == 1
+    assert all("quarantine" not in line for line in verified)
+    assert lines[-1] == f"7 verified, 0 rejected, {len(skipped)} skipped (not bundles)"
+
+    without_its_key = run_verify("--keyring", corpus_dir / KEYRING_NAME, archive)
+    assert without_its_key.returncode == 1
+    assert without_its_key.stdout.count("unknown_key") == 2   # both feeds; the bundles still verify
+
+
+def test_a_record_page_is_not_a_bundle(mirror, corpus_dir, corpus_catalog):
+    server = mirror()
+    suffix = min(corpus_raws(corpus_dir))
+    page, bundle = links_for(suffix, server.url)["resolver"], links_for(suffix, server.url)["bundle"]
+    alone = run_verify("--keyring", corpus_dir / KEYRING_NAME, page)
+    assert alone.returncode == 4                                 # nothing could be verified
+    assert alone.stdout.splitlines() == [f"SKIPPED     {page}  not a bundle (text/html)",
+                                         "0 verified, 0 rejected, 1 skipped (not bundles)"]
+    beside = run_verify("--keyring", corpus_dir / KEYRING_NAME, page, bundle)
+    assert beside.returncode == 0
+    assert beside.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 skipped (not bundles)"
+    assert "malformed_json" not in alone.stdout + beside.stdout
+
+
+@pytest.fixture
+def many(tmp_path, corpus_dir, real_raw):
+    """More documents than it takes to start worker processes: the corpus twice over,
+    a tampered bundle among them, and its keyring."""
+    for copy in ("a", "b"):
+        shutil.copytree(corpus_dir / BUNDLES_DIR, tmp_path / copy)
+    (tmp_path / "a" / "m-bad.json").write_bytes(tampered(next(iter(real_raw.values())), "title_hash_char_changed"))
+    shutil.copy(corpus_dir / KEYRING_NAME, tmp_path / KEYRING_NAME)
+    assert len(list(tmp_path.rglob("*.json"))) > WORTH_A_POOL
+    return tmp_path
+
+
+def test_jobs_keep_the_input_order(many):
+    one = run_verify("--jobs", "1", "--keyring", many / KEYRING_NAME, many)
+    two = run_verify("--jobs", "2", "--keyring", many / KEYRING_NAME, many)
+    assert one.returncode == two.returncode == 1
+    assert two.stdout == one.stdout
+    sources = [line.split()[-1] if line.startswith("VERIFIED") else line.split()[2]
+               for line in one.stdout.splitlines()[:-1]]
+    assert sources == sorted(sources)                            # the folder's sorted order
+    assert one.stdout.splitlines()[-1].endswith("1 rejected, 1 skipped (not bundles)")
+
+
+def test_quiet_prints_only_what_failed_and_the_summary(many, tmp_path):
+    missing = tmp_path / "missing.json"
+    result = run_verify("-q", "--keyring", many / KEYRING_NAME, many, missing)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1
+    assert [line.split()[0] for line in lines[:-1]] == ["REJECTED", "UNREADABLE"]
+    assert "m-bad.json" in lines[0] and str(missing) in lines[1]
+    assert lines[-1].endswith(", 1 rejected, 1 unreadable, 1 skipped (not bundles)")
+    assert result.stderr == ""
+    clean = run_verify("-q")                                     # the shipped real bundles
+    assert (clean.returncode, clean.stdout) == (0, f"{len(real_bundle_paths())} verified, 0 rejected\n")
+
+
+def test_exit_status_for_each_outcome(tmp_path, real_raw):
+    real = real_bundle_paths()[0]
+    (tmp_path / "bad.json").write_bytes(tampered(next(iter(real_raw.values())), "title_hash_char_changed"))
+    (tmp_path / "not-a-keyring.json").write_text("[1, 2]")
+    missing = tmp_path / "missing.json"
+    outcomes = {
+        "verified": ([real], ExitStatus.OK),
+        "rejected": ([real, tmp_path / "bad.json", missing], ExitStatus.REJECTED),
+        "partly unreadable": ([real, missing], ExitStatus.PARTIAL),
+        "nothing readable": ([missing], ExitStatus.FAILED),
+    }
+    for name, (args, status) in outcomes.items():
+        assert run_verify(*args).returncode == status, name
+    for args in (["--keyring", tmp_path / "not-a-keyring.json"], [tmp_path / "empty"]):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        result = run_verify(*args)
+        assert result.returncode == ExitStatus.USAGE
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("Error: "), result.stderr
+        assert result.stdout == ""
+
+
+def test_help_lists_every_command_without_importing_them():
+    code = ("import sys; from click.testing import CliRunner; from pith_archiver.cli import COMMANDS, main; "
+            "out = CliRunner().invoke(main, ['--help']).output; "
+            "print(all(name in out and text in out for name, (_, text) in COMMANDS.items()), "
+            "sorted(m for m in ('scrapy', 'pyarrow', 'boto3', 'twisted') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split(maxsplit=1) == ["True", "[]\n"], result.stdout + result.stderr
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pith_archiver", "verify"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
+    assert run.returncode == 0 and not imported & {"scrapy", "pyarrow", "boto3", "twisted"}

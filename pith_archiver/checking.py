@@ -1,0 +1,65 @@
+"""One ``verify`` target to one record: a bundle's verdict, a feed's, or why it was
+skipped. Picklable, so worker processes check targets with the keyring sent once."""
+
+from functools import partial
+
+from pith.attestation import Chain, check_feed, split_lines
+from pith.keyring import Keyring
+from pith.parse import Limits
+from pith.reasons import Rejected
+from pith.verify import verify_bundle
+from . import sources
+
+READ_CHUNK = 1 << 20
+
+
+class Checker:
+    """Checks targets against one keyring under one set of parsing limits."""
+
+    def __init__(self, keyring: Keyring, limits: Limits):
+        self.keyring = keyring
+        self.limits = limits
+
+    def __call__(self, target: sources.Target) -> dict:
+        if target.skip:
+            return skipped(target.source, target.skip)
+        if target.is_feed:
+            return self.feed(target.source)
+        return self.bundle(target.source)
+
+    def bundle(self, source: str) -> dict:
+        try:
+            raw = sources.read(source, self.limits.max_bytes)
+        except sources.SourceError as exc:
+            return unreadable(source, exc)
+        kind = sources.not_json(raw)
+        if kind:
+            return skipped(source, f"not a bundle ({kind})")
+        verdict = verify_bundle(raw, self.keyring, self.limits)
+        kind = "" if verdict.ok else sources.not_a_bundle(verdict.bundle)
+        if kind:
+            return skipped(source, f"not a bundle ({kind})")
+        return {"source": source, **verdict.as_dict()}
+
+    def feed(self, source: str) -> dict:
+        """Check one attestation feed, streaming; ``segments`` carries its part of the
+        chains, which only the feeds together can judge (see pith.attestation.Chain)."""
+        chain = Chain()
+        try:
+            with open(source, "rb") as handle:
+                count = check_feed(source, split_lines(iter(partial(handle.read, READ_CHUNK), b"")),
+                                   self.keyring, chain)
+        except OSError as exc:
+            return unreadable(source, exc)
+        except Rejected as exc:
+            return {"source": source, "status": "rejected", "reason": exc.reason, "path": exc.path,
+                    "detail": exc.detail}
+        return {"source": source, "status": "verified", "attestations": count, "segments": chain.segments}
+
+
+def unreadable(source: str, exc) -> dict:
+    return {"source": source, "status": "unreadable", "detail": str(exc)}
+
+
+def skipped(source: str, why: str) -> dict:
+    return {"source": source, "status": "skipped", "detail": why}

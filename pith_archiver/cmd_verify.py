@@ -1,0 +1,162 @@
+"""``pith-archiver verify``: one line per bundle or feed, in input order, and a closing
+count; ``--json`` lines for machines; the exit status of pith_archiver.exit_status.
+
+It imports only the protocol core: start-up is part of verifying a few bundles."""
+
+import json
+import sys
+from contextlib import nullcontext
+
+import click
+
+from pith.attestation import Chain
+from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
+from . import FIXTURES, sources
+from .checking import Checker
+from .exit_status import ConfigError, ExitStatus, worst
+from .keyrings import build_keyring, keyring_options
+from .ordered_pool import available_cores, ordered_map
+from .output import NORMAL, QUIET, verbosity_options
+
+STATUSES = ("verified", "rejected", "unreadable", "skipped")
+
+
+@click.command()
+@keyring_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per document per line.")
+@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True,
+              help="Reject documents larger than this.")
+@click.option("--max-depth", type=click.IntRange(2), default=DEFAULT_MAX_DEPTH, show_default=True,
+              help="Reject documents nested deeper than this.")
+@click.option("-j", "--jobs", type=click.IntRange(1), default=None,
+              help="Processes verifying in parallel.  [default: every core this process may use]")
+@click.option("--proof", "proofs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.")
+@verbosity_options
+@click.argument("paths", nargs=-1)
+def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proofs, paths, verbosity):
+    """Verify bundles and attestation feeds: files, folders or http(s) URLs.
+
+    A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
+    plainly not a bundle (a corpus index, a keyring, a key document, a manifest, a web
+    page) is skipped and counted. An archive folder (one holding manifests/) stands for
+    its raw bundles and its attestation feeds.
+
+    A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
+    every attestation is checked against the keyring (which must pin the archive's key)
+    and so is the chain through them; feeds given together must join into one chain per
+    key (the first may continue a feed not given).
+
+    With no PATH, verifies the real registry bundles shipped with the tool.
+
+    Exit status: 0 all verified; 1 something was rejected; 2 usage or configuration
+    error; 3 some could not be read (none rejected); 4 nothing could be read or verified.
+    """
+    ring = build_keyring(keyrings, no_default_keys)
+    if proofs:
+        if paths:
+            raise ConfigError("give --proof FILE or PATHs to verify, not both")
+        from .cmd_tlog import check_proof_files  # only proofs need the archive layer
+        sys.exit(check_proof_files(proofs, ring, as_json))
+    checker = Checker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
+    targets = sources.expand(paths or [str(FIXTURES)])
+    if not targets:
+        raise ConfigError("no *.json or *.jsonl files found in the given paths")
+    sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
+
+
+def verify_documents(checker: Checker, targets: list, jobs: int, report: "Report") -> ExitStatus:
+    """Check every target on ``jobs`` processes, report each in input order (feeds
+    last), and close with the count."""
+    try:
+        with _progress(len(targets), report.verbosity) as advance:
+            feeds = []
+            for record in ordered_map(checker, targets, jobs):
+                advance()
+                if record["source"].endswith(sources.FEED_SUFFIX):
+                    feeds.append(record)  # judged once every feed is in: the chains run through them
+                else:
+                    report.add(record)
+    except KeyboardInterrupt:
+        report.close()
+        click.echo("interrupted: the count covers what was verified before", err=True)
+        return ExitStatus.INTERRUPTED
+    for record in _join_chains(feeds):
+        report.add(record)
+    return report.close()
+
+
+def _join_chains(feeds: list[dict]) -> list[dict]:
+    """The feed records, those whose chain does not join the others' now rejected."""
+    chain = Chain()
+    for record in feeds:
+        chain.join(record.pop("segments", []))
+    by_source = {record["source"]: record for record in feeds}
+    for segment, why in chain.breaks(rooted=False):
+        by_source[segment.source] = {"source": segment.source, "status": "rejected", "reason": "chain_broken",
+                                     "path": f"{segment.where}.prev_event", "detail": why}
+    return [by_source[record["source"]] for record in feeds]
+
+
+class Report:
+    """Prints the records as people or machines want them, counts them, and closes
+    with the summary and the exit status."""
+
+    def __init__(self, as_json: bool, verbosity: int):
+        self.as_json = as_json
+        self.verbosity = verbosity
+        self.counts = dict.fromkeys(STATUSES, 0)
+
+    def add(self, record: dict) -> None:
+        status, source = record["status"], record["source"]
+        feed = source.endswith(sources.FEED_SUFFIX)
+        label = "feed" if feed else record.get("pith_number") or "-"
+        if status == "verified":
+            line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
+        elif status == "rejected":
+            line = (f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
+                    f"{record['detail']}")
+        else:
+            line = f"{status.upper():<10}  {source}  {record['detail']}"
+        self._emit(record, line)
+
+    def _emit(self, record: dict, line: str) -> None:
+        status = record["status"]
+        self.counts[status] += 1
+        if self.verbosity > QUIET or status in ("rejected", "unreadable"):
+            click.echo(json.dumps(record, ensure_ascii=False) if self.as_json else line)
+
+    def close(self) -> ExitStatus:
+        counts = self.counts
+        summary = f"{counts['verified']} verified, {counts['rejected']} rejected"
+        if counts["unreadable"]:
+            summary += f", {counts['unreadable']} unreadable"
+        if counts["skipped"]:
+            summary += f", {counts['skipped']} skipped (not bundles)"
+        click.echo(summary, err=self.as_json)
+        return worst(ExitStatus.REJECTED if counts["rejected"] else ExitStatus.OK,
+                     ExitStatus.PARTIAL if counts["unreadable"] else ExitStatus.OK,
+                     ExitStatus.OK if counts["verified"] or counts["rejected"] else ExitStatus.FAILED)
+
+
+def _progress(total: int, verbosity: int):
+    """A progress bar on stderr when it is a terminal and there is a lot to do; nothing
+    on a pipe."""
+    if total < 2 or verbosity < NORMAL or not sys.stderr.isatty():
+        return nullcontext(lambda: None)
+    from rich.console import Console
+    from rich.progress import Progress
+    return _Bar(Progress(console=Console(stderr=True), transient=True), total)
+
+
+class _Bar:
+    def __init__(self, progress, total: int):
+        self.progress, self.total = progress, total
+
+    def __enter__(self):
+        self.progress.__enter__()
+        task = self.progress.add_task("verifying", total=self.total)
+        return lambda: self.progress.advance(task)
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
