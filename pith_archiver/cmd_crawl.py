@@ -89,10 +89,11 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
     mirrors = [check_base_url(mirror, "--mirror") for mirror in mirrors]
     check_keyring(keyrings, not no_default_keys)
     check_keyring(archive_keyrings, False, "--archive-keyring", may_be_empty=True)
-    check_signing_key(signing_key)
+    pairs = _setting_pairs(settings)
     check_store(archive, s3_endpoint_url)
     if frontier:
         check_frontier(frontier)
+    check_signing_key(signing_key)  # last: it may create the key
     state_dir = default_state_dir(archive, jobdir)
     overrides = {"PITH_ARCHIVE": archive, "PITH_S3_ENDPOINT_URL": s3_endpoint_url,
                  "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
@@ -108,7 +109,7 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
         overrides["PITH_STATS_FILE"] = stats_json
     if commit_every is not None:
         overrides["PITH_COMMIT_EVERY"] = commit_every
-    overrides.update(_setting_pairs(settings))
+    overrides.update(pairs)
     spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
                    "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,
                    "mirrors": mirrors, "allow_hosts": list(allow_hosts)}

@@ -48,7 +48,7 @@ def check_store(archive: str, endpoint_url: str | None) -> None:
     except ValueError as exc:
         raise ConfigError(f"--out {archive}: {exc}") from None
     except StorageError as exc:
-        raise ConfigError(f"--out {archive}: {exc}") from None
+        raise ConfigError(f"--out: {exc}") from None
 
 
 def check_frontier(url: str) -> None:
