@@ -10,6 +10,7 @@ import importlib
 import click
 
 import pith_archiver
+from .exit_status import ExitStatus
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "audit": ("pith_archiver.cmd_audit:audit", "Check that an archive holds what it promises."),
@@ -39,6 +40,18 @@ class LazyGroup(click.Group):
             module, attribute = self.lazy_commands[name][0].split(":")
             self.add_command(getattr(importlib.import_module(module), attribute), name)
         return super().get_command(ctx, name)
+
+    def invoke(self, ctx):
+        """An error nobody foresaw is still one line and exit 4; -vv shows its traceback."""
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.meta.get("pith_verbosity", 0) >= 2:
+                raise
+            click.echo(f"Error: {type(exc).__name__}: {exc} (rerun with -vv for the traceback)", err=True)
+            ctx.exit(ExitStatus.FAILED)
 
     def format_commands(self, ctx, formatter) -> None:
         rows = [(name, self.lazy_commands[name][1] if name in self.lazy_commands

@@ -27,7 +27,7 @@ def _with_verbosity(func):
         if verbose and quiet:
             raise click.UsageError("-q and -v do not go together")
         level = QUIET if quiet else min(verbose, DEBUG)
-        click.get_current_context().meta["pith_verbosity"] = level
+        click.get_current_context().find_root().meta["pith_verbosity"] = level
         return func(*args, verbosity=level, **kwargs)
     return wrapper
 

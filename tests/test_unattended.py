@@ -155,3 +155,9 @@ def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
     stats = json.loads((tmp_path / "s.json").read_text())
     assert proc.returncode == 0
     assert stats["downloader/request_count"] >= 1 and stats["pith/archived"] == 1
+
+
+def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path):
+    proc = cli(tmp_path, "keys", "generate", "--out", "/proc/no/such/key.json")
+    assert proc.returncode in (2, 4)
+    assert "/proc/no/such/key.json" in one_error_line(proc)
