@@ -161,3 +161,12 @@ def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path
     proc = cli(tmp_path, "keys", "generate", "--out", "/proc/no/such/key.json")
     assert proc.returncode in (2, 4)
     assert one_error_line(proc).startswith("Error: ") and "/proc/no" in proc.stderr
+
+
+def test_the_demo_prints_an_audit_command_that_comes_out_clean(tmp_path):
+    demo = cli(tmp_path, "crawl", timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    command = next(line.split() for line in demo.stdout.splitlines() if line.startswith("  pith-archiver audit "))
+    audit = cli(tmp_path, *command[1:])
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr
+    assert audit.stdout.splitlines()[-1].startswith("clean: ")
