@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from pith.canonical import canon, canon_sha256
-from pith.keyring import SIGNATURE_MEMBERS, Keyring
+from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import Signer, utc_now
@@ -121,7 +121,7 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
         raise ManifestInvalid("manifest_hash_mismatch", "signature.manifest_sha256", "does not hash the manifest")
     try:
         keyring.check_signature(signature, bytes.fromhex(claimed), "signature", "manifest_signature_invalid",
-                                SIGNATURE_MEMBERS | {"manifest_sha256"})
+                                SIGNATURE_MEMBERS | {"manifest_sha256"}, role=ARCHIVE)
     except Rejected as exc:
         raise ManifestInvalid(exc.reason, exc.path, exc.detail) from None
     for index, entry in enumerate(_require(manifest, "objects", list)):
