@@ -3,8 +3,9 @@ version, in Pith's own event format, chained into an append-only feed.
 
 An attestation is an open graph event (``event_type`` ``storage_attestation``,
 ``target`` ``storage``) about the record whose bundle was stored, signed by the
-archive's key (a key pinned with the archive role) exactly as the registry signs its events, so ``check_event`` verifies it
-and the deterministic merge files it under ``state.current.storage_attestations``.
+archive's key exactly as the registry signs its events, so ``check_event`` verifies it
+(with a key pinned in the archive role) and the deterministic merge files it under
+``state.current.storage_attestations``.
 Its ``prev_event`` names the same key's previous attestation (``null`` for the first
 ever): dropping, reordering or inserting one breaks the chain (``chain_broken``),
 within a feed and across the feeds of a key's runs.

@@ -11,6 +11,7 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 
 from crawler.spiders.pith import PithSpider
+from storage import layout
 
 
 def project_settings(overrides: dict | None = None) -> Settings:
@@ -27,7 +28,7 @@ def default_state_dir(archive: str, jobdir: str | None) -> str:
     if jobdir:
         return str(Path(jobdir) / "pith-state")
     if "://" not in archive:
-        return str(Path(archive) / ".pith-state")
+        return str(Path(archive) / layout.LOCAL_STATE)
     key = hashlib.sha256(archive.encode()).hexdigest()[:16]
     return str(Path.home() / ".cache" / "pith-archiver" / "state" / key)
 

@@ -23,6 +23,7 @@ COLLECTABLE = (f"{RAW}/", f"{QUARANTINE}/", f"{TABLES}/", f"{ATTESTATIONS}/")
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"                      # partial writes; never a final object name
+LOCAL_STATE = ".pith-state"                # beside a local archive: the crawl's own state, not archive content
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.]+-[0-9a-f]{8}$")
@@ -31,6 +32,12 @@ _WORKER = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
 
 class LayoutError(ValueError):
     """A path or name that does not fit the archive layout."""
+
+
+def is_scratch(path: str) -> bool:
+    """A file that is no part of the archive's content: a partial write (a commit in
+    progress owns it; ``gc`` removes a crashed one's) or a local crawl's own state."""
+    return path.rpartition("/")[2].startswith(TEMP_PREFIX) or path.startswith(f"{LOCAL_STATE}/")
 
 
 def check_path(path: str) -> str:
