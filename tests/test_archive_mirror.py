@@ -164,9 +164,7 @@ def test_altered_raw_bytes_are_not_served(tmp_path, crawled, corpus_keyring):
         source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw["path"])
 
 
-def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled,
-                                                                           monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # this machine holds no archiver key
+def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):
     runner = CliRunner()
     untrusted = runner.invoke(main, ["serve", str(crawled.root), "--keyring", str(corpus_dir / KEYRING_NAME)])
     [key_document] = (crawled.root / "keys").glob("*.json")
