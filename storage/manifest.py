@@ -152,7 +152,7 @@ def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
             if layout.manifest(manifest["run_id"]) != stored.path:
                 raise ManifestInvalid("manifest_misnamed", "run_id", f"names {manifest['run_id']}")
         except (ManifestInvalid, StorageError) as exc:
-            logger.warning("%s: not trusted: %s", stored.path, exc)
+            logger.info("%s: not trusted: %s", stored.path, exc)  # each caller reports it its own way
             yield ManifestRead(stored.path, error=exc)
         else:
             yield ManifestRead(stored.path, manifest)
