@@ -8,11 +8,7 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
-
-import pytest
 
 from mirror.record import compact_json
 from mirror.tamper import wholly_resigned
@@ -26,9 +22,9 @@ from storage.archive import ArchiveWriter
 from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
+from tests.test_archive_mirror import fetch
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def cli(tmp_path, *args, config: str = "config") -> subprocess.CompletedProcess:
@@ -63,14 +59,6 @@ def forged(signer: Signer) -> bytes:
     bundle = json.loads((FIXTURES / f"{REAL}.bundle.json").read_bytes())
     bundle["events"][1]["payload"]["graph_snapshot"]["paper"]["title"] = "A forged title"
     return compact_json(wholly_resigned(bundle, signer))
-
-
-def fetch(url: str) -> tuple[int, bytes]:
-    try:
-        with _DIRECT.open(url, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
 
 
 # --- key roles (13.1) --------------------------------------------------------------------
