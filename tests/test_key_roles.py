@@ -100,6 +100,21 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
     assert not (tmp_path / "bag").exists()
 
 
+def test_the_crawl_rejects_a_forgery_by_a_pinned_archive_key(tmp_path, static_site):
+    base, _, root = static_site
+    stolen = Signer.generate("stolen-worker-key")
+    key_document = tmp_path / "stolen.json"
+    key_document.write_text(json.dumps(stolen.archive_key_document()))
+    (root / "pith" / REAL / "bundle.json").write_bytes(forged(stolen))
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--keyring", str(key_document), "--no-follow",
+                  REAL)
+    [row] = [row for row in _verifications(archive) if row["url"].endswith("/bundle.json")]
+    assert (row["status"], row["reason"], row["detail_path"]) == (
+        "rejected", "wrong_key_role", "events[0].payload.receipt.key_id")
+    assert not list((archive / layout.RAW).rglob("*.json"))
+
+
 # --- one size rule (13.4) ----------------------------------------------------------------
 
 def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, static_site):

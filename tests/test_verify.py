@@ -161,6 +161,9 @@ def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
     assert verify_cli("--keyring", str(first), "--keyring", str(second), *bundles).exit_code == 0
 
 
+REGISTRY_DOCUMENT = Keyring.default().get("pith-v1-2026-05").document()
+
+
 def _wrong_fingerprint(entry):
     return {**entry, "fingerprint_sha256_hex": "0" * 32}
 
@@ -171,6 +174,8 @@ def _wrong_fingerprint(entry):
     (lambda s: {"keys": [{**s.public_document(), "algorithm": "rsa"}]}, "not ed25519"),
     (lambda s: {"keys": [{**s.public_document(), "public_key_b64": "AAAA"}]}, "32 bytes"),
     (lambda s: {"keys": [{**ADVERTISED.public_document(), "key_id": "pith-v1-2026-05"}]}, "pinned twice"),
+    (lambda s: {"keys": [{**s.public_document(), "role": "admin"}]}, "role 'admin' is not one of registry, archive"),
+    (lambda s: {"keys": [REGISTRY_DOCUMENT, {**REGISTRY_DOCUMENT, "role": "archive"}]}, "a key has one role"),
     (lambda s: {"keys": s.public_document()}, "expected"),
     (lambda s: [s.public_document()], "expected"),
 ])
