@@ -47,8 +47,8 @@ CODES = {
     "ROWS_MISMATCH": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
     "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
     "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
-    "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/ and unknown "
-              "folders included; partial writes and a local crawl's state excepted)",
+    "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
+              "and partial writes included; a local crawl's own state excepted)",
 }
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
 
@@ -154,7 +154,7 @@ class Audit:
         for segment, why in self._chain.breaks(rooted=True):
             yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
         for stored in self.store.list():
-            if stored.path not in self._accounted and not layout.is_scratch(stored.path):
+            if stored.path not in self._accounted and not layout.is_local_state(stored.path):
                 yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
 
     def _found(self, code: str, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:

@@ -34,10 +34,9 @@ class LayoutError(ValueError):
     """A path or name that does not fit the archive layout."""
 
 
-def is_scratch(path: str) -> bool:
-    """A file that is no part of the archive's content: a partial write (a commit in
-    progress owns it; ``gc`` removes a crashed one's) or a local crawl's own state."""
-    return path.rpartition("/")[2].startswith(TEMP_PREFIX) or path.startswith(f"{LOCAL_STATE}/")
+def is_local_state(path: str) -> bool:
+    """A local crawl's own state (conditional-request validators): no part of the archive."""
+    return path.startswith(f"{LOCAL_STATE}/")
 
 
 def check_path(path: str) -> str:

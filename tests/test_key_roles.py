@@ -157,11 +157,10 @@ def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, st
     base, suffixes, _ = static_site
     archive = crawl(tmp_path, base, suffixes[0])
     planted = {"keys/someone-else.json": b"{}", "manifests/notes.txt": b"hello", "unknown/x.bin": b"\0" * 3,
-               "raw/bundles/ab/" + "ab" * 32 + ".json": b"{}"}
+               "raw/bundles/ab/" + "ab" * 32 + ".json": b"{}", "raw/bundles/ab/.tmp-killed-write": b"{"}
     for path, data in planted.items():
         (archive / path).parent.mkdir(parents=True, exist_ok=True)
         (archive / path).write_bytes(data)
-    (archive / "raw" / "bundles" / ".tmp-write-in-progress").write_bytes(b"{")  # a commit in progress owns it
     assert (archive / layout.LOCAL_STATE).is_dir()  # the crawl's own state, beside the archive
     audited = cli(tmp_path, "audit", archive)
     assert audited.returncode == 1
