@@ -6,6 +6,7 @@ errors and the exit status contract."""
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -32,6 +33,27 @@ def cli(tmp_path, *args, config: str = "config") -> subprocess.CompletedProcess:
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / config)}
     return subprocess.run([sys.executable, "-m", "pith_archiver", *map(str, args)], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env=env)
+
+
+def on_a_terminal(tmp_path, *args) -> str:
+    """What ``pith-archiver ARGS`` writes to stderr when stderr is a terminal."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "120"}
+    process = subprocess.Popen([sys.executable, "-m", "pith_archiver", *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=follower, cwd=tmp_path, env=env)
+    os.close(follower)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the process closed its end
+            break
+        if not chunk:
+            break
+        written += chunk
+    process.communicate(timeout=120)
+    os.close(leader)
+    return written.decode("utf-8", "replace")
 
 
 def one_error_line(result, code: int) -> str:
@@ -179,6 +201,8 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
     assert clean.stdout.startswith("clean: 1 manifests, ") and clean.stderr == ""
     quiet = cli(tmp_path, "audit", "-q", archive)
     assert quiet.returncode == 0 and len(quiet.stdout.splitlines()) == 1 and quiet.stderr == ""
+    assert f"auditing {archive}" in on_a_terminal(tmp_path, "audit", archive)  # progress only where people look
+    assert on_a_terminal(tmp_path, "audit", "-q", archive) == ""
 
     # elsewhere: one finding naming the key and the fix, no orphans; then each way to pin the key
     elsewhere = cli(tmp_path, "audit", archive, config="elsewhere")
