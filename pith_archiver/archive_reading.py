@@ -17,6 +17,7 @@ from storage import layout
 from storage.committed import NothingCommitted, reading_keyring
 from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError, RunFailed
+from .keyrings import keyring_options
 from .signing_key import default_key_path
 
 TRUST_HELP = ("Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
@@ -40,13 +41,7 @@ def trust_options(func):
     func = click.option("--signing-key", type=click.Path(dir_okay=False),
                         help="Trust this archiver key file's public half for manifests and attestations "
                              f"[default: this machine's key, {default_key_path()}, if there is one].")(func)
-    func = click.option("--no-default-keys", is_flag=True,
-                        help="Do not trust the built-in registry key (pith-v1-2026-05).")(func)
-    func = click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
-                        help='Trust the keys in this file: {"keys": [...]} (registry keys unless an entry names '
-                             "its role), one key document such as an archive's keys/<key_id>.json (an archive "
-                             "key), or an archiver's private key file (its public half); repeatable.")(func)
-    return func
+    return keyring_options(func)
 
 
 def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
