@@ -98,10 +98,12 @@ class Keyring:
         return cls([key_from_entry(REGISTRY_KEY)])
 
     @classmethod
-    def build(cls, files=(), default_keys: bool = True) -> "Keyring":
+    def build(cls, files=(), default_keys: bool = True, role: str | None = None) -> "Keyring":
+        """The built-in registry key (unless not ``default_keys``) and the keys of
+        ``files``; ``role`` as in ``load``."""
         ring = cls.default() if default_keys else cls()
         for path in files:
-            ring.load(path)
+            ring.load(path, role)
         return ring
 
     def add(self, key: PinnedKey) -> None:
@@ -113,11 +115,12 @@ class Keyring:
                                "a key has one role")
         self._keys[key.key_id] = key
 
-    def load(self, path) -> None:
+    def load(self, path, role: str | None = None) -> None:
         """Pin the keys of a keyring file (``{"keys": [...]}``, registry keys unless an
         entry names its ``role``), of one key document (an archive's keys/<key_id>.json
         or ``keys generate`` output: an archive key unless it says otherwise), or the
-        public half of an archiver's private key file (an archive key)."""
+        public half of an archiver's private key file (an archive key). ``role``, for a
+        file given for one purpose, is the role of every entry that names none."""
         try:
             doc = json.loads(Path(path).read_text("utf-8"))
         except (OSError, ValueError) as exc:
@@ -125,9 +128,9 @@ class Keyring:
         if isinstance(doc, dict) and doc.get("key_type") == SIGNING_KEY_TYPE:
             doc = doc.get("public")
         if isinstance(doc, dict) and isinstance(doc.get("keys"), list):
-            entries, role = doc["keys"], REGISTRY
+            entries, role = doc["keys"], role or REGISTRY
         elif isinstance(doc, dict) and "key_id" in doc:
-            entries, role = [doc], ARCHIVE
+            entries, role = [doc], role or ARCHIVE
         else:
             raise KeyringError(f'{path}: expected {{"keys": [...]}}, one key document or a private key file')
         try:

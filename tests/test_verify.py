@@ -188,6 +188,15 @@ def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, messa
     assert "VERIFIED" not in result.stdout
 
 
+def test_a_keyring_files_entries_are_registry_keys_unless_it_is_given_for_archive_keys(tmp_path, test_signer):
+    keys = write_keyring(tmp_path / "workers.json", test_signer.public_document())
+    assert Keyring.build([keys], default_keys=False).get(test_signer.key_id).role == REGISTRY
+    assert Keyring.build([keys], default_keys=False, role=ARCHIVE).get(test_signer.key_id).role == ARCHIVE
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(test_signer.public_document()))  # a key document as archives published it
+    assert Keyring.build([single], default_keys=False).get(test_signer.key_id).role == ARCHIVE
+
+
 def test_keyring_that_is_not_json_is_a_usage_error(tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text("{not json")
