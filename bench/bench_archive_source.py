@@ -66,7 +66,7 @@ def main() -> None:
         generate_corpus(corpus, args.records, 1)
     store = open_store(args.archive or str(HERE / "out" / f"archive-{args.records}"), args.s3_endpoint_url)
     fill(store, corpus)
-    keyring = reading_keyring(store)
+    keyring = reading_keyring(store, Keyring.build([corpus / KEYRING_NAME], default_keys=False), archive_keys=True)
 
     tables, source = best(args.repeat, lambda: ArchiveSource(store, keyring))
     bundles, catalog = best(args.repeat, lambda: Catalog.from_bundles(

@@ -33,7 +33,7 @@ import orjson
 from nacl.bindings import crypto_sign_open
 
 from mirror.record import compact_json
-from pith.keyring import Keyring
+from pith.keyring import REGISTRY, Keyring
 from pith.mint import mint_bundle
 from pith.signing import Signer
 from pith.verify import verify_bundle
@@ -124,7 +124,7 @@ def main() -> None:
     core = args.core if args.core is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {core})
     signer = Signer.generate("bench-key-1")
-    keyring = Keyring([signer.pinned()])
+    keyring = Keyring([signer.pinned(REGISTRY)])
     plain = PlainVerifier({signer.key_id: signer.public_raw})
     print(f"minting {args.bundles} bundles ...", file=sys.stderr)
     bundles = mint_corpus(args.bundles, signer)

@@ -4,6 +4,7 @@
 (``pith-archiver crawl``) and ``scrapy crawl pith -s NAME=VALUE`` both start from here.
 """
 
+from pith.parse import DEFAULT_MAX_BYTES
 from pith_archiver import __version__
 
 BOT_NAME = "pith-archiver"
@@ -27,7 +28,7 @@ DOWNLOADER = "crawler.downloader.CappedDownloader"  # Scrapy 2.19 does not enfor
 # per callback to process them: the default 100 costs more than verifying a bundle.
 CONCURRENT_ITEMS = 8
 DOWNLOAD_TIMEOUT = 30
-DOWNLOAD_MAXSIZE = 16 * 1024 * 1024   # also the parser's byte limit for one document
+DOWNLOAD_MAXSIZE = DEFAULT_MAX_BYTES  # the parser's one limit (pith.parse): a larger body is never fetched whole
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
 REDIRECT_MAX_TIMES = 5
 

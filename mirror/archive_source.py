@@ -9,8 +9,12 @@ which key signed it, so starting reads a few large table files rather than one
 object per record (on S3, one request each). Only one bundle per signing key is
 read at startup, for the key documents the mirror publishes.
 
-Bundles are not verified again (they were when archived; the audit re-checks them);
-each is served only while its bytes still hash to its manifest entry.
+Each bundle is served only while its bytes still hash to its manifest entry, and only
+once they verified again under the trusted keys (checked the first time it is served,
+remembered by hash): a version re-signed with an archiver key (a stolen worker key can
+sign a manifest, never a registry record) is never served. A version whose
+``record_created`` event the tables say a key other than a pinned registry key signed
+is left out of the catalog from the start, so no alias leads to it.
 """
 
 import logging
@@ -24,10 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pith.canonical import sha256_hex
-from pith.keyring import Keyring
+from pith.keyring import REGISTRY, Keyring
 from pith.numbers import suffix_of
 from pith.parse import parse
 from pith.reasons import Rejected
+from pith.verify import verify_bundle
 from storage import history, layout
 from storage.committed import CommittedArchive, check_digest, table_batches
 from storage.stores import ObjectStore, StorageError
@@ -64,13 +69,22 @@ class ArchiveSource(RecordSource):
     def __init__(self, store: ObjectStore, keyring: Keyring):
         started = time.monotonic()
         self.store = store
+        self.keyring = keyring
         self.remote = not store.uri.startswith("file:")
+        self._verified: set[str] = set()  # raw sha256 of the bundles verified since startup
         archive = CommittedArchive.read(store, keyring)
         self.versions = served_versions(archive)
+        signed_by = _signed_by(archive, pa.array(sorted(v.bundle_sha256 for v in self.versions.values())))
+        self.versions = {number: version for number, version in self.versions.items()
+                         if _registry_signed(keyring, signed_by.get(version.bundle_sha256), number)}
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
         wanted = pa.array(sorted(by_bundle), pa.string())
         aliases, cites = _aliases(archive, wanted), _cites(archive, wanted)
-        signers, samples = _signers(archive, wanted)
+        signers, first = Counter(), {}  # versions each key signed; one version per key, for its key document
+        for version in sorted(by_bundle):
+            signers[signed_by[version]] += 1
+            first.setdefault(signed_by[version], version)
+        samples = [first[key_id] for key_id in sorted(first)]
         entries = {suffix_of(v.pith_number): Entry(v.pith_number, iso(v.built_at), v.source_version,
                                                    tuple(aliases.get(v.bundle_sha256, ())),
                                                    cites.get(v.bundle_sha256, ()))
@@ -105,6 +119,13 @@ class ArchiveSource(RecordSource):
         except StorageError as exc:
             logger.error("not serving %s: %s", suffix, exc)
             return None
+        if entry["sha256"] not in self._verified:
+            verdict = verify_bundle(data, self.keyring)
+            if not verdict.ok:
+                logger.error("not serving %s: %s does not verify (%s at %s: %s)", suffix, entry["path"],
+                             verdict.reason, verdict.path or "<document>", verdict.detail)
+                return None
+            self._verified.add(entry["sha256"])
         return data
 
 
@@ -167,12 +188,16 @@ def _cites(archive: CommittedArchive, wanted: pa.Array) -> dict[str, tuple[str, 
     return cites
 
 
-def _signers(archive: CommittedArchive, wanted: pa.Array) -> tuple[Counter, list[str]]:
-    """How many versions each key signed (their record_created events), and one
-    version per key to read its key document from."""
-    signers, samples = Counter(), {}
-    for row in _rows(archive, "events", lambda kind: kind == "record_created", ["bundle_sha256", "key_id"], wanted):
-        if row["key_id"] is not None:
-            signers[row["key_id"]] += 1
-            samples.setdefault(row["key_id"], row["bundle_sha256"])
-    return signers, [samples[k] for k in sorted(samples)]
+def _signed_by(archive: CommittedArchive, wanted: pa.Array) -> dict[str, str]:
+    """The key that signed each version's record_created event, by bundle version."""
+    rows = _rows(archive, "events", lambda kind: kind == "record_created", ["bundle_sha256", "key_id"], wanted)
+    return {row["bundle_sha256"]: row["key_id"] for row in rows}
+
+
+def _registry_signed(keyring: Keyring, key_id: str | None, number: str) -> bool:
+    """Whether the tables say a pinned registry key signed this version (else it is logged)."""
+    key = keyring.get(key_id)
+    if key is not None and key.role == REGISTRY:
+        return True
+    logger.error("not serving %s: its record was signed by %s, not a pinned registry key", number, key_id)
+    return False

@@ -33,6 +33,7 @@ def _fixed_key(key_id: str) -> Signer:
 
 ADVERTISED = _fixed_key("advertised-unpinned-1")  # a forger's own key, listed in its bundle
 IMPOSTOR = _fixed_key("impostor-1")               # signs under a pinned key_id it does not hold
+ARCHIVER = _fixed_key("archiver-stolen-1")        # an archive key: pinned, but only for manifests and attestations
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,10 @@ MUTATIONS: dict[str, Mutation] = {
         "unknown_key", f"{RECEIPT}.key_id", lambda bundle: take_over(bundle, ADVERTISED),
         "receipt, events and bundle re-signed by a key the bundle advertises itself",
         resign=True, signer=ADVERTISED),
+    "wholly_resigned_by_archive_key": Mutation(
+        "wrong_key_role", f"{RECEIPT}.key_id", lambda bundle: take_over(bundle, ARCHIVER),
+        "receipt, events and bundle re-signed by a pinned archive key (a stolen worker key): it may not "
+        "sign registry records", resign=True, signer=ARCHIVER),
     "public_key_hex_changed": Mutation(
         "key_fingerprint_mismatch", "public_keys[0].public_key_hex",
         _edit("public_keys[0].public_key_hex", _other_hex), "public_key_hex is not public_key_b64"),
@@ -284,6 +289,8 @@ RAW_MUTATIONS: dict[str, RawMutation] = {
                                  "pith_number named twice at the top level"),
     "too_deep": RawMutation("too_deep", "", lambda raw: b"[" * DEFAULT_MAX_DEPTH + raw + b"]" * DEFAULT_MAX_DEPTH,
                             "the bundle nested inside as many lists as the default depth limit"),
+    "padded": RawMutation("not_compact", "", lambda raw: raw[:1] + b" " * (len(raw) + 8192) + raw[1:],
+                          "whitespace after the opening brace: twice the compact size"),
     "too_large": RawMutation("too_large", "", lambda raw: raw.ljust(DEFAULT_MAX_BYTES + 1),
                              "trailing whitespace past the default size limit"),
 }

@@ -16,7 +16,7 @@ from scrapy.utils.log import failure_to_exc_info
 
 from crawler import signals as pith_signals
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
-from pith.keyring import Keyring
+from pith.keyring import ARCHIVE, Keyring
 from pith_archiver import __version__
 from pith_archiver.signing_key import load_or_create
 from storage.archive import ArchiveWriter
@@ -75,7 +75,7 @@ class ArchivePipeline:
     async def open_spider(self):
         def open_writer():
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
-            trusted = Keyring.build(self.archive_keyrings, default_keys=False)  # the other workers' keys
+            trusted = Keyring.build(self.archive_keyrings, default_keys=False, role=ARCHIVE)  # the other workers' keys
             trusted.add(self.signer.pinned())
             return ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)

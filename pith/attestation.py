@@ -4,7 +4,8 @@ version, in Pith's own event format, chained into an append-only feed.
 An attestation is an open graph event (``event_type`` ``storage_attestation``,
 ``target`` ``storage``) about the record whose bundle was stored, signed by the
 archive's key exactly as the registry signs its events, so ``check_event`` verifies it
-and the deterministic merge files it under ``state.current.storage_attestations``.
+(with a key pinned in the archive role) and the deterministic merge files it under
+``state.current.storage_attestations``.
 Its ``prev_event`` names the same key's previous attestation (``null`` for the first
 ever): dropping, reordering or inserting one breaks the chain (``chain_broken``),
 within a feed and across the feeds of a key's runs.
@@ -14,6 +15,7 @@ A feed is JSON Lines: one attestation per line, each its canonical JSON.
 
 from dataclasses import dataclass
 
+from .keyring import ARCHIVE
 from .parse import Limits, parse
 from .reasons import Rejected
 from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
@@ -55,7 +57,7 @@ def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
     _need(payload, "size", int, f"{prefix}payload.")
     if not TIMESTAMP_RE.fullmatch(_need(payload, "stored_at", str, f"{prefix}payload.")):
         raise Rejected("schema_violation", f"{prefix}payload.stored_at", "expected an RFC 3339 UTC timestamp")
-    return check_event(event, keyring, path, None, exact)
+    return check_event(event, keyring, path, None, exact, role=ARCHIVE)
 
 
 def read_attestation(line: bytes, keyring, path: str) -> dict:

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from nacl.signing import SigningKey
 
-from .keyring import Keyring, PinnedKey
+from .keyring import ARCHIVE, Keyring, PinnedKey
 from .merkle import HASH_SIZE
 from .reasons import Rejected
 from .signing import Signer
@@ -103,6 +103,8 @@ def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, Pi
     key = keyring.get(checkpoint.key_id)
     if key is None:
         raise Rejected("unknown_key", "note.origin", f"the log's key {checkpoint.key_id!r} is not pinned")
+    if key.role != ARCHIVE:  # a registry key signs records, never an archive's log
+        raise Rejected("wrong_key_role", "note.origin", f"{key.key_id} is pinned as a {key.role} key")
     ours = key_hash(checkpoint.origin, key.raw)
     for index, line in enumerate(signatures):
         name, blob = _signature_line(line, f"note.signatures[{index}]")

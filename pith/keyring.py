@@ -1,4 +1,11 @@
-"""Pinned Ed25519 keys. Trust comes from here, never from the keys a bundle carries."""
+"""Pinned Ed25519 keys. Trust comes from here, never from the keys a bundle carries.
+
+Every pinned key has a role, the one kind of record it may sign: a ``registry`` key
+signs bundles (receipts, registry events, the bundle signature); an ``archive`` key
+signs what an archiver writes (manifests, storage attestations, checkpoints). A
+signature by a key of the other role is ``wrong_key_role``, so a stolen archiver key,
+hot on every worker, cannot forge registry records.
+"""
 
 import base64
 import binascii
@@ -20,6 +27,12 @@ REGISTRY_KEY = {
 }
 
 
+REGISTRY = "registry"
+ARCHIVE = "archive"
+ROLES = (REGISTRY, ARCHIVE)
+A_KEY = {REGISTRY: "a registry key", ARCHIVE: "an archive key"}  # for messages
+SIGNING_KEY_TYPE = "pith_archiver_signing_key"  # a private key file (pith.signing.Signer.save)
+
 SIGNATURE_MEMBERS = frozenset({"signature_status", "algorithm", "key_id", "public_key_fingerprint",
                                "signature_b64", "signed_message", "signed_at"})
 
@@ -33,6 +46,7 @@ class PinnedKey:
     key_id: str
     raw: bytes
     fingerprint: str  # fingerprint_sha256_hex
+    role: str = REGISTRY
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         try:
@@ -48,10 +62,14 @@ class PinnedKey:
                 **key_fingerprints(self.raw)}
 
 
-def key_from_entry(entry: dict) -> PinnedKey:
-    """Build a key from a ``public_keys``-shaped entry, checking any fingerprints given."""
+def key_from_entry(entry: dict, role: str = REGISTRY) -> PinnedKey:
+    """Build a key from a ``public_keys``-shaped entry, checking any fingerprints given;
+    ``role`` is its role when the entry names none."""
     if not isinstance(entry, dict) or not isinstance(entry.get("key_id"), str):
         raise KeyringError("a key entry needs a string key_id")
+    role = entry.get("role", role)
+    if role not in ROLES:
+        raise KeyringError(f"key {entry['key_id']}: role {role!r} is not one of {', '.join(ROLES)}")
     if entry.get("algorithm", "ed25519") != "ed25519":
         raise KeyringError(f"key {entry['key_id']}: algorithm {entry.get('algorithm')!r} is not ed25519")
     try:
@@ -64,7 +82,7 @@ def key_from_entry(entry: dict) -> PinnedKey:
     for field, value in derived.items():
         if field in entry and entry[field] != value:
             raise KeyringError(f"key {entry['key_id']}: {field} does not match the key")
-    return PinnedKey(entry["key_id"], raw, derived["fingerprint_sha256_hex"])
+    return PinnedKey(entry["key_id"], raw, derived["fingerprint_sha256_hex"], role)
 
 
 class Keyring:
@@ -80,28 +98,46 @@ class Keyring:
         return cls([key_from_entry(REGISTRY_KEY)])
 
     @classmethod
-    def build(cls, files=(), default_keys: bool = True) -> "Keyring":
+    def build(cls, files=(), default_keys: bool = True, role: str | None = None) -> "Keyring":
+        """The built-in registry key (unless not ``default_keys``) and the keys of
+        ``files``; ``role`` as in ``load``."""
         ring = cls.default() if default_keys else cls()
         for path in files:
-            ring.load(path)
+            ring.load(path, role)
         return ring
 
     def add(self, key: PinnedKey) -> None:
         known = self._keys.get(key.key_id)
         if known is not None and known.raw != key.raw:
             raise KeyringError(f"key_id {key.key_id} is pinned twice with different keys")
+        if known is not None and known.role != key.role:
+            raise KeyringError(f"key {key.key_id} is pinned both as {A_KEY[known.role]} and as {A_KEY[key.role]}: "
+                               "a key has one role")
         self._keys[key.key_id] = key
 
-    def load(self, path) -> None:
+    def load(self, path, role: str | None = None) -> None:
+        """Pin the keys of a keyring file (``{"keys": [...]}``, registry keys unless an
+        entry names its ``role``), of one key document (an archive's keys/<key_id>.json
+        or ``keys generate`` output: an archive key unless it says otherwise), or the
+        public half of an archiver's private key file (an archive key). ``role``, for a
+        file given for one purpose, is the role of every entry that names none."""
         try:
             doc = json.loads(Path(path).read_text("utf-8"))
         except (OSError, ValueError) as exc:
             raise KeyringError(f"{path}: {exc}") from None
-        entries = doc.get("keys", [doc] if "key_id" in doc else None) if isinstance(doc, dict) else None
-        if not isinstance(entries, list):  # a keyring, or one key document (an archive's keys/<key_id>.json)
-            raise KeyringError(f'{path}: expected {{"keys": [...]}} or one key document')
-        for entry in entries:
-            self.add(key_from_entry(entry))
+        if isinstance(doc, dict) and doc.get("key_type") == SIGNING_KEY_TYPE:
+            doc = doc.get("public")
+        if isinstance(doc, dict) and isinstance(doc.get("keys"), list):
+            entries, role = doc["keys"], role or REGISTRY
+        elif isinstance(doc, dict) and "key_id" in doc:
+            entries, role = [doc], role or ARCHIVE
+        else:
+            raise KeyringError(f'{path}: expected {{"keys": [...]}}, one key document or a private key file')
+        try:
+            for entry in entries:
+                self.add(key_from_entry(entry, role))
+        except KeyringError as exc:
+            raise KeyringError(f"{path}: {exc}") from None
 
     def get(self, key_id) -> PinnedKey | None:
         return self._keys.get(key_id) if isinstance(key_id, str) else None
@@ -116,9 +152,10 @@ class Keyring:
         return iter(self._keys.values())
 
     def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str,
-                        members: frozenset | None = None) -> PinnedKey:
+                        members: frozenset | None = None, *, role: str) -> PinnedKey:
         """Verify a signature object (``key_id``, ``public_key_fingerprint``,
-        ``algorithm``, ``signature_b64``) over ``message`` with the pinned key.
+        ``algorithm``, ``signature_b64``) over ``message`` with the pinned key, which
+        must have ``role`` (a key of the other role is ``wrong_key_role``).
 
         ``members``, for a signature block that no hash covers, is the set of members it
         may hold: anything else would ride along unsigned. The base64 must be canonical
@@ -135,6 +172,9 @@ class Keyring:
         if sig.get("public_key_fingerprint") != key.fingerprint:
             raise Rejected("key_fingerprint_mismatch", f"{path}.public_key_fingerprint",
                            f"pinned {key.key_id} has fingerprint {key.fingerprint}")
+        if key.role != role:
+            raise Rejected("wrong_key_role", f"{path}.key_id",
+                           f"{key.key_id} is pinned as {A_KEY[key.role]}; only {A_KEY[role]} may sign this")
         encoded = sig.get("signature_b64")
         try:
             signature = base64.b64decode(encoded, validate=True)

@@ -9,6 +9,12 @@ The fast path proves, cheaply, that the reference reading is safe to speed up:
 that the text is compact with no escapes orjson would write otherwise; a float hook
 says whether orjson's canonical bytes can be trusted (it formats floats differently).
 Anything it cannot prove goes to the slow reference path, which names the problem.
+
+One size rule holds for every reader (the crawl, ``verify``, the audit): at most
+``max_bytes``, and, since the registry serves compact JSON (its bundles are exactly
+their compact encoding), no larger than ``padded_bound`` of the compact encoding. A
+hostile server that pads a bundle with whitespace could otherwise push it past one
+reader's size limit and not another's; padded text is ``not_compact``.
 """
 
 import json
@@ -22,8 +28,13 @@ except ImportError:  # pragma: no cover
 
 from .reasons import Rejected
 
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the one byte limit of a bundle: what the crawl admits, verify and audit accept
 DEFAULT_MAX_DEPTH = 64
+# Text may exceed its compact encoding by 5% plus 4 KiB (docs/VERIFICATION.md): the
+# default separators ', ' and ': ' of most JSON writers (+5% on the real bundles) pass,
+# a 12 MiB run of whitespace does not.
+PADDING_RATIO = 1.05
+PADDING_BYTES = 4096
 
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'{}[]"')
 _ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
@@ -33,6 +44,12 @@ _ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 class Limits:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    compact: bool = True  # reject text larger than padded_bound(its compact size): not_compact
+
+
+def padded_bound(compact_size: int) -> int:
+    """The most bytes a document whose compact encoding takes ``compact_size`` may take."""
+    return int(compact_size * PADDING_RATIO) + PADDING_BYTES
 
 
 @dataclass
@@ -153,12 +170,22 @@ class _FloatNotingDecoder(json.JSONDecoder):
         return decoder
 
 
+def _check_padding(document: Document, raw: bytes, limits: Limits) -> Document:
+    """``document`` (read by the reference path), unless its text is padded."""
+    if limits.compact and len(raw) > PADDING_BYTES:
+        compact = len(json.dumps(document.data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        if len(raw) > padded_bound(compact):
+            raise Rejected("not_compact", "", f"{len(raw)} bytes where the compact encoding takes {compact} "
+                                              f"(at most {padded_bound(compact)} allowed)")
+    return document
+
+
 def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     """Parse ``raw`` bytes or raise Rejected with a reason code."""
     if len(raw) > limits.max_bytes:
         raise Rejected("too_large", "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
-        return _reference_parse(raw, limits)
+        return _check_padding(_reference_parse(raw, limits), raw, limits)
     decoder = _FloatNotingDecoder.for_this_thread()
     try:
         data = decoder.decode(raw.decode("utf-8"))
@@ -166,9 +193,9 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     except Rejected:
         raise
     except (ValueError, TypeError, RecursionError):  # bad UTF-8 or syntax, surrogates, ints past 64 bits
-        return _reference_parse(raw, limits)
+        return _check_padding(_reference_parse(raw, limits), raw, limits)
     if not compact:
-        return _reference_parse(raw, limits)
+        return _check_padding(_reference_parse(raw, limits), raw, limits)
     depth = _bracket_depth(raw, limits.max_depth)
     if depth is None or depth > limits.max_depth:
         _check_reference_tree(data, limits.max_depth)

@@ -12,6 +12,7 @@ REASONS = {
     "duplicate_key": "an object names the same key twice",
     "too_deep": "nesting deeper than the configured limit",
     "too_large": "document larger than the configured byte limit",
+    "not_compact": "document much larger than its compact JSON encoding (padded with whitespace)",
     "schema_violation": "a required field is missing or has the wrong type or value",
     "unsupported_algorithm": "a signature or key uses an algorithm other than ed25519",
     "canonical_hash_mismatch": "canonical_sha256 does not hash the canonical record",
@@ -19,6 +20,8 @@ REASONS = {
     "pith_number_mismatch": "a Pith number, short number or pith_short alias is not derived from the hash",
     "unknown_key": "a signature names a key that is not in the pinned keyring",
     "key_fingerprint_mismatch": "a key's hex, fingerprint or pinned identity disagree",
+    "wrong_key_role": "a signature is by a pinned key whose role may not sign it (an archive key signing a "
+                      "registry record, or a registry key signing a manifest or attestation)",
     "receipt_signature_invalid": "the receipt signature does not verify under the pinned key",
     "event_hash_mismatch": "an event's content_sha256 does not hash its content",
     "event_id_mismatch": "an event_id is not 'sha256:' + content_sha256",

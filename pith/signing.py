@@ -10,7 +10,7 @@ from pathlib import Path
 from nacl.signing import SigningKey
 
 from .canonical import canon_sha256
-from .keyring import PinnedKey, key_from_entry
+from .keyring import ARCHIVE, SIGNING_KEY_TYPE, PinnedKey, key_from_entry
 from .numbers import key_fingerprints
 
 EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
@@ -46,14 +46,21 @@ class Signer:
     def fingerprint(self) -> str:
         return key_fingerprints(self.public_raw)["fingerprint_sha256_hex"]
 
-    def pinned(self) -> PinnedKey:
-        return key_from_entry(self.public_document())
+    def pinned(self, role: str = ARCHIVE) -> PinnedKey:
+        """The public half pinned with ``role``: by default an archive key, what the
+        archiver's own key is (a signer minting test bundles is pinned as ``registry``)."""
+        return key_from_entry(self.public_document(), role)
 
     def public_document(self) -> dict:
         """The public half, shaped like a bundle's ``public_keys`` entry."""
         return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
                 "public_key_b64": base64.b64encode(self.public_raw).decode("ascii"),
                 **key_fingerprints(self.public_raw)}
+
+    def archive_key_document(self) -> dict:
+        """The key document an archive publishes (keys/<key_id>.json, ``keys generate``):
+        the public half, saying it is an archive key."""
+        return {**self.public_document(), "role": ARCHIVE}
 
     def sign_b64(self, digest_hex: str) -> str:
         return base64.b64encode(self._key.sign(bytes.fromhex(digest_hex)).signature).decode("ascii")
@@ -78,15 +85,15 @@ class Signer:
         """Write the private key file (mode 0600): key_id and the 32-byte seed."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"key_type": "pith_archiver_signing_key", "key_id": self.key_id, "algorithm": "ed25519",
-               "seed_b64": base64.b64encode(self.seed).decode("ascii"), "public": self.public_document()}
+        doc = {"key_type": SIGNING_KEY_TYPE, "key_id": self.key_id, "algorithm": "ed25519",
+               "seed_b64": base64.b64encode(self.seed).decode("ascii"), "public": self.archive_key_document()}
         path.touch(mode=0o600, exist_ok=True)
         path.write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
     @classmethod
     def load(cls, path) -> "Signer":
         doc = json.loads(Path(path).read_text("utf-8"))
-        if doc.get("key_type") != "pith_archiver_signing_key":
+        if doc.get("key_type") != SIGNING_KEY_TYPE:
             raise ValueError(f"{path}: not a pith-archiver signing key file")
         return cls.from_seed(doc["key_id"], base64.b64decode(doc["seed_b64"]))
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
-from .keyring import SIGNATURE_MEMBERS, Keyring
+from .keyring import REGISTRY, SIGNATURE_MEMBERS, Keyring
 from .merge import MERGE_VERSION, merge
 from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
@@ -123,7 +123,8 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     if receipt.get("canonical_sha256") != canonical:
         raise Rejected("canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256",
                        "the receipt signs another hash")
-    keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid")
+    keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid",
+                            role=REGISTRY)
     for index, event in enumerate(events):
         check_event(event, keyring, f"events[{index}]", number, exact)
     merged = merge(number, aliases, events)
@@ -200,9 +201,10 @@ def _check_public_keys(bundle, keyring) -> None:
                            f"differs from the pinned key {pinned.key_id}")
 
 
-def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: bool = False) -> str:
-    """Check one signed event (hash, id, subject, signature); return its content hash.
-    Shared by bundles and by storage attestation feeds."""
+def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: bool = False,
+                role: str = REGISTRY) -> str:
+    """Check one signed event (hash, id, subject, signature by a key of ``role``);
+    return its content hash. Shared by bundles and by storage attestation feeds."""
     if not isinstance(event, dict):
         raise Rejected("schema_violation", path, "an event is an object")
     prefix = f"{path}."
@@ -223,7 +225,7 @@ def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: 
         raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
     # outside the content hash: in a feed nothing else covers it
     keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid",
-                            SIGNATURE_MEMBERS)
+                            SIGNATURE_MEMBERS, role=role)
     return content_sha256
 
 
@@ -250,7 +252,7 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
         raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
     # no hash covers bundle_signature: it may hold its own members and nothing else
     keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid",
-                            BUNDLE_SIGNATURE_MEMBERS)
+                            BUNDLE_SIGNATURE_MEMBERS, role=REGISTRY)
     return claimed
 
 

@@ -1,5 +1,12 @@
-"""What the commands that read an archive (``serve``, ``export``) share: telling an
-archive from a corpus folder, its options, and which manifest keys to trust."""
+"""What the commands that read an archive (``audit``, ``serve``, ``export``) share:
+telling an archive from a corpus folder, opening it, and which keys to trust.
+
+Trust comes from outside the archive: the built-in registry key, each ``--keyring``
+file, and the archiver key this machine holds (the one ``crawl`` signs with), so an
+archive crawled here reads with no options. The keys the archive publishes under
+``keys/`` only with ``--trust-archive-keys``: whoever can write to the archive can
+publish a key there.
+"""
 
 from pathlib import Path
 
@@ -7,12 +14,15 @@ import click
 
 from pith.keyring import Keyring, KeyringError
 from storage import layout
-from storage.committed import reading_keyring
+from storage.committed import NothingCommitted, reading_keyring
 from storage.stores import ObjectStore, StorageError, open_store
+from .exit_status import ConfigError, RunFailed
+from .keyrings import keyring_options
+from .signing_key import default_key_path
 
-TRUST_HELP = ("Manifests are trusted when signed by a --keyring key or, unless --no-archive-keys, by an "
-              "archiver key the archive publishes under keys/: this reads your own archive; "
-              "`pith-archiver audit` is the tool that checks its trust.")
+TRUST_HELP = ("Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
+              "machine's archiver key (the one `crawl` signs with, or --signing-key); the keys the archive "
+              "publishes under keys/ only with --trust-archive-keys.")
 
 
 def is_archive(target: str) -> bool:
@@ -20,15 +30,18 @@ def is_archive(target: str) -> bool:
     return target.startswith(("s3://", "file://")) or (Path(target) / layout.MANIFESTS).is_dir()
 
 
-def archive_options(func):
-    func = click.option("--no-archive-keys", is_flag=True,
-                        help="Trust only the --keyring keys, not the keys published in the archive.")(func)
-    func = click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
-                        help='Trust manifests signed by the keys in this JSON file ({"keys": [...]}, or one '
-                             "key document such as an archive's keys/<key_id>.json); repeatable.")(func)
+def trust_options(func):
+    """--keyring, --no-default-keys, --signing-key, --trust-archive-keys and --s3-endpoint-url."""
     func = click.option("--s3-endpoint-url", default=None,
                         help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations.")(func)
-    return func
+    func = click.option("--trust-archive-keys", is_flag=True,
+                        help="Also trust, for manifests and attestations, the archiver keys the archive publishes "
+                             "under keys/. Trust then comes from the archive itself: only for an archive you keep."
+                        )(func)
+    func = click.option("--signing-key", type=click.Path(dir_okay=False),
+                        help="Trust this archiver key file's public half for manifests and attestations "
+                             f"[default: this machine's key, {default_key_path()}, if there is one].")(func)
+    return keyring_options(func)
 
 
 def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
@@ -36,20 +49,52 @@ def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
     try:
         return open_store(uri, s3_endpoint_url if uri.startswith("s3://") else None)
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
 
 
-def open_archive(uri: str, s3_endpoint_url, keyrings, no_archive_keys) -> tuple[ObjectStore, Keyring]:
-    """The archive's store and the keyring its manifests are read with."""
-    store = open_location(uri, s3_endpoint_url)
+def machine_key(signing_key: str | None) -> Path | None:
+    """The archiver key file to trust: ``--signing-key``, else this machine's default
+    key when there is one."""
+    if signing_key:
+        if not Path(signing_key).is_file():
+            raise ConfigError(f"--signing-key {signing_key}: no such file")
+        return Path(signing_key)
+    default = default_key_path()
+    return default if default.is_file() else None
+
+
+def trusted_keyring(store: ObjectStore, keyrings, no_default_keys: bool, signing_key: str | None,
+                    trust_archive_keys: bool) -> Keyring:
+    """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
+    own = machine_key(signing_key)
     try:
-        pinned = Keyring.build(keyrings, default_keys=False)
-        keyring = reading_keyring(store, pinned, archive_keys=not no_archive_keys)
+        pinned = Keyring.build([*keyrings, *([own] if own else [])], default_keys=not no_default_keys)
+        ring = reading_keyring(store, pinned, archive_keys=trust_archive_keys)
     except KeyringError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     except StorageError as exc:
-        raise click.ClickException(str(exc)) from None
-    if not len(keyring):
-        raise click.UsageError(f"no key to trust the manifests of {uri} with: give --keyring FILE"
-                               + ("" if no_archive_keys else " (the archive publishes no keys under keys/)"))
-    return store, keyring
+        raise RunFailed(str(exc)) from None
+    if not len(ring):
+        raise ConfigError("no key to trust: give --keyring FILE or drop --no-default-keys")
+    return ring
+
+
+def open_archive(uri: str, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                 trust_archive_keys) -> tuple[ObjectStore, Keyring]:
+    """The archive's store and the keyring it is read with."""
+    if "://" not in uri and not Path(uri).is_dir():
+        raise ConfigError(f"no archive folder at {uri}")
+    store = open_location(uri, s3_endpoint_url)
+    return store, trusted_keyring(store, keyrings, no_default_keys, signing_key, trust_archive_keys)
+
+
+def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:
+    """The one-line error for an archive none of whose manifests is trusted."""
+    hints = "; ".join(f"for {key_id}, {pin_hint(archive, key_id)}" for key_id in exc.unpinned)
+    return ConfigError(f"{exc}" + (f"; {hints}" if hints else ""))
+
+
+def pin_hint(archive: str, key_id: str) -> str:
+    """How to trust the manifests of an archiver key that is not pinned."""
+    return (f"pass --keyring {archive.rstrip('/')}/{layout.key_document(key_id)} after checking its fingerprint, "
+            "or --trust-archive-keys")

@@ -2,65 +2,68 @@
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from storage.audit import Audit
-from storage.committed import reading_keyring
+from storage.audit import SIZE_RULE, Audit
 from storage.stores import StorageError
 from storage.transparency import log_findings
-from .archive_reading import open_location
-from .keyrings import build_keyring, keyring_options
+from .archive_reading import TRUST_HELP, open_archive, pin_hint, trust_options
+from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
+from .output import log_to_stderr, verbosity_options
+from .progress import progress
 
 
-@click.command()
+@click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
 @click.argument("archive")
-@keyring_options
-@click.option("--trust-archive-keys", is_flag=True,
-              help="Also trust, for manifests and attestations, the archiver keys the archive publishes "
-                   "under keys/. Trust then comes from the archive itself: only for an archive you keep.")
-@click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
+@trust_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per discrepancy per line, then the summary.")
 @click.option("--checkpoint", "checkpoints", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Also check that the archive's log of its key extends this saved checkpoint; repeatable.")
-def audit(archive, keyrings, no_default_keys, trust_archive_keys, s3_endpoint_url, as_json, checkpoints):
+              help="Also check that the archive's log of its key extends this saved checkpoint (a rollback or a "
+                   "fork behind it is a discrepancy); repeatable.")
+@verbosity_options
+def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, as_json, checkpoints,
+          verbosity):
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
     Every object of every committed manifest is there with its size and sha256, every
-    raw bundle verifies again, manifest and attestation signatures and the attestation
-    chains verify, table row counts match the manifests; orphans are listed. Give the
-    archive's key with --keyring (its keys/<key_id>.json, once you trust it) beside the
-    keys that sign its bundles. One line per discrepancy, then a summary.
-    Exit 0 when clean, 1 on any discrepancy, 2 on usage errors.
+    raw bundle verifies again (signed by registry keys, within the size rule the crawl
+    admits by), manifest and attestation signatures (by archive keys) and the attestation
+    chains verify, table row counts match the manifests; every file no manifest lists is
+    an ORPHAN, wherever it lies. On the machine that crawled the archive no option is
+    needed. One line per discrepancy, then a summary. Exit 0 when clean, 1 on any
+    discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way.
     """
-    bundle_keyring = build_keyring(keyrings, no_default_keys)
-    if "://" not in archive and not Path(archive).is_dir():
-        raise click.UsageError(f"no archive folder at {archive}")
-    store = open_location(archive, s3_endpoint_url)
-    try:
-        run = Audit(store, bundle_keyring, reading_keyring(store, bundle_keyring, archive_keys=trust_archive_keys))
-        for found in run.run():
-            click.echo(json.dumps(found.as_dict()) if as_json else found.line())
-        for found in log_findings(store, run.archive_keyring, {path: Path(path).read_bytes() for path in checkpoints}):
-            run.counts.discrepancies[found.code] += 1
-            click.echo(json.dumps(found.as_dict()) if as_json else found.line())
-    except StorageError as exc:
-        raise click.ClickException(f"audit stopped: {exc}") from None
+    log_to_stderr(verbosity)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                                  trust_archive_keys)
+    with progress(f"auditing {archive}") as update:
+        def checked(counts):
+            update(counts.objects, status=f"{counts.manifests} manifests, {counts.bytes / 1e6:.1f} MB")
+
+        run = Audit(store, keyring, keyring, on_object=checked)
+        try:
+            for found in run.run():
+                if found.code == "MANIFEST_UNPINNED":  # the fix goes with it, where a scheduler reads
+                    found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
+                click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+            saved = {path: Path(path).read_bytes() for path in checkpoints}
+            for found in log_findings(store, run.archive_keyring, saved):
+                run.counts.discrepancies[found.code] += 1
+                click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+        except StorageError as exc:
+            raise RunFailed(f"audit stopped: {exc}") from None
     counts = run.counts
-    if as_json:
-        click.echo(json.dumps({"summary": counts.as_dict()}))
-    else:
-        click.echo(_summary(counts))
-    if counts.discrepancies["MANIFEST_INVALID"] and not counts.manifests:
-        click.echo("no manifest verifies: pin the archive's key with --keyring (its keys/<key_id>.json, "
-                   "once you trust it)", err=True)
-    sys.exit(0 if counts.clean else 1)
+    click.echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
+    sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)
 
 
 def _summary(counts) -> str:
     checked = (f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
-               f"{counts.bundles} bundles, {counts.attestations} attestations")
+               f"{counts.bundles} bundles, {counts.attestations} attestations "
+               f"(bundle size limit {SIZE_RULE['max_bytes']} bytes)")
     if counts.clean:
         return f"clean: {checked}"
     found = ", ".join(f"{code} {n}" for code, n in sorted(counts.discrepancies.items()))

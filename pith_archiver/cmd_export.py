@@ -1,17 +1,20 @@
 """``pith-archiver export``: an offline dataset from an archive, as a BagIt bag or a
 plain Parquet dataset."""
 
-import logging
 import sys
 
 import click
 
-from storage.export import ExportError, export_bag, export_dataset
+from storage.committed import NothingCommitted, ObjectAltered
+from storage.export import BundleRejected, ExportError, export_bag, export_dataset
 from storage.stores import StorageError
-from .archive_reading import TRUST_HELP, archive_options, open_archive, open_location
+from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_location, trust_options
+from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
+from .output import QUIET, log_to_stderr, say, verbosity_options
+from .progress import progress
 
 
-@click.command(epilog=TRUST_HELP)
+@click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
 @click.argument("archive")
 @click.option("--bag", "bag_out", type=click.Path(), help="Write a BagIt bag at this new local path.")
 @click.option("--format", "fmt", type=click.Choice(["bag", "parquet"]),
@@ -19,32 +22,42 @@ from .archive_reading import TRUST_HELP, archive_options, open_archive, open_loc
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
 @click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
 @click.option("--source-organization", help="The bag's Source-Organization (who transfers it).")
-@archive_options
-@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
-def export(archive, bag_out, fmt, dest, with_raw, source_organization, s3_endpoint_url, keyrings, no_archive_keys,
-           verbose):
+@trust_options
+@verbosity_options
+def export(archive, bag_out, fmt, dest, with_raw, source_organization, keyrings, no_default_keys, signing_key,
+           trust_archive_keys, s3_endpoint_url, verbosity):
     """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix).
 
     --bag OUT writes a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
     tables, raw bundles, attestations, manifests, keys and a dataset README (schema,
     counts, provenance). --format parquet --to DEST writes the tables and the README
     (and with --with-raw the raw bundles) to a folder or S3 prefix. Only objects listed
-    by committed manifests are exported, each checked against its entry; bundles are
-    not verified again.
+    by committed manifests are exported, each checked against its entry, and every raw
+    bundle is verified again first: one that does not verify stops the export (exit 1).
+    Exit 2 on usage or configuration errors, 4 when a store fails.
     """
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(verbosity)
     fmt = _check_format(fmt, bag_out, dest, with_raw)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                                  trust_archive_keys)
     try:
-        if fmt == "bag":
-            summary = export_bag(store, keyring, bag_out, organization=source_organization)
-        else:
-            summary = export_dataset(store, keyring, open_location(dest, s3_endpoint_url), with_raw=with_raw)
-    except (ExportError, StorageError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
-               f"from {archive} to {summary.destination} ({fmt})")
+        with progress(f"exporting {archive}") as update:
+            if fmt == "bag":
+                summary = export_bag(store, keyring, bag_out, organization=source_organization, on_object=update)
+            else:
+                summary = export_dataset(store, keyring, open_location(dest, s3_endpoint_url), with_raw=with_raw,
+                                         on_object=update)
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except (BundleRejected, ObjectAltered) as exc:  # the archive breaks its own promise: audit it
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(ExitStatus.REJECTED)
+    except ExportError as exc:
+        raise ConfigError(str(exc)) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    say(f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
+        f"from {archive} to {summary.destination} ({fmt})", QUIET)
 
 
 def _check_format(fmt, bag_out, dest, with_raw) -> str:

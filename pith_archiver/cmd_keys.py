@@ -23,8 +23,9 @@ def keys():
 def generate(out: Path, key_id: str | None):
     """Make a signing key for `crawl --signing-key FILE`.
 
-    Prints its public key document (shaped like a bundle's public_keys entry; each
-    archive it signs publishes it as keys/<key_id>.json). Give that document to
+    Prints its public key document (shaped like a bundle's public_keys entry, with
+    "role": "archive": it may sign manifests and attestations, never registry records;
+    each archive it signs publishes it as keys/<key_id>.json). Give that document to
     whoever verifies or audits the archive: `--keyring FILE` accepts it as it is.
     """
     if key_id is not None and not KEY_ID.match(key_id):
@@ -36,4 +37,4 @@ def generate(out: Path, key_id: str | None):
     signer.save(out)
     click.echo(f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
                "outside the archive", err=True)
-    click.echo(json.dumps(signer.public_document(), indent=2))
+    click.echo(json.dumps(signer.archive_key_document(), indent=2))

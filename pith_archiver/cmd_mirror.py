@@ -3,8 +3,6 @@ and a conforming Pith mirror of a corpus or an archive, with optional fault inje
 
 import dataclasses
 import functools
-import logging
-import sys
 from pathlib import Path
 
 import click
@@ -19,7 +17,10 @@ from mirror.server import MirrorServer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from pith.mint import REGISTRY_BASE
 from storage.stores import StorageError
-from .archive_reading import TRUST_HELP, archive_options, is_archive, open_archive
+from storage.committed import NothingCommitted
+from .archive_reading import TRUST_HELP, is_archive, nothing_trusted, open_archive, trust_options
+from .exit_status import ConfigError, RunFailed
+from .output import log_to_stderr, verbosity_options
 
 FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
 
@@ -78,7 +79,7 @@ def limit_options(command):
 
 @click.command(epilog=TRUST_HELP)
 @click.argument("directory")
-@archive_options
+@trust_options
 @limit_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
@@ -89,7 +90,6 @@ def limit_options(command):
 @click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable.")
 @click.option("--cache-size", type=click.IntRange(1), default=SiteOptions.cache_size, show_default=True,
               help="Rendered record documents kept in memory.")
-@click.option("-v", "--verbose", count=True, help="-v: startup info, -vv: every request.")
 @click.option("--latency-ms", type=click.FloatRange(0), default=0, help="Fault: delay every answer.")
 @click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share answered with --error-status.")
 @click.option("--error-status", type=click.Choice(["500", "503"]), default="503", show_default=True)
@@ -106,21 +106,23 @@ def limit_options(command):
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
-def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name, sitemap_page_size,
-          disallow, cache_size, verbose, limits, **faults):
+@verbosity_options
+def serve(directory, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, host, port,
+          public_url, name, sitemap_page_size, disallow, cache_size, verbosity, limits, **faults):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
-    the bytes stored (not verified again). Prints the URL it listens on as its first
-    line, then serves until SIGINT or SIGTERM."""
-    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)], stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    the bytes stored, each verified (under the trusted keys, with their roles) before
+    it is first served. Prints the URL it listens on as its first line, then serves
+    until SIGINT or SIGTERM. -v logs startup, -vv every request. Exit 2 on usage or
+    configuration errors, 4 when the archive cannot be read."""
+    log_to_stderr(verbosity)
     faults["error_status"] = int(faults["error_status"])
     try:
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    source = _source(directory, s3_endpoint_url, keyrings, no_archive_keys)
+    source = _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
@@ -129,17 +131,20 @@ def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, pub
     serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request
 
 
-def _source(directory, s3_endpoint_url, keyrings, no_archive_keys):
+def _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys):
     """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
     if not is_archive(directory):
         if not Path(directory).is_dir():
-            raise click.UsageError(f"{directory}: neither a folder nor s3://bucket/prefix")
-        if s3_endpoint_url or keyrings or no_archive_keys:
-            raise click.UsageError(f"{directory} is a corpus, not an archive (no manifests/ folder): "
-                                   "--s3-endpoint-url, --keyring and --no-archive-keys apply to archives")
+            raise ConfigError(f"{directory}: neither a folder nor s3://bucket/prefix")
+        if s3_endpoint_url or keyrings or no_default_keys or signing_key or trust_archive_keys:
+            raise ConfigError(f"{directory} is a corpus, not an archive (no manifests/ folder): --s3-endpoint-url, "
+                              "--keyring, --no-default-keys, --signing-key and --trust-archive-keys apply to archives")
         return CorpusDirectory(directory)
-    store, keyring = open_archive(directory, s3_endpoint_url, keyrings, no_archive_keys)
+    store, keyring = open_archive(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                                  trust_archive_keys)
     try:
         return ArchiveSource(store, keyring)
+    except NothingCommitted as exc:
+        raise nothing_trusted(directory, exc) from None
     except StorageError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise RunFailed(str(exc)) from None

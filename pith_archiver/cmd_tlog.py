@@ -12,7 +12,7 @@ from storage.committed import NothingCommitted
 from storage.stores import StorageError
 from storage.tlog import LogBroken
 from storage.transparency import NotAttested, checkpoint_notes, prove_record
-from .archive_reading import TRUST_HELP, archive_options, open_archive
+from .archive_reading import TRUST_HELP, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 
@@ -28,16 +28,18 @@ class NoProof(click.ClickException):
 @click.command(epilog=TRUST_HELP)
 @click.argument("archive")
 @click.option("--key", "key_id", help="Only the log of this archiver key.")
-@archive_options
+@trust_options
 @verbosity_options
-def checkpoint(archive, key_id, s3_endpoint_url, keyrings, no_archive_keys, verbosity):
+def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
+               verbosity):
     """Print the latest signed checkpoint of each archiver key's log in ARCHIVE (a folder
     or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
     origin, size and root hash. Save one and check the archive against it later with
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
     by a blank line."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                                  trust_archive_keys)
     try:
         notes = checkpoint_notes(store, keyring)
     except LogBroken as exc:
@@ -56,15 +58,17 @@ def checkpoint(archive, key_id, s3_endpoint_url, keyrings, no_archive_keys, verb
 @click.argument("pith_number")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the proof as one JSON object (for `pith-archiver verify --proof FILE`).")
-@archive_options
+@trust_options
 @verbosity_options
-def prove(archive, pith_number, as_json, s3_endpoint_url, keyrings, no_archive_keys, verbosity):
+def prove(archive, pith_number, as_json, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
+          verbosity):
     """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
     log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
     checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
+                                  trust_archive_keys)
     try:
         document = prove_record(store, keyring, pith_number)
     except (NotAttested, LogBroken) as exc:

@@ -16,6 +16,7 @@ not made current. Any failed write fails the run: ``add_*`` raise StorageError f
 then on and ``commit`` raises instead of writing a manifest.
 """
 
+import json
 import logging
 import os
 import shutil
@@ -29,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from pith.canonical import canon, sha256_hex
-from pith.keyring import Keyring
+from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from pith.merkle import Frontier
 from pith.signing import Signer, utc_now
 from pith.verify import Verdict
@@ -338,13 +339,27 @@ class ArchiveWriter:
                                                        feed_bytes(attestations)))
             for info in self._log.extend(self.store, segment.run_id, attestations):
                 self._record(segment, info)
-        self._record(segment, self.store.put_bytes(layout.key_document(self.signer.key_id),
-                                                   canon(self.signer.public_document()) + b"\n"))
+        self._record(segment, self._publish_key())
         manifest = build_manifest(
             run_id=segment.run_id, worker=self.worker, started_at=segment.started_at,
             objects=list(segment.written.values()), params=params or {},
             stats={**(stats or {}), "archive": self._archive_stats(segment)})
         return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
+
+    def _publish_key(self) -> ObjectInfo:
+        """Store this signer's key document, or keep the one an earlier run stored for
+        the same key (written before key documents named their role)."""
+        try:
+            return self.store.put_bytes(layout.key_document(self.signer.key_id),
+                                        canon(self.signer.archive_key_document()) + b"\n")
+        except ObjectExists as exc:
+            try:
+                stored = key_from_entry(json.loads(self.store.get_bytes(exc.existing.path)), ARCHIVE)
+            except (ValueError, KeyringError):  # JSONDecodeError is a ValueError
+                raise exc from None
+            if stored != self.signer.pinned():
+                raise
+            return exc.existing
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:

@@ -1,14 +1,19 @@
 """Audit an archive: re-check everything its committed manifests promise.
 
-Every object of every committed manifest is read once, as a stream, and hashed as it
-goes; raw bundles are verified again, table files' row counts are read from their
+Every manifest is read and verified once; every object of every committed manifest is
+read once, as a stream, and hashed as it goes; raw bundles are verified again (under
+the one size rule of ``pith.parse``), table files' row counts are read from their
 Parquet footers (the last bytes of the stream), attestation feeds are verified event
 by event, and each key's chain must run through all its feeds from a null start.
-Then the orphans are listed. Memory stays bounded by one bundle, one feed line, the
-set of paths checked and a few hashes per feed.
+Then one listing of the whole archive finds every file no manifest accounts for,
+wherever it lies (``keys/``, ``manifests/``, unknown folders). Memory stays bounded
+by one bundle, one feed line, the set of paths listed and a few hashes per feed.
 
 Trust comes from the keyrings given, never from the archive: ``archive_keyring``
-verifies manifests and attestations, ``bundle_keyring`` the bundles.
+verifies manifests and attestations, ``bundle_keyring`` the bundles; each key must
+also have the role the check needs (``pith.keyring``). A manifest signed by a key
+that is not pinned at all is one MANIFEST_UNPINNED finding: its objects are neither
+checked nor orphans.
 """
 
 import hashlib
@@ -22,17 +27,19 @@ import pyarrow.parquet as pq
 
 from pith.attestation import Chain, read_attestation, split_lines
 from pith.keyring import Keyring
-from pith.parse import DEFAULT_MAX_BYTES
+from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from . import layout
-from .manifest import find_orphans, read_manifests
+from .manifest import read_manifests
 from .stores import ObjectMissing, ObjectStore
 
 logger = logging.getLogger(__name__)
 
 CODES = {
     "MANIFEST_INVALID": "a manifest does not verify under the pinned keys; its reason follows",
+    "MANIFEST_UNPINNED": "well-formed manifests signed by a key that is not pinned (one finding per key): their "
+                         "objects are not checked",
     "MISSING": "an object a committed manifest lists is not in the store",
     "SIZE_MISMATCH": "an object's size differs from its manifest entry",
     "HASH_MISMATCH": "an object's sha256 differs from its manifest entry",
@@ -40,7 +47,8 @@ CODES = {
     "ROWS_MISMATCH": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
     "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
     "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
-    "ORPHAN": "an object under a collectable prefix that no committed manifest lists",
+    "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
+              "and partial writes included; a local crawl's own state excepted)",
 }
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
 
@@ -50,6 +58,7 @@ class Discrepancy:
     code: str     # a key of CODES
     path: str     # the archive path it concerns
     detail: str = ""
+    key_id: str | None = None  # MANIFEST_UNPINNED: the key that signs the manifest
 
     def line(self) -> str:
         return f"{self.code} {self.path} {self.detail}".rstrip()
@@ -74,7 +83,11 @@ class AuditCounts:
     def as_dict(self) -> dict:
         return {"manifests": self.manifests, "objects": self.objects, "bytes": self.bytes, "bundles": self.bundles,
                 "attestations": self.attestations, "discrepancies": dict(sorted(self.discrepancies.items())),
-                "clean": self.clean}
+                "clean": self.clean, "size_rule": SIZE_RULE}
+
+
+# the size rule raw bundles were checked with: the one the crawl admits by (pith.parse)
+SIZE_RULE = {"max_bytes": DEFAULT_MAX_BYTES, "padding_ratio": PADDING_RATIO, "padding_bytes": PADDING_BYTES}
 
 
 def parquet_rows(tail: bytes) -> int:
@@ -106,29 +119,47 @@ class Audit:
     """One pass over an archive: iterate ``run()`` for the discrepancies as they are
     found; ``counts`` holds the totals."""
 
-    def __init__(self, store: ObjectStore, bundle_keyring: Keyring, archive_keyring: Keyring):
+    def __init__(self, store: ObjectStore, bundle_keyring: Keyring, archive_keyring: Keyring, on_object=None):
+        """``on_object(counts)``, if given, is called after each object is checked."""
         self.store = store
         self.bundle_keyring = bundle_keyring
         self.archive_keyring = archive_keyring
         self.counts = AuditCounts()
+        self._on_object = on_object
         self._chain = Chain()
         self._checked: set[tuple[str, str]] = set()
+        self._accounted: set[str] = set()  # manifests and what they list, trusted or not
 
     def run(self):
+        unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
         for read in read_manifests(self.store, self.archive_keyring):
-            if read.manifest is None:
-                yield self._found("MANIFEST_INVALID", read.path, getattr(read.error, "reason", str(read.error)))
-            else:
+            self._accounted.add(read.path)
+            unpinned = getattr(read.error, "unpinned", None)
+            if read.manifest is not None:
                 self.counts.manifests += 1
+                self._accounted.update(entry["path"] for entry in read.manifest["objects"])
                 yield from self._manifest(read.manifest)
+            elif unpinned is not None:
+                self._accounted.update(entry["path"] for entry in unpinned["objects"])
+                signature = unpinned["signature"]
+                unpinned_by.setdefault((signature["key_id"], signature.get("public_key_fingerprint")), []).append(
+                    (read.path, len(unpinned["objects"])))
+            else:
+                yield self._found("MANIFEST_INVALID", read.path, getattr(read.error, "reason", str(read.error)))
+        for (key_id, fingerprint), manifests in unpinned_by.items():
+            more = f" and {len(manifests) - 1} more manifests" if len(manifests) > 1 else ""
+            yield self._found("MANIFEST_UNPINNED", manifests[0][0],
+                              f"signed{more} by {key_id} (fingerprint {fingerprint}), which is not pinned: "
+                              f"{sum(n for _, n in manifests)} objects not checked", key_id=key_id)
         for segment, why in self._chain.breaks(rooted=True):
             yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
-        for stored in find_orphans(self.store, self.archive_keyring).objects:
-            yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
+        for stored in self.store.list():
+            if stored.path not in self._accounted:
+                yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
 
-    def _found(self, code: str, path: str, detail: str = "") -> Discrepancy:
+    def _found(self, code: str, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
         self.counts.discrepancies[code] += 1
-        return Discrepancy(code, path, detail)
+        return Discrepancy(code, path, detail, key_id)
 
     def _manifest(self, manifest: dict):
         listed = {entry["path"]: entry for entry in manifest["objects"]}
@@ -171,6 +202,8 @@ class Audit:
             return
         self.counts.objects += 1
         self.counts.bytes += stream.size
+        if self._on_object is not None:
+            self._on_object(self.counts)
         if stream.size != entry["size"]:
             yield self._found("SIZE_MISMATCH", path, f"{stream.size} bytes, listed as {entry['size']}")
         elif stream.digest.hexdigest() != entry["sha256"]:

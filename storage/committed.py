@@ -1,11 +1,10 @@
 """Reading your own archive: which manifests to trust, what they list, and their
 table files, each checked against its manifest entry before it is believed.
 
-Serving an archive as a mirror and exporting it are reads of an archive you keep, so
-by default they trust the archiver keys the archive publishes under ``keys/`` as well
-as the keys you pin. That is a convenience, not a check: whoever can write to the
-archive can publish a key there. Checking an archive against keys pinned elsewhere
-is the audit's job (``pith-archiver audit``).
+Trust comes from keys pinned outside the archive. The archiver keys the archive
+publishes under ``keys/`` are trusted only when asked for (``archive_keys``): whoever
+can write to the archive can publish a key there. Even then a published key is only
+ever an archive key (manifests, attestations), never a registry key.
 """
 
 import json
@@ -16,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pith.canonical import sha256_hex
-from pith.keyring import Keyring, KeyringError, key_from_entry
+from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from . import layout
 from .manifest import ManifestRead, read_manifests, union
 from .stores import ObjectStore, StorageError
@@ -27,7 +26,12 @@ BATCH_ROWS = 10_000
 
 
 class NothingCommitted(StorageError):
-    """No manifest of the archive verifies under the trusted keys: nothing to read."""
+    """No manifest of the archive verifies under the trusted keys: nothing to read.
+    ``unpinned`` names the keys that sign manifests but are not pinned."""
+
+    def __init__(self, message: str, unpinned=()):
+        super().__init__(message)
+        self.unpinned = sorted(set(unpinned))
 
 
 class ObjectAltered(StorageError):
@@ -35,29 +39,30 @@ class ObjectAltered(StorageError):
 
 
 def published_keys(store: ObjectStore):
-    """The archiver keys the archive publishes (``keys/<key_id>.json``); unusable or
-    misnamed documents are logged and skipped."""
+    """The archiver keys the archive publishes (``keys/<key_id>.json``), as archive
+    keys; unusable, misnamed or non-archive documents are logged and skipped."""
     for stored in store.list(f"{layout.KEYS}/"):
         try:
-            key = key_from_entry(json.loads(store.get_bytes(stored.path)))
+            key = key_from_entry(json.loads(store.get_bytes(stored.path)), ARCHIVE)
         except (ValueError, KeyringError) as exc:  # JSONDecodeError is a ValueError
             logger.warning("%s: not a key document: %s", stored.path, exc)
             continue
-        if layout.key_document(key.key_id) != stored.path:
-            logger.warning("%s: holds key %s; skipped", stored.path, key.key_id)
+        if layout.key_document(key.key_id) != stored.path or key.role != ARCHIVE:
+            logger.warning("%s: holds %s key %s; skipped", stored.path, key.role, key.key_id)
             continue
         yield key
 
 
-def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_keys: bool = True) -> Keyring:
-    """The keys whose manifests a read of this archive trusts: ``pinned``, plus the
-    archive's published keys unless ``archive_keys`` is false. A published key that
-    contradicts a pinned one (same key_id, other key) is ignored."""
+def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_keys: bool = False) -> Keyring:
+    """The keys a read of this archive trusts: ``pinned``, plus, with ``archive_keys``,
+    the archive's published keys. A published key under a key_id already pinned is
+    ignored (the pinned one stands)."""
     ring = Keyring(pinned or ())
     for key in published_keys(store) if archive_keys else ():
         known = ring.get(key.key_id)
-        if known is not None and known.raw != key.raw:
-            logger.warning("keys/%s.json differs from the pinned key of that id; ignored", key.key_id)
+        if known is not None:
+            if known != key:
+                logger.warning("keys/%s.json differs from the pinned key of that id; ignored", key.key_id)
             continue
         ring.add(key)
     return ring
@@ -81,7 +86,9 @@ class CommittedArchive:
         if not manifests:
             why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
             raise NothingCommitted(f"{store.uri}: no manifest verifies under the trusted keys "
-                                   f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}")
+                                   f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}",
+                                   [read.error.unpinned["signature"]["key_id"] for read in untrusted
+                                    if getattr(read.error, "unpinned", None)])
         return cls(store, keyring, manifests, union(manifests), untrusted)
 
     def table_files(self, table: str) -> list[dict]:

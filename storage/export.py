@@ -7,7 +7,9 @@ Only objects that committed manifests list are exported, so a crashed run's left
 never are, and quarantined bytes stay behind (the ``verifications`` table records
 every rejection). Every object is streamed, never held whole, and checked against
 its manifest entry on the way: a copy carries only bytes the archive committed.
-Bundles are not verified again; re-checking them is the audit's job.
+Every committed raw bundle is verified again (registry keys, with their roles, and the
+size rule) before the export is published: an archive holding one that does not
+verify (say, re-signed with a stolen archiver key) is not exported at all.
 """
 
 import hashlib
@@ -22,6 +24,7 @@ from pathlib import Path
 import bagit
 
 from pith.keyring import Keyring
+from pith.verify import verify_bundle
 from pith_archiver import __version__
 from . import layout
 from .committed import CommittedArchive, check_digest
@@ -50,6 +53,10 @@ class ExportError(Exception):
     """An export that cannot be made as asked."""
 
 
+class BundleRejected(ExportError):
+    """A committed raw bundle does not verify: the archive needs an audit, not an export."""
+
+
 @dataclass(frozen=True)
 class ExportSummary:
     destination: str
@@ -58,10 +65,12 @@ class ExportSummary:
     bundle_versions: int  # rows of the records table
 
 
-def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None) -> ExportSummary:
+def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None,
+               on_object=None) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
     bundles, attestations, keys and manifests and README.md, with sha256 and sha512
-    manifests. The bag is built next to ``out`` and renamed into place when whole."""
+    manifests. The bag is built next to ``out`` and renamed into place when whole.
+    ``on_object(done, total)`` is called as objects are copied."""
     out = Path(out).absolute()
     if out.exists():
         raise ExportError(f"{out} already exists: give a new path for the bag")
@@ -70,8 +79,12 @@ def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str |
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        for entry in entries:
+        for done, entry in enumerate(entries, 1):
             _stream_to_file(store, entry, staging / entry["path"])
+            if entry["path"].startswith(f"{layout.RAW}/"):
+                _check_bundle(entry, (staging / entry["path"]).read_bytes(), keyring)
+            if on_object is not None:
+                on_object(done, len(entries))
         manifest_bytes = sum(_copy_manifest(archive, layout.manifest(m["run_id"]), staging) for m in archive.manifests)
         readme = dataset_readme(archive, entries, manifest_bytes).encode("utf-8")
         (staging / README).write_bytes(readme)
@@ -86,16 +99,27 @@ def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str |
     return ExportSummary(str(out), files, size, _rows(entries, "records"))
 
 
-def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False) -> ExportSummary:
+def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False,
+                   on_object=None) -> ExportSummary:
     """Write the committed tables (and with ``with_raw`` the raw bundles) and README.md
     to ``dest``, a folder or S3 prefix. The README depends only on what is exported, so
     an interrupted export can be run again into the same place; a destination holding
-    another export is refused before anything is copied."""
+    another export is refused before anything is copied, and so is an archive with a
+    raw bundle that does not verify (every one is read first). ``on_object(done,
+    total)`` is called as bundles are checked and objects copied."""
     if dest.uri == store.uri:
         raise ExportError(f"{dest.uri} is the archive itself: export to another place")
     archive = CommittedArchive.read(store, keyring)
     prefixes = (f"{layout.TABLES}/", f"{layout.RAW}/") if with_raw else (f"{layout.TABLES}/",)
     entries = [entry for prefix in prefixes for entry in archive.under(prefix)]
+    raws = archive.under(f"{layout.RAW}/")
+    total = len(raws) + len(entries)
+    for done, entry in enumerate(raws, 1):
+        data = store.get_bytes(entry["path"])
+        check_digest(entry, hashlib.sha256(data).hexdigest(), len(data))
+        _check_bundle(entry, data, keyring)
+        if on_object is not None:
+            on_object(done, total)
     readme = dataset_readme(archive, entries).encode("utf-8")
     try:
         dest.put_bytes(README, readme)
@@ -104,10 +128,12 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
                           "give an empty destination") from None
     with tempfile.TemporaryDirectory(prefix="pith-export-") as spool:
         local = Path(spool) / "object"
-        for entry in entries:
+        for done, entry in enumerate(entries, len(raws) + 1):
             _stream_to_file(store, entry, local)
             dest.put_file(entry["path"], local)
             local.unlink()
+            if on_object is not None:
+                on_object(done, total)
     dest.flush()
     logger.info("exported %d objects from %s to %s", len(entries), store.uri, dest.uri)
     return ExportSummary(dest.uri, len(entries) + 1, sum(e["size"] for e in entries) + len(readme),
@@ -126,6 +152,13 @@ def _stream_to_file(store: ObjectStore, entry: dict, target: Path) -> None:
             size += len(chunk)
             out.write(chunk)
     check_digest(entry, digest.hexdigest(), size)
+
+
+def _check_bundle(entry: dict, data: bytes, keyring: Keyring) -> None:
+    verdict = verify_bundle(data, keyring)
+    if not verdict.ok:
+        raise BundleRejected(f"{entry['path']} does not verify ({verdict.reason} at {verdict.path or '<document>'}: "
+                             f"{verdict.detail}): nothing exported; audit the archive")
 
 
 def _copy_manifest(archive: CommittedArchive, path: str, staging: Path) -> int:
@@ -223,8 +256,9 @@ def _provenance(archive: CommittedArchive) -> list[str]:
     lines += ["", "Manifests were signed by: " + ", ".join(f"`{key}` (fingerprint {fp})" for key, fp in signers) + ".",
               "Each manifest is canonical JSON signed with Ed25519 over the SHA-256 of the manifest without its "
               "signature. They were trusted for this export because they verify under the archiver keys the "
-              "exporter trusted; the bundles were verified when archived and are not verified again here "
-              "(`pith-archiver audit` re-checks an archive against keys pinned elsewhere).", ""]
+              "exporter trusted; every raw bundle was verified when archived and again for this export, "
+              "under the registry keys the exporter trusted (`pith-archiver audit` re-checks a whole archive "
+              "against keys pinned elsewhere).", ""]
     return lines
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from pith.canonical import canon, canon_sha256
-from pith.keyring import SIGNATURE_MEMBERS, Keyring
+from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import Signer, utc_now
@@ -34,11 +34,13 @@ MANIFEST_LIMITS = Limits(max_bytes=1 << 31)
 
 class ManifestInvalid(Exception):
     """A manifest that must not be trusted: ``reason`` is a short code, ``path`` names
-    the field that broke."""
+    the field that broke. ``unpinned`` is the well-formed manifest when all that is
+    wrong is that no pinned key signs it (``unknown_key``): its claims, unchecked."""
 
-    def __init__(self, reason: str, path: str = "", detail: str = ""):
+    def __init__(self, reason: str, path: str = "", detail: str = "", unpinned: dict | None = None):
         super().__init__(f"{reason} at {path or '<manifest>'}: {detail}")
         self.reason, self.path, self.detail = reason, path, detail
+        self.unpinned = unpinned
 
 
 class UntrustedManifests(StorageError):
@@ -119,13 +121,14 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
     body = {k: v for k, v in manifest.items() if k != "signature"}
     if canon_sha256(body, document.exact) != claimed:
         raise ManifestInvalid("manifest_hash_mismatch", "signature.manifest_sha256", "does not hash the manifest")
-    try:
-        keyring.check_signature(signature, bytes.fromhex(claimed), "signature", "manifest_signature_invalid",
-                                SIGNATURE_MEMBERS | {"manifest_sha256"})
-    except Rejected as exc:
-        raise ManifestInvalid(exc.reason, exc.path, exc.detail) from None
     for index, entry in enumerate(_require(manifest, "objects", list)):
         _check_entry(entry, index)
+    try:
+        keyring.check_signature(signature, bytes.fromhex(claimed), "signature", "manifest_signature_invalid",
+                                SIGNATURE_MEMBERS | {"manifest_sha256"}, role=ARCHIVE)
+    except Rejected as exc:
+        raise ManifestInvalid(exc.reason, exc.path, exc.detail,
+                              manifest if exc.reason == "unknown_key" else None) from None
     return manifest
 
 
@@ -149,7 +152,7 @@ def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
             if layout.manifest(manifest["run_id"]) != stored.path:
                 raise ManifestInvalid("manifest_misnamed", "run_id", f"names {manifest['run_id']}")
         except (ManifestInvalid, StorageError) as exc:
-            logger.warning("%s: not trusted: %s", stored.path, exc)
+            logger.info("%s: not trusted: %s", stored.path, exc)  # each caller reports it its own way
             yield ManifestRead(stored.path, error=exc)
         else:
             yield ManifestRead(stored.path, manifest)

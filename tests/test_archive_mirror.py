@@ -48,6 +48,11 @@ def archived(store) -> tuple[set[str], dict[str, bytes]]:
     return set(records.to_table(columns=["bundle_sha256"]).column(0).to_pylist()), raw
 
 
+def trusted(store, corpus_keyring):
+    """The corpus's registry keys and the archiver keys the archive publishes."""
+    return reading_keyring(store, corpus_keyring, archive_keys=True)
+
+
 def fetch(url: str) -> tuple[int, bytes]:
     try:
         with _DIRECT.open(url, timeout=10) as response:
@@ -66,8 +71,8 @@ def crawled(tmp_path_factory, corpus_dir):
     return LocalStore(root / "archive")
 
 
-def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled):
-    source = ArchiveSource(crawled, reading_keyring(crawled))
+def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled, corpus_keyring):
+    source = ArchiveSource(crawled, trusted(crawled, corpus_keyring))
     with BackgroundMirror(MirrorServer(source)) as server:
         result = crawl_into(tmp_path, corpus_dir, server.url, str(tmp_path / "b"))
         served = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
@@ -83,7 +88,8 @@ def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawle
 def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
     first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
     crawl_into(tmp_path, corpus_dir, mirror().url, first, "--s3-endpoint-url", s3_endpoint)
-    with serve_process(first, "--s3-endpoint-url", s3_endpoint) as (_, url):
+    with serve_process(first, "--s3-endpoint-url", s3_endpoint, "--keyring", str(corpus_dir / KEYRING_NAME),
+                       "--trust-archive-keys") as (_, url):
         result = crawl_into(tmp_path, corpus_dir, url, second, "--s3-endpoint-url", s3_endpoint)
     assert (result.stat("verified"), result.stat("rejected")) == (43, 0)
     versions_a, raw_a = archived(S3Store(s3_bucket, "a", endpoint_url=s3_endpoint))
@@ -92,8 +98,8 @@ def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3
     assert raw_b == raw_a
 
 
-def test_the_catalog_from_the_tables_is_the_corpus_catalog(crawled, corpus_catalog):
-    catalog = ArchiveSource(crawled, reading_keyring(crawled)).catalog
+def test_the_catalog_from_the_tables_is_the_corpus_catalog(crawled, corpus_catalog, corpus_keyring):
+    catalog = ArchiveSource(crawled, trusted(crawled, corpus_keyring)).catalog
     assert catalog.suffixes == corpus_catalog.suffixes
     for suffix in corpus_catalog.suffixes:
         ours, theirs = catalog.entry(suffix), corpus_catalog.entry(suffix)
@@ -114,7 +120,7 @@ def test_the_current_version_is_the_newest_accepted_one(tmp_path, corpus_dir, co
     write_run(store, signer, corpus_keyring, [original, fork])  # older, then not append-only
 
     def served() -> bytes:
-        return ArchiveSource(store, reading_keyring(store)).bundle_bytes(suffix)
+        return ArchiveSource(store, trusted(store, corpus_keyring)).bundle_bytes(suffix)
 
     assert served() == rebuilt(original, "2026-06-01T00:00:00Z")  # not the later run's older version, nor the fork
     newest = rebuilt(original, "2026-08-01T00:00:00Z")
@@ -133,20 +139,21 @@ def test_only_trusted_committed_runs_are_served(tmp_path, corpus_dir, corpus_key
     def served(keyring) -> int:
         return len(ArchiveSource(store, keyring).catalog)
 
-    assert served(reading_keyring(store)) == 7  # ours and the other key, both published in keys/
-    assert served(reading_keyring(store, Keyring([ours.pinned()]), archive_keys=False)) == 5
-    stranger = Keyring([Signer.from_seed("archiver-3", bytes([3]) * 32).pinned()])
-    with pytest.raises(NothingCommitted, match="archiver-3"):
-        ArchiveSource(store, reading_keyring(store, stranger, archive_keys=False))
+    assert served(trusted(store, corpus_keyring)) == 7  # ours and the other key, both published in keys/
+    assert served(reading_keyring(store, Keyring([*corpus_keyring, ours.pinned()]))) == 5
+    stranger = Keyring([*corpus_keyring, Signer.from_seed("archiver-3", bytes([3]) * 32).pinned()])
+    with pytest.raises(NothingCommitted, match="archiver-3") as caught:
+        ArchiveSource(store, reading_keyring(store, stranger))
+    assert caught.value.unpinned == ["archiver-1", "archiver-2"]
 
 
-def test_altered_raw_bytes_are_not_served(tmp_path, crawled):
+def test_altered_raw_bytes_are_not_served(tmp_path, crawled, corpus_keyring):
     copy = tmp_path / "archive"
     copy.mkdir()
     for stored in crawled.list():
         (copy / stored.path).parent.mkdir(parents=True, exist_ok=True)
         (copy / stored.path).write_bytes(crawled.get_bytes(stored.path))
-    source = ArchiveSource(LocalStore(copy), reading_keyring(LocalStore(copy)))
+    source = ArchiveSource(LocalStore(copy), trusted(LocalStore(copy), corpus_keyring))
     victim = source.catalog.suffixes[0]
     target = copy / source.versions[source.catalog.entry(victim).pith_number].raw["path"]
     target.write_bytes(target.read_bytes().replace(b"pith", b"PITH", 1))
@@ -159,10 +166,14 @@ def test_altered_raw_bytes_are_not_served(tmp_path, crawled):
 
 def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):
     runner = CliRunner()
-    untrusted = runner.invoke(main, ["serve", str(crawled.root), "--no-archive-keys"])
-    assert untrusted.exit_code == 2 and "no key to trust the manifests" in untrusted.output
+    untrusted = runner.invoke(main, ["serve", str(crawled.root), "--keyring", str(corpus_dir / KEYRING_NAME)])
+    [key_document] = (crawled.root / "keys").glob("*.json")
+    assert untrusted.exit_code == 2 and "Traceback" not in untrusted.output
+    [line] = untrusted.output.splitlines()
+    assert line.startswith("Error: ") and "no manifest verifies under the trusted keys" in line
+    assert f"pass --keyring {crawled.root}/keys/{key_document.name} after checking its fingerprint" in line
     (tmp_path / "empty" / "manifests").mkdir(parents=True)
-    empty = runner.invoke(main, ["serve", str(tmp_path / "empty")])
+    empty = runner.invoke(main, ["serve", str(tmp_path / "empty"), "--no-default-keys"])
     assert empty.exit_code == 2 and "no key to trust" in empty.output
     corpus = runner.invoke(main, ["serve", str(corpus_dir), "--keyring", str(corpus_dir / KEYRING_NAME)])
     assert corpus.exit_code == 2 and "is a corpus, not an archive" in corpus.output
@@ -171,13 +182,13 @@ def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_
 
 
 def test_a_stalled_store_does_not_stall_the_served_mirror(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint,
-                                                          fault_proxy):
+                                                          fault_proxy, corpus_keyring):
     """Bundles of an S3 archive are read off the event loop: while the store holds one
     read, other clients are still answered."""
     crawl_into(tmp_path, corpus_dir, mirror().url, f"s3://{s3_bucket}/a", "--s3-endpoint-url", s3_endpoint)
     proxy = fault_proxy()
     store = S3Store(s3_bucket, "a", endpoint_url=proxy.url, max_attempts=1)
-    source = ArchiveSource(store, reading_keyring(store))
+    source = ArchiveSource(store, trusted(store, corpus_keyring))
     assert source.remote
     raws = corpus_raws(corpus_dir)
     other = next(suffix for suffix in raws if suffix != REAL)

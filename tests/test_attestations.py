@@ -15,7 +15,7 @@ from nacl.signing import VerifyKey
 
 from mirror.source import KEYRING_NAME
 from pith.attestation import Chain, check_feed
-from pith.keyring import Keyring
+from pith.keyring import ARCHIVE, Keyring
 from pith.merge import entry, merge
 from pith.reasons import Rejected
 from pith.signing import Signer
@@ -184,14 +184,16 @@ def test_attestations_verify_as_events_and_merge_into_storage_attestations(tmp_p
     keyring = Keyring.build([tmp_path / "archive" / layout.key_document(test_signer.key_id)], default_keys=False)
     for attestation in attestations:
         bundle = next(d for d in real_docs.values() if d["pith_number"] == attestation["subject_pith_number"])
-        assert check_event(attestation, keyring, "attestation", bundle["pith_number"]) == \
+        assert check_event(attestation, keyring, "attestation", bundle["pith_number"], role=ARCHIVE) == \
             attestation["content_sha256"]
         state = merge(bundle["pith_number"], bundle["source_aliases"], bundle["events"] + [attestation]).state
         assert state["current"]["storage_attestations"] == [entry(attestation)]
         assert state["current"]["graph_snapshots"] == bundle["state"]["current"]["graph_snapshots"]
         assert state["applied_event_ids"][-1] == attestation["event_id"]
     with pytest.raises(Rejected, match="unknown_key"):
-        check_event(attestations[0], Keyring.default(), "attestation", None)
+        check_event(attestations[0], Keyring.default(), "attestation", None, role=ARCHIVE)
+    with pytest.raises(Rejected, match="wrong_key_role"):  # the archive key signs no registry event
+        check_event(attestations[0], keyring, "attestation", None)
 
 
 def test_a_bad_signature_fails_the_independent_check(tmp_path, real_raw, registry_keyring, test_signer):

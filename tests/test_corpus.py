@@ -12,7 +12,7 @@ from mirror.corpus import citation_graph, corpus_signer, generate_corpus, invert
 from mirror.papers import text_sha256
 from mirror.record import latest_snapshot
 from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
-from pith.keyring import Keyring
+from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from pith_archiver.cli import main
@@ -45,7 +45,7 @@ def test_minted_bundles_are_signed_by_the_test_key_not_the_registry(corpus_dir, 
     raw = (corpus_dir / BUNDLES_DIR / f"{next(iter(docs))}.bundle.json").read_bytes()
     assert verify_bundle(raw, registry_keyring).reason == "unknown_key"
     signer = corpus_signer(SMALL_CORPUS_SEED)
-    assert verify_bundle(raw, Keyring([signer.pinned()])).ok
+    assert verify_bundle(raw, Keyring([signer.pinned(REGISTRY)])).ok
     keyring = json.loads((corpus_dir / KEYRING_NAME).read_text())
     assert [k["key_id"] for k in keyring["keys"]] == [signer.key_id, "pith-v1-2026-05"]
 

@@ -7,11 +7,12 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
+from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
 from storage.committed import ObjectAltered, reading_keyring
-from storage.export import ExportError, export_bag, export_dataset
+from storage.export import BundleRejected, ExportError, export_bag, export_dataset
 from storage.manifest import committed_objects
 from storage.stores import LocalStore, S3Store
 from storage.tables import TABLES
@@ -33,6 +34,11 @@ def fill(store, corpus_dir, corpus_keyring) -> list[str]:
     return manifests
 
 
+def trusted(archive, corpus_keyring):
+    """The corpus's registry keys and the archiver key the archive publishes."""
+    return reading_keyring(archive, corpus_keyring, archive_keys=True)
+
+
 def payload(bag_dir) -> dict[str, bytes]:
     root = bag_dir / "data"
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
@@ -41,12 +47,12 @@ def payload(bag_dir) -> dict[str, bytes]:
 def test_a_bag_holds_the_committed_contents_and_validates(tmp_path, corpus_dir, corpus_keyring):
     archive = LocalStore(tmp_path / "source")
     manifests = fill(archive, corpus_dir, corpus_keyring)
-    summary = export_bag(archive, reading_keyring(archive), tmp_path / "bag", organization="Example Library")
+    summary = export_bag(archive, trusted(archive, corpus_keyring), tmp_path / "bag", organization="Example Library")
     bag = bagit.Bag(str(tmp_path / "bag"))
     bag.validate()
     assert sorted(bag.algorithms) == ["sha256", "sha512"]
 
-    listed = committed_objects(archive, reading_keyring(archive))
+    listed = committed_objects(archive, trusted(archive, corpus_keyring))
     wanted = {path for path in listed if path.startswith(EXPORTED)}
     files = payload(tmp_path / "bag")
     assert set(files) == wanted | set(manifests) | {"README.md"}
@@ -71,7 +77,7 @@ def test_a_bag_holds_the_committed_contents_and_validates(tmp_path, corpus_dir, 
 def test_an_altered_bag_does_not_validate(tmp_path, corpus_dir, corpus_keyring):
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
-    export_bag(archive, reading_keyring(archive), tmp_path / "bag")
+    export_bag(archive, trusted(archive, corpus_keyring), tmp_path / "bag")
     bagit.Bag(str(tmp_path / "bag")).validate()
     victim = next((tmp_path / "bag" / "data" / layout.RAW).rglob("*.json"))
     data = bytearray(victim.read_bytes())
@@ -86,8 +92,11 @@ def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, c
                                                         s3_endpoint):
     archive = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     fill(archive, corpus_dir, corpus_keyring)
+    SIGNER.save(tmp_path / "archiver-1.key")
     result = CliRunner().invoke(main, ["export", f"s3://{s3_bucket}/archive", "--bag", str(tmp_path / "bag"),
-                                       "--s3-endpoint-url", s3_endpoint, "--source-organization", "Example"])
+                                       "--s3-endpoint-url", s3_endpoint, "--source-organization", "Example",
+                                       "--keyring", str(corpus_dir / KEYRING_NAME),
+                                       "--signing-key", str(tmp_path / "archiver-1.key")])
     assert result.exit_code == 0, result.output
     assert "exported 9 bundle versions" in result.output
     bagit.Bag(str(tmp_path / "bag")).validate()
@@ -99,7 +108,7 @@ def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, c
 def test_a_parquet_dataset_in_a_folder_or_an_s3_prefix(tmp_path, corpus_dir, corpus_keyring, store):
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
-    keyring = reading_keyring(archive)
+    keyring = trusted(archive, corpus_keyring)
     listed = committed_objects(archive, keyring)
     tables = {path for path in listed if path.startswith(f"{layout.TABLES}/")}
     raw = {path for path in listed if path.startswith(f"{layout.RAW}/")}
@@ -115,16 +124,17 @@ def test_a_parquet_dataset_in_a_folder_or_an_s3_prefix(tmp_path, corpus_dir, cor
     assert {s.path for s in store.list()} == tables | raw | {"README.md"}
     write_run(archive, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[12:13])
     with pytest.raises(ExportError, match="holds another export"):
-        export_dataset(archive, reading_keyring(archive), store, with_raw=True)
+        export_dataset(archive, trusted(archive, corpus_keyring), store, with_raw=True)
 
 
 def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, corpus_dir, corpus_keyring):
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
-    result = CliRunner().invoke(main, ["export", str(archive.root), "--format", "parquet", "--to", str(tmp_path / "d")])
+    result = CliRunner().invoke(main, ["export", str(archive.root), "--format", "parquet", "--to", str(tmp_path / "d"),
+                                       "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"])
     assert result.exit_code == 0, result.output
     exported = {s.path for s in LocalStore(tmp_path / "d").list()}
-    assert exported == {p for p in committed_objects(archive, reading_keyring(archive))
+    assert exported == {p for p in committed_objects(archive, trusted(archive, corpus_keyring))
                         if p.startswith(f"{layout.TABLES}/")} | {"README.md"}
     readme = (tmp_path / "d" / "README.md").read_text()
     assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
@@ -133,7 +143,7 @@ def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, 
 def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path, corpus_dir, corpus_keyring):
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
-    keyring = reading_keyring(archive)
+    keyring = trusted(archive, corpus_keyring)
     victim = next(path for path in committed_objects(archive, keyring) if path.startswith(layout.RAW))
     (archive.root / victim).write_bytes(archive.get_bytes(victim).replace(b"pith", b"PITH", 1))
     out = tmp_path / "exports" / "bag"

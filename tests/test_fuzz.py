@@ -202,7 +202,7 @@ def test_memory_stays_within_a_constant_factor_of_the_input(shape):
     probe = subprocess.run([sys.executable, "-c", RSS_PROBE.format(shape=WORST_SHAPES[shape])],
                            capture_output=True, text=True, timeout=120, check=True)
     reason, size, grown = probe.stdout.split()
-    assert reason in ("too_deep", "schema_violation")
+    assert reason in ("too_deep", "schema_violation", "not_compact")
     assert int(grown) <= MEMORY_FACTOR * int(size), f"{shape}: {int(grown) / int(size):.1f} bytes per byte"
 
 

@@ -7,7 +7,7 @@ import stat
 
 from click.testing import CliRunner
 
-from pith.keyring import Keyring, key_from_entry
+from pith.keyring import ARCHIVE, Keyring, key_from_entry
 from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
@@ -24,8 +24,8 @@ def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
     assert signer.key_id == "library-archive-1"
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     document = json.loads(result.stdout)
-    assert document == signer.public_document()
-    assert key_from_entry(document).raw == signer.public_raw
+    assert document == {**signer.public_document(), "role": "archive"}
+    assert key_from_entry(document) == signer.pinned(ARCHIVE)
     assert f"wrote signing key library-archive-1 (fingerprint {signer.fingerprint}) to {out}" in result.stderr
 
 
@@ -55,7 +55,7 @@ def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     [manifest] = committed_manifests(LocalStore(archive), Keyring([signer.pinned()]))
     assert manifest["signature"]["key_id"] == "w1-key"
     published = archive / layout.key_document("w1-key")
-    assert json.loads(published.read_text()) == signer.public_document()
+    assert json.loads(published.read_text()) == signer.archive_key_document()
     assert not (tmp_path / "config" / "pith-archiver" / "signing-key.json").exists()  # no default key was made
     # the published document is all `verify` needs to check the run's attestations
     [feed] = (archive / "attestations").glob("*.jsonl")
@@ -71,7 +71,7 @@ def test_crawl_without_a_key_makes_one_outside_the_archive_and_says_where(tmp_pa
     key_file = tmp_path / "config" / "pith-archiver" / "signing-key.json"
     assert "created the archiver signing key" in result.stderr and str(key_file) in result.stderr
     signer = Signer.load(key_file)
-    assert json.loads((archive / layout.key_document(signer.key_id)).read_text()) == signer.public_document()
+    assert json.loads((archive / layout.key_document(signer.key_id)).read_text()) == signer.archive_key_document()
     assert not any(archive.rglob("signing-key.json"))
     again = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), suffixes[0])
     assert "created the archiver signing key" not in again.stderr  # made once, then reused

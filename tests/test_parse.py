@@ -6,7 +6,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits, parse
+from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits, padded_bound, parse
 from pith.reasons import Rejected
 
 
@@ -85,7 +85,7 @@ def test_depth_limit_is_exact_on_both_paths():
     """Depth counts objects and lists; compact and pretty text of the same document
     must get the same answer at the limit and one past it."""
     for depth in (2, 3, 10, DEFAULT_MAX_DEPTH):
-        limits = Limits(max_depth=depth)
+        limits = Limits(max_depth=depth, compact=False)  # the indented text of deep nesting is mostly padding
         for raw in (nested(depth), json.dumps(json.loads(nested(depth)), indent=1).encode()):
             assert parse(raw, limits).data == json.loads(raw)
         for raw in (nested(depth + 1), json.dumps(json.loads(nested(depth + 1)), indent=1).encode()):
@@ -144,8 +144,18 @@ def test_oversize_uses_the_configured_limit(real_raw):
 
 def test_oversize_default_limit():
     padded = b"[]".ljust(DEFAULT_MAX_BYTES)
-    assert parse(padded).data == []
-    assert rejection(padded + b" ") == ("too_large", "")
+    assert parse(padded, Limits(compact=False)).data == []
+    assert rejection(padded + b" ", Limits(compact=False)) == ("too_large", "")
+    assert rejection(padded) == ("not_compact", "")
+
+
+def test_padding_bound_is_exact(real_raw):
+    """A bundle may exceed its compact encoding by padded_bound's margin, not a byte more."""
+    for raw in real_raw.values():
+        bound = padded_bound(len(raw))
+        at_bound = raw[:1] + b" " * (bound - len(raw)) + raw[1:]
+        assert parse(at_bound).size == bound
+        assert rejection(at_bound[:1] + b" " + at_bound[1:]) == ("not_compact", "")
 
 
 @pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 10**100, -(10**300)])
@@ -177,7 +187,7 @@ def test_other_layouts_take_the_reference_path_and_read_the_same(real_raw, real_
         raw = json.dumps(doc, **layout).encode()
         if raw == real_raw[suffix]:
             continue                        # ensure_ascii on an ASCII bundle: the same bytes
-        document = parse(raw)
+        document = parse(raw, Limits(compact=False))
         assert document.data == doc
         assert document.exact is False
 

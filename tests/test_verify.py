@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mirror.record import compact_json
-from mirror.tamper import ADVERTISED, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
-from pith.keyring import Keyring
+from mirror.tamper import ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
+from pith.keyring import ARCHIVE, REGISTRY, Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
 from pith.verify import verify_bundle
@@ -23,8 +23,8 @@ DOCS = Path(__file__).parents[1] / "docs" / "VERIFICATION.md"
 
 @pytest.fixture(scope="module")
 def ring(registry_keyring, test_signer) -> Keyring:
-    """The registry key and the test key that re-signs tampered bundles."""
-    return Keyring([*registry_keyring, test_signer.pinned()])
+    """The registry key, the test key that re-signs tampered bundles, and an archive key."""
+    return Keyring([*registry_keyring, test_signer.pinned(REGISTRY), ARCHIVER.pinned(ARCHIVE)])
 
 
 def write_keyring(path: Path, *entries: dict) -> Path:
@@ -77,11 +77,12 @@ def test_each_mutation_draws_exactly_its_reason_and_path(real_raw, ring, test_si
     assert not verdict.ok
 
 
-def test_resigning_alone_leaves_a_valid_bundle(real_docs, test_signer, test_keyring):
+def test_resigning_alone_leaves_a_valid_bundle(real_docs, test_signer):
     """The re-signing that carries a mutation to a deeper check is sound on its own, so
     in a re-signed mutation the change is the only thing wrong."""
     for doc in real_docs.values():
-        assert verify_bundle(compact_json(wholly_resigned(doc, test_signer)), test_keyring).ok
+        resigned = compact_json(wholly_resigned(doc, test_signer))
+        assert verify_bundle(resigned, Keyring([test_signer.pinned(REGISTRY)])).ok
 
 
 def test_resigning_mutations_need_a_signer(real_raw):
@@ -101,11 +102,14 @@ def test_wholly_resigned_by_an_advertised_key_is_unknown_key(real_docs, registry
         assert (verdict.reason, verdict.path) == ("unknown_key", "events[0].payload.receipt.key_id")
 
 
-def test_pinning_the_same_key_makes_it_verify(real_docs, test_signer, registry_keyring, test_keyring):
-    """Trust follows the keyring: one bundle, two keyrings, two verdicts."""
+def test_pinning_the_same_key_makes_it_verify(real_docs, test_signer, registry_keyring):
+    """Trust follows the keyring: one bundle, three keyrings, three verdicts; pinned
+    with the archive role, a key may not sign registry records."""
     raw = compact_json(wholly_resigned(next(iter(real_docs.values())), test_signer))
-    assert verify_bundle(raw, test_keyring).ok
+    assert verify_bundle(raw, Keyring([test_signer.pinned(REGISTRY)])).ok
     assert verify_bundle(raw, registry_keyring).reason == "unknown_key"
+    verdict = verify_bundle(raw, Keyring([test_signer.pinned(ARCHIVE)]))
+    assert (verdict.reason, verdict.path) == ("wrong_key_role", "events[0].payload.receipt.key_id")
 
 
 @pytest.mark.parametrize("name, block", [("receipt_signed_by_impostor", "events[0].payload.receipt"),
@@ -158,6 +162,9 @@ def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
     assert verify_cli("--keyring", str(first), "--keyring", str(second), *bundles).exit_code == 0
 
 
+REGISTRY_DOCUMENT = Keyring.default().get("pith-v1-2026-05").document()
+
+
 def _wrong_fingerprint(entry):
     return {**entry, "fingerprint_sha256_hex": "0" * 32}
 
@@ -168,6 +175,8 @@ def _wrong_fingerprint(entry):
     (lambda s: {"keys": [{**s.public_document(), "algorithm": "rsa"}]}, "not ed25519"),
     (lambda s: {"keys": [{**s.public_document(), "public_key_b64": "AAAA"}]}, "32 bytes"),
     (lambda s: {"keys": [{**ADVERTISED.public_document(), "key_id": "pith-v1-2026-05"}]}, "pinned twice"),
+    (lambda s: {"keys": [{**s.public_document(), "role": "admin"}]}, "role 'admin' is not one of registry, archive"),
+    (lambda s: {"keys": [REGISTRY_DOCUMENT, {**REGISTRY_DOCUMENT, "role": "archive"}]}, "a key has one role"),
     (lambda s: {"keys": s.public_document()}, "expected"),
     (lambda s: [s.public_document()], "expected"),
 ])
@@ -178,6 +187,15 @@ def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, messa
     assert result.exit_code == 2
     assert message in result.stderr
     assert "VERIFIED" not in result.stdout
+
+
+def test_a_keyring_files_entries_are_registry_keys_unless_it_is_given_for_archive_keys(tmp_path, test_signer):
+    keys = write_keyring(tmp_path / "workers.json", test_signer.public_document())
+    assert Keyring.build([keys], default_keys=False).get(test_signer.key_id).role == REGISTRY
+    assert Keyring.build([keys], default_keys=False, role=ARCHIVE).get(test_signer.key_id).role == ARCHIVE
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(test_signer.public_document()))  # a key document as archives published it
+    assert Keyring.build([single], default_keys=False).get(test_signer.key_id).role == ARCHIVE
 
 
 def test_keyring_that_is_not_json_is_a_usage_error(tmp_path):

@@ -87,7 +87,7 @@ class PithSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
+        spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.fetch_state = crawler.settings.getbool("PITH_FETCH_STATE", True)
         try:
             spider.frontier = Frontier.from_crawler(crawler)
@@ -320,7 +320,8 @@ class PithSpider(scrapy.Spider):
         # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
         too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
         reason = "too_large" if too_large else "fetch_failed"
-        detail = f"body larger than the {self.limits.max_bytes}-byte limit" if too_large else _describe(failure)
+        limit = self.settings.getint("DOWNLOAD_MAXSIZE")
+        detail = f"body larger than the {limit}-byte limit" if too_large else _describe(failure)
         self._stat(f"bundle_failures/{reason}")
         yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
                                reason=reason, detail=detail)

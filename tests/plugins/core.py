@@ -16,6 +16,14 @@ def real_bundle_paths() -> list[Path]:
     return sorted(FIXTURES.glob("*.bundle.json"))
 
 
+@pytest.fixture(autouse=True)
+def own_config_folder(tmp_path, monkeypatch):
+    """Each test is its own machine: the archiver key commands trust by default is the
+    one under tmp_path/config (where run_cli_crawl's crawls make theirs), never the
+    user's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
 @pytest.fixture(scope="session")
 def real_raw() -> dict[str, bytes]:
     """The exact bytes of each real registry bundle, by 26-character suffix."""
