@@ -60,7 +60,7 @@ def bench(records: int, workdir: Path, s3_endpoint: str | None) -> dict:
         common = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
                   "--keyring", str(corpus / "keyring.json"), *sets, "-s", "PITH_CONDITIONAL_REQUESTS=false"]
         results = {"records": len(suffixes)}
-        for label, extra in (("bundles", ["--no-follow", "--seeds-file", str(seeds), "-s", "PITH_FETCH_STATE=false"]),
+        for label, extra in (("bundles", ["--no-follow", "--seeds-file", str(seeds)]),
                              ("full", [suffixes[0]])):
             out = workdir / f"archive-{label}-{records}"
             shutil.rmtree(out, ignore_errors=True)

@@ -20,6 +20,17 @@ def _setting_pairs(values):
     return pairs
 
 
+def _share(text: str) -> float:
+    """``N%`` (or a bare N) as a share between 0 and 1."""
+    try:
+        percent = float(text.strip().removesuffix("%"))
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise click.BadParameter(f"{text!r} is not a percentage from 0% to 100%", param_hint="--check-state-sample")
+    return percent / 100
+
+
 @click.command()
 @click.argument("seeds", nargs=-1)
 @click.option("--seeds-file", type=click.Path(exists=True, dir_okay=False),
@@ -37,6 +48,10 @@ def _setting_pairs(values):
 @click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
 @click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
+@click.option("--check-state", is_flag=True,
+              help="Also fetch every record's state.json and compare it with the state signed in its bundle.")
+@click.option("--check-state-sample", metavar="N%", default=None,
+              help="As --check-state, for N% of the records only (the same ones on every run).")
 @click.option("--jobdir", type=click.Path(file_okay=False), help="Keep crawl state here to resume after Ctrl-C.")
 @click.option("--frontier", metavar="URL", help="Share the crawl with other workers through this Redis "
               "(redis://host:port/db); resumable there, so not with --jobdir.")
@@ -51,7 +66,7 @@ def _setting_pairs(values):
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
-          max_records, max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
+          max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
           commit_every, stats_json, settings):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
@@ -72,6 +87,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
                  "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
                  "PITH_DEFAULT_KEYS": not no_default_keys,
                  "PITH_PROGRESS": progress, "PITH_SIGNING_KEY": signing_key, "PITH_STATE_DIR": default_state_dir(archive, jobdir)}
+    if check_state or check_state_sample is not None:
+        overrides["PITH_CHECK_STATE"] = 1.0 if check_state else _share(check_state_sample)
     if jobdir:
         overrides["JOBDIR"] = jobdir
     if frontier:
@@ -109,7 +126,8 @@ def report(stats: dict, archive: str) -> int:
     get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
     click.echo(f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
                f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
-               f"archived {get('archived')} new, state mismatches {get('state_mismatch')}")
+               f"archived {get('archived')} new, state mismatches {get('state_mismatch')}, "
+               f"requests per record {get('requests_per_record')}")
     rejected = {k.split("/", 2)[2]: v for k, v in stats.items() if k.startswith("pith/rejected/")}
     if rejected:
         click.echo("rejections: " + ", ".join(f"{reason} {count}" for reason, count in sorted(rejected.items())))

@@ -1,10 +1,16 @@
 """The ``pith`` spider: from seeds, walk a resolver's links to every reachable bundle.
 
 Per record it fetches the bundle (the payload, handed to the pipelines with its exact
-bytes), the state document (compared with the bundle's state) and, when following
-links, the record page (whose "cites" and "cited by" links lead to other records).
+bytes) and reads every record it names (graph references, citations, links). The
+record page, whose "cited by" links name records the bundle may not, is fetched only
+when following links, with no sitemap seed (a sitemap lists every record already),
+and when the bundle does not itself name every record citing it. The state document
+is fetched only for the share of records PITH_CHECK_STATE asks (it is signed inside
+the bundle already). A URL template that the resolver redirects is learnt from the
+first redirect, so later URLs are built final and cost no redirect hop.
 """
 
+import hashlib
 import logging
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
@@ -14,12 +20,14 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigur
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
+from pith.graph import names_every_citer
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
-from ..frontier import BUNDLE, CLAIMED, FULL, PAGE, SEEN, Frontier, record_task
+from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
-from ..links import Resolver, base_of, mirror_bases, port_of, sitemap_locations, suffixes_in
+from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
+from ..seen import SeenStore
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
 
 logger = logging.getLogger(__name__)
@@ -45,10 +53,17 @@ def _as_bool(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
+def in_sample(suffix: str, share: float) -> bool:
+    """Whether a record is in a ``share`` (0 to 1) of all records: the same records on
+    every run, spread evenly over the suffixes."""
+    return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2 ** 32
+
+
 class PithSpider(scrapy.Spider):
     name = "pith"
     custom_settings = {}
     frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
+    seen: SeenStore | None = None     # the records taken, when no frontier does it
 
     def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
                  follow=True, mirrors=None, allow_hosts=None, **kwargs):
@@ -68,7 +83,8 @@ class PithSpider(scrapy.Spider):
         self.allow_hosts = set(_as_list(allow_hosts))
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
-        self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
+        # record pages add the records citing one; a sitemap names every record already
+        self.pages = self.follow and not any(seed.kind == "sitemap" for seed in self.seeds)
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -83,38 +99,34 @@ class PithSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
-        spider.fetch_state = crawler.settings.getbool("PITH_FETCH_STATE", True)
+        spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE", 0.0)
         try:
             spider.frontier = Frontier.from_crawler(crawler)
         except NotConfigured:
-            pass
+            spider.seen = SeenStore.from_crawler(crawler)
         return spider
 
     # --- bookkeeping -------------------------------------------------------------
-    @property
-    def seen(self) -> dict:
-        """Suffix -> depth of every record scheduled so far (survives --jobdir resumes)."""
-        return self.state.setdefault("seen", {})
-
-    def claim(self, suffixes, depth: int, page: bool) -> list[tuple[str, str]]:
+    def claim(self, suffixes, depth: int) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each record named: CLAIMED when this worker is the
         first to take it (across all workers of a frontier), SEEN when it was taken
-        before, FULL past --max-records."""
+        before, FULL past --max-records. A record is one task, its bundle's: the page
+        and state requests that may follow it continue that task."""
         if self.frontier is not None:
-            return self.frontier.claim(suffixes, depth, page, self.max_records)
-        verdicts = []
-        for suffix in dict.fromkeys(suffixes):
-            if suffix in self.seen:
-                verdicts.append((suffix, SEEN))
-            elif self.max_records and len(self.seen) >= self.max_records:
-                verdicts.append((suffix, FULL))
-            else:
-                self.seen[suffix] = depth
-                verdicts.append((suffix, CLAIMED))
-        return verdicts
+            return self.frontier.claim(suffixes, depth, False, self.max_records)
+        return self.seen.claim(suffixes, depth, self.max_records)
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(f"pith/{key}", count)
+
+    def closed(self, reason):
+        """Requests per record whose bundle was fetched or found unchanged: the cost of
+        the crawl to the resolver (robots.txt, sitemaps, pages, retries, redirects)."""
+        stats = self.crawler.stats
+        records = stats.get_value("pith/bundles_fetched", 0) + stats.get_value("pith/not_modified", 0)
+        if records:
+            stats.set_value("pith/requests_per_record",
+                            round(stats.get_value("downloader/request_count", 0) / records, 3))
 
     # --- start -------------------------------------------------------------------
     async def start(self):
@@ -154,25 +166,28 @@ class PithSpider(scrapy.Spider):
     # --- records -------------------------------------------------------------------
     def record_requests(self, suffixes, depth: int):
         """Requests for the records named, except those seen before or beyond a bound."""
-        page = self.follow and (self.max_depth < 0 or depth < self.max_depth)
-        for suffix, verdict in self.claim(suffixes, depth, page):
+        for suffix, verdict in self.claim(suffixes, depth):
             if verdict == FULL:
                 self._stat("records_skipped_max_records")
             if verdict == CLAIMED:
                 self._stat("records_found")
                 yield self.bundle_request(self.resolver.base, suffix, depth)
-                if page:
-                    yield self.page_request(suffix, depth)
 
     def record_task_request(self, kind: str, suffix: str, depth: int):
-        """The request of a record task again, for a worker taking over a dead one's."""
-        return self.bundle_request(self.resolver.base, suffix, depth) if kind == BUNDLE \
-            else self.page_request(suffix, depth)
+        """The request of a record task again, for a worker taking over a dead one's: a
+        record's work starts from its bundle, whatever part of it the task named."""
+        return self.bundle_request(self.resolver.base, suffix, depth)
 
-    def page_request(self, suffix: str, depth: int):
+    def page_wanted(self, depth: int, bundle=None) -> bool:
+        """Whether a record's page could name records its bundle does not (the bundle
+        is None when it was not read: unchanged, unfetchable or unparseable)."""
+        return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
+
+    def page_request(self, suffix: str, depth: int, task: str):
+        self._stat("pages_requested")
         return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
                               priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
-                              meta={"pith_depth": depth, "pith_task": record_task(PAGE, suffix)})
+                              meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"})
 
     def sitemap_request(self, url: str):
         return scrapy.Request(url, callback=self.parse_sitemap, priority=PRIORITY["sitemap"],
@@ -191,14 +206,32 @@ class PithSpider(scrapy.Spider):
                               errback=self.bundle_failed, priority=PRIORITY["bundle"], dont_filter=True,
                               meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
                                     "pith_tried": [*tried, base], "handle_httpstatus_list": [304],
-                                    "pith_task": record_task(BUNDLE, suffix)})
+                                    "pith_task": record_task(BUNDLE, suffix), "pith_template": "bundle_url"})
+
+    def learn_redirect(self, response, suffix: str) -> None:
+        """A URL this spider built from a template was redirected: build the final one
+        directly from now on (a static file server redirects ``/pith/<ID>`` to
+        ``/pith/<ID>/``, for instance), so the hop is paid once, not per record."""
+        kind = response.meta.get("pith_template")
+        first = (response.meta.get("redirect_urls") or [None])[0]
+        if kind is None or first is None or base_of(first) != self.resolver.base \
+                or first != self.resolver.url(kind, suffix):
+            return
+        template = learnt_template(response.url, self.resolver.base, suffix)
+        if template is not None and template != dict(self.resolver.templates)[kind]:
+            self.resolver = self.resolver.with_template(kind, template)
+            self._stat("redirects_learnt")
+            logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
     # --- callbacks -----------------------------------------------------------------
     def parse_bundle(self, response):
         meta = response.meta
         suffix, depth = meta["pith_suffix"], meta["pith_depth"]
+        self.learn_redirect(response, suffix)
         if response.status == 304:
             self._stat("not_modified")
+            if self.page_wanted(depth):  # the links are in the body we did not get again
+                yield self.page_request(suffix, depth, meta["pith_task"])
             return
         self._stat("bundles_fetched")
         item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=suffix, depth=depth)
@@ -207,18 +240,22 @@ class PithSpider(scrapy.Spider):
         except Rejected as rejected:
             item.parse_error = (rejected.reason, rejected.path, rejected.detail)
             yield item
+            if self.page_wanted(depth):
+                yield self.page_request(suffix, depth, meta["pith_task"])
             return
         yield item
         bundle = item.document.data
         state = bundle.get("state") if isinstance(bundle, dict) else None
-        if isinstance(state, dict) and self.fetch_state:
+        if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
                 Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
-                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"],
+                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"], dont_filter=True,
                 meta={"pith_expected_state": canon_sha256(state), "pith_number": bundle.get("pith_number"),
                       "pith_bundle_sha256": sha256_hex(response.body), "pith_conditional": True,
                       "handle_httpstatus_list": [304]})
         yield from self.records_in(response.body, depth + 1)
+        if self.page_wanted(depth, bundle):
+            yield self.page_request(suffix, depth, meta["pith_task"])
 
     def parse_state(self, response):
         meta = response.meta
@@ -251,6 +288,8 @@ class PithSpider(scrapy.Spider):
                 logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
                 return
             yield from self.record_requests([suffix], depth)
+        elif suffix is not None:
+            self.learn_redirect(response, suffix)
         yield from self.records_in(response.body, depth + 1)
 
     def parse_sitemap(self, response):
@@ -283,6 +322,8 @@ class PithSpider(scrapy.Spider):
         self._stat(f"bundle_failures/{reason}")
         yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
                                reason=reason, detail=detail)
+        if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
+            yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"])
 
     def state_failed(self, failure):
         self._stat("state_unavailable")
