@@ -4,6 +4,7 @@ and a conforming Pith mirror of a corpus or an archive, with optional fault inje
 import dataclasses
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
+from mirror.virtual import VirtualCorpus
 from pith.mint import REGISTRY_BASE
 from storage.stores import StorageError
 from .archive_reading import TRUST_HELP, archive_options, is_archive, open_archive
@@ -46,7 +48,11 @@ def generate(records, out, seed, base_url):
 
 
 @click.command(epilog=TRUST_HELP)
-@click.argument("directory")
+@click.argument("directory", required=False)
+@click.option("--virtual", type=click.IntRange(1), metavar="N",
+              help="Serve N records minted on demand from --seed, instead of DIRECTORY (nothing on disk).")
+@click.option("--keyring-out", type=click.Path(dir_okay=False),
+              help="With --virtual: write the keyring that verifies its records here [default: a temporary file].")
 @archive_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
@@ -73,14 +79,16 @@ def generate(records, out, seed, base_url):
 @click.option("--oversize", multiple=True, metavar="SUFFIX", help="Fault: this record's bundle is huge.")
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
-def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name, sitemap_page_size,
-          disallow, cache_size, verbose, **faults):
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and the --virtual corpus.")
+def serve(directory, virtual, keyring_out, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name,
+          sitemap_page_size, disallow, cache_size, verbose, **faults):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
-    the bytes stored (not verified again). Prints the URL it listens on as its first
-    line, then serves until SIGINT or SIGTERM."""
+    the bytes stored (not verified again). Or, with --virtual N, the records
+    `corpus generate --seed S` plans, minted as they are asked for. Prints the URL it
+    listens on as its first line (then the --virtual keyring's path), then serves
+    until SIGINT or SIGTERM."""
     logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)], stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults["error_status"] = int(faults["error_status"])
@@ -88,17 +96,37 @@ def serve(directory, s3_endpoint_url, keyrings, no_archive_keys, host, port, pub
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    source = _source(directory, s3_endpoint_url, keyrings, no_archive_keys)
+    source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory) if virtual else \
+        (_source(directory, s3_endpoint_url, keyrings, no_archive_keys), None)
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
     server = MirrorServer(source, host, port, public_url, options, plan, log_size=0)
-    serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request
+    def ready(url):  # click.echo flushes: the URL is out before any request
+        click.echo(url)
+        if keyring_path:
+            click.echo(f"keyring {keyring_path}")
+    serve_until_signalled(server, ready)
+
+
+def _virtual(records: int, seed: int, keyring_out, directory):
+    if directory:
+        raise click.UsageError("give DIRECTORY or --virtual N, not both")
+    """The --virtual corpus, and where its keyring was written."""
+    source = VirtualCorpus(records, seed)
+    path = keyring_out or str(Path(tempfile.gettempdir()) / f"pith-virtual-{records}-{seed}.keyring.json")
+    try:
+        source.write_keyring(path)
+    except OSError as exc:
+        raise click.UsageError(f"--keyring-out {path}: {exc.strerror}") from None
+    return source, path
 
 
 def _source(directory, s3_endpoint_url, keyrings, no_archive_keys):
     """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
+    if not directory:
+        raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")
     if not is_archive(directory):
         if not Path(directory).is_dir():
             raise click.UsageError(f"{directory}: neither a folder nor s3://bucket/prefix")
