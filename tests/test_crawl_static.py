@@ -16,7 +16,7 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
     assert result.stat("verified") == 3
     assert result.stat("rejected") == 0
     # real bundles do not name who cites them: each record's page is read, its state is not
-    assert result.stat("pages_requested") == 3
+    assert result.stat("pages_fetched") == 3
     assert result.stats.get("downloader/request_count") == 1 + 1 + 3 + 3 + 1  # robots, manifest, ..., one hop
     # a static server redirects /pith/<ID> to /pith/<ID>/: learnt once, then built final
     assert result.stat("redirects_learnt") == 1

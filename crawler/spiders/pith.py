@@ -184,7 +184,6 @@ class PithSpider(scrapy.Spider):
         return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
 
     def page_request(self, suffix: str, depth: int, task: str):
-        self._stat("pages_requested")
         return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
                               priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
                               meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"})
@@ -288,8 +287,10 @@ class PithSpider(scrapy.Spider):
                 logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
                 return
             yield from self.record_requests([suffix], depth)
-        elif suffix is not None:
-            self.learn_redirect(response, suffix)
+        else:
+            self._stat("pages_fetched")
+            if suffix is not None:
+                self.learn_redirect(response, suffix)
         yield from self.records_in(response.body, depth + 1)
 
     def parse_sitemap(self, response):
