@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
@@ -64,6 +65,7 @@ class PithSpider(scrapy.Spider):
     custom_settings = {}
     frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
     seen: SeenStore | None = None     # the records taken, when no frontier does it
+    records_open = 0                  # records whose bundle request is under way (with a SeenStore)
 
     def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
                  follow=True, mirrors=None, allow_hosts=None, **kwargs):
@@ -100,10 +102,12 @@ class PithSpider(scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits(max_bytes=crawler.settings.getint("DOWNLOAD_MAXSIZE") or Limits().max_bytes)
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE", 0.0)
+        spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED", 1000)
         try:
             spider.frontier = Frontier.from_crawler(crawler)
         except NotConfigured:
             spider.seen = SeenStore.from_crawler(crawler)
+            crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
 
     # --- bookkeeping -------------------------------------------------------------
@@ -171,7 +175,33 @@ class PithSpider(scrapy.Spider):
                 self._stat("records_skipped_max_records")
             if verdict == CLAIMED:
                 self._stat("records_found")
+                if self.frontier is not None:  # the frontier's queue is in Redis
+                    yield self.bundle_request(self.resolver.base, suffix, depth)
+        yield from self.feed()
+
+    def feed(self):
+        """Bundle requests for records the SeenStore holds waiting, while fewer than
+        PITH_RECORDS_QUEUED are under way: the rest wait on disk, not in memory."""
+        room = self.records_queued - self.records_open if self.seen is not None else 0
+        if room > 0:
+            for suffix, depth in self.seen.take(room):
+                self.records_open += 1
                 yield self.bundle_request(self.resolver.base, suffix, depth)
+
+    def record_done(self):
+        """A record's bundle request ended (fetched, unchanged or failed for good)."""
+        self.records_open = max(0, self.records_open - 1)
+        yield from self.feed()
+
+    def idle(self):
+        """Nothing under way: records still waiting (found by a page after the last
+        bundle ended) are requested now, and the crawl is not over."""
+        self.records_open = 0
+        requests = list(self.feed())
+        for request in requests:
+            self.crawler.engine.crawl(request)
+        if requests:
+            raise DontCloseSpider
 
     def record_task_request(self, kind: str, suffix: str, depth: int):
         """The request of a record task again, for a worker taking over a dead one's: a
@@ -227,6 +257,7 @@ class PithSpider(scrapy.Spider):
         meta = response.meta
         suffix, depth = meta["pith_suffix"], meta["pith_depth"]
         self.learn_redirect(response, suffix)
+        yield from self.record_done()
         if response.status == 304:
             self._stat("not_modified")
             if self.page_wanted(depth):  # the links are in the body we did not get again
@@ -309,6 +340,7 @@ class PithSpider(scrapy.Spider):
         meta = request.meta
         if _forbidden_by_robots(failure):  # a policy, not a failure
             self._stat("robots_forbidden")
+            yield from self.record_done()
             return
         remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
         if remaining:
@@ -321,6 +353,7 @@ class PithSpider(scrapy.Spider):
         reason = "too_large" if too_large else "fetch_failed"
         detail = f"body larger than the {self.limits.max_bytes}-byte limit" if too_large else _describe(failure)
         self._stat(f"bundle_failures/{reason}")
+        yield from self.record_done()
         yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
                                reason=reason, detail=detail)
         if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
