@@ -9,9 +9,10 @@ Two mirrors, each in its own process (the machine has 2 cores: one serves, one c
 ``static``, ``python -m http.server`` over the corpus laid out as plain files
 (bench/static_site.py: no gzip, no caching, a redirect per directory URL), and
 ``serve``, the project's mirror. Both crawlers use the same Scrapy settings (AutoThrottle
-off, same concurrency, robots.txt on). Ours runs twice: ``bundles`` fetches exactly the
-plain spider's URLs (seeds file, ``--no-follow``), ``full`` is the real job from one
-seed (links followed, record pages where the bundle does not name its citing records).
+off, same concurrency, robots.txt on). Ours runs three times: ``bundles`` fetches exactly
+the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
+from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
+pages where the bundle does not name its citing records).
 ``--virtual N`` crawls ``serve --virtual N`` from one seed instead, for memory at scale.
 """
 
@@ -53,7 +54,8 @@ def free_port() -> int:
 
 
 def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple[subprocess.Popen, str, Path]:
-    """A mirror process: its URL and the keyring that verifies what it serves."""
+    """A mirror process: its URL and the keyring that verifies what it serves (with
+    ``virtual``, ``site`` is where ``serve --virtual`` writes that keyring)."""
     if kind == "static":
         port = free_port()
         server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory",
@@ -105,12 +107,13 @@ def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: d
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
     for kind in servers:
         server, url, keyring = start_server(kind, corpus, site)
-        runs = {"plain": [], "bundles": [], "full": []}
+        runs = {"plain": [], "bundles": [], "sitemap": [], "full": []}
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
                 runs["plain"].append(plain(url, suffixes, workdir))
                 runs["bundles"].append(ours(url, keyring, workdir, "bundles",
                                             ["--no-follow", "--seeds-file", str(seeds)], env))
+                runs["sitemap"].append(ours(url, keyring, workdir, "sitemap", ["sitemap"], env))
                 runs["full"].append(ours(url, keyring, workdir, "full", [suffixes[0]], env))
         finally:
             server.terminate()
@@ -132,8 +135,7 @@ def report(kind: str, n: int, runs: dict) -> None:
 def scale(records: int, workdir: Path, env: dict) -> None:
     """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
     from mirror.virtual import VirtualCatalog
-    keyring = workdir / f"virtual-{records}.keyring.json"
-    server, url, keyring = start_server("serve", workdir, keyring, virtual=records)
+    server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
     try:
         seed = VirtualCatalog(11, 1).suffixes[0]
         m = ours(url, keyring, workdir, f"virtual-{records}", [seed], env)

@@ -27,7 +27,8 @@ def test_the_graph_is_symmetric_and_one_record_reaches_all(corpus):
         assert all(i in catalog.cites_of(j) for j in catalog.citers_of(i))
     reached, todo = {417}, [417]
     while todo:
-        for j in (lambda i: catalog.cites_of(i) + catalog.citers_of(i))(todo.pop()):
+        i = todo.pop()
+        for j in catalog.cites_of(i) + catalog.citers_of(i):
             if j not in reached:
                 reached.add(j)
                 todo.append(j)
