@@ -87,6 +87,7 @@ class PithSpider(scrapy.Spider):
         self.allowed_domains = sorted(h for h in hosts if h)
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not any(seed.kind == "sitemap" for seed in self.seeds)
+        self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
