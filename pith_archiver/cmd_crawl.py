@@ -66,8 +66,8 @@ def _share(text: str) -> float:
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
-          max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
-          commit_every, stats_json, settings):
+          max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors,
+          allow_hosts, progress, signing_key, commit_every, stats_json, settings):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a

@@ -79,7 +79,7 @@ def generate(records, out, seed, base_url):
 @click.option("--oversize", multiple=True, metavar="SUFFIX", help="Fault: this record's bundle is huge.")
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and the --virtual corpus.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
 def serve(directory, virtual, keyring_out, s3_endpoint_url, keyrings, no_archive_keys, host, port, public_url, name,
           sitemap_page_size, disallow, cache_size, verbose, **faults):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
@@ -96,6 +96,8 @@ def serve(directory, virtual, keyring_out, s3_endpoint_url, keyrings, no_archive
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
+    if keyring_out and not virtual:
+        raise click.UsageError("--keyring-out goes with --virtual N")
     source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory) if virtual else \
         (_source(directory, s3_endpoint_url, keyrings, no_archive_keys), None)
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)

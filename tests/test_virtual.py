@@ -5,12 +5,14 @@ import json
 import random
 
 import pytest
+from click.testing import CliRunner
 
 from mirror.virtual import VirtualCorpus
 from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
 from pith.verify import verify_document
+from pith_archiver.cli import main
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
@@ -79,3 +81,14 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     assert sitemap.returncode == 0, sitemap.stderr[-3000:]
     assert (sitemap.stat("verified"), sitemap.stat("archived")) == (1000, 1000)
     assert sitemap.stat("requests_per_record") <= 1.05
+
+
+def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):
+    runner = CliRunner()
+    both = runner.invoke(main, ["serve", str(tmp_path), "--virtual", "10"])
+    assert both.exit_code == 2 and "not both" in both.output
+    alone = runner.invoke(main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
+    assert alone.exit_code == 2 and "--keyring-out goes with --virtual" in alone.output
+    share = runner.invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%",
+                                 "RLLQL6357CWNZYHNBMCYD3UK5B"])
+    assert share.exit_code == 2 and "not a percentage" in share.output
