@@ -1,20 +1,27 @@
-"""Crawl throughput and memory: the whole job (fetch, verify, archive) against a plain
-Scrapy spider that fetches the same bundle URLs and discards them, in the same run,
-from the same mirror process.
+"""Crawl throughput, requests and memory: the whole job (fetch, verify, archive) against a
+plain Scrapy spider that fetches the same bundle URLs and discards them, in the same
+run, from the same mirror process, alternated, medians of the rounds.
 
-    python bench/bench_crawl.py --records 10000 [--records 1000 ...] [--s3]
+    python bench/bench_crawl.py --records 10000 --rounds 3 [--server static --server serve]
+    python bench/bench_crawl.py --virtual 10000 --virtual 100000
 
-The mirror runs in its own process (the machine has 2 cores: one serves, one crawls).
-Both crawlers use the same Scrapy settings (AutoThrottle off, same concurrency) so the
-difference is our per-bundle work. Ours runs twice: ``bundles`` fetches exactly the
-plain spider's URLs (seeds file, no link following, no state.json), ``full`` is the
-real job from one seed (record pages, bundles and state documents, links followed).
+Two mirrors, each in its own process (the machine has 2 cores: one serves, one crawls):
+``static``, ``python -m http.server`` over the corpus laid out as plain files
+(bench/static_site.py: no gzip, no caching, a redirect per directory URL), and
+``serve``, the project's mirror. Both crawlers use the same Scrapy settings (AutoThrottle
+off, same concurrency, robots.txt on). Ours runs three times: ``bundles`` fetches exactly
+the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
+from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
+pages where the bundle does not name its citing records).
+``--virtual N`` crawls ``serve --virtual N`` from one seed instead, for memory at scale.
 """
 
 import argparse
 import json
 import os
 import shutil
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"AUTOTHROTTLE_ENABLED": False, "CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
             "LOG_LEVEL": "WARNING", "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False}
+# the baseline gets the one middleware that only removes Scrapy's charset sniffing of
+# JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
+PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
 
 
 def run(cmd, env=None) -> tuple[float, int]:
@@ -37,63 +47,123 @@ def run(cmd, env=None) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss // 1024
 
 
-def start_mirror(corpus: Path):
-    server = subprocess.Popen([sys.executable, "-m", "pith_archiver", "serve", str(corpus)],
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple[subprocess.Popen, str, Path]:
+    """A mirror process: its URL and the keyring that verifies what it serves (with
+    ``virtual``, ``site`` is where ``serve --virtual`` writes that keyring)."""
+    if kind == "static":
+        port = free_port()
+        server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+                                   str(site), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        return server, f"http://127.0.0.1:{port}", corpus / "keyring.json"
+    args = ["--virtual", str(virtual), "--seed", "11", "--keyring-out", str(site)] if virtual else [str(corpus)]
+    server = subprocess.Popen([sys.executable, "-m", "pith_archiver", "serve", *args],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    return server, server.stdout.readline().strip()
+    url = server.stdout.readline().strip()
+    if virtual:
+        server.stdout.readline()  # the keyring line
+    return server, url, site if virtual else corpus / "keyring.json"
 
 
-def bench(records: int, workdir: Path, s3_endpoint: str | None) -> dict:
-    corpus = workdir / f"corpus-{records}"
+def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict) -> dict:
+    out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
+    shutil.rmtree(out, ignore_errors=True)
+    sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
+    elapsed, rss = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
+                        "--keyring", str(keyring), "--out", str(out), "--stats-json", str(stats), *sets,
+                        "-s", "PITH_CONDITIONAL_REQUESTS=false", *extra], env)
+    values = json.loads(stats.read_text())
+    return {"time": elapsed, "rss": rss, "requests": values["downloader/request_count"],
+            "records": values.get("pith/archived", 0), "per_record": values.get("pith/requests_per_record", 0)}
+
+
+def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
+    urls = workdir / "urls.txt"
+    urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
+    elapsed, rss = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)])
+    return {"time": elapsed, "rss": rss, "requests": len(suffixes) + 1, "records": len(suffixes), "per_record": 0}
+
+
+def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
+    corpus, site = workdir / f"corpus-{records}", workdir / f"site-{records}"
     if not corpus.exists():
         subprocess.run([sys.executable, "-m", "pith_archiver", "corpus", "generate", "--records", str(records),
                         "--out", str(corpus), "--seed", "11"], check=True, cwd=ROOT)
-    suffixes = sorted(p.name.split(".")[0] for p in (corpus / "bundles").glob("*.bundle.json"))
-    server, url = start_mirror(corpus)
+    if not site.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "static_site.py"), str(corpus), str(site)],
+                       check=True, cwd=ROOT)
+    return corpus, site, sorted(p.name.split(".")[0] for p in (corpus / "bundles").glob("*.bundle.json"))
+
+
+def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: dict) -> None:
+    corpus, site, suffixes = corpus_of(records, workdir)
+    seeds = workdir / "seeds.txt"
+    seeds.write_text("".join(f"{s}\n" for s in suffixes))
+    for kind in servers:
+        server, url, keyring = start_server(kind, corpus, site)
+        runs = {"plain": [], "bundles": [], "sitemap": [], "full": []}
+        try:
+            for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
+                runs["plain"].append(plain(url, suffixes, workdir))
+                runs["bundles"].append(ours(url, keyring, workdir, "bundles",
+                                            ["--no-follow", "--seeds-file", str(seeds)], env))
+                runs["sitemap"].append(ours(url, keyring, workdir, "sitemap", ["sitemap"], env))
+                runs["full"].append(ours(url, keyring, workdir, "full", [suffixes[0]], env))
+        finally:
+            server.terminate()
+            server.wait()
+        report(kind, len(suffixes), runs)
+
+
+def report(kind: str, n: int, runs: dict) -> None:
+    med = {label: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
+    base = n / med["plain"]["time"]
+    for label, m in med.items():
+        rate = m["records"] / m["time"]
+        times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
+        print(f"{kind:>7} {n:>7} {label:>8} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
+              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}",
+              flush=True)
+
+
+def scale(records: int, workdir: Path, env: dict) -> None:
+    """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
+    from mirror.virtual import VirtualCatalog
+    server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
     try:
-        urls = workdir / "urls.txt"
-        urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-        seeds = workdir / "seeds.txt"
-        seeds.write_text("".join(f"{s}\n" for s in suffixes))
-        env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
-        sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
-        common = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
-                  "--keyring", str(corpus / "keyring.json"), *sets, "-s", "PITH_CONDITIONAL_REQUESTS=false"]
-        results = {"records": len(suffixes)}
-        for label, extra in (("bundles", ["--no-follow", "--seeds-file", str(seeds), "-s", "PITH_FETCH_STATE=false"]),
-                             ("full", [suffixes[0]])):
-            out = workdir / f"archive-{label}-{records}"
-            shutil.rmtree(out, ignore_errors=True)
-            target = f"s3://bench/{label}-{records}" if s3_endpoint else str(out)
-            s3 = ["--s3-endpoint-url", s3_endpoint] if s3_endpoint else []
-            results[f"ours_{label}"] = run([*common, "--out", target, *s3, *extra], env)
-        # the baseline gets the one middleware that only removes Scrapy's charset sniffing
-        # of JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
-        plain_settings = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
-        results["plain"] = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls),
-                                json.dumps(plain_settings)])
-        return results
+        seed = VirtualCatalog(11, 1).suffixes[0]
+        m = ours(url, keyring, workdir, f"virtual-{records}", [seed], env)
     finally:
         server.terminate()
         server.wait()
+    print(f"virtual {records:>7} {m['records']:>8} archived in {m['time']:.0f} s: {m['records'] / m['time']:.0f} rec/s,"
+          f" {m['per_record']:.3f} requests per record, peak RSS {m['rss']} MiB", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, action="append", help="corpus sizes (default 1000 and 10000)")
+    parser.add_argument("--records", type=int, action="append", default=[], help="corpus sizes to compare on")
+    parser.add_argument("--server", action="append", choices=["static", "serve"], help="default: both")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
-    parser.add_argument("--s3-endpoint-url", default=None, help="archive into s3://bench/ on this endpoint")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"{'records':>8} {'plain b/s':>10} {'ours b/s':>9} {'ratio':>6} {'full rec/s':>10}"
-          f" {'plain MiB':>9} {'ours MiB':>9} {'full MiB':>9}")
-    for records in args.records or [1000, 10000]:
-        r = bench(records, workdir, args.s3_endpoint_url)
-        n = r["records"]
-        plain, ours, full = n / r["plain"][0], n / r["ours_bundles"][0], n / r["ours_full"][0]
-        print(f"{n:>8} {plain:>10.0f} {ours:>9.0f} {ours / plain:>6.2f} {full:>10.0f}"
-              f" {r['plain'][1]:>9} {r['ours_bundles'][1]:>9} {r['ours_full'][1]:>9}", flush=True)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
+    if args.records:
+        print(f"{'server':>7} {'records':>7} {'run':>8} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
+              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5}")
+    for records in args.records:
+        compare(records, args.server or ["static", "serve"], args.rounds, workdir, env)
+    for records in args.virtual:
+        scale(records, workdir, env)
 
 
 if __name__ == "__main__":

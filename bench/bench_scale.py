@@ -2,7 +2,7 @@
 
     python bench/bench_scale.py --records 1000 --records 10000 [--workers 1 --workers 2] [--s3]
 
-For each corpus size, the whole job (record pages, bundles, state documents, links
+For each corpus size, the whole job (bundles, record pages where they add records, links
 followed from one seed, verified and archived) runs as: one process with no frontier,
 then 1, 2, ... workers sharing a frontier in a fresh redis-server, all writing into
 one archive (a local folder, and with --s3 a bucket on a moto server too). The mirror,

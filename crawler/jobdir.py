@@ -22,10 +22,12 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.job import job_dir
 
+from .seen import FILE_NAME as SEEN_FILE
+
 logger = logging.getLogger(__name__)
 
 MARK = "pith-running.lock"
-FRONTIER_FILES = ("requests.queue", "requests.seen", "spider.state")  # Scrapy's; pith-state/ is crash-safe
+FRONTIER_FILES = ("requests.queue", "requests.seen", "spider.state", SEEN_FILE)  # pith-state/ is crash-safe
 
 
 class JobdirInUse(RuntimeError):

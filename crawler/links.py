@@ -72,6 +72,19 @@ class Resolver:
                 templates[kind] = path
         return Resolver(self.base, tuple(templates.items()))
 
+    def with_template(self, kind: str, template: str) -> "Resolver":
+        return Resolver(self.base, tuple({**dict(self.templates), kind: template}.items()))
+
+
+def learnt_template(url: str, base: str, suffix: str) -> str | None:
+    """The path template of ``url``, a redirect's target for the record ``suffix``: its
+    path with the suffix as ``{suffix}``; None when it is not on ``base`` or does not
+    name the suffix exactly once."""
+    parts = urlsplit(url)
+    if base_of(url) != base or parts.path.count(suffix) != 1:
+        return None
+    return parts.path.replace(suffix, "{suffix}") + (f"?{parts.query}" if parts.query else "")
+
 
 def mirror_bases(manifest: dict) -> list[str]:
     """Base URLs of every mirror a manifest lists (fallback candidates)."""

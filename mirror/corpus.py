@@ -122,15 +122,20 @@ def canonical_record(paper: Paper, version: int) -> dict:
 
 def plan_records(seed: int, records: int) -> list[Planned]:
     """The corpus's records in order: each paper's versions one after another."""
-    plan, paper_index = [], 0
-    while len(plan) < records:
+    return list(planned_records(seed, records))
+
+
+def planned_records(seed: int, records: int):
+    """``plan_records`` one record at a time."""
+    planned, paper_index = 0, 0
+    while planned < records:
         paper, versions = paper_for(seed, paper_index)
-        for version in range(1, min(versions, records - len(plan)) + 1):
+        for version in range(1, min(versions, records - planned) + 1):
             record = canonical_record(paper, version)
             number = pith_number(canon_sha256(record), paper.submitted_at)
-            plan.append(Planned(number, paper.title, paper.arxiv_id, paper_index, version))
+            planned += 1
+            yield Planned(number, paper.title, paper.arxiv_id, paper_index, version)
         paper_index += 1
-    return plan
 
 
 def citation_graph(rng: random.Random, minted: int, real: int) -> list[list[int]]:

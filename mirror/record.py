@@ -5,19 +5,12 @@ a page is still served for a record whose snapshot is missing, it just says less
 import json
 from dataclasses import dataclass
 
+from pith.graph import latest_snapshot
+
 
 def compact_json(doc) -> bytes:
     """``doc`` as the registry serves its documents: compact, keys in their own order, UTF-8."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def latest_snapshot(bundle: dict) -> dict:
-    """The ``graph_snapshot`` object of the bundle's last graph_snapshot event ({} if none)."""
-    for event in reversed(bundle.get("events") or []):
-        if isinstance(event, dict) and event.get("event_type") == "graph_snapshot":
-            snapshot = (event.get("payload") or {}).get("graph_snapshot")
-            return snapshot if isinstance(snapshot, dict) else {}
-    return {}
 
 
 @dataclass(frozen=True)

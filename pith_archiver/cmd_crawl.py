@@ -26,6 +26,17 @@ def _setting_pairs(values):
     return pairs
 
 
+def _share(text: str) -> float:
+    """``N%`` (or a bare N) as a share between 0 and 1."""
+    try:
+        percent = float(text.strip().removesuffix("%"))
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise click.BadParameter(f"{text!r} is not a percentage from 0% to 100%", param_hint="--check-state-sample")
+    return percent / 100
+
+
 @click.command(epilog=EXIT_STATUS_HELP)
 @click.argument("seeds", nargs=-1)
 @click.option("--seeds-file", type=click.Path(exists=True, dir_okay=False),
@@ -41,6 +52,10 @@ def _setting_pairs(values):
 @click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
 @click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
+@click.option("--check-state", is_flag=True,
+              help="Also fetch every record's state.json and compare it with the state signed in its bundle.")
+@click.option("--check-state-sample", metavar="N%", default=None,
+              help="As --check-state, for N% of the records only (the same ones on every run).")
 @click.option("--jobdir", type=click.Path(file_okay=False), help="Keep crawl state here to resume after Ctrl-C.")
 @click.option("--frontier", metavar="URL", help="Share the crawl with other workers through this Redis "
               "(redis://host:port/db); resumable there, so not with --jobdir.")
@@ -62,8 +77,8 @@ def _setting_pairs(values):
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 @verbosity_options
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
-          max_records, max_depth, no_follow, jobdir, frontier, worker, mirrors, allow_hosts, progress, signing_key,
-          commit_every, stats_json, settings, max_failures, log_file, verbosity):
+          max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors,
+          allow_hosts, progress, signing_key, commit_every, stats_json, settings, max_failures, log_file, verbosity):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -99,6 +114,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
                  "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
                  "PITH_DEFAULT_KEYS": not no_default_keys, "PITH_SIGNING_KEY": signing_key,
                  "PITH_STATE_DIR": state_dir, **logging_settings(verbosity, progress, log_file, state_dir)}
+    if check_state or check_state_sample is not None:
+        overrides["PITH_CHECK_STATE"] = 1.0 if check_state else _share(check_state_sample)
     if jobdir:
         overrides["JOBDIR"] = jobdir
     if frontier:

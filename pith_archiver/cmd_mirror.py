@@ -3,6 +3,7 @@ and a conforming Pith mirror of a corpus or an archive, with optional fault inje
 
 import dataclasses
 import functools
+import tempfile
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
+from mirror.virtual import VirtualCorpus
 from pith.mint import REGISTRY_BASE
 from storage.stores import StorageError
 from storage.committed import NothingCommitted
@@ -78,7 +80,11 @@ def limit_options(command):
 
 
 @click.command(epilog=TRUST_HELP)
-@click.argument("directory")
+@click.argument("directory", required=False)
+@click.option("--virtual", type=click.IntRange(1), metavar="N",
+              help="Serve N records minted on demand from --seed, instead of DIRECTORY (nothing on disk).")
+@click.option("--keyring-out", type=click.Path(dir_okay=False),
+              help="With --virtual: write the keyring that verifies its records here [default: a temporary file].")
 @trust_options
 @limit_options
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -105,34 +111,58 @@ def limit_options(command):
 @click.option("--oversize", multiple=True, metavar="SUFFIX", help="Fault: this record's bundle is huge.")
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
 @verbosity_options
-def serve(directory, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, host, port,
-          public_url, name, sitemap_page_size, disallow, cache_size, verbosity, limits, **faults):
+def serve(directory, virtual, keyring_out, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
+          host, port, public_url, name, sitemap_page_size, disallow, cache_size, verbosity, limits, **faults):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
     the bytes stored, each verified (under the trusted keys, with their roles) before
-    it is first served. Prints the URL it listens on as its first line, then serves
-    until SIGINT or SIGTERM. -v logs startup, -vv every request. Exit 2 on usage or
-    configuration errors, 4 when the archive cannot be read."""
+    it is first served. Or, with --virtual N, the records `corpus generate --seed S`
+    plans, minted as they are asked for. Prints the URL it listens on as its first line
+    (then the --virtual keyring's path), then serves until SIGINT or SIGTERM. -v logs
+    startup, -vv every request. Exit 2 on usage or configuration errors, 4 when the
+    archive cannot be read."""
     log_to_stderr(verbosity)
     faults["error_status"] = int(faults["error_status"])
     try:
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    source = _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    if keyring_out and not virtual:
+        raise ConfigError("--keyring-out goes with --virtual N")
+    source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory) if virtual else \
+        (_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys), None)
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
     server = MirrorServer(source, host, port, public_url, options, plan, log_size=0, limits=limits)
-    serve_until_signalled(server, click.echo)  # click.echo flushes: the URL is out before any request
+    def ready(url):  # click.echo flushes: the URL is out before any request
+        click.echo(url)
+        if keyring_path:
+            click.echo(f"keyring {keyring_path}")
+    serve_until_signalled(server, ready)
+
+
+def _virtual(records: int, seed: int, keyring_out, directory):
+    """The --virtual corpus, and where its keyring was written."""
+    if directory:
+        raise ConfigError("give DIRECTORY or --virtual N, not both")
+    source = VirtualCorpus(records, seed)
+    path = keyring_out or str(Path(tempfile.gettempdir()) / f"pith-virtual-{records}-{seed}.keyring.json")
+    try:
+        source.write_keyring(path)
+    except OSError as exc:
+        raise ConfigError(f"--keyring-out {path}: {exc.strerror}") from None
+    return source, path
 
 
 def _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys):
     """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
+    if not directory:
+        raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")
     if not is_archive(directory):
         if not Path(directory).is_dir():
             raise ConfigError(f"{directory}: neither a folder nor s3://bucket/prefix")

@@ -177,10 +177,12 @@ class ArchiveWriter:
             self._count(segment, "duplicates" if duplicate else "verified")
             if objection:
                 self._count(segment, "not_append_only")
+            # tracked before the lock is released: a checkpoint taking this segment waits for it
+            stored = _done(None) if duplicate else self._submit(segment, raw_path, raw)
         if objection:
             logger.warning("%s: version %s is not append-only (%s): kept as evidence, not current",
                            number, version, objection)
-        return _done(None) if duplicate else self._submit(segment, raw_path, raw)
+        return stored
 
     def add_rejected(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
         """Quarantine a rejected bundle's bytes with a reason sidecar. The future gives
@@ -197,11 +199,11 @@ class ArchiveWriter:
                 verdict, url=url, raw_sha256=raw_sha256, size=len(raw),
                 raw_path=layout.quarantined(raw_sha256), fetched_at=fetched_at, run_id=segment.run_id))
             self._count(segment, "rejected")
-        if not first:
-            return _done(None)
-        self._submit(segment, layout.quarantine_reason(raw_sha256),
-                     quarantine_reason(verdict, raw_sha256, len(raw)), keep_existing=True)
-        return self._submit(segment, layout.quarantined(raw_sha256), raw)
+            if not first:
+                return _done(None)
+            self._submit(segment, layout.quarantine_reason(raw_sha256),
+                         quarantine_reason(verdict, raw_sha256, len(raw)), keep_existing=True)
+            return self._submit(segment, layout.quarantined(raw_sha256), raw)
 
     def add_failure(self, url: str, reason: str, detail: str, fetched_at: datetime,
                     pith_number: str | None = None, path: str = "") -> None:

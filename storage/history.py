@@ -11,14 +11,17 @@ Readers of the archive apply the same rule (docs/ARCHIVE.md).
 """
 
 import logging
+import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 logger = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ("pith_number", "bundle_sha256", "built_at", "fetched_at", "accepted_as_current")
 EVENT_COLUMNS = ("pith_number", "bundle_sha256", "event_id")
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def event_digest(event_id: str) -> bytes:
@@ -40,12 +43,20 @@ class Version:
 
 
 class History:
-    """Every archived bundle version, and each record's current version with its
-    event ids: about a hundred bytes per version plus 40 per event of current ones."""
+    """Every archived bundle version, and each record's current version with its event
+    ids, in a temporary SQLite database (SQLite removes it when it is closed): its page
+    cache is bounded, so a crawl of the whole registry holds the history on disk, not in
+    memory. Callers serialize their calls (the archive writer's lock)."""
 
     def __init__(self):
-        self._versions: set[bytes] = set()
-        self._current: dict[str, Version] = {}
+        self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
+        self.db.executescript("""
+            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
+            CREATE TABLE versions (bundle BLOB PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
+                                  fresh INTEGER) WITHOUT ROWID;
+            CREATE TABLE events (number TEXT, event BLOB, PRIMARY KEY (number, event)) WITHOUT ROWID;
+        """)
 
     @classmethod
     def from_tables(cls, records, events) -> "History":
@@ -59,44 +70,55 @@ class History:
     def absorb(self, records, events) -> None:
         """Add committed rows (as in ``from_tables``): what other writers committed
         since this history was read."""
-        offered = set()
+        self.db.execute("BEGIN")
         for table in records:
             accepted = (table.column("accepted_as_current").to_pylist() if "accepted_as_current" in table.column_names
                         else [None] * table.num_rows)
             for number, bundle, built, fetched, current in zip(
                     *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted):
-                self._versions.add(bytes.fromhex(bundle))
-                if current is not False and self._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST,
-                                                                        fetched, frozenset())):
-                    offered.add(number)
-        found: dict[str, set[bytes]] = {}
-        for table in events:
+                self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle),))
+                if current is not False:
+                    self._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
+        for table in events:  # the events of the versions just made current (``fresh``)
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
-                version = self._current.get(number) if number in offered else None
-                if version is not None and version.bundle.hex() == bundle:
-                    found.setdefault(number, set()).add(event_digest(event_id))
-        for number, ids in found.items():
-            self._current[number].events = frozenset(ids)
-        logger.info("history: %d bundle versions, %d records", len(self._versions), len(self._current))
+                self.db.execute("INSERT OR IGNORE INTO events SELECT ?, ? WHERE EXISTS "
+                                "(SELECT 1 FROM current WHERE number = ? AND bundle = ? AND fresh)",
+                                (number, event_digest(event_id), number, bytes.fromhex(bundle)))
+        self.db.execute("UPDATE current SET fresh = 0 WHERE fresh")
+        self.db.execute("COMMIT")
+        logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
 
-    def _offer(self, number: str, version: Version) -> bool:
-        known = self._current.get(number)
+    def _count(self, table: str) -> int:
+        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    def _offer(self, number: str, version: Version) -> None:
+        known = self.current(number)
         if known is None or (version.bundle != known.bundle and version.order > known.order):
-            self._current[number] = version
-            return True
-        return False
+            self._store(number, version, fresh=True)
+
+    def _store(self, number: str, version: Version, fresh: bool = False) -> None:
+        self.db.execute("INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?)",
+                        (number, version.bundle, _micros(version.built_at), _micros(version.fetched_at), fresh))
+        self.db.execute("DELETE FROM events WHERE number = ?", (number,))
+        self.db.executemany("INSERT INTO events VALUES (?, ?)", ((number, event) for event in version.events))
 
     def archived(self, bundle_sha256: str) -> bool:
-        return bytes.fromhex(bundle_sha256) in self._versions
+        return self.db.execute("SELECT 1 FROM versions WHERE bundle = ?", (bytes.fromhex(bundle_sha256),)
+                               ).fetchone() is not None
 
     def current(self, pith_number: str) -> Version | None:
-        return self._current.get(pith_number)
+        row = self.db.execute("SELECT bundle, built_at, fetched_at FROM current WHERE number = ?",
+                              (pith_number,)).fetchone()
+        if row is None:
+            return None
+        events = self.db.execute("SELECT event FROM events WHERE number = ?", (pith_number,))
+        return Version(row[0], _from_micros(row[1]), _from_micros(row[2]), frozenset(e for (e,) in events))
 
     def objection(self, pith_number: str, bundle_sha256: str, events: frozenset[bytes],
                   built_at: datetime | None, fetched_at: datetime) -> str | None:
         """Why this version of the record may not be its current one (it is not
         append-only), or None when it may (or already is)."""
-        current = self._current.get(pith_number)
+        current = self.current(pith_number)
         if current is None or current.bundle.hex() == bundle_sha256:
             return None
         missing = len(current.events - events)
@@ -110,7 +132,17 @@ class History:
     def add(self, pith_number: str, bundle_sha256: str, events: frozenset[bytes], built_at: datetime | None,
             fetched_at: datetime, current: bool) -> None:
         """A version archived by this run; ``current`` when it passed ``objection``."""
-        self._versions.add(bytes.fromhex(bundle_sha256))
+        self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
         if current:
-            self._current[pith_number] = Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST,
-                                                 fetched_at, events)
+            self._store(pith_number, Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events))
+
+
+def _micros(when: datetime) -> int:
+    """A time as whole microseconds since the epoch (exact, and ordered as the times)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - _EPOCH) // _MICROSECOND
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)

@@ -15,7 +15,22 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
     assert result.stat("records_found") == len(suffixes) == 3
     assert result.stat("verified") == 3
     assert result.stat("rejected") == 0
+    # real bundles do not name who cites them: each record's page is read, its state is not
+    assert result.stat("pages_fetched") == 3
+    assert result.stats.get("downloader/request_count") == 1 + 1 + 3 + 3 + 1  # robots, manifest, ..., one hop
+    # a static server redirects /pith/<ID> to /pith/<ID>/: learnt once, then built final
+    assert result.stat("redirects_learnt") == 1
+    assert result.stats.get("downloader/response_status_count/301") == 1
+    assert result.stat("requests_per_record") == 3.0
+
+
+def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
+    base, suffixes, root = static_site
+    (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
+    result = crawl(tmp_path, base, "--no-follow", suffixes[0])
+    assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 0
+    assert result.stats.get("downloader/request_count") == 3  # robots, manifest, the bundle
 
 
 def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
@@ -36,6 +51,13 @@ def test_bounds_on_the_walk(tmp_path, static_site):
     assert crawl(tmp_path, base, "--max-depth", "1", suffixes[0]).stat("records_found") == 2
 
 
+def test_records_found_beyond_the_queued_bound_wait_on_disk_and_are_all_crawled(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    result = crawl(tmp_path, base, "-s", "PITH_RECORDS_QUEUED=1", suffixes[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stat("records_found"), result.stat("verified")) == (3, 3)
+
+
 def test_seeds_file_with_comments(tmp_path, static_site):
     base, suffixes, _ = static_site
     seeds = tmp_path / "seeds.txt"
@@ -52,15 +74,19 @@ def test_robots_txt_is_obeyed(tmp_path, static_site):
     assert result.stat("records_found") == 3
     assert result.stat("verified") == 2  # the disallowed record is found but never fetched
     assert result.stat("robots_forbidden") == 1
-    assert result.stats.get("robotstxt/forbidden", 0) >= 2  # its bundle and its page
+    assert result.stats.get("robotstxt/forbidden", 0) == 1  # its bundle; its page is under the same rule
 
 
 def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
-    result = crawl(tmp_path, base, "--no-follow", suffixes[0])
+    result = crawl(tmp_path, base, "--no-follow", "--check-state", suffixes[0])
     assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 1
+    sampled = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "other"), "--no-follow",
+                            "--check-state-sample", "0%", suffixes[0])
+    assert sampled.stat("verified") == 1
+    assert sampled.stats.get("downloader/request_count") == 3  # robots, manifest, the bundle
 
 
 def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):

@@ -21,6 +21,7 @@ from scrapy.utils.misc import load_object
 from crawler import frontier
 from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
                               SigningKeyInUse, connect, frontier_settings)
+from crawler.seen import SeenStore
 from crawler.spiders.pith import PithSpider
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
@@ -42,7 +43,7 @@ def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
     spider = PithSpider(seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1",
                         mirrors=["http://127.0.0.1:2/m"])
     requests = [*spider.seed_requests(), spider.bundle_request(spider.resolver.base, REAL, 3),
-                spider.page_request(REAL, 2), spider.alias_request("RLLQL635", 1),
+                spider.page_request(REAL, 2, frontier.record_task(frontier.BUNDLE, REAL)), spider.alias_request("RLLQL635", 1),
                 spider.sitemap_request("http://127.0.0.1:2/m/sitemap-3.xml")]
     return spider, requests
 
@@ -208,7 +209,9 @@ def test_one_signing_key_serves_one_live_worker(redis_url):
 
 # --- real crawls: two workers, one mirror, one archive ------------------------------------
 
-SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+# few requests in flight per worker: a worker holds the tasks it has queued for download, and
+# with about one request per record a worker holding 32 would leave the other little to take
+SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2", "-s", "CONCURRENT_REQUESTS=4",
             "-s", "PITH_FRONTIER_IDLE_CLOSE=1", "-s", "PITH_FRONTIER_LEASE=2", "-s", "PITH_FRONTIER_POLL=0.1"]
 
 
@@ -248,7 +251,8 @@ def bundles_served(server, name: str) -> int:
 
 def test_two_workers_share_one_crawl_and_archive_every_record_once(tmp_path, corpus_dir, corpus_catalog, mirror,
                                                                    redis_url):
-    server = mirror(faults=FaultPlan(latency_ms=60))
+    # slow answers (a record costs one request) keep the first worker busy while the second starts
+    server = mirror(faults=FaultPlan(latency_ms=180))
     processes = {name: start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("a", "b")}
     stats = {name: finish(process, tmp_path, name) for name, process in processes.items()}
 
@@ -272,7 +276,7 @@ def wait_for(condition, *running: subprocess.Popen, timeout: float = 60):
 def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
     # Slow answers and a head start for the doomed worker: however loaded the machine,
     # it has archived some records and the survivor has started before the kill.
-    server = mirror(faults=FaultPlan(latency_ms=200))
+    server = mirror(faults=FaultPlan(latency_ms=600))
     doomed = start_worker(tmp_path, "doomed", server, corpus_dir, redis_url)
     wait_for(lambda: bundles_served(server, "doomed") >= 5, doomed)
     survivor = start_worker(tmp_path, "survivor", server, corpus_dir, redis_url)
@@ -292,7 +296,7 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_cata
 def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
     """The dead worker's tasks all go back to the queue, those its checkpoints committed
     too: the survivor reads those manifests first, so each record is still listed once."""
-    server = mirror(faults=FaultPlan(latency_ms=200))
+    server = mirror(faults=FaultPlan(latency_ms=600))
     trusted = []  # each worker counts what the other committed (--archive-keyring)
     for name in ("doomed", "survivor"):
         signer = Signer.generate(f"worker-{name}")

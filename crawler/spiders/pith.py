@@ -1,26 +1,35 @@
 """The ``pith`` spider: from seeds, walk a resolver's links to every reachable bundle.
 
 Per record it fetches the bundle (the payload, handed to the pipelines with its exact
-bytes), the state document (compared with the bundle's state) and, when following
-links, the record page (whose "cites" and "cited by" links lead to other records).
+bytes) and reads every record it names (graph references, citations, links). The
+record page, whose "cited by" links name records the bundle may not, is fetched only
+when following links, with no sitemap seed (a sitemap lists every record already),
+and when the bundle does not itself name every record citing it. The state document
+is fetched only for the share of records PITH_CHECK_STATE asks (it is signed inside
+the bundle already). A URL template that the resolver redirects is learnt from the
+first redirect, so later URLs are built final and cost no redirect hop.
 """
 
+import hashlib
 import logging
 from collections import deque
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
+from pith.graph import names_every_citer
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
-from ..frontier import BUNDLE, CLAIMED, FULL, PAGE, SEEN, Frontier, record_task
+from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
-from ..links import Resolver, base_of, mirror_bases, port_of, sitemap_locations, suffixes_in
+from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
+from ..seen import SeenStore
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
 
 logger = logging.getLogger(__name__)
@@ -46,10 +55,18 @@ def _as_bool(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
+def in_sample(suffix: str, share: float) -> bool:
+    """Whether a record is in a ``share`` (0 to 1) of all records: the same records on
+    every run, spread evenly over the suffixes."""
+    return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2 ** 32
+
+
 class PithSpider(scrapy.Spider):
     name = "pith"
     custom_settings = {}
     frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
+    seen: SeenStore | None = None     # the records taken, when no frontier does it
+    records_open = 0                  # records whose bundle request is under way (with a SeenStore)
 
     def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
                  follow=True, mirrors=None, allow_hosts=None, **kwargs):
@@ -69,7 +86,9 @@ class PithSpider(scrapy.Spider):
         self.allow_hosts = set(_as_list(allow_hosts))
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
-        self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
+        # record pages add the records citing one; a sitemap names every record already
+        self.pages = self.follow and not any(seed.kind == "sitemap" for seed in self.seeds)
+        self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -88,35 +107,24 @@ class PithSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
-        spider.fetch_state = crawler.settings.getbool("PITH_FETCH_STATE", True)
+        spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE", 0.0)
+        spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED", 1000)
         try:
             spider.frontier = Frontier.from_crawler(crawler)
         except NotConfigured:
-            pass
+            spider.seen = SeenStore.from_crawler(crawler)
+            crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
 
     # --- bookkeeping -------------------------------------------------------------
-    @property
-    def seen(self) -> dict:
-        """Suffix -> depth of every record scheduled so far (survives --jobdir resumes)."""
-        return self.state.setdefault("seen", {})
-
-    def claim(self, suffixes, depth: int, page: bool) -> list[tuple[str, str]]:
+    def claim(self, suffixes, depth: int) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each record named: CLAIMED when this worker is the
         first to take it (across all workers of a frontier), SEEN when it was taken
-        before, FULL past --max-records."""
+        before, FULL past --max-records. A record is one task, its bundle's: the page
+        and state requests that may follow it continue that task."""
         if self.frontier is not None:
-            return self.frontier.claim(suffixes, depth, page, self.max_records)
-        verdicts = []
-        for suffix in dict.fromkeys(suffixes):
-            if suffix in self.seen:
-                verdicts.append((suffix, SEEN))
-            elif self.max_records and len(self.seen) >= self.max_records:
-                verdicts.append((suffix, FULL))
-            else:
-                self.seen[suffix] = depth
-                verdicts.append((suffix, CLAIMED))
-        return verdicts
+            return self.frontier.claim(suffixes, depth, False, self.max_records)
+        return self.seen.claim(suffixes, depth, self.max_records)
 
     def records_full(self) -> bool:
         """--max-records reached: no record will be claimed any more."""
@@ -126,6 +134,15 @@ class PithSpider(scrapy.Spider):
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(f"pith/{key}", count)
+
+    def closed(self, reason):
+        """Requests per record whose bundle was fetched or found unchanged: the cost of
+        the crawl to the resolver (robots.txt, sitemaps, pages, retries, redirects)."""
+        stats = self.crawler.stats
+        records = stats.get_value("pith/bundles_fetched", 0) + stats.get_value("pith/not_modified", 0)
+        if records:
+            stats.set_value("pith/requests_per_record",
+                            round(stats.get_value("downloader/request_count", 0) / records, 3))
 
     # --- start -------------------------------------------------------------------
     async def start(self):
@@ -162,24 +179,45 @@ class PithSpider(scrapy.Spider):
     # --- records -------------------------------------------------------------------
     def record_requests(self, suffixes, depth: int):
         """Requests for the records named, except those seen before or beyond a bound."""
-        page = self.follow and (self.max_depth < 0 or depth < self.max_depth)
-        for suffix, verdict in self.claim(suffixes, depth, page):
+        for suffix, verdict in self.claim(suffixes, depth):
             if verdict == FULL:
                 self._stat("records_skipped_max_records")
             if verdict == CLAIMED:
                 self._stat("records_found")
+                if self.frontier is not None:  # the frontier's queue is in Redis
+                    yield self.bundle_request(self.resolver.base, suffix, depth)
+        yield from self.feed()
+
+    def feed(self):
+        """Bundle requests for records the SeenStore holds waiting, while fewer than
+        PITH_RECORDS_QUEUED are under way: the rest wait on disk, not in memory."""
+        room = self.records_queued - self.records_open if self.seen is not None else 0
+        if room > 0:
+            for suffix, depth in self.seen.take(room):
+                self.records_open += 1
                 yield self.bundle_request(self.resolver.base, suffix, depth)
-                if page:
-                    yield self.page_request(suffix, depth)
+
+    def record_done(self):
+        """A record's bundle request ended (fetched, unchanged or failed for good)."""
+        self.records_open = max(0, self.records_open - 1)
+        yield from self.feed()
+
+    def idle(self):
+        """Nothing under way: records still waiting (found by a page after the last
+        bundle ended) are requested now, and the crawl is not over."""
+        self.records_open = 0
+        requests = list(self.feed())
+        for request in requests:
+            self.crawler.engine.crawl(request)
+        if requests:
+            raise DontCloseSpider
 
     def task_request(self, task: dict):
         """This worker's own request for a task of a shared frontier (``crawler.frontier.KINDS``,
         checked): a task names what to fetch, the builders here say how."""
         kind = task["kind"]
-        if kind == "bundle":
+        if kind in ("bundle", "page"):  # a record's work starts from its bundle, whatever part the task named
             return self.bundle_request(self.resolver.base, task["suffix"], task["depth"])
-        if kind == "page":
-            return self.page_request(task["suffix"], task["depth"])
         if kind == "alias":
             return self.alias_request(task["alias"], task["depth"])
         return self.sitemap_request(task["base"] + task["path"])
@@ -189,10 +227,15 @@ class PithSpider(scrapy.Spider):
                               priority=PRIORITY["alias"], errback=self.alias_failed,
                               meta={"pith_depth": depth, "pith_alias": alias, "pith_task": f"alias:{alias}"})
 
-    def page_request(self, suffix: str, depth: int):
+    def page_wanted(self, depth: int, bundle=None) -> bool:
+        """Whether a record's page could name records its bundle does not (the bundle
+        is None when it was not read: unchanged, unfetchable or unparseable)."""
+        return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
+
+    def page_request(self, suffix: str, depth: int, task: str):
         return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
                               priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
-                              meta={"pith_depth": depth, "pith_task": record_task(PAGE, suffix)})
+                              meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"})
 
     def sitemap_request(self, url: str, seed: bool = True):
         """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
@@ -214,14 +257,33 @@ class PithSpider(scrapy.Spider):
                               errback=self.bundle_failed, priority=PRIORITY["bundle"], dont_filter=True,
                               meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
                                     "pith_tried": [*tried, base], "handle_httpstatus_list": [304],
-                                    "pith_task": record_task(BUNDLE, suffix)})
+                                    "pith_task": record_task(BUNDLE, suffix), "pith_template": "bundle_url"})
+
+    def learn_redirect(self, response, suffix: str) -> None:
+        """A URL this spider built from a template was redirected: build the final one
+        directly from now on (a static file server redirects ``/pith/<ID>`` to
+        ``/pith/<ID>/``, for instance), so the hop is paid once, not per record."""
+        kind = response.meta.get("pith_template")
+        first = (response.meta.get("redirect_urls") or [None])[0]
+        if kind is None or first is None or base_of(first) != self.resolver.base \
+                or first != self.resolver.url(kind, suffix):
+            return
+        template = learnt_template(response.url, self.resolver.base, suffix)
+        if template is not None and template != dict(self.resolver.templates)[kind]:
+            self.resolver = self.resolver.with_template(kind, template)
+            self._stat("redirects_learnt")
+            logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
     # --- callbacks -----------------------------------------------------------------
     def parse_bundle(self, response):
         meta = response.meta
         suffix, depth = meta["pith_suffix"], meta["pith_depth"]
+        self.learn_redirect(response, suffix)
+        yield from self.record_done()
         if response.status == 304:
             self._stat("not_modified")
+            if self.page_wanted(depth):  # the links are in the body we did not get again
+                yield self.page_request(suffix, depth, meta["pith_task"])
             return
         self._stat("bundles_fetched")
         item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=suffix, depth=depth)
@@ -230,18 +292,22 @@ class PithSpider(scrapy.Spider):
         except Rejected as rejected:
             item.parse_error = (rejected.reason, rejected.path, rejected.detail)
             yield item
+            if self.page_wanted(depth):
+                yield self.page_request(suffix, depth, meta["pith_task"])
             return
         yield item
         bundle = item.document.data
         state = bundle.get("state") if isinstance(bundle, dict) else None
-        if isinstance(state, dict) and self.fetch_state:
+        if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
                 Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
-                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"],
+                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"], dont_filter=True,
                 meta={"pith_expected_state": canon_sha256(state), "pith_number": bundle.get("pith_number"),
                       "pith_bundle_sha256": sha256_hex(response.body), "pith_conditional": True,
                       "handle_httpstatus_list": [304]})
         yield from self.records_in(response.body, depth + 1)
+        if self.page_wanted(depth, bundle):
+            yield self.page_request(suffix, depth, meta["pith_task"])
 
     def parse_state(self, response):
         meta = response.meta
@@ -274,6 +340,10 @@ class PithSpider(scrapy.Spider):
                 logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
                 return
             yield from self.record_requests([suffix], depth)
+        else:
+            self._stat("pages_fetched")
+            if suffix is not None:
+                self.learn_redirect(response, suffix)
         yield from self.records_in(response.body, depth + 1)
 
     def parse_sitemap(self, response):
@@ -310,6 +380,7 @@ class PithSpider(scrapy.Spider):
         meta = request.meta
         if _forbidden_by_robots(failure):  # a policy, not a failure
             self._stat("robots_forbidden")
+            yield from self.record_done()
             return
         remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
         if remaining:
@@ -323,8 +394,11 @@ class PithSpider(scrapy.Spider):
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else _describe(failure)
         self._stat(f"bundle_failures/{reason}")
+        yield from self.record_done()
         yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
                                reason=reason, detail=detail)
+        if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
+            yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"])
 
     def state_failed(self, failure):
         self._stat("state_unavailable")

@@ -1,0 +1,84 @@
+"""The records a single-process crawl has taken, kept on disk so memory stays flat.
+
+One row per record suffix (with the link depth it was found at) in SQLite, and a
+queue of the records taken but not yet requested: the spider keeps only a bounded
+number of record requests in Scrapy's (in-memory) scheduler and takes more from here
+as they finish, so neither the seen-set nor the crawl's frontier grows in memory with
+the records found. The database is in the job directory with ``--jobdir``, so a
+resumed crawl knows what it took and what still waits, else a temporary one that
+SQLite deletes when the crawl closes; its page cache is bounded, so a million records
+cost disk, not memory. A crawl sharing a Redis frontier keeps both in Redis instead
+(``crawler.frontier``).
+"""
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from scrapy import signals
+from scrapy.utils.job import job_dir
+
+from .frontier import CLAIMED, FULL, SEEN
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "pith-seen.sqlite3"  # in the job directory
+
+
+class SeenStore:
+    def __init__(self, path: str = ""):
+        """``path`` "" is a private temporary database, removed when closed."""
+        self.path = path
+        self.db: sqlite3.Connection | None = None
+        self.count = 0
+
+    @classmethod
+    def from_crawler(cls, crawler) -> "SeenStore":
+        jobdir = job_dir(crawler.settings)
+        store = cls(str(Path(jobdir) / FILE_NAME) if jobdir else "")
+        # opened with the spider: after crawler.jobdir has reset a killed crawl's job directory
+        crawler.signals.connect(store.open, signal=signals.spider_opened)
+        crawler.signals.connect(store.close, signal=signals.spider_closed)
+        return store
+
+    def open(self, spider=None) -> None:
+        self.db = sqlite3.connect(self.path)
+        self.db.execute("PRAGMA synchronous=OFF")  # a killed crawl resets its jobdir (crawler.jobdir)
+        self.db.execute("CREATE TABLE IF NOT EXISTS seen (suffix TEXT PRIMARY KEY, depth INTEGER) WITHOUT ROWID")
+        self.db.execute("CREATE TABLE IF NOT EXISTS waiting (seq INTEGER PRIMARY KEY, suffix TEXT, depth INTEGER)")
+        self.count = self.db.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
+        if self.count:
+            logger.info("resuming: %d records were taken before", self.count)
+
+    def claim(self, suffixes, depth: int, limit: int = 0) -> list[tuple[str, str]]:
+        """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time
+        (and queued for ``take``), SEEN after that, FULL once ``limit`` records are taken."""
+        verdicts = []
+        with self.db:
+            for suffix in dict.fromkeys(suffixes):
+                if self.db.execute("SELECT 1 FROM seen WHERE suffix = ?", (suffix,)).fetchone():
+                    verdicts.append((suffix, SEEN))
+                elif limit and self.count >= limit:
+                    verdicts.append((suffix, FULL))
+                else:
+                    self.db.execute("INSERT INTO seen VALUES (?, ?)", (suffix, depth))
+                    self.db.execute("INSERT INTO waiting (suffix, depth) VALUES (?, ?)", (suffix, depth))
+                    self.count += 1
+                    verdicts.append((suffix, CLAIMED))
+        return verdicts
+
+    def take(self, most: int) -> list[tuple[str, int]]:
+        """Up to ``most`` claimed records not yet requested, ``(suffix, depth)`` each, the
+        first claimed first."""
+        with self.db:
+            rows = self.db.execute("SELECT seq, suffix, depth FROM waiting ORDER BY seq LIMIT ?", (most,)).fetchall()
+            if rows:
+                self.db.execute("DELETE FROM waiting WHERE seq <= ?", (rows[-1][0],))
+        return [(suffix, depth) for _, suffix, depth in rows]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def close(self, spider=None, reason=None) -> None:
+        if self.db is not None:
+            self.db.close()
