@@ -86,6 +86,7 @@ class PithSpider(scrapy.Spider):
         self.allow_hosts = set(_as_list(allow_hosts))
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
+        self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not any(seed.kind == "sitemap" for seed in self.seeds)
         self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
