@@ -10,7 +10,7 @@ import importlib
 import click
 
 import pith_archiver
-from .exit_status import ExitStatus
+from .exit_status import EXIT_STATUS_HELP, ExitStatus
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "audit": ("pith_archiver.cmd_audit:audit", "Check that an archive holds what it promises."),
@@ -68,7 +68,8 @@ def _show_version(ctx, _param, value) -> None:
         ctx.exit()
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUS_HELP)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
               help="Show the version and exit.")
 def main():

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .exit_status import ConfigError
+from .output import say, verbosity_options
 from .signing_key import new_signer
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
@@ -20,7 +22,8 @@ def keys():
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Write the private key file here (mode 0600); an existing file is never replaced.")
 @click.option("--key-id", default=None, help="The key's id [default: pith-archiver-<host>-<fingerprint>].")
-def generate(out: Path, key_id: str | None):
+@verbosity_options
+def generate(out: Path, key_id: str | None, verbosity: int):
     """Make a signing key for `crawl --signing-key FILE`.
 
     Prints its public key document (shaped like a bundle's public_keys entry, with
@@ -34,7 +37,10 @@ def generate(out: Path, key_id: str | None):
     if out.exists():
         raise click.UsageError(f"{out} exists: a signing key is never replaced (give another --out)")
     signer = new_signer(key_id)
-    signer.save(out)
-    click.echo(f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
+    try:
+        signer.save(out)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: {exc.strerror or exc}") from None
+    say(f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
                "outside the archive", err=True)
     click.echo(json.dumps(signer.archive_key_document(), indent=2))
