@@ -131,7 +131,8 @@ def bench_one(corpus: Path, url: str, seed: str, records: int, workers: int, fro
     shutil.rmtree(run_dir / "archive", ignore_errors=True)
     return {"label": label, "records": records, "workers": workers, "frontier": frontier, "s3": bool(s3),
             "wall": wall, "rate": records / wall, "rss": max(rss), "archived": archived,
-            "cpu_workers": worker_cpu, **{f"cpu_{k}": v for k, v in cpu.items()}, "redis_peak_mib": redis_peak / 2 ** 20}
+            "cpu_workers": worker_cpu, **{f"cpu_{k}": v for k, v in cpu.items()},
+            "redis_peak_mib": redis_peak / 2 ** 20}
 
 
 def corpus_of(records: int) -> Path:
@@ -146,13 +147,15 @@ def main():
     parser.add_argument("--records", type=int, action="append", help="corpus sizes (default 1000 and 10000)")
     parser.add_argument("--workers", type=int, action="append", help="worker counts (default 1 and 2)")
     parser.add_argument("--s3", action="store_true", help="also archive into a bucket on a moto server")
-    parser.add_argument("--rounds", type=int, default=1, help="repeat every configuration, interleaved (medians at the end)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat every configuration, interleaved (medians at the end)")
     parser.add_argument("--no-alone", action="store_true", help="skip the single process without a frontier")
     parser.add_argument("--mirror-cache", type=int, default=0,
                         help="documents the mirror keeps rendered (default: the whole corpus, so that after the "
                              "warm-up it costs little CPU, as a remote registry would cost none)")
     parser.add_argument("--no-warmup", action="store_true",
-                        help="skip the unreported first crawl (it only matters while the mirror's cache holds the corpus)")
+                        help="skip the unreported first crawl "
+                             "(it only matters while the mirror's cache holds the corpus)")
     parser.add_argument("--json", type=Path, help="append every result here as a JSON line")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pith-scale-"))

@@ -407,7 +407,8 @@ class Frontier:
         self.workers_key, self.idle_key = self.prefix + "workers", self.prefix + "idle"
         self.recoveries_key = self.prefix + "recoveries"
         script = server.register_script
-        self._claim, self._push, self._pop, self._release = script(_CLAIM), script(_PUSH), script(_POP), script(_RELEASE)
+        self._claim, self._push, self._pop, self._release = \
+            script(_CLAIM), script(_PUSH), script(_POP), script(_RELEASE)
         self._heartbeat, self._leave, self._recover, self._drain, self._signer = \
             script(_HEARTBEAT), script(_LEAVE), script(_RECOVER), script(_DRAIN), script(_SIGNER)
 
@@ -469,7 +470,8 @@ class Frontier:
         """Done with ``tasks`` for good: their results are committed, or their entries refused."""
         tasks, released = sorted(tasks), 0
         for start in range(0, len(tasks), 1000):
-            released += self._release(keys=[self.owner_key], args=[self.prefix, self.worker, *tasks[start:start + 1000]])
+            released += self._release(keys=[self.owner_key],
+                                      args=[self.prefix, self.worker, *tasks[start:start + 1000]])
         return released
 
     def leave(self) -> int:

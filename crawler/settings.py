@@ -81,7 +81,8 @@ PITH_PROGRESS_INTERVAL = 1.0
 PITH_STATS_FILE = None           # write the final stats here as JSON
 PITH_ARCHIVE_KEYRINGS = []        # archiver keys (besides ours) whose manifests count for dedup: the other workers'
 PITH_COMMIT_EVERY = 10_000        # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
-PITH_FRONTIER = None              # redis://host:port/db: a frontier shared with other workers (None: this process alone)
+# redis://host:port/db: a frontier shared with other workers (None: this process alone)
+PITH_FRONTIER = None
 PITH_FRONTIER_KEY = "pith"        # names this crawl's keys in that Redis (one key per crawl)
 PITH_FRONTIER_LEASE = 30.0        # seconds without a heartbeat before a worker counts as dead and its tasks move on
 PITH_FRONTIER_IDLE_CLOSE = 5.0    # seconds all workers must stay idle with the queue empty before they close

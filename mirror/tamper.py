@@ -110,7 +110,8 @@ def _next_year(number: str) -> str:
 
 def _swap_record_hashes(bundle):
     meta = bundle["canonical_record"]["metadata"]
-    meta["title_canon_sha256"], meta["abstract_canon_sha256"] = meta["abstract_canon_sha256"], meta["title_canon_sha256"]
+    meta["title_canon_sha256"], meta["abstract_canon_sha256"] = (
+        meta["abstract_canon_sha256"], meta["title_canon_sha256"])
 
 
 def _swap_public_key(bundle):
@@ -217,7 +218,8 @@ MUTATIONS: dict[str, Mutation] = {
         "receipt_signature_invalid", f"{RECEIPT}.signature_b64", _edit(f"{RECEIPT}.signature_b64", _flipped_b64),
         "one bit of the receipt signature flipped"),
     "receipt_signed_by_impostor": Mutation(
-        "receipt_signature_invalid", f"{RECEIPT}.signature_b64", _impostor_signs(RECEIPT, f"{RECEIPT}.canonical_sha256"),
+        "receipt_signature_invalid", f"{RECEIPT}.signature_b64",
+        _impostor_signs(RECEIPT, f"{RECEIPT}.canonical_sha256"),
         "the receipt signed by another key under the pinned key_id"),
     "event_created_at_changed": Mutation(
         "event_hash_mismatch", "events[1].content_sha256",

@@ -97,7 +97,8 @@ def limit_options(command):
 @click.option("--cache-size", type=click.IntRange(1), default=SiteOptions.cache_size, show_default=True,
               help="Rendered record documents kept in memory.")
 @click.option("--latency-ms", type=click.FloatRange(0), default=0, help="Fault: delay every answer.")
-@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share answered with --error-status.")
+@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0,
+              help="Fault: share answered with --error-status.")
 @click.option("--error-status", type=click.Choice(["500", "503"]), default="503", show_default=True)
 @click.option("--rate-limit-every", type=click.IntRange(0), default=0, help="Fault: every Nth request gets 429.")
 @click.option("--retry-after", type=click.IntRange(0), default=1, show_default=True,

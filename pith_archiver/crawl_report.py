@@ -112,14 +112,16 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
                f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
                f"archived {get('archived')} new, state mismatches {get('state_mismatch')}")
     click.echo(f"requests {requests}{per_record}, retried {stats.get('retry/count', 0)}, "
-               f"download errors {sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}")
+               "download errors "
+               f"{sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}")
     if result.failures:
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
         click.echo("rejections: " + _counts(result.rejections))
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
     if manifest and not stats.get("pith/commit_error"):
-        click.echo(f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
+        click.echo(f"committed {archive}/{manifest}"
+                   + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
     elif checkpoints:
         click.echo(f"{checkpoints} checkpoints committed, the last {archive}/{manifest}")
     if log_file:

@@ -251,7 +251,8 @@ def _provenance(archive: CommittedArchive) -> list[str]:
         software = manifest.get("software") or {}
         lines.append(f"| `{manifest['run_id']}` | {manifest.get('worker', '')} | {manifest.get('started_at', '')} "
                      f"| {manifest.get('committed_at', '')} | {software.get('name', '')} {software.get('version', '')} "
-                     f"| `{manifest['signature']['key_id']}` | {stats.get('verified', '')} | {stats.get('rejected', '')} |")
+                     f"| `{manifest['signature']['key_id']}` | {stats.get('verified', '')} "
+                     f"| {stats.get('rejected', '')} |")
     signers = sorted({(m["signature"]["key_id"], m["signature"]["public_key_fingerprint"]) for m in archive.manifests})
     lines += ["", "Manifests were signed by: " + ", ".join(f"`{key}` (fingerprint {fp})" for key, fp in signers) + ".",
               "Each manifest is canonical JSON signed with Ed25519 over the SHA-256 of the manifest without its "

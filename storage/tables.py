@@ -51,7 +51,8 @@ class TableSpec:
             META_PARTITIONING: f"hive:{self.partition}"})
 
 
-_RUN = _col("run_id", pa.string(), "the archiver run that wrote the row (its manifest is manifests/<run_id>.json)", False)
+_RUN = _col("run_id", pa.string(),
+            "the archiver run that wrote the row (its manifest is manifests/<run_id>.json)", False)
 _BUNDLE = _col("bundle_sha256", pa.string(), "the bundle version: bundle_signature.bundle_sha256", False)
 _PITH = _col("pith_number", pa.string(), "full Pith number, pith:YYYY:<26-char suffix>", False)
 
@@ -102,7 +103,8 @@ EVENTS = TableSpec("events", "event_type", "the event's event_type (record_creat
     _RUN,
 ))
 
-ALIASES = TableSpec("aliases", "alias_kind", "source_aliases[].alias_kind (arxiv, arxiv_version, doi, pith_short_8, ...)", (
+ALIASES = TableSpec("aliases", "alias_kind",
+                    "source_aliases[].alias_kind (arxiv, arxiv_version, doi, pith_short_8, ...)", (
     _PITH,
     _col("alias_value", pa.string(), "the alias (1904.12043, 10.48550/arxiv.1904.12043, ...)"),
     _col("created_at", TIMESTAMP, "when the registry recorded the alias"),

@@ -77,7 +77,8 @@ def test_sha256_is_over_the_canonical_bytes():
 # --- hypothesis: arbitrary JSON values --------------------------------------------------
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+json_values = st.recursive(scalars,
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
                            max_leaves=20)
 
 

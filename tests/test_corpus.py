@@ -112,7 +112,8 @@ def test_same_seed_gives_the_same_bytes_and_another_seed_does_not(tmp_path):
     outputs = {}
     for name, seed in (("a", 11), ("b", 11), ("c", 12)):
         generate_corpus(tmp_path / name, 12, seed)
-        outputs[name] = {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*") if p.is_file()}
+        outputs[name] = {p.relative_to(tmp_path / name): p.read_bytes()
+                         for p in (tmp_path / name).rglob("*") if p.is_file()}
     assert outputs["a"] == outputs["b"]
     assert len(outputs["a"]) == 12 + 3 + 2  # bundles, keyring.json, corpus.json
     minted_a = {k for k in outputs["a"] if k.parts[0] == BUNDLES_DIR} - {k for k in outputs["c"]}

@@ -12,7 +12,7 @@ from pith.signing import Signer
 from pith_archiver import FIXTURES
 from storage import layout
 from storage.manifest import committed_manifests
-from storage.stores import LocalStore, S3Store
+from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.s3 import arrow_filesystem, local_copy
 

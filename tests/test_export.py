@@ -12,7 +12,7 @@ from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
 from storage.committed import ObjectAltered, reading_keyring
-from storage.export import BundleRejected, ExportError, export_bag, export_dataset
+from storage.export import ExportError, export_bag, export_dataset
 from storage.manifest import committed_objects
 from storage.stores import LocalStore, S3Store
 from storage.tables import TABLES

@@ -111,7 +111,8 @@ def test_the_project_turns_pith_frontier_into_those_settings():
     for addon in build_component_list(settings["ADDONS"]):
         load_object(addon)().update_settings(settings)
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
-    assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == ("redis://127.0.0.1:6379/2", "c1:dupefilter")
+    assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == (
+        "redis://127.0.0.1:6379/2", "c1:dupefilter")
 
 
 @pytest.mark.parametrize("args, code, said", [
@@ -119,7 +120,8 @@ def test_the_project_turns_pith_frontier_into_those_settings():
     (["--frontier", "redis://127.0.0.1:6379/0", "--jobdir", "job"], 2, "--jobdir"),
 ])
 def test_crawl_refuses_a_frontier_it_cannot_use(tmp_path, args, code, said):
-    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path), *args, REAL])
+    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path),
+                                       *args, REAL])
     assert (result.exit_code, said in result.output) == (code, True), result.output
 
 

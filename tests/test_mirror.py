@@ -149,7 +149,8 @@ def test_following_links_from_one_record_reaches_every_record(server, corpus_cat
 
 @pytest.mark.parametrize("alias", [
     "RLLQL635", "RLLQL6357CWN", "RLLQL6357CWNZYHN", "pith:RLLQL635", "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B",
-    "1904.12043", "1904.12043v2", "10.48550/arxiv.1904.12043", "10.48550%2Farxiv.1904.12043", "10.48550/ARXIV.1904.12043",
+    "1904.12043", "1904.12043v2", "10.48550/arxiv.1904.12043", "10.48550%2Farxiv.1904.12043",
+    "10.48550/ARXIV.1904.12043",
 ])
 def test_aliases_redirect_to_the_canonical_url_keeping_the_document(server, alias):
     for tail in ("", "/bundle.json", "/state.json"):
@@ -171,7 +172,8 @@ def test_bare_arxiv_id_names_the_latest_version(server, corpus_catalog):
         assert get(f"{server.url}/pith/{arxiv}v{version}", follow=False)[1]["Location"].endswith(f"/pith/{suffix}")
     latest = by_version[max(by_version)]
     assert get(f"{server.url}/pith/{arxiv}", follow=False)[1]["Location"] == f"{server.url}/pith/{latest}"
-    assert get(f"{server.url}/pith/10.48550/arxiv.{arxiv}", follow=False)[1]["Location"] == f"{server.url}/pith/{latest}"
+    assert get(f"{server.url}/pith/10.48550/arxiv.{arxiv}", follow=False)[1]["Location"] == (
+        f"{server.url}/pith/{latest}")
 
 
 def test_well_known_alias_redirects_to_the_well_known_url(server):
@@ -180,7 +182,8 @@ def test_well_known_alias_redirects_to_the_well_known_url(server):
 
 
 @pytest.mark.parametrize("path", [
-    "/pith/ZZZZZZZZZZZZZZZZZZZZZZZZZZ", "/pith/rllql6357cwnzyhnbmcyd3uk5b", "/pith/RLLQL6357CWNZYHNBMCYD3UK5", "/pith/RLLQL63",
+    "/pith/ZZZZZZZZZZZZZZZZZZZZZZZZZZ", "/pith/rllql6357cwnzyhnbmcyd3uk5b", "/pith/RLLQL6357CWNZYHNBMCYD3UK5",
+    "/pith/RLLQL63",
     "/pith/pith:2020:RLLQL6357CWNZYHNBMCYD3UK5B", "/pith/1904.99999", "/pith/", "/resolve?id=nothing", "/resolve",
     "/pith/RLLQL6357CWNZYHNBMCYD3UK5B/other.json", "/.well-known/pith/RLLQL6357CWNZYHNBMCYD3UK5B/state.json",
     "/sitemap-1.xml", "/nothing",
@@ -221,7 +224,8 @@ def test_etag_and_last_modified_answer_conditional_requests_with_304(server, cor
     status, headers, body = get(url)
     assert headers["ETag"] == '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     built = corpus_catalog.entry(corpus_catalog.suffixes[2]).built_at
-    assert headers["Last-Modified"] == formatdate(calendar.timegm(time.strptime(built, "%Y-%m-%dT%H:%M:%SZ")), usegmt=True)
+    assert headers["Last-Modified"] == formatdate(calendar.timegm(time.strptime(built, "%Y-%m-%dT%H:%M:%SZ")),
+                                                  usegmt=True)
     assert get(url, {"If-None-Match": headers["ETag"]})[0] == 304
     assert get(url, {"If-None-Match": f'"other", W/{headers["ETag"]}'})[0] == 304
     assert get(url, {"If-None-Match": '"other"'})[0] == 200
@@ -241,7 +245,8 @@ def test_gzip_when_asked_with_its_own_etag(server, corpus_dir):
     assert plain["Content-Encoding"] is None and plain["ETag"] != headers["ETag"]
     assert raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json",
                        {"Accept-Encoding": "gzip", "If-None-Match": headers["ETag"]})[0] == 304
-    assert raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json", {"Accept-Encoding": "gzip;q=0"})[1]["Content-Encoding"] is None
+    assert raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json",
+                       {"Accept-Encoding": "gzip;q=0"})[1]["Content-Encoding"] is None
 
 
 def test_head_sends_the_headers_without_the_body(server, corpus_dir):
@@ -276,7 +281,8 @@ def test_signing_key_and_mirror_manifest(server, corpus_catalog):
     assert manifest["manifest_type"] == "pith_mirror_manifest" and manifest["manifest_version"] == "1.0"
     (entry,) = manifest["mirrors"]
     assert entry["base_url"] == server.url and entry["status"] == "primary"
-    assert {k["key_id"] for k in manifest["public_keys"]} == {corpus_signer(SMALL_CORPUS_SEED).key_id, "pith-v1-2026-05"}
+    assert {k["key_id"] for k in manifest["public_keys"]} == {
+        corpus_signer(SMALL_CORPUS_SEED).key_id, "pith-v1-2026-05"}
     suffix = corpus_catalog.suffixes[0]
     for field, document in (("record_url", None), ("bundle_url", "bundle"), ("state_url", "state"),
                             ("well_known_bundle_url", "bundle")):
@@ -358,5 +364,6 @@ def test_verify_command_reads_bundles_from_the_mirror(server, corpus_dir, corpus
 def test_serve_prints_its_url_first_and_stops_on_sigterm(corpus_dir):
     with serve_process(corpus_dir, "--port", "0") as (process, url):
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
-        assert get(f"{url}/pith/{REAL}/bundle.json")[2] == (corpus_dir / BUNDLES_DIR / f"{REAL}.bundle.json").read_bytes()
+        assert get(f"{url}/pith/{REAL}/bundle.json")[2] == (
+            corpus_dir / BUNDLES_DIR / f"{REAL}.bundle.json").read_bytes()
     assert process.returncode == 0

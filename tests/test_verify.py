@@ -260,7 +260,8 @@ def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, te
 
 def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "attested.json"
-    bundle.write_bytes(tampered(compact_json(next(iter(real_docs.values()))), "storage_attestation_appended", test_signer))
+    bundle.write_bytes(tampered(compact_json(next(iter(real_docs.values()))), "storage_attestation_appended",
+                                test_signer))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
     result = verify_cli("--keyring", str(keys), str(bundle))
     assert result.exit_code == 1

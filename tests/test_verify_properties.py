@@ -123,7 +123,8 @@ def test_any_scalar_changed_to_any_value_is_rejected(change):
 # --- the unhashed field ------------------------------------------------------------------
 
 timestamps = st.builds(
-    lambda moment, digits: moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{moment.microsecond:06d}"[: digits + 1] if digits else "") + "Z",
+    lambda moment, digits: (moment.strftime("%Y-%m-%dT%H:%M:%S")
+                            + (f".{moment.microsecond:06d}"[: digits + 1] if digits else "") + "Z"),
     st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31)), st.integers(0, 6))
 
 
