@@ -22,7 +22,7 @@ from storage.stores import StorageError
 from storage.committed import NothingCommitted
 from .archive_reading import TRUST_HELP, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
-from .output import log_to_stderr, verbosity_options
+from .output import log_to_stderr, say, verbosity_options
 
 FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
 
@@ -38,15 +38,16 @@ def corpus():
 @click.option("--seed", type=int, default=1, show_default=True, help="Same seed, same bytes.")
 @click.option("--base-url", default=REGISTRY_BASE, show_default=True,
               help="Base of the links and mirror hints written into minted bundles.")
-def generate(records, out, seed, base_url):
+@verbosity_options
+def generate(records, out, seed, base_url, verbosity):
     """Mint RECORDS bundles in the registry's format, signed by a test key derived from
     SEED, plus the real registry bundles; write DIR/bundles/, DIR/keyring.json (verifies
     them all) and DIR/corpus.json (the index `serve` starts from)."""
     try:
         catalog = generate_corpus(out, records, seed, base_url)
     except FileExistsError as exc:
-        raise click.UsageError(str(exc)) from None
-    click.echo(f"wrote {len(catalog)} bundles ({records} minted, {len(catalog) - records} real) to "
+        raise ConfigError(str(exc)) from None
+    say(f"wrote {len(catalog)} bundles ({records} minted, {len(catalog) - records} real) to "
                f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}")
 
 
