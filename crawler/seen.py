@@ -49,6 +49,8 @@ class SeenStore:
         self.count = self.db.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
         if self.count:
             logger.info("resuming: %d records were taken before", self.count)
+            if spider is not None:  # a resumed job may rightly find nothing left to fetch
+                spider.crawler.stats.set_value("pith/records_taken_before", self.count)
 
     def claim(self, suffixes, depth: int, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time

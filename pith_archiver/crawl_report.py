@@ -65,8 +65,10 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     statuses, whys = [], []
     if stats.get("finish_reason") in INTERRUPTED_REASONS:
         return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
-    if not reached and shared and not failed:
+    if not reached and not failed and shared:
         return CrawlOutcome(ExitStatus.OK, "the other workers had every record", failures, rejections)
+    if not reached and not failed and get("records_taken_before"):
+        return CrawlOutcome(ExitStatus.OK, "the resumed job had nothing left to fetch", failures, rejections)
     if not reached:
         statuses.append(ExitStatus.FAILED)
         whys.append("no bundle could be fetched, nothing committed: is the resolver reachable?"

@@ -64,7 +64,7 @@ class Discrepancy:
         return f"{self.code} {self.path} {self.detail}".rstrip()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 @dataclass

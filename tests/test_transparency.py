@@ -207,7 +207,7 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     write_run(store, test_signer, corpus_keyring, raws[3:7])
     number = verify_bundle(raws[4], corpus_keyring).pith_number
     runner = CliRunner()
-    proved = runner.invoke(main, ["prove", str(store.root), number, "--json"])
+    proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), number, "--json"])
     assert proved.exit_code == 0, proved.output
     proof = json.loads(proved.stdout)
     assert sorted(proof) == sorted(["pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof",
@@ -234,7 +234,7 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     unpinned = runner.invoke(main, ["verify", "--proof", str(proof_path)])
     assert unpinned.exit_code == 1 and "unknown_key" in unpinned.stdout
 
-    assert runner.invoke(main, ["prove", str(store.root), "pith:2026:" + "A" * 26]).exit_code == 1
+    assert runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), "pith:2026:" + "A" * 26]).exit_code == 1
     both = runner.invoke(main, ["verify", "--proof", str(proof_path), str(proof_path)])
     assert both.exit_code == 2 and "not both" in both.output
 
@@ -251,7 +251,7 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
     for turn, (signer, part) in enumerate([(test_signer, raws[0:3]), (OTHER, raws[3:5]), (test_signer, raws[5:6]),
                                            (OTHER, raws[6:10]), (test_signer, raws[10:12])]):
         logged_run(store, signer, keyring, part, worker=f"w{turn % 2}")
-        printed = runner.invoke(main, ["checkpoint", str(store.root), "--key", signer.key_id])
+        printed = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root), "--key", signer.key_id])
         assert printed.exit_code == 0, printed.output
         saved.append(tmp_path / f"saved-{turn}")
         saved[-1].write_text(printed.stdout)
@@ -261,7 +261,7 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
         key_id = manifest["signature"]["key_id"]
         logs = [e["path"] for e in manifest["objects"] if e["path"].startswith(("checkpoints/", "log/"))]
         assert logs and all(path.split("/")[1] == key_id for path in logs)
-    both = runner.invoke(main, ["checkpoint", str(store.root)])
+    both = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)])
     assert both.stdout.count("\n\n") == 3 and "\n6\n" in both.stdout
     audit = runner.invoke(main, ["audit", str(store.root), "--no-default-keys", *keys,
                                  "--keyring", str(corpus_dir / "keyring.json"),
@@ -291,7 +291,7 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     logged_run(store, test_signer, keyring, raws[3:5])
     saved = tmp_path / "witnessed"
     runner = CliRunner()
-    saved.write_text(runner.invoke(main, ["checkpoint", str(store.root)]).stdout)
+    saved.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)]).stdout)
     args = ["audit", str(store.root), "--no-default-keys", "--keyring", key_file(tmp_path, test_signer),
             "--keyring", str(corpus_dir / "keyring.json"), "--checkpoint", str(saved)]
     assert runner.invoke(main, args).exit_code == 0
@@ -351,7 +351,7 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
         f"LOG_BROKEN {entry['path']} test-key-1: not the content hashes of {feed}",
         "LOG_BROKEN checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
         "another"]
-    proof = runner.invoke(main, ["prove", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number])
+    proof = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number])
     assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
 
 
@@ -373,7 +373,7 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path
     events = attestations(store, keyring, test_signer.key_id)
     checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
     assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
-    proved = CliRunner().invoke(main, ["prove", str(store.root), verify_bundle(raws[1], corpus_keyring).pith_number,
+    proved = CliRunner().invoke(main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[1], corpus_keyring).pith_number,
                                        "--json"])
     assert proved.exit_code == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
@@ -391,7 +391,7 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
     assert first.returncode == 0, first.stderr[-3000:]
     runner = CliRunner()
     kept = tmp_path / "kept-checkpoint"
-    kept.write_text(runner.invoke(main, ["checkpoint", str(archive)]).stdout)
+    kept.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(archive)]).stdout)
     second = run_cli_crawl(tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow",
                            *corpus_catalog.suffixes[:6])
     assert second.returncode == 0, second.stderr[-3000:]
@@ -400,7 +400,7 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
                                  "--checkpoint", str(kept)])
     assert audit.exit_code == 0, audit.output
     number = corpus_catalog.entry(corpus_catalog.suffixes[1]).pith_number
-    proved = runner.invoke(main, ["prove", str(archive), number, "--json"])
+    proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(archive), number, "--json"])
     assert proved.exit_code == 0, proved.output
     proof_path = tmp_path / "proof.json"
     proof_path.write_text(proved.stdout)
