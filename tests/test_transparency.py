@@ -234,7 +234,8 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     unpinned = runner.invoke(main, ["verify", "--proof", str(proof_path)])
     assert unpinned.exit_code == 1 and "unknown_key" in unpinned.stdout
 
-    assert runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), "pith:2026:" + "A" * 26]).exit_code == 1
+    unknown = "pith:2026:" + "A" * 26
+    assert runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), unknown]).exit_code == 1
     both = runner.invoke(main, ["verify", "--proof", str(proof_path), str(proof_path)])
     assert both.exit_code == 2 and "not both" in both.output
 
@@ -351,7 +352,8 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
         f"LOG_BROKEN {entry['path']} test-key-1: not the content hashes of {feed}",
         "LOG_BROKEN checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
         "another"]
-    proof = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number])
+    proof = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root),
+                                 verify_bundle(raws[3], corpus_keyring).pith_number])
     assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
 
 
@@ -373,8 +375,8 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path
     events = attestations(store, keyring, test_signer.key_id)
     checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
     assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
-    proved = CliRunner().invoke(main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[1], corpus_keyring).pith_number,
-                                       "--json"])
+    proved = CliRunner().invoke(main, ["prove", "--trust-archive-keys", str(store.root),
+                                       verify_bundle(raws[1], corpus_keyring).pith_number, "--json"])
     assert proved.exit_code == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
 
