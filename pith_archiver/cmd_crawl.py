@@ -9,10 +9,10 @@ from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, parse_seed, read_seeds_file
 from .crawl_report import FailureBudget, report
-from .crawl_setup import check_base_url, check_frontier, check_keyring, check_signing_key, check_store
+from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
-from .keyrings import keyring_options
+from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
 
 
@@ -102,8 +102,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
         raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
     resolver = check_base_url(resolver, "--resolver") if resolver else None
     mirrors = [check_base_url(mirror, "--mirror") for mirror in mirrors]
-    check_keyring(keyrings, not no_default_keys)
-    check_keyring(archive_keyrings, False, "--archive-keyring", may_be_empty=True)
+    build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
+    check_archive_keyring(archive_keyrings)
     pairs = _setting_pairs(settings)
     check_store(archive, s3_endpoint_url)
     if frontier:

@@ -8,7 +8,7 @@ here, and a crawl never starts without its verifier.
 
 from urllib.parse import urlsplit
 
-from pith.keyring import Keyring, KeyringError
+from pith.keyring import ARCHIVE, Keyring, KeyringError
 from storage.stores import StorageError, open_store
 from .exit_status import ConfigError
 
@@ -21,15 +21,12 @@ def check_base_url(url: str, option: str) -> str:
     return url.rstrip("/")
 
 
-def check_keyring(keyrings, default_keys: bool, option: str = "--keyring", may_be_empty: bool = False) -> Keyring:
-    """A keyring the crawl uses: readable, and (the verifier's) not empty."""
+def check_archive_keyring(keyrings) -> Keyring:
+    """``--archive-keyring``: the other workers' archiver keys, readable (it may be empty)."""
     try:
-        ring = Keyring.build(keyrings, default_keys=default_keys)
+        return Keyring.build(keyrings, default_keys=False, role=ARCHIVE)
     except KeyringError as exc:
-        raise ConfigError(f"{option}: {exc}") from None
-    if not may_be_empty and not len(ring):
-        raise ConfigError("the keyring is empty: give --keyring FILE or drop --no-default-keys")
-    return ring
+        raise ConfigError(f"--archive-keyring: {exc}") from None
 
 
 def check_signing_key(path):
