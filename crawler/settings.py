@@ -5,13 +5,13 @@
 """
 
 from pith.parse import DEFAULT_MAX_BYTES
-from pith_archiver import __version__
+from pith.shipped import version
 
 BOT_NAME = "pith-archiver"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
 
-USER_AGENT = f"pith-archiver/{__version__} (scholarly record preservation; +https://pypi.org/project/pith-archiver/)"
+USER_AGENT = f"pith-archiver/{version()} (scholarly record preservation; +https://pypi.org/project/pith-archiver/)"
 ROBOTSTXT_OBEY = True
 COOKIES_ENABLED = False
 TELNETCONSOLE_ENABLED = False

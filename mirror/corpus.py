@@ -22,7 +22,7 @@ from pith.keyring import REGISTRY_KEY, key_from_entry
 from pith.mint import REGISTRY_BASE, mint_bundle
 from pith.numbers import pith_number, pith_suffix
 from pith.signing import Signer
-from pith_archiver import FIXTURES
+from pith.shipped import FIXTURES
 from .catalog import Catalog
 from .papers import Paper, authors_text, invent_paper, text_sha256
 from .record import compact_json, latest_snapshot

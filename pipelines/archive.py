@@ -17,8 +17,8 @@ from scrapy.utils.log import failure_to_exc_info
 from crawler import signals as pith_signals
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from pith.keyring import ARCHIVE, Keyring
-from pith_archiver import __version__
-from pith_archiver.signing_key import load_or_create
+from pith.shipped import version
+from storage.signing_key import load_or_create
 from storage.archive import ArchiveWriter
 from storage.stores import StorageError, open_store
 from storage.uploads import BoundedUploader
@@ -182,7 +182,7 @@ class ArchivePipeline:
         return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
 
     def _params(self) -> dict:
-        return {"archive": self.archive, "worker": self.worker, "version": __version__,
+        return {"archive": self.archive, "worker": self.worker, "version": version(),
                 "crawl_run_id": self.writer.run_id, "spider_args": self._spider_args()}
 
     def _spider_args(self) -> dict:

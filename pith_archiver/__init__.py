@@ -1,19 +1,14 @@
 """pith-archiver: crawl, verify, archive and attest Pith open graph bundles."""
 
-from pathlib import Path
+from pith.shipped import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
-"""The real registry bundles shipped with the tool: the embedded default data."""
+__all__ = ["FIXTURES", "__version__"]
 
 
 def __getattr__(name: str):
-    """``__version__`` on first use: importlib.metadata costs ``verify`` a third of its start-up."""
+    """``__version__`` on first use (see pith.shipped.version)."""
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import metadata
-    try:
-        version = metadata.version("pith-archiver")
-    except metadata.PackageNotFoundError:  # running from a checkout that was not installed
-        version = "0.0.0+checkout"
-    globals()["__version__"] = version
-    return version
+    from pith.shipped import version
+
+    return version()

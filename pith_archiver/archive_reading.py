@@ -15,10 +15,10 @@ import click
 from pith.keyring import Keyring, KeyringError
 from storage import layout
 from storage.committed import NothingCommitted, reading_keyring
+from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError, RunFailed
 from .keyrings import keyring_options
-from .signing_key import default_key_path
 
 TRUST_HELP = ("Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
               "machine's archiver key (the one `crawl` signs with, or --signing-key); the keys the archive "

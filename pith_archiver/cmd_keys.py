@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from storage.signing_key import new_signer
 from .exit_status import ConfigError
 from .output import say, verbosity_options
-from .signing_key import new_signer
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 

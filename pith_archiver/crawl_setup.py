@@ -30,7 +30,7 @@ def check_archive_keyring(keyrings) -> Keyring:
 
 
 def check_signing_key(path):
-    from .signing_key import load_or_create
+    from storage.signing_key import load_or_create
 
     try:
         return load_or_create(path)

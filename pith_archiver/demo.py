@@ -17,12 +17,12 @@ from mirror.corpus import generate_corpus
 from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
 from mirror.source import KEYRING_NAME, CorpusDirectory
+from storage.signing_key import default_key_path
 from .crawl_report import report
 from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import ExitStatus
 from .output import NORMAL
-from .signing_key import default_key_path
 
 DEMO_RECORDS = 250
 DEMO_SEED = 1

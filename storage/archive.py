@@ -34,7 +34,7 @@ from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from pith.merkle import Frontier
 from pith.signing import Signer, utc_now
 from pith.verify import Verdict
-from pith_archiver import __version__
+from pith.shipped import version
 from . import layout
 from .attestations import AttestationFeed, Stored, chain_head, feed_bytes
 from .committed import table_batches
@@ -59,7 +59,7 @@ def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
     return canon({"reason_type": REASON_TYPE, "raw_sha256": raw_sha256, "size": size,
                   "status": verdict.status, "reason": verdict.reason, "path": verdict.path,
                   "detail": verdict.detail, "pith_number": verdict.pith_number,
-                  "verifier": {"name": "pith-archiver", "version": __version__}}) + b"\n"
+                  "verifier": {"name": "pith-archiver", "version": version()}}) + b"\n"
 
 
 def sweep_spools(spool_dir=None) -> list[str]:

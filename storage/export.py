@@ -25,7 +25,7 @@ import bagit
 
 from pith.keyring import Keyring
 from pith.verify import verify_bundle
-from pith_archiver import __version__
+from pith.shipped import version
 from . import layout
 from .committed import CommittedArchive, check_digest
 from .manifest import verify_manifest
@@ -184,7 +184,7 @@ def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> d
             f"Parquet tables, exact raw bundles, signed manifests and keys. See data/{README}."),
         "Internal-Sender-Identifier": archive.store.uri,
         "Bagging-Date": datetime.now(timezone.utc).date().isoformat(),
-        "Bag-Software-Agent": f"pith-archiver {__version__} (bagit.py {bagit.VERSION})",
+        "Bag-Software-Agent": f"pith-archiver {version()} (bagit.py {bagit.VERSION})",
         "Pith-Last-Run": last["run_id"],
         "Pith-Table-Schema-Version": SCHEMA_VERSION,
     }
@@ -209,7 +209,7 @@ def _intro(archive: CommittedArchive) -> list[str]:
         "recomputed) and exported from its archive.", "",
         f"- source archive: `{archive.store.uri}`",
         f"- committed runs: {len(archive.manifests)}, the last `{last['run_id']}` (committed {last['committed_at']})",
-        f"- exported by pith-archiver {__version__}; table schema version {SCHEMA_VERSION}", "",
+        f"- exported by pith-archiver {version()}; table schema version {SCHEMA_VERSION}", "",
     ]
 
 

@@ -19,7 +19,7 @@ from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import Signer, utc_now
 from pith.verify import SIGNATURE_STATUS
-from pith_archiver import __version__
+from pith.shipped import version
 from . import layout
 from .stores import ObjectInfo, ObjectStore, StorageError, StoredObject
 from .tables import SCHEMA_VERSION
@@ -55,7 +55,7 @@ def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats:
         "manifest_type": MANIFEST_TYPE, "manifest_version": MANIFEST_VERSION,
         "run_id": layout.check_run_id(run_id), "worker": worker,
         "started_at": started_at, "committed_at": utc_now(),
-        "software": {"name": "pith-archiver", "version": __version__},
+        "software": {"name": "pith-archiver", "version": version()},
         "table_schema_version": SCHEMA_VERSION,
         "crawl": params, "stats": stats,
         "objects": sorted(objects, key=lambda entry: entry["path"]),

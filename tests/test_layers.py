@@ -1,0 +1,47 @@
+"""Imports run one way (docs/ARCHITECTURE.md): the protocol core at the bottom, the
+command line at the top, nothing below importing anything above it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MAY_IMPORT = {  # package: the project packages its modules may import, besides its own
+    "pith": set(),
+    "storage": {"pith"},
+    "crawler": {"pith"},
+    "pipelines": {"pith", "storage", "crawler"},
+    "mirror": {"pith", "storage"},
+    "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror"},
+}
+THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}}
+
+
+def imported_packages(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_a_package_imports_only_the_layers_below_it(package):
+    wrong = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        imported = imported_packages(path)
+        above = (imported & set(MAY_IMPORT)) - MAY_IMPORT[package] - {package}
+        banned = imported & THIRD_PARTY_BELOW_THE_CRAWLER.get(package, set())
+        if above or banned:
+            wrong[str(path.relative_to(ROOT))] = sorted(above | banned)
+    assert wrong == {}
+
+
+def test_the_walker_sees_an_upward_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from pith_archiver import FIXTURES\n    import scrapy.http\n")
+    assert imported_packages(module) == {"pith_archiver", "scrapy"}
