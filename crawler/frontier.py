@@ -419,7 +419,7 @@ class Frontier:
         if not url:
             raise NotConfigured("PITH_FRONTIER is not set")
         return cls(connect(url, settings.getdict("REDIS_PARAMS")), settings.get("PITH_FRONTIER_KEY") or "pith",
-                   worker_id(settings.get("PITH_WORKER")), settings.getfloat("PITH_FRONTIER_LEASE", 30.0))
+                   worker_id(settings.get("PITH_WORKER")), settings.getfloat("PITH_FRONTIER_LEASE"))
 
     def claim(self, suffixes, depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first
@@ -590,8 +590,8 @@ class FrontierScheduler(Scheduler):
         scheduler = super().from_crawler(crawler)
         scheduler.crawler, scheduler.frontier = crawler, frontier
         settings = crawler.settings
-        scheduler.idle_close = settings.getfloat("PITH_FRONTIER_IDLE_CLOSE", 5.0)
-        scheduler.poll = settings.getfloat("PITH_FRONTIER_POLL", 0.25)
+        scheduler.idle_close = settings.getfloat("PITH_FRONTIER_IDLE_CLOSE")
+        scheduler.poll = settings.getfloat("PITH_FRONTIER_POLL")
         crawler.signals.connect(scheduler.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.archive_committed, signal=pith_signals.archive_committed)

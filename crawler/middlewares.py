@@ -46,9 +46,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.backoff_base = settings.getfloat("PITH_RETRY_BACKOFF_BASE", 0.5)
-        self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX", 30.0)
-        self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX", 120.0)
+        self.backoff_base = settings.getfloat("PITH_RETRY_BACKOFF_BASE")
+        self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX")
+        self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX")
 
     async def process_response(self, request, response, spider=None):
         if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
@@ -99,7 +99,7 @@ class ConditionalRequestMiddleware:
     @classmethod
     def from_crawler(cls, crawler):
         state_dir = crawler.settings.get("PITH_STATE_DIR")
-        if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS", True):
+        if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
         crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)

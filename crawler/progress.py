@@ -46,12 +46,12 @@ class Progress:
 
     @classmethod
     def from_crawler(cls, crawler):
-        mode = crawler.settings.get("PITH_PROGRESS", "auto")
+        mode = crawler.settings.get("PITH_PROGRESS")
         if mode == "off":
             raise NotConfigured
         if mode == "auto":
             mode = "live" if sys.stderr.isatty() else "log"
-        extension = cls(crawler.stats, mode, crawler.settings.getfloat("PITH_PROGRESS_INTERVAL", 1.0))
+        extension = cls(crawler.stats, mode, crawler.settings.getfloat("PITH_PROGRESS_INTERVAL"))
         crawler.signals.connect(extension.opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.closed, signal=signals.spider_closed)
         return extension

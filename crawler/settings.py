@@ -67,7 +67,6 @@ EXTENSIONS = {
 
 # Ours.
 PITH_ARCHIVE = "archive"          # a folder or s3://bucket/prefix
-PITH_S3_ENDPOINT_URL = None
 PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
@@ -75,11 +74,13 @@ PITH_WORKER = None               # names this worker in run ids (None: host-pid)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
+PITH_CONDITIONAL_REQUESTS = True   # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None             # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"            # "auto" (a live line on a terminal), "log", or "off"
 PITH_PROGRESS_INTERVAL = 1.0
 PITH_STATS_FILE = None           # write the final stats here as JSON
 PITH_ARCHIVE_KEYRINGS = []        # archiver keys (besides ours) whose manifests count for dedup: the other workers'
+PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload before adds wait
 PITH_COMMIT_EVERY = 10_000        # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None

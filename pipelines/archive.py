@@ -35,7 +35,7 @@ async def _off_reactor(func, *args):
 
 
 class ArchivePipeline:
-    """Settings: PITH_ARCHIVE (folder or s3://bucket/prefix), PITH_S3_ENDPOINT_URL,
+    """Settings: PITH_ARCHIVE (folder or s3://bucket/prefix), AWS_ENDPOINT_URL (Scrapy's),
     PITH_SIGNING_KEY, PITH_WORKER, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT, PITH_COMMIT_EVERY,
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
@@ -68,9 +68,9 @@ class ArchivePipeline:
         frontier = getattr(crawler.spider, "frontier", None)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
             frontier.sign_as(signer.key_id)
-        return cls(crawler, archive, settings.get("PITH_S3_ENDPOINT_URL"), signer,
-                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT", 128 * 1024 * 1024),
-                   settings.getint("PITH_COMMIT_EVERY", 0), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
+        return cls(crawler, archive, settings.get("AWS_ENDPOINT_URL"), signer,
+                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
+                   settings.getint("PITH_COMMIT_EVERY"), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
 
     async def open_spider(self):
         def open_writer():

@@ -21,7 +21,7 @@ class VerifyPipeline:
     def from_crawler(cls, crawler):
         settings = crawler.settings
         # never NotConfigured: a crawl without its verifier would archive nothing (or worse)
-        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS", True))
+        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
         if not len(keyring):
             raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
         return cls(keyring, crawler.stats)

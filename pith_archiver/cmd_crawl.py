@@ -110,7 +110,7 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
         check_frontier(frontier)
     check_signing_key(signing_key)  # last: it may create the key
     state_dir = default_state_dir(archive, jobdir)
-    overrides = {"PITH_ARCHIVE": archive, "PITH_S3_ENDPOINT_URL": s3_endpoint_url,
+    overrides = {"PITH_ARCHIVE": archive, "AWS_ENDPOINT_URL": s3_endpoint_url,
                  "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
                  "PITH_DEFAULT_KEYS": not no_default_keys, "PITH_SIGNING_KEY": signing_key,
                  "PITH_STATE_DIR": state_dir, **logging_settings(verbosity, progress, log_file, state_dir)}

@@ -108,8 +108,8 @@ class PithSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
-        spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE", 0.0)
-        spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED", 1000)
+        spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
+        spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
         try:
             spider.frontier = Frontier.from_crawler(crawler)
         except NotConfigured:
