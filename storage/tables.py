@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from pith.canonical import canon
 from . import layout
+from .stores import MiB
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ SCHEMA_VERSION = "1"
 META_SCHEMA_VERSION = "pith_archiver.schema_version"
 META_TABLE = "pith_archiver.table"
 META_PARTITIONING = "pith_archiver.partitioning"
-MiB = 1 << 20
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())

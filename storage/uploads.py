@@ -11,9 +11,9 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-logger = logging.getLogger(__name__)
+from .stores import MiB
 
-MiB = 1 << 20
+logger = logging.getLogger(__name__)
 
 
 class BoundedUploader:
@@ -24,7 +24,6 @@ class BoundedUploader:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pith-upload")
         self._changed = threading.Condition()
         self._bytes = 0
-        self._jobs = 0
 
     @property
     def bytes_in_flight(self) -> int:
@@ -46,7 +45,6 @@ class BoundedUploader:
             if not fits:
                 raise TimeoutError(f"{self._bytes} bytes in flight; {size} more do not fit")
             self._bytes += size
-            self._jobs += 1
         try:
             future = self._pool.submit(fn, *args)
         except BaseException:
@@ -58,13 +56,7 @@ class BoundedUploader:
     def _release(self, size: int) -> None:
         with self._changed:
             self._bytes -= size
-            self._jobs -= 1
             self._changed.notify_all()
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until every submitted job has finished (succeeded or failed)."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._jobs == 0, timeout)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

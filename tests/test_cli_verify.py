@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
-from mirror.tamper import tampered
+from tests.tamper import tampered
 from pith.mint import links_for
 from pith_archiver.cli import main
 from pith_archiver.exit_status import ExitStatus

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mirror.tamper import locate
+from tests.tamper import locate
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, parse
 from pith.reasons import REASONS, Rejected

@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 
 from mirror.record import compact_json
-from mirror.tamper import wholly_resigned
+from tests.tamper import wholly_resigned
 from pith.keyring import REGISTRY, Keyring
 from pith.parse import DEFAULT_MAX_BYTES, padded_bound
 from pith.signing import Signer

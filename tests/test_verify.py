@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mirror.record import compact_json
-from mirror.tamper import ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
+from tests.tamper import ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
 from pith.keyring import ARCHIVE, REGISTRY, Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
@@ -56,7 +56,7 @@ def test_real_bundles_verify_through_the_cli(real_docs):
 # --- the error-coded corpus --------------------------------------------------------------
 
 # Codes that other documents or the crawl draw, never verify_bundle; a new code must
-# join this set or get a mutation in mirror/tamper.py.
+# join this set or get a mutation in tests/tamper.py.
 NOT_FROM_BUNDLES = {"chain_broken", "manifest_hash_mismatch", "manifest_signature_invalid", "fetch_failed",
                     "not_append_only", "attestation_mismatch", "checkpoint_invalid",
                     "checkpoint_signature_invalid", "inclusion_proof_invalid"}

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from mirror.record import compact_json
-from mirror.tamper import locate
+from tests.tamper import locate
 from pith.canonical import reference_canon
 from pith.keyring import Keyring
 from pith.parse import padded_bound

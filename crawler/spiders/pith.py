@@ -13,7 +13,6 @@ first redirect, so later URLs are built final and cost no redirect hop.
 import hashlib
 import logging
 from collections import deque
-from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import scrapy
@@ -26,6 +25,7 @@ from pith.graph import names_every_citer
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
+from pith.signing import utc_now
 from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
 from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
@@ -37,10 +37,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
 PRIORITY = {"manifest": 100, "state": 30, "bundle": 20, "fallback": 20, "page": 10, "alias": 10, "sitemap": 5}
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _as_list(value) -> list[str]:

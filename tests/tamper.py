@@ -23,7 +23,7 @@ from pith.mint import seal, sign_bundle
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
 from pith.verify import EVENT_UNHASHED
-from .record import compact_json
+from mirror.record import compact_json
 
 
 def _fixed_key(key_id: str) -> Signer:
