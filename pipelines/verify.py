@@ -1,38 +1,27 @@
-"""Verify every fetched bundle against the pinned keyring before anything is stored."""
+"""Count and log the verdict the spider's verifier (crawler.verifier) gave each bundle."""
 
 import logging
 
 from crawler.items import BundleItem
-from pith.keyring import Keyring, KeyringError
-from pith.verify import Verdict, verify_document
 
 logger = logging.getLogger(__name__)
 
 
 class VerifyPipeline:
-    """Sets ``item.verdict`` on each BundleItem; counts verdicts in the crawl stats
-    (``pith/verified``, ``pith/rejected``, ``pith/rejected/<reason>``)."""
+    """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
+    ``pith/rejected/<reason>``, ``pith/unexpected_record``) and names each rejection
+    in the log, before the archive pipeline stores or quarantines the bundle."""
 
-    def __init__(self, keyring: Keyring, stats):
-        self.keyring = keyring
+    def __init__(self, stats):
         self.stats = stats
 
     @classmethod
     def from_crawler(cls, crawler):
-        settings = crawler.settings
-        # never NotConfigured: a crawl without its verifier would archive nothing (or worse)
-        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
-        if not len(keyring):
-            raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
-        return cls(keyring, crawler.stats)
+        return cls(crawler.stats)
 
     def process_item(self, item):
         if not isinstance(item, BundleItem):
             return item
-        if item.parse_error:
-            item.verdict = Verdict("rejected", *item.parse_error)
-        else:
-            item.verdict = verify_document(item.document.data, self.keyring, item.document.exact)
         verdict = item.verdict
         if verdict.ok:
             self.stats.inc_value("pith/verified")
