@@ -57,9 +57,9 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run(cmd, env=None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (MiB, summed over the process and its children) of one
-    child process."""
+def run(cmd, env=None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (MiB, summed over the process and its children) and CPU
+    seconds (the process's and its children's) of one child process."""
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak, done = [0], threading.Event()
@@ -75,7 +75,7 @@ def run(cmd, env=None) -> tuple[float, int]:
     sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
-    return elapsed, max(peak[0] // 2 ** 20, usage.ru_maxrss // 1024)
+    return elapsed, max(peak[0] // 2 ** 20, usage.ru_maxrss // 1024), usage.ru_utime + usage.ru_stime
 
 
 def free_port() -> int:
@@ -106,19 +106,21 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
     out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
     shutil.rmtree(out, ignore_errors=True)
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
-    elapsed, rss = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
+    elapsed, rss, cpu = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
                         "--keyring", str(keyring), "--out", str(out), "--stats-json", str(stats), *sets,
                         "-s", "PITH_CONDITIONAL_REQUESTS=false", *extra], env)
     values = json.loads(stats.read_text())
-    return {"time": elapsed, "rss": rss, "requests": values["downloader/request_count"],
+    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": values["downloader/request_count"],
             "records": values.get("pith/archived", 0), "per_record": values.get("pith/requests_per_record", 0)}
 
 
 def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
     urls = workdir / "urls.txt"
     urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-    elapsed, rss = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)])
-    return {"time": elapsed, "rss": rss, "requests": len(suffixes) + 1, "records": len(suffixes), "per_record": 0}
+    elapsed, rss, cpu = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls),
+                             json.dumps(PLAIN_SETTINGS)])
+    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": len(suffixes) + 1, "records": len(suffixes),
+            "per_record": 0}
 
 
 def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
@@ -168,7 +170,8 @@ def report(kind: str, n: int, runs: dict) -> None:
         rate = m["records"] / m["time"]
         times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
         print(f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
-              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}",
+              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
+              f" {m['cpu']:>6.1f}",
               flush=True)
 
 
@@ -183,7 +186,8 @@ def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
         server.terminate()
         server.wait()
     print(f"virtual {records:>7} workers {workers}:"
-          f" {m['records']:>8} archived in {m['time']:.0f} s: {m['records'] / m['time']:.0f} rec/s,"
+          f" {m['records']:>8} archived in {m['time']:.0f} s ({m['cpu']:.0f} s CPU):"
+          f" {m['records'] / m['time']:.0f} rec/s,"
           f" {m['per_record']:.3f} requests per record, peak RSS {m['rss']} MiB", flush=True)
 
 
@@ -203,7 +207,7 @@ def main():
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
     if args.records:
         print(f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5}")
+              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}")
     pools = args.verify_workers or [None]
     for records in args.records:
         compare(records, args.server or ["static", "serve"], args.rounds, workdir, env, pools, args.runs.split(","))
