@@ -97,8 +97,10 @@ def test_a_verifier_process_killed_mid_bundle_loses_nothing(tmp_path, corpus_dir
     server = mirror(faults=FaultPlan(latency_ms=50))
     store = LocalStore(tmp_path / "archive")
     stats = tmp_path / "stats.json"
-    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--verify-workers", "1",
-                      "--stats-json", str(stats), "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+    # every record a seed: fetching goes on while the verifier is stopped (links wait for verdicts)
+    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--verify-workers", "1", "--no-follow",
+                      "--stats-json", str(stats), "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+                      seeds=sorted(corpus_catalog.suffixes))
     process, log = start_crawl(tmp_path, args, "crawl")
     fetched = lambda: sum(r.document == "bundle" and r.status == 200 for r in server.requests)  # noqa: E731
     wait_for(lambda: fetched() >= 3 and verifier_processes(process.pid), process, "a verifier at work")
