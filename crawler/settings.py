@@ -71,8 +71,8 @@ PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
 PITH_WORKER = None               # names this worker in run ids (None: host-pid)
-PITH_VERIFY_WORKERS = None       # processes that parse and verify bundles off the reactor (None: one per core
-                                  # but one; 0: in the crawl's own thread)
+PITH_VERIFY_WORKERS = None       # processes that parse and verify bundles off the reactor (None: one where the
+                                  # crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk

@@ -2,7 +2,9 @@
 
 Verifying a bundle is ~0.5 ms of Python that holds the GIL (only the Ed25519 checks
 release it), so threads would slow Scrapy's thread rather than free it: the work goes
-to processes (bench/RESULTS.md, "Verification off the reactor"). At most
+to processes (bench/RESULTS.md, "Verification off the reactor"). Handing a bundle to a
+process and taking its verdict back still costs the crawl's process about two thirds
+of what verifying it inline does, so the pool pays only where a core is idle. At most
 ``IN_FLIGHT_PER_WORKER`` bundles per worker are queued; past that the spider's callback
 waits, its responses stay in Scrapy's scraper and the engine stops downloading until
 the workers catch up. A worker that dies (killed, out of memory) takes nothing with it:
@@ -31,12 +33,15 @@ ATTEMPTS = 3  # pools a bundle may break before it is verified in the crawl's ow
 
 
 def default_workers() -> int:
-    """One worker per core this process may use, but one: the crawl's own thread has a core."""
+    """One worker where this process may use three cores or more, else none. One worker
+    verifies ~2,000 bundles a second, several times what one crawl thread fetches, so a
+    second never helps; on two cores it takes CPU from the crawl thread and whatever
+    else runs there (measured: bench/RESULTS.md, "Verification off the reactor")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(cores - 1, 0)
+    return 1 if cores >= 3 else 0
 
 
 class Verifier:
