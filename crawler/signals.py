@@ -5,3 +5,5 @@ archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
 # that worker's checkpoints committed
 frontier_recovered = object()
+# a line the person running the crawl must read now (``line``): the command line prints it
+operator_notice = object()
