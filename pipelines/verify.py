@@ -5,6 +5,7 @@ import re
 
 from crawler.items import BundleItem
 from crawler.key_watch import crawl_keyring
+from crawler.signals import bundle_rejected
 from pith.keyring import Keyring, KeyringError
 from pith.verify import Verdict, value_at, verify_document
 
@@ -17,9 +18,10 @@ class VerifyPipeline:
     operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
     ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
 
-    def __init__(self, keyring: Keyring, stats):
+    def __init__(self, keyring: Keyring, stats, signals):
         self.keyring = keyring
         self.stats = stats
+        self.signals = signals
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -27,7 +29,7 @@ class VerifyPipeline:
         keyring = crawl_keyring(crawler.settings)
         if not len(keyring):
             raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
-        return cls(keyring, crawler.stats)
+        return cls(keyring, crawler.stats, crawler.signals)
 
     def process_item(self, item):
         if not isinstance(item, BundleItem):
@@ -51,6 +53,7 @@ class VerifyPipeline:
                            verdict.detail)
             if verdict.reason in ("unknown_key", "unsupported_version"):
                 self.count_registry_change(verdict)
+            self.signals.send_catch_log(bundle_rejected, url=item.url)
         return item
 
     def count_inferred(self, verdict: Verdict) -> None:
