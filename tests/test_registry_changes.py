@@ -16,7 +16,9 @@ from click.testing import CliRunner
 from mirror.corpus import corpus_signer
 from mirror.record import compact_json
 from mirror.source import BUNDLES_DIR, KEY_DOCUMENT_NAME, KEYRING_NAME, bundle_name
+from pith.keyring import Keyring, KeyringError, key_from_entry
 from pith.mint import sign_bundle
+from pith.reasons import Rejected
 from pith.signing import Signer
 from pith_archiver.cli import main
 from tests.plugins.archives import corpus_raws
@@ -227,3 +229,42 @@ def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, 
     assert sorted(row["detail_path"] for row in quarantined) == ["bundle_version", "merge_version"]
     assert all(row["raw_path"].startswith("quarantine/") for row in quarantined)
     assert MUTATIONS["bundle_version_bumped"].reason == "unsupported_version"
+
+
+# --- keyring windows ------------------------------------------------------------------------
+
+def test_a_key_pinned_twice_keeps_the_narrower_window():
+    entry = NEW_KEY.public_document()
+    ring = Keyring([key_from_entry({**entry, "not_before": "2026-01-01T00:00:00Z"}),
+                    key_from_entry({**entry, "rotates_at": "2027-01-01T00:00:00Z"}),
+                    key_from_entry({**entry, "not_after": "2028-01-01T00:00:00Z"})])
+    key = ring.get(NEW_KEY.key_id)
+    assert (key.document()["not_before"], key.document()["not_after"]) == \
+        ("2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize("window, message", [
+    ({"not_after": "soon"}, "not_after 'soon' is not an RFC 3339 timestamp with a zone"),
+    ({"not_before": "2026-07-01T00:00:00"}, "not_before '2026-07-01T00:00:00' is not an RFC 3339 timestamp"),
+    ({"not_before": "2027-01-01T00:00:00Z", "not_after": "2026-01-01T00:00:00Z"}, "not_before is not before its end"),
+])
+def test_a_bad_window_is_a_keyring_error(tmp_path, window, message):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"keys": [{**NEW_KEY.public_document(), **window}]}))
+    with pytest.raises(KeyringError, match=message):
+        Keyring.build([path])
+    result = CliRunner().invoke(main, ["verify", "--keyring", str(path), str(path)])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_an_event_without_a_date_cannot_pass_a_window():
+    """A retired key's window cannot be dodged by leaving the date out."""
+    ring = Keyring([key_from_entry({**NEW_KEY.public_document(), "not_after": ROTATION})])
+    key = ring.get(NEW_KEY.key_id)
+    with pytest.raises(Rejected) as missing:
+        key.check_window("events[1].signature.key_id", created_at=None)
+    assert missing.value.reason == "schema_violation"
+    key.check_window("events[1].signature.key_id", created_at="2026-06-30T23:59:59Z")
+    with pytest.raises(Rejected) as late:
+        key.check_window("events[1].signature.key_id", created_at="2026-07-01T00:00:01Z")
+    assert late.value.reason == "key_retired"
