@@ -21,9 +21,10 @@ from concurrent.futures.process import BrokenProcessPool
 from scrapy import signals
 from scrapy.utils.asyncio import is_asyncio_available
 
-from pith.keyring import Keyring, KeyringError
+from pith.keyring import KeyringError
 from pith.parse import Limits
 from pith.verify import Verdict
+from .key_watch import crawl_keyring
 from .verify_worker import Checker, check, start
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class Verifier:
     def from_crawler(cls, crawler):
         settings = crawler.settings
         # a crawl without its verifier would archive nothing (or worse): never NotConfigured
-        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
+        keyring = crawl_keyring(settings)
         if not len(keyring):
             raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
         workers = settings.get("PITH_VERIFY_WORKERS")

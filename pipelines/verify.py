@@ -1,23 +1,29 @@
 """Count and log the verdict the spider's verifier (crawler.verifier) gave each bundle."""
 
 import logging
+import re
 
 from crawler.items import BundleItem
+from crawler.signals import bundle_rejected
+from pith.verify import Verdict, value_at
 
 logger = logging.getLogger(__name__)
 
 
 class VerifyPipeline:
     """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
-    ``pith/rejected/<reason>``, ``pith/unexpected_record``) and names each rejection
-    in the log, before the archive pipeline stores or quarantines the bundle."""
+    ``pith/rejected/<reason>``, ``pith/unexpected_record``), names each rejection in the
+    log before the archive pipeline quarantines the bundle, and counts what an
+    operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
+    ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
 
-    def __init__(self, stats):
+    def __init__(self, stats, signals):
         self.stats = stats
+        self.signals = signals
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler.stats)
+        return cls(crawler.stats, crawler.signals)
 
     def process_item(self, item):
         if not isinstance(item, BundleItem):
@@ -28,9 +34,34 @@ class VerifyPipeline:
             if item.suffix and not verdict.pith_number.endswith(item.suffix):
                 self.stats.inc_value("pith/unexpected_record")
                 logger.warning("%s served %s, another record than it names", item.url, verdict.pith_number)
+            if not verdict.merge_confirmed:
+                self.count_inferred(verdict)
         else:
             self.stats.inc_value("pith/rejected")
             self.stats.inc_value(f"pith/rejected/{verdict.reason}")
             logger.warning("rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>",
                            verdict.detail)
+            if verdict.reason in ("unknown_key", "unsupported_version"):
+                self.count_registry_change(verdict)
+            self.signals.send_catch_log(bundle_rejected, url=item.url)
         return item
+
+    def count_inferred(self, verdict: Verdict) -> None:
+        self.stats.inc_value("pith/merge_inferred")
+        for event_type in verdict.inferred_types:
+            self.stats.inc_value(f"pith/merge_inferred/{stat_safe(event_type)}")
+        if not verdict.merge_inferred_match:
+            self.stats.inc_value("pith/merge_inferred_differs")
+
+    def count_registry_change(self, verdict: Verdict) -> None:
+        """Which unpinned key, or which unknown version, the registry started using."""
+        named = value_at(verdict.bundle, verdict.path)
+        if verdict.reason == "unknown_key":
+            self.stats.inc_value(f"pith/unknown_keys/{stat_safe(named)}")
+        else:
+            self.stats.inc_value(f"pith/unsupported_versions/{verdict.path}={stat_safe(named)}")
+
+
+def stat_safe(text) -> str:
+    """Text from a fetched document, made safe to be part of a stats key."""
+    return re.sub(r"[^A-Za-z0-9._:-]", "_", str(text))[:64]
