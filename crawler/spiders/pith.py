@@ -289,13 +289,13 @@ class PithSpider(scrapy.Spider):
         self._stat("bundles_fetched")
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         yield BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth,
                          verdict=verdict)
         if not parsed:
             if self.page_wanted(depth):
                 yield self.page_request(suffix, depth, meta["pith_task"])
             return
-        bundle = verdict.bundle
         state = bundle.get("state") if isinstance(bundle, dict) else None
         if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
