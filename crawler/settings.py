@@ -63,6 +63,7 @@ EXTENSIONS = {
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
+    "crawler.allocators.CompactAllocators": 0,  # freed native memory goes back, not kept per thread
     "crawler.key_watch.SigningKeyWatch": 100,
 }
 
