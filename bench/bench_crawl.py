@@ -201,10 +201,13 @@ def main():
     parser.add_argument("--verify-workers", type=int, action="append", default=[],
                         help="verifier pool sizes to compare (default: the crawl's default)")
     parser.add_argument("--runs", default="bundles,sitemap,full", help="which of ours run: bundles,sitemap,full")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for our crawls (e.g. PITH_COMPACT_ALLOCATORS=false)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
+    SETTINGS.update(pair.split("=", 1) for pair in args.set)
     if args.records:
         print(f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
               f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}")

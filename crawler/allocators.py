@@ -6,14 +6,15 @@ Two process-wide settings, made when the crawl is created, before its threads st
 glibc keeps at most two malloc arenas (by default up to eight per core, one for each
 thread that allocates: the upload, checkpoint and reactor pool threads each strand
 their own freed pages), and pyarrow encodes Parquet with the system allocator rather
-than its own pool, which holds on to the pages of every checkpoint. Disable the
-extension (``EXTENSIONS = {"crawler.allocators.CompactAllocators": None}``) to keep
-both defaults.
+than its own pool, which holds on to the pages of every checkpoint.
+``PITH_COMPACT_ALLOCATORS = False`` keeps both defaults.
 """
 
 import ctypes
 import ctypes.util
 import logging
+
+from scrapy.exceptions import NotConfigured
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class CompactAllocators:
 
     @classmethod
     def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("PITH_COMPACT_ALLOCATORS"):
+            raise NotConfigured("PITH_COMPACT_ALLOCATORS is off")
         limited = _limit_arenas()
         import pyarrow  # the archive's table writer imports it anyway
 
