@@ -202,7 +202,7 @@ def main():
                         help="verifier pool sizes to compare (default: the crawl's default)")
     parser.add_argument("--runs", default="bundles,sitemap,full", help="which of ours run: bundles,sitemap,full")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for our crawls (e.g. PITH_COMPACT_ALLOCATORS=false)")
+                        help="a Scrapy or PITH_* setting for our crawls")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -63,7 +63,6 @@ EXTENSIONS = {
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
-    "crawler.allocators.CompactAllocators": 0,  # freed native memory goes back, not kept per thread
     "crawler.key_watch.SigningKeyWatch": 100,
 }
 
@@ -76,7 +75,6 @@ PITH_SIGNING_KEY = None           # the archiver key file (None: created in the 
 PITH_WORKER = None               # names this worker in run ids (None: host-pid)
 PITH_VERIFY_WORKERS = None       # processes that parse and verify bundles off the reactor (None: one where the
                                   # crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
-PITH_COMPACT_ALLOCATORS = True   # two glibc malloc arenas, pyarrow on the system allocator (crawler.allocators)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
