@@ -51,6 +51,7 @@ DOWNLOADER_MIDDLEWARES = {
 
 ITEM_PIPELINES = {
     "pipelines.verify.VerifyPipeline": 100,
+    "pipelines.split_view.SplitViewPipeline": 200,  # with PITH_CROSS_CHECK
     "pipelines.archive.ArchivePipeline": 300,
 }
 
@@ -73,6 +74,8 @@ PITH_SIGNING_KEY = None           # the archiver key file (None: created in the 
 PITH_WORKER = None               # names this worker in run ids (None: host-pid)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
+PITH_CROSS_CHECK = 0              # records (the first N per worker) also fetched from every mirror and compared
+                                  # for split views (--cross-check); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
 PITH_CONDITIONAL_REQUESTS = True   # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None             # where conditional-request validators live (None: off)
