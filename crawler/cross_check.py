@@ -27,8 +27,8 @@ PRIORITY = 20  # a bundle's own
 
 
 class CrossCheck:
-    """A mixin for the pith spider, which provides ``sources``, ``resolver``,
-    ``limits`` and ``_stat``; ``cross_check_left`` is set from PITH_CROSS_CHECK."""
+    """A mixin for the pith spider, which provides ``crawler``, ``sources``,
+    ``resolver``, ``limits`` and ``_stat``; it sets ``cross_check_left`` from PITH_CROSS_CHECK."""
 
     cross_check_left = 0
 
@@ -42,8 +42,8 @@ class CrossCheck:
         self._stat("cross_check/records")
         served_by = base_of(response.url)
         others = [base for base in self.sources if base != served_by]
-        if not others:
-            logger.warning("--cross-check: no other source than %s to compare %s with", served_by, item.suffix)
+        if not others and self.crawler.stats.get_value("pith/cross_check/records") == 1:
+            logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
         for base in others:
             yield scrapy.Request(
                 Resolver(base, self.resolver.templates).url("bundle_url", item.suffix), callback=self.parse_copy,

@@ -145,10 +145,8 @@ class ArchiveWriter:
     def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime, equivocation=None) -> Future:
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
-        version that is not append-only is stored but not made current, and its
-        verifications row says ``not_append_only``; one that forks from another
-        resolver's copy (``equivocation``, a pith.split_view.Equivocation) says
-        ``equivocation`` and names that copy, whatever the history says."""
+        version that is not append-only is stored but not made current (reason
+        ``not_append_only``); a pith.split_view.Equivocation flags it ``equivocation``."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
