@@ -166,3 +166,19 @@ def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_di
     assert (result.stat("cross_check/records"), result.stat("cross_check/failures"), result.stat("verified"),
             result.stat("equivocations")) == (3, 3, SEEDS, 0)
     assert "cross-check: 3 records, 0 copies from other sources (3 failed)" in result.stdout
+
+
+def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mirror, served):
+    """Sampled bundles are fetched unconditionally: an unchanged record (304 otherwise)
+    still has a body to compare with the mirror's."""
+    folder, bytes_served = served(["fork"] * SEEDS)
+    primary, second = mirror(), mirror(directory=folder)
+    suffixes = sorted(bytes_served)
+    first = run_cli_crawl(tmp_path, "--resolver", primary.url, "--keyring", str(corpus_dir / KEYRING_NAME),
+                          "--no-default-keys", "--no-follow", "--out", str(tmp_path / "archive"), *suffixes)
+    assert (first.returncode, first.stat("archived")) == (0, SEEDS), first.stderr[-3000:]
+    again = cross_checked(tmp_path, corpus_dir, primary, second, 2, suffixes)
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert (again.stat("not_modified"), again.stat("cross_check/records"), again.stat("equivocations"),
+            again.stat("already_archived"), again.stat("archived")) == (SEEDS - 2, 2, 2, 2, 2)
+

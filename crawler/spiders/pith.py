@@ -107,7 +107,6 @@ class PithSpider(CrossCheck, scrapy.Spider):
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
-        spider.cross_check_left = crawler.settings.getint("PITH_CROSS_CHECK")
         try:
             spider.frontier = Frontier.from_crawler(crawler)
         except NotConfigured:
