@@ -56,6 +56,16 @@ _RUN = _col("run_id", pa.string(),
 _BUNDLE = _col("bundle_sha256", pa.string(), "the bundle version: bundle_signature.bundle_sha256", False)
 _PITH = _col("pith_number", pa.string(), "full Pith number, pith:YYYY:<26-char suffix>", False)
 
+# how a verified version's merge stands (pith.verify.Verdict)
+MERGE_COLUMNS = (
+    _col("merge_confirmed", pa.bool_(), "false when some event types were merged by a rule only inferred "
+                                        "(the registry signed the state; see merge_inferred_match); null or "
+                                        "absent in older files: true"),
+    _col("merge_inferred_types", STRINGS, "the event types merged by an inferred rule, in first-seen order"),
+    _col("merge_inferred_match", pa.bool_(), "when merge_confirmed is false: true when the inferred rule "
+                                             "recomputes exactly the signed state"),
+)
+
 RECORDS = TableSpec("records", "year", "year of canonical_record.metadata.submitted_at", (
     _PITH,
     _col("short_pith_number", pa.string(), "pith:<first 8 chars of the suffix>"),
@@ -83,6 +93,7 @@ RECORDS = TableSpec("records", "year", "year of canonical_record.metadata.submit
     _col("accepted_as_current", pa.bool_(), "true when this version became the record's current version when "
                                             "archived; false for a fork or rollback kept as evidence "
                                             "(not_append_only); null or absent in older files: true"),
+    *MERGE_COLUMNS,
     _RUN,
 ))
 
@@ -132,6 +143,7 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
                                    "events fork from this one's (both copies are archived); null otherwise"),
     _col("other_bundle_sha256", pa.string(), "equivocation: the bundle version of that other copy"),
     _col("fetched_at", TIMESTAMP, "when the bytes were fetched", False),
+    *MERGE_COLUMNS,
     _RUN,
 ))
 
@@ -225,7 +237,17 @@ def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetim
         "submitted_at": timestamp(metadata["submitted_at"]), "built_at": timestamp(bundle.get("built_at")),
         "event_count": len(bundle["events"]), "fetched_at": _utc(fetched_at), "source_url": url,
         "raw_path": layout.raw_bundle(raw_sha256), "accepted_as_current": accepted_as_current, "run_id": run_id,
+        **merge_facts(verdict),
     }
+
+
+def merge_facts(verdict) -> dict:
+    """The merge columns of a verified version (all null for anything else)."""
+    if not verdict.ok:
+        return {}
+    return {"merge_confirmed": verdict.merge_confirmed,
+            "merge_inferred_types": list(verdict.inferred_types) or None,
+            "merge_inferred_match": verdict.merge_inferred_match}
 
 
 def event_rows(verdict, *, run_id: str) -> list[dict]:
@@ -276,7 +298,7 @@ def verification_row(verdict, *, url: str, raw_sha256: str | None, size: int | N
             "bundle_sha256": verdict.bundle_sha256, "duplicate": duplicate,
             "other_url": equivocation and equivocation.other_url,
             "other_bundle_sha256": equivocation and equivocation.other_bundle_sha256,
-            "fetched_at": fetched, "run_id": run_id}
+            "fetched_at": fetched, "run_id": run_id, **merge_facts(verdict)}
 
 
 # --- the rolling writer --------------------------------------------------------
