@@ -18,9 +18,8 @@ from click.testing import CliRunner
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
-from crawler import frontier
 from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
-                              SigningKeyInUse, connect, frontier_settings)
+                              SigningKeyInUse, connect, frontier_settings, serializer)
 from crawler.seen import SeenStore
 from crawler.spiders.pith import PithSpider
 from mirror.faults import FaultPlan
@@ -54,17 +53,17 @@ def test_every_task_the_spider_queues_is_rebuilt_by_the_worker_as_it_was():
     spider, requests = spider_tasks()
     assert {r.callback.__name__ for r in requests} == {"parse_bundle", "parse_page", "parse_sitemap"}
     for request in requests:
-        data = frontier.dumps(frontier.task_of(request, spider.sources))
+        data = serializer.dumps(serializer.task_of(request, spider.sources))
         entry = json.loads(data)
         assert set(entry) <= {"kind", "suffix", "alias", "depth", "base", "path"}  # names, never a request
-        back = spider.task_request(frontier.loads(data))
+        back = spider.task_request(serializer.loads(data))
         assert back.to_dict(spider=spider) == request.to_dict(spider=spider)
 
 
 def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
     spider, _ = spider_tasks()
     with pytest.raises(RequestNotSerializable, match="none of the crawl's resolvers"):
-        frontier.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
+        serializer.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
 
 
 @pytest.mark.parametrize("entry, reason", [
@@ -78,7 +77,7 @@ def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
 ])
 def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, reason):
     with pytest.raises(RefusedEntry) as refused:
-        frontier.loads(entry)
+        serializer.loads(entry)
     assert refused.value.reason == reason and str(refused.value).startswith(reason + ": ")
 
 
@@ -88,7 +87,7 @@ def test_a_redis_url_becomes_scrapy_redis_settings_with_our_serializer():
     settings = frontier_settings("redis://10.0.0.5:6380/3", key="crawl-2026")
     assert settings["REDIS_URL"] == "redis://10.0.0.5:6380/3"
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
-    assert settings["SCHEDULER_SERIALIZER"] == "crawler.frontier"
+    assert settings["SCHEDULER_SERIALIZER"] == "crawler.frontier.serializer"
     assert settings["DUPEFILTER_CLASS"] == "scrapy_redis.dupefilter.RFPDupeFilter"
     assert settings["SCHEDULER_QUEUE_KEY"] == "crawl-2026:requests"
     assert settings["SCHEDULER_PERSIST"] is True
