@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,14 +21,18 @@ from scrapy.utils.misc import load_object
 
 from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
                               SigningKeyInUse, connect, frontier_settings, serializer)
+import crawler.frontier as frontier_package
+from crawler.frontier.client import worker_id
 from crawler.seen import SeenStore
 from crawler.spiders.pith import PithSpider
+from crawler.worker import worker_name
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.cli import main
 from pith_archiver.crawling import project_settings
+from storage.layout import check_run_id, new_run_id
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.crawling import isolated_home
@@ -112,6 +117,22 @@ def test_the_project_turns_pith_frontier_into_those_settings():
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
     assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == (
         "redis://127.0.0.1:6379/2", "c1:dupefilter")
+
+
+def test_the_redis_scripts_ship_with_the_package():
+    """A non-editable install holds only the data files pyproject.toml names."""
+    package = Path(frontier_package.__file__).parent
+    globs = tomllib.loads((package.parents[1] / "pyproject.toml").read_text("utf-8"))[
+        "tool"]["setuptools"]["package-data"]["crawler.frontier"]
+    scripts = set((package / "lua").iterdir())
+    assert len(scripts) == 10 and {path for glob in globs for path in package.glob(glob)} == scripts
+
+
+@pytest.mark.parametrize("name", ["crawl-1", "café 2", "w|x:y", "a" * 100])
+def test_one_worker_name_fits_run_ids_and_the_frontiers_keys(name):
+    named = worker_name(name)
+    assert check_run_id(new_run_id(named))  # storage's rule: 1-64 of [A-Za-z0-9_.]
+    assert worker_id(name).startswith(named[:48] + ".") and "|" not in worker_id(name)
 
 
 @pytest.mark.parametrize("args, code, said", [
