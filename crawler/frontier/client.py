@@ -67,6 +67,7 @@ class Frontier:
         self._claim, self._push, self._pop, self._release, self._heartbeat, self._leave, self._recover, \
             self._drain, self._signer = (_script(server, name) for name in (
                 "claim", "push", "pop", "release", "heartbeat", "leave", "recover", "drain", "signer"))
+
     @classmethod
     def from_crawler(cls, crawler):
         settings = crawler.settings
