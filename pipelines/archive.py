@@ -82,10 +82,10 @@ class ArchivePipeline:
                 await self._bundle(item)
             elif isinstance(item, FetchFailureItem):
                 await run_in_thread(self.writer.add_failure, item.url, item.reason, item.detail,
-                                   _when(item.fetched_at))
+                                    _when(item.fetched_at))
             elif isinstance(item, StateCheckItem) and not item.matches:
                 await run_in_thread(self.writer.add_failure, item.url, "state_mismatch", item.detail,
-                                   _when(item.fetched_at), item.pith_number, "state.json")
+                                    _when(item.fetched_at), item.pith_number, "state.json")
         except StorageError as exc:
             self._stop(exc)
             raise DropItem(f"not archived: {exc}") from exc
