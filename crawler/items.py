@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from pith.split_view import Equivocation
 from pith.verify import Verdict
 
 
@@ -15,6 +16,8 @@ class BundleItem:
     suffix: str | None            # the record the URL named, when it named one
     depth: int = 0
     verdict: Verdict | None = None
+    cross_check: bool = False         # one of a record's copies fetched from every source (--cross-check)
+    equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 
 
 @dataclass

@@ -45,12 +45,14 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
     "crawler.middlewares.BackoffRetryMiddleware": 550,
+    "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
     "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
 }
 
 ITEM_PIPELINES = {
     "pipelines.verify.VerifyPipeline": 100,
+    "pipelines.split_view.SplitViewPipeline": 200,  # with PITH_CROSS_CHECK
     "pipelines.archive.ArchivePipeline": 300,
 }
 
@@ -60,6 +62,7 @@ ADDONS = {
 }
 
 EXTENSIONS = {
+    "crawler.frontier.Frontier": 0,  # PITH_FRONTIER set: the crawl's handle on the shared frontier
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
@@ -72,11 +75,13 @@ PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
 PITH_WATCH_SIGNING_KEY = True     # compare the resolver's /pith-signing-key.json with the keyring at start
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
-PITH_WORKER = None               # names this worker in run ids (None: host-pid)
+PITH_WORKER = None               # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
 PITH_VERIFY_WORKERS = None       # processes that parse and verify bundles off the reactor (None: one where the
                                   # crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
+PITH_CROSS_CHECK = 0              # records (the first N bundles per worker) also fetched from every mirror and
+                                  # compared for split views (--cross-check); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
 PITH_CONDITIONAL_REQUESTS = True   # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None             # where conditional-request validators live (None: off)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
@@ -26,6 +26,7 @@ from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
+from ..cross_check import CrossCheck
 from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
 from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
@@ -58,10 +59,10 @@ def in_sample(suffix: str, share: float) -> bool:
     return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2 ** 32
 
 
-class PithSpider(scrapy.Spider):
+class PithSpider(CrossCheck, scrapy.Spider):
     name = "pith"
     custom_settings = {}
-    frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
+    frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
     seen: SeenStore | None = None     # the records taken, when no frontier does it
     records_open = 0                  # records whose bundle request is under way (with a SeenStore)
     verifier: Verifier                # parses and verifies each bundle, off the reactor
@@ -109,12 +110,16 @@ class PithSpider(scrapy.Spider):
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
         spider.verifier = Verifier.from_crawler(crawler)
-        try:
-            spider.frontier = Frontier.from_crawler(crawler)
-        except NotConfigured:
+        if crawler.settings.get("PITH_FRONTIER"):
+            crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
+        else:
             spider.seen = SeenStore.from_crawler(crawler)
             crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
+
+    def join_frontier(self):
+        """Claim records in the crawl's Frontier, an extension built after the spider."""
+        self.frontier = self.crawler.get_extension(Frontier)
 
     # --- bookkeeping -------------------------------------------------------------
     def claim(self, suffixes, depth: int) -> list[tuple[str, str]]:
@@ -213,8 +218,9 @@ class PithSpider(scrapy.Spider):
             raise DontCloseSpider
 
     def task_request(self, task: dict):
-        """This worker's own request for a task of a shared frontier (``crawler.frontier.KINDS``,
-        checked): a task names what to fetch, the builders here say how."""
+        """This worker's own request for a task of a shared frontier (checked, of
+        ``crawler.frontier.serializer.KINDS``): a task names what to fetch, the builders
+        here say how."""
         kind = task["kind"]
         if kind in ("bundle", "page"):  # a record's work starts from its bundle, whatever part the task named
             return self.bundle_request(self.resolver.base, task["suffix"], task["depth"])
@@ -290,12 +296,17 @@ class PithSpider(scrapy.Spider):
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
-        yield BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth,
-                         verdict=verdict)
+        item = BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth,
+                          verdict=verdict)
         if not parsed:
+            yield item
             if self.page_wanted(depth):
                 yield self.page_request(suffix, depth, meta["pith_task"])
             return
+        copies = list(self.cross_check_requests(response, item))  # marks the item: before it is yielded
+        yield item
+        for request in copies:
+            yield request
         state = bundle.get("state") if isinstance(bundle, dict) else None
         if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
