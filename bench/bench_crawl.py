@@ -14,6 +14,10 @@ the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first cr
 from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
 pages where the bundle does not name its citing records).
 ``--virtual N`` crawls ``serve --virtual N`` from one seed instead, for memory at scale.
+``--verify-workers N`` (repeatable) runs ``bundles`` (and the virtual crawl) once per pool
+size of the verifier (PITH_VERIFY_WORKERS; 0: in the crawl's thread); ``--runs`` picks
+which of ours run. Peak RSS is the sum over the crawl process and its verifier workers,
+sampled every 50 ms (``ru_maxrss`` would give the largest process only).
 """
 
 import argparse
@@ -25,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,15 +41,41 @@ SETTINGS = {"AUTOTHROTTLE_ENABLED": False, "CONCURRENT_REQUESTS": 32, "CONCURREN
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
 
 
-def run(cmd, env=None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants, now."""
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/statm") as handle:
+                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    stack += [int(child) for child in handle.read().split()]
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total
+
+
+def run(cmd, env=None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (MiB, summed over the process and its children) and CPU
+    seconds (the process's and its children's) of one child process."""
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], tree_rss(child.pid))
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
+    done.set()
+    sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, max(peak[0] // 2 ** 20, usage.ru_maxrss // 1024), usage.ru_utime + usage.ru_stime
 
 
 def free_port() -> int:
@@ -75,19 +106,21 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
     out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
     shutil.rmtree(out, ignore_errors=True)
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
-    elapsed, rss = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
+    elapsed, rss, cpu = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
                         "--keyring", str(keyring), "--out", str(out), "--stats-json", str(stats), *sets,
                         "-s", "PITH_CONDITIONAL_REQUESTS=false", *extra], env)
     values = json.loads(stats.read_text())
-    return {"time": elapsed, "rss": rss, "requests": values["downloader/request_count"],
+    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": values["downloader/request_count"],
             "records": values.get("pith/archived", 0), "per_record": values.get("pith/requests_per_record", 0)}
 
 
 def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
     urls = workdir / "urls.txt"
     urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-    elapsed, rss = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)])
-    return {"time": elapsed, "rss": rss, "requests": len(suffixes) + 1, "records": len(suffixes), "per_record": 0}
+    elapsed, rss, cpu = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls),
+                             json.dumps(PLAIN_SETTINGS)])
+    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": len(suffixes) + 1, "records": len(suffixes),
+            "per_record": 0}
 
 
 def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
@@ -101,20 +134,29 @@ def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
     return corpus, site, sorted(p.name.split(".")[0] for p in (corpus / "bundles").glob("*.bundle.json"))
 
 
-def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: dict) -> None:
+def pool_args(workers) -> list[str]:
+    return [] if workers is None else ["--verify-workers", str(workers)]
+
+
+def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list,
+            kinds: list[str]) -> None:
     corpus, site, suffixes = corpus_of(records, workdir)
     seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
+    crawls = {"sitemap": ["sitemap"], "full": [suffixes[0]]}
     for kind in servers:
         server, url, keyring = start_server(kind, corpus, site)
-        runs = {"plain": [], "bundles": [], "sitemap": [], "full": []}
+        runs = {"plain": []}
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
                 runs["plain"].append(plain(url, suffixes, workdir))
-                runs["bundles"].append(ours(url, keyring, workdir, "bundles",
-                                            ["--no-follow", "--seeds-file", str(seeds)], env))
-                runs["sitemap"].append(ours(url, keyring, workdir, "sitemap", ["sitemap"], env))
-                runs["full"].append(ours(url, keyring, workdir, "full", [suffixes[0]], env))
+                for workers in pools if "bundles" in kinds else []:
+                    label = "bundles" if workers is None else f"bundles-w{workers}"
+                    runs.setdefault(label, []).append(ours(
+                        url, keyring, workdir, label, ["--no-follow", "--seeds-file", str(seeds),
+                                                       *pool_args(workers)], env))
+                for label in [kind for kind in kinds if kind in crawls]:
+                    runs.setdefault(label, []).append(ours(url, keyring, workdir, label, crawls[label], env))
         finally:
             server.terminate()
             server.wait()
@@ -127,22 +169,25 @@ def report(kind: str, n: int, runs: dict) -> None:
     for label, m in med.items():
         rate = m["records"] / m["time"]
         times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
-        print(f"{kind:>7} {n:>7} {label:>8} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
-              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}",
+        print(f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
+              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
+              f" {m['cpu']:>6.1f}",
               flush=True)
 
 
-def scale(records: int, workdir: Path, env: dict) -> None:
+def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
     """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
     from mirror.virtual import VirtualCatalog
     server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
     try:
         seed = VirtualCatalog(11, 1).suffixes[0]
-        m = ours(url, keyring, workdir, f"virtual-{records}", [seed], env)
+        m = ours(url, keyring, workdir, f"virtual-{records}", [seed, *pool_args(workers)], env)
     finally:
         server.terminate()
         server.wait()
-    print(f"virtual {records:>7} {m['records']:>8} archived in {m['time']:.0f} s: {m['records'] / m['time']:.0f} rec/s,"
+    print(f"virtual {records:>7} workers {workers}:"
+          f" {m['records']:>8} archived in {m['time']:.0f} s ({m['cpu']:.0f} s CPU):"
+          f" {m['records'] / m['time']:.0f} rec/s,"
           f" {m['per_record']:.3f} requests per record, peak RSS {m['rss']} MiB", flush=True)
 
 
@@ -153,17 +198,25 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
+    parser.add_argument("--verify-workers", type=int, action="append", default=[],
+                        help="verifier pool sizes to compare (default: the crawl's default)")
+    parser.add_argument("--runs", default="bundles,sitemap,full", help="which of ours run: bundles,sitemap,full")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Scrapy or PITH_* setting for our crawls")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
+    SETTINGS.update(pair.split("=", 1) for pair in args.set)
     if args.records:
-        print(f"{'server':>7} {'records':>7} {'run':>8} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5}")
+        print(f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
+              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}")
+    pools = args.verify_workers or [None]
     for records in args.records:
-        compare(records, args.server or ["static", "serve"], args.rounds, workdir, env)
+        compare(records, args.server or ["static", "serve"], args.rounds, workdir, env, pools, args.runs.split(","))
     for records in args.virtual:
-        scale(records, workdir, env)
+        for workers in pools:
+            scale(records, workdir, env, workers)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ import logging
 import scrapy
 from scrapy.exceptions import NotConfigured
 
-from pith.parse import parse
-from pith.reasons import Rejected
 from pith.signing import utc_now
 from .items import BundleItem
 from .links import Resolver, base_of
@@ -57,7 +55,7 @@ class CrossCheckSample:
 
 class CrossCheck:
     """A mixin for the pith spider, which provides ``crawler``, ``sources``,
-    ``resolver``, ``limits`` and ``_stat``. Stats: ``pith/cross_check/copies``,
+    ``resolver``, ``verifier`` and ``_stat``. Stats: ``pith/cross_check/copies``,
     ``pith/cross_check/failures``, ``pith/cross_check/alone`` (sampled with no other source)."""
 
     def cross_check_requests(self, response, item: BundleItem):
@@ -78,16 +76,13 @@ class CrossCheck:
                 errback=self.copy_failed, priority=PRIORITY, dont_filter=True,
                 meta={"pith_suffix": item.suffix, "pith_depth": item.depth})
 
-    def parse_copy(self, response):
+    async def parse_copy(self, response):
         meta = response.meta
         self._stat("cross_check/copies")
-        item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=meta["pith_suffix"],
-                          depth=meta["pith_depth"], cross_check=True)
-        try:
-            item.document = parse(response.body, self.limits)
-        except Rejected as rejected:
-            item.parse_error = (rejected.reason, rejected.path, rejected.detail)
-        yield item
+        fetched_at = utc_now()
+        verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifier)
+        yield BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=meta["pith_suffix"],
+                         depth=meta["pith_depth"], cross_check=True, verdict=verdict)
 
     def copy_failed(self, failure):
         """A source that cannot serve the copy: the record itself was had, so this is

@@ -2,22 +2,20 @@
 
 from dataclasses import dataclass, field
 
-from pith.parse import Document
 from pith.split_view import Equivocation
 from pith.verify import Verdict
 
 
 @dataclass
 class BundleItem:
-    """A fetched bundle: ``body`` is the exact response body; the pipelines verify it."""
+    """A fetched bundle: ``body`` is the exact response body, ``verdict`` what the
+    spider's verifier (crawler.verifier) made of it."""
     url: str
     body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes
     fetched_at: str
     suffix: str | None            # the record the URL named, when it named one
     depth: int = 0
-    document: Document | None = field(default=None, repr=False)  # parsed once, by the spider
-    parse_error: tuple | None = None  # (reason, path, detail) when parsing failed
-    verdict: Verdict | None = None    # set by the verification pipeline
+    verdict: Verdict | None = None
     cross_check: bool = False         # one of a record's copies fetched from every source (--cross-check)
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 

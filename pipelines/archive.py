@@ -116,7 +116,6 @@ class ArchivePipeline:
         future.add_done_callback(partial(self._count, verdict.ok))
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
-        item.document = None
         verdict.bundle = None
         if self.commit_every and self.checkpointing is None and self.writer.pending_bundles() >= self.commit_every:
             checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())

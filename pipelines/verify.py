@@ -1,43 +1,33 @@
-"""Verify every fetched bundle against the pinned keyring before anything is stored."""
+"""Count and log the verdict the spider's verifier (crawler.verifier) gave each bundle."""
 
 import logging
 import re
 
 from crawler.items import BundleItem
-from crawler.key_watch import crawl_keyring
 from crawler.signals import bundle_rejected
-from pith.keyring import Keyring, KeyringError
-from pith.verify import Verdict, value_at, verify_document
+from pith.verify import Verdict, value_at
 
 logger = logging.getLogger(__name__)
 
 
 class VerifyPipeline:
-    """Sets ``item.verdict`` on each BundleItem; counts verdicts in the crawl stats
-    (``pith/verified``, ``pith/rejected``, ``pith/rejected/<reason>``), and what an
+    """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
+    ``pith/rejected/<reason>``, ``pith/unexpected_record``), names each rejection in the
+    log before the archive pipeline quarantines the bundle, and counts what an
     operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
     ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
 
-    def __init__(self, keyring: Keyring, stats, signals):
-        self.keyring = keyring
+    def __init__(self, stats, signals):
         self.stats = stats
         self.signals = signals
 
     @classmethod
     def from_crawler(cls, crawler):
-        # never NotConfigured: a crawl without its verifier would archive nothing (or worse)
-        keyring = crawl_keyring(crawler.settings)
-        if not len(keyring):
-            raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
-        return cls(keyring, crawler.stats, crawler.signals)
+        return cls(crawler.stats, crawler.signals)
 
     def process_item(self, item):
         if not isinstance(item, BundleItem):
             return item
-        if item.parse_error:
-            item.verdict = Verdict("rejected", *item.parse_error)
-        else:
-            item.verdict = verify_document(item.document.data, self.keyring, item.document.exact)
         verdict = item.verdict
         if verdict.ok:
             self.stats.inc_value("pith/verified")

@@ -76,13 +76,16 @@ def _share(text: str) -> float:
               help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].")
 @click.option("--commit-every", type=click.IntRange(0), default=None,
               help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].")
+@click.option("--verify-workers", type=click.IntRange(0), default=None,
+              help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
+                   "[default: 1 with 3 cores or more, else 0].")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 @verbosity_options
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
           max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors,
-          cross_check, allow_hosts, progress, signing_key, commit_every, stats_json, settings, max_failures, log_file,
-          verbosity):
+          cross_check, allow_hosts, progress, signing_key, commit_every, verify_workers, stats_json, settings,
+          max_failures, log_file, verbosity):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -132,6 +135,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
         overrides["PITH_STATS_FILE"] = stats_json
     if commit_every is not None:
         overrides["PITH_COMMIT_EVERY"] = commit_every
+    if verify_workers is not None:
+        overrides["PITH_VERIFY_WORKERS"] = verify_workers
     overrides.update(pairs)
     spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
                    "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,

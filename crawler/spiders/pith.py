@@ -31,6 +31,7 @@ from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
 from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
 from ..seen import SeenStore
+from ..verifier import Verifier
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class PithSpider(CrossCheck, scrapy.Spider):
     frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
     seen: SeenStore | None = None     # the records taken, when no frontier does it
     records_open = 0                  # records whose bundle request is under way (with a SeenStore)
+    verifier: Verifier                # parses and verifies each bundle, off the reactor
 
     def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
                  follow=True, mirrors=None, allow_hosts=None, **kwargs):
@@ -107,6 +109,7 @@ class PithSpider(CrossCheck, scrapy.Spider):
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
+        spider.verifier = Verifier.from_crawler(crawler)
         if crawler.settings.get("PITH_FRONTIER"):
             crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
         else:
@@ -278,30 +281,32 @@ class PithSpider(CrossCheck, scrapy.Spider):
             logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
     # --- callbacks -----------------------------------------------------------------
-    def parse_bundle(self, response):
+    async def parse_bundle(self, response):
         meta = response.meta
         suffix, depth = meta["pith_suffix"], meta["pith_depth"]
         self.learn_redirect(response, suffix)
-        yield from self.record_done()
+        for request in self.record_done():
+            yield request
         if response.status == 304:
             self._stat("not_modified")
             if self.page_wanted(depth):  # the links are in the body we did not get again
                 yield self.page_request(suffix, depth, meta["pith_task"])
             return
         self._stat("bundles_fetched")
-        item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=suffix, depth=depth)
-        try:
-            item.document = parse(response.body, self.limits)
-        except Rejected as rejected:
-            item.parse_error = (rejected.reason, rejected.path, rejected.detail)
+        fetched_at = utc_now()
+        verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
+        item = BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth,
+                          verdict=verdict)
+        if not parsed:
             yield item
             if self.page_wanted(depth):
                 yield self.page_request(suffix, depth, meta["pith_task"])
             return
         copies = list(self.cross_check_requests(response, item))  # marks the item: before it is yielded
         yield item
-        yield from copies
-        bundle = item.document.data
+        for request in copies:
+            yield request
         state = bundle.get("state") if isinstance(bundle, dict) else None
         if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
@@ -310,7 +315,8 @@ class PithSpider(CrossCheck, scrapy.Spider):
                 meta={"pith_expected_state": canon_sha256(state), "pith_number": bundle.get("pith_number"),
                       "pith_bundle_sha256": sha256_hex(response.body), "pith_conditional": True,
                       "handle_httpstatus_list": [304]})
-        yield from self.records_in(response.body, depth + 1)
+        for request in self.records_in(response.body, depth + 1):
+            yield request
         if self.page_wanted(depth, bundle):
             yield self.page_request(suffix, depth, meta["pith_task"])
 

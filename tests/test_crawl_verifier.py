@@ -1,0 +1,120 @@
+"""Bundles parsed and verified in worker processes (crawler.verifier): the same verdicts,
+rows and quarantine as in the crawl's own thread, and a worker killed mid-bundle loses
+nothing."""
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from mirror.faults import FaultPlan
+from pith_archiver import FIXTURES
+from storage.stores import LocalStore
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.faults import archiver_keyring, audit_archive
+from tests.tamper import MUTATIONS, RAW_MUTATIONS, tampered
+from tests.test_crash_resume import crawl_args, expected_numbers, start_crawl, wait_for
+
+REAL = sorted(path.name.split(".")[0] for path in FIXTURES.glob("*.bundle.json"))
+# every mutation that needs no re-signing; too_large is never fetched whole (DOWNLOAD_MAXSIZE)
+CASES = sorted([name for name, mutation in MUTATIONS.items() if not mutation.resign]
+               + [name for name in RAW_MUTATIONS if name != "too_large"])
+
+
+def made_up_suffix(name: str) -> str:
+    return base64.b32encode(hashlib.sha256(name.encode()).digest()).decode()[:26]
+
+
+def tampered_site(root: Path) -> dict[str, str]:
+    """The real bundles and one tampered copy per mutation, as plain files in the
+    resolver's layout; returns the reason each suffix must be rejected for ("" for none)."""
+    expected = {}
+    real = (FIXTURES / f"{REAL[0]}.bundle.json").read_bytes()
+    bodies = {suffix: (FIXTURES / f"{suffix}.bundle.json").read_bytes() for suffix in REAL}
+    for name in CASES:
+        bodies[made_up_suffix(name)] = tampered(real, name)
+        expected[made_up_suffix(name)] = (MUTATIONS.get(name) or RAW_MUTATIONS[name]).reason
+    for suffix, body in bodies.items():
+        folder = root / "pith" / suffix
+        folder.mkdir(parents=True)
+        (folder / "bundle.json").write_bytes(body)
+    (root / "robots.txt").write_text("User-agent: *\nAllow: /\n")
+    return {suffix: expected.get(suffix, "") for suffix in bodies}
+
+
+def verdicts(archive: Path) -> set[tuple]:
+    """What the verifications table says of each URL, minus when and in which run."""
+    table = ds.dataset(archive / "tables" / "verifications", format="parquet", partitioning="hive").to_table()
+    columns = ["url", "pith_number", "status", "reason", "detail_path", "detail", "raw_sha256", "bundle_sha256"]
+    return set(zip(*(table.column(name).to_pylist() for name in columns)))
+
+
+def stored(archive: Path) -> set[str]:
+    return {str(path.relative_to(archive)) for folder in ("raw", "quarantine") for path in (archive / folder).rglob("*")
+            if path.is_file()}
+
+
+def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_site):
+    base, _, root = static_site
+    expected = tampered_site(root / "tampered")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"{suffix}\n" for suffix in expected))
+    results = {}
+    for workers in ("0", "2"):
+        out = tmp_path / f"archive-{workers}"
+        results[workers] = run_cli_crawl(tmp_path, "--resolver", f"{base}/tampered", "--seeds-file", str(seeds),
+                                         "--no-follow", "--out", str(out), "--verify-workers", workers)
+        assert results[workers].returncode == 1, results[workers].stderr[-3000:]  # rejections, nothing else
+    inline, pooled = results["0"], results["2"]
+    assert (inline.stat("verify_workers"), pooled.stat("verify_workers")) == (0, 2)
+    assert (pooled.stat("verified"), pooled.stat("rejected")) == (len(REAL), len(CASES))
+
+    found = verdicts(tmp_path / "archive-2")
+    assert found == verdicts(tmp_path / "archive-0")
+    assert {url.split("/")[-2]: reason or "" for url, _, _, reason, *_ in found} == expected
+    assert stored(tmp_path / "archive-2") == stored(tmp_path / "archive-0")
+    assert len([path for path in stored(tmp_path / "archive-2") if path.startswith("quarantine/")]) == 2 * len(CASES)
+    for key, value in inline.stats.items():  # the same counts, reason by reason
+        if key.startswith(("pith/rejected", "pith/verified", "pith/archived")):
+            assert pooled.stats.get(key) == value, key
+
+
+def verifier_processes(crawl_pid: int) -> list[int]:
+    """The crawl's verifier workers: its children started by multiprocessing's spawn."""
+    pids = []
+    for task in os.listdir(f"/proc/{crawl_pid}/task"):
+        pids += map(int, Path(f"/proc/{crawl_pid}/task/{task}/children").read_text().split())
+    return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_a_verifier_process_killed_mid_bundle_loses_nothing(tmp_path, corpus_dir, corpus_catalog, corpus_keyring,
+                                                             mirror):
+    server = mirror(faults=FaultPlan(latency_ms=50))
+    store = LocalStore(tmp_path / "archive")
+    stats = tmp_path / "stats.json"
+    # every record a seed: fetching goes on while the verifier is stopped (links wait for verdicts)
+    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--verify-workers", "1", "--no-follow",
+                      "--stats-json", str(stats), "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+                      seeds=sorted(corpus_catalog.suffixes))
+    process, log = start_crawl(tmp_path, args, "crawl")
+    fetched = lambda: sum(r.document == "bundle" and r.status == 200 for r in server.requests)  # noqa: E731
+    wait_for(lambda: fetched() >= 3 and verifier_processes(process.pid), process, "a verifier at work")
+    [worker] = verifier_processes(process.pid)
+    os.kill(worker, signal.SIGSTOP)  # it holds the bundles sent to it, unanswered, until it dies
+    held = fetched()
+    wait_for(lambda: fetched() >= held + 3, process, "bundles waiting on the stopped verifier")
+    time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    assert process.wait(120) == 0, log.read_text()[-3000:]
+
+    result = json.loads(stats.read_text())
+    assert result["pith/verify_pool_restarts"] == 1
+    assert result["pith/archived"] == result["pith/verified"] == len(corpus_catalog)
+    check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
+    assert check.clean, check.discrepancies
+    assert sorted(check.numbers()) == expected_numbers(corpus_catalog)  # every record, exactly once
