@@ -37,7 +37,7 @@ def fill(store, corpus: Path) -> None:
     if any(store.list("manifests/")):
         return
     keyring = Keyring.build([corpus / KEYRING_NAME], default_keys=False)
-    writer = ArchiveWriter(store, SIGNER)
+    writer = ArchiveWriter(store, SIGNER).open()
     fetched_at = datetime.now(timezone.utc)
     for path in sorted((corpus / BUNDLES_DIR).iterdir()):
         raw = path.read_bytes()

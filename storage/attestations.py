@@ -18,6 +18,7 @@ from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
+from . import layout
 from .committed import check_digest
 from .stores import ObjectStore, StorageError
 
@@ -74,3 +75,18 @@ def chain_head(store: ObjectStore, entry: dict, keyring: Keyring) -> str:
         return read_attestation(data.rstrip(b"\n").rpartition(b"\n")[2], keyring, entry["path"])["event_id"]
     except Rejected as exc:
         raise StorageError(f"{entry['path']}: its last attestation does not verify ({exc})") from None
+
+
+def chain_head_of(store: ObjectStore, manifests, signer: Signer) -> str | None:
+    """Where ``signer``'s chain stands in the committed ``manifests``: the last
+    attestation of its last committed feed (None when it has none)."""
+    feed, last = None, ""
+    for manifest in manifests:
+        if manifest["signature"]["key_id"] != signer.key_id:
+            continue
+        for entry in manifest["objects"]:
+            if layout.is_attestation_feed(entry["path"]) and manifest["committed_at"] > last:
+                # a key's runs follow one another: its last commit holds its chain's head
+                # (run ids sort by start second only)
+                feed, last = entry, manifest["committed_at"]
+    return chain_head(store, feed, Keyring([signer.pinned()])) if feed else None

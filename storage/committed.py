@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from . import layout
-from .manifest import ManifestRead, read_manifests, union
+from .manifest import ManifestRead, read_committed, union
 from .stores import ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -80,9 +80,8 @@ class CommittedArchive:
 
     @classmethod
     def read(cls, store: ObjectStore, keyring: Keyring) -> "CommittedArchive":
-        reads = list(read_manifests(store, keyring))
-        manifests = [read.manifest for read in reads if read.manifest is not None]
-        untrusted = [read for read in reads if read.manifest is None]
+        committed = read_committed(store, keyring)
+        manifests, untrusted = committed.manifests, committed.untrusted
         if not manifests:
             why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
             raise NothingCommitted(f"{store.uri}: no manifest verifies under the trusted keys "

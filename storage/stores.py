@@ -49,13 +49,20 @@ class ObjectMissing(StorageError):
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What a manifest says about an object: enough to re-check it byte for byte."""
+    """What a manifest says about an object: enough to re-check it byte for byte; for
+    a table file also its table and row count. A writer keeps it typed until the
+    manifest is built; ``entry()`` is the one conversion to a manifest's JSON entry."""
     path: str
     sha256: str
     size: int
+    table: str | None = None
+    rows: int | None = None
 
     def entry(self) -> dict:
-        return {"path": self.path, "sha256": self.sha256, "size": self.size}
+        entry = {"path": self.path, "sha256": self.sha256, "size": self.size}
+        if self.table is not None:
+            entry.update(table=self.table, rows=self.rows)
+        return entry
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def delete(self, path: str) -> None:
-        """Remove an object (garbage collection only); absent is fine."""
+        """Remove an object (an orphan); absent is fine."""
 
     @abstractmethod
     def flush(self) -> None:
