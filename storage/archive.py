@@ -43,7 +43,8 @@ from .manifest import read_committed
 from .segment import RunFailure, Segment
 from .spool import Spool
 from .stores import ObjectStore, StorageError
-from .tables import RollPolicy, RowBudget, alias_rows, event_rows, record_row, timestamp, verification_row
+from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
+from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from .attestations import AttestationFeed, chain_head_of, feed_bytes
 from .manifest import build_manifest, commit_manifest, sign_manifest
 from .segment import Segment
 from .stores import ObjectExists, ObjectInfo, ObjectStore
-from .tables import attestation_row
+from .rows import attestation_row
 from .tlog import LogAppender, key_logs, read_log
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ from dataclasses import replace
 from pith.signing import utc_now
 from .attestations import Stored
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
-from .tables import TABLES, RollPolicy, RowBudget, TableWriter
+from .table_writer import RollPolicy, RowBudget, TableWriter
+from .tables import TABLES
 from .uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from storage.archive import ArchiveWriter
 from storage.committed import CommittedArchive
 from storage.manifest import committed_manifests, verify_manifest
 from storage.stores import ObjectMissing, S3Store, StorageError
-from storage.tables import RollPolicy
+from storage.table_writer import RollPolicy
 from storage.uploads import BoundedUploader
 from tests.plugins.archives import corpus_raws
 from tests.plugins.faults import audit_archive
