@@ -1,7 +1,8 @@
 """Audit an archive: re-check everything its committed manifests promise.
 
-Every manifest is read and verified once; every object of every committed manifest is
-read once, as a stream, and hashed as it goes; raw bundles are verified again (under
+Every manifest is read and verified once (the log checks of ``storage.transparency``
+take the key logs those reads give, ``Audit.logs()``); every object of every committed
+manifest is read once, as a stream, and hashed as it goes; raw bundles are verified again (under
 the one size rule of ``pith.parse``), table files' row counts are read from their
 Parquet footers (the last bytes of the stream), attestation feeds are verified event
 by event, and each key's chain must run through all its feeds from a null start.
@@ -33,6 +34,7 @@ from pith.verify import verify_bundle
 from . import layout
 from .manifest import read_manifests
 from .stores import ObjectMissing, ObjectStore
+from .tlog import KeyLog, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ class Audit:
         self._chain = Chain()
         self._checked: set[tuple[str, str]] = set()
         self._accounted: set[str] = set()  # manifests and what they list, trusted or not
+        self._log_parts = []               # what each trusted manifest adds to its key's log
 
     def run(self):
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
@@ -137,6 +140,9 @@ class Audit:
             unpinned = getattr(read.error, "unpinned", None)
             if read.manifest is not None:
                 self.counts.manifests += 1
+                part = log_part(read.manifest)
+                if part is not None:
+                    self._log_parts.append(part)
                 self._accounted.update(entry["path"] for entry in read.manifest["objects"])
                 yield from self._manifest(read.manifest)
             elif unpinned is not None:
@@ -156,6 +162,10 @@ class Audit:
         for stored in self.store.list():
             if stored.path not in self._accounted:
                 yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
+
+    def logs(self) -> dict[str, KeyLog]:
+        """Each key's committed log, as the manifests ``run()`` verified give it."""
+        return logs_of(self._log_parts)
 
     def _found(self, code: str, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
         self.counts.discrepancies[code] += 1

@@ -39,6 +39,8 @@ class LogPart:
     feed: dict | None
     leaves: dict | None
     checkpoint: dict | None
+    key_id: str
+    committed_at: str
 
     @property
     def size(self) -> int | None:
@@ -58,22 +60,33 @@ class KeyLog:
         return next((part for part in reversed(self.parts) if part.checkpoint), None)
 
 
+def log_part(manifest: dict) -> LogPart | None:
+    """What a verified manifest adds to its key's log (None: nothing)."""
+    key_id = manifest["signature"]["key_id"]
+    feed = leaves = checkpoint = None
+    for entry in manifest["objects"]:
+        if layout.is_attestation_feed(entry["path"]):
+            feed = entry
+        elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
+            leaves = entry
+        elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
+            checkpoint = entry
+    if feed or checkpoint:
+        return LogPart(manifest["run_id"], feed, leaves, checkpoint, key_id, manifest["committed_at"])
+    return None
+
+
 def key_logs(manifests) -> dict[str, KeyLog]:
-    """Each archiver key's log, from the verified manifests it signed, in commit order
-    (a key's runs follow one another; run ids only sort by start second)."""
+    """Each archiver key's log, from the verified manifests it signed."""
+    return logs_of(part for part in map(log_part, manifests) if part is not None)
+
+
+def logs_of(parts) -> dict[str, KeyLog]:
+    """Each key's log from the LogParts of its manifests, in commit order (a key's runs
+    follow one another; run ids only sort by start second)."""
     logs: dict[str, KeyLog] = {}
-    for manifest in sorted(manifests, key=lambda m: m["committed_at"]):
-        key_id = manifest["signature"]["key_id"]
-        feed = leaves = checkpoint = None
-        for entry in manifest["objects"]:
-            if layout.is_attestation_feed(entry["path"]):
-                feed = entry
-            elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
-                leaves = entry
-            elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
-                checkpoint = entry
-        if feed or checkpoint:
-            logs.setdefault(key_id, KeyLog(key_id)).parts.append(LogPart(manifest["run_id"], feed, leaves, checkpoint))
+    for part in sorted(parts, key=lambda part: part.committed_at):
+        logs.setdefault(part.key_id, KeyLog(part.key_id)).parts.append(part)
     return logs
 
 

@@ -99,12 +99,12 @@ def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, st
     return best[2], best[1]
 
 
-def check_logs(store: ObjectStore, keyring: Keyring) -> list[Discrepancy]:
+def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) -> list[Discrepancy]:
     """LOG_BROKEN for each key's committed log whose leaves files do not hold its feeds'
     content hashes, or whose committed checkpoints do not sign the size and root of the
     leaves before them. A missing or altered object is left to the audit's own checks."""
     found = []
-    for key_id, log in sorted(key_logs(committed_manifests(store, keyring)).items()):
+    for key_id, log in sorted(logs.items()):
         frontier = Frontier()
         try:
             for part in log.parts:
@@ -135,15 +135,17 @@ def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: Frontier) -> s
     return ""
 
 
-def log_findings(store: ObjectStore, keyring: Keyring, saved: dict[str, bytes]):
-    """What the audit adds about the logs: ``check_logs``, then ``check_consistency``
-    with each saved checkpoint (source -> note)."""
-    yield from check_logs(store, keyring)
+def log_findings(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], saved: dict[str, bytes]):
+    """What the audit adds about the committed ``logs`` (``Audit.logs()``: the manifests
+    are not read again): ``check_logs``, then ``check_consistency`` with each saved
+    checkpoint (source -> note)."""
+    yield from check_logs(store, keyring, logs)
     for source, note in saved.items():
-        yield from check_consistency(store, keyring, note, source)
+        yield from check_consistency(store, keyring, logs, note, source)
 
 
-def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source: str) -> list[Discrepancy]:
+def check_consistency(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], note: bytes,
+                      source: str) -> list[Discrepancy]:
     """Whether the archive's log of the key that signed the checkpoint ``note`` (read
     from ``source``) extends it: nothing when it does; LOG_ROLLED_BACK or LOG_FORKED,
     naming the key and both sizes, when it does not."""
@@ -151,7 +153,7 @@ def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source:
         saved, key = open_checkpoint(note, keyring)
     except Rejected as exc:
         return [Discrepancy("CHECKPOINT_INVALID", source, str(exc))]
-    log = key_logs(committed_manifests(store, keyring)).get(key.key_id)
+    log = logs.get(key.key_id)
     try:
         tree, _ = current_log(store, keyring, log)
     except StorageError as exc:
