@@ -27,14 +27,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pith.canonical import sha256_hex
 from pith.keyring import REGISTRY, Keyring
 from pith.numbers import suffix_of
 from pith.parse import parse
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from storage import history, layout
-from storage.committed import CommittedArchive, check_digest, table_batches
+from storage.committed import CommittedArchive, read_entry, table_batches
 from storage.stores import ObjectStore, StorageError
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
@@ -114,8 +113,7 @@ class ArchiveSource(RecordSource):
         if entry is None:
             return None
         try:
-            data = self.store.get_bytes(entry["path"])
-            check_digest(entry, sha256_hex(data), len(data))
+            data = read_entry(self.store, entry)
         except StorageError as exc:
             logger.error("not serving %s: %s", suffix, exc)
             return None

@@ -14,12 +14,12 @@ import logging
 from dataclasses import dataclass
 
 from pith.attestation import new_attestation, read_attestation
-from pith.canonical import canon, sha256_hex
+from pith.canonical import canon
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
 from . import layout
-from .committed import check_digest
+from .committed import read_entry
 from .stores import ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,7 @@ def feed_bytes(events) -> bytes:
 def chain_head(store: ObjectStore, entry: dict, keyring: Keyring) -> str:
     """The event id of the last attestation in a committed feed (``entry`` is its
     manifest entry): the bytes are checked against the entry, the event verified."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
+    data = read_entry(store, entry)
     try:
         return read_attestation(data.rstrip(b"\n").rpartition(b"\n")[2], keyring, entry["path"])["event_id"]
     except Rejected as exc:

@@ -106,11 +106,18 @@ def check_digest(entry: dict, sha256: str, size: int) -> None:
                             f"({size} bytes) where {entry['sha256']} ({entry['size']} bytes) was committed")
 
 
+def read_entry(store: ObjectStore, entry: dict) -> bytes:
+    """A committed object's bytes, checked against its manifest entry: the one way
+    a reader takes an object whole (``export`` streams the large ones)."""
+    data = store.get_bytes(entry["path"])
+    check_digest(entry, sha256_hex(data), len(data))
+    return data
+
+
 def table_batches(store: ObjectStore, entry: dict, columns: list[str]):
     """Record batches of a committed table file, checked against its entry first;
     ``columns`` the file does not have are left out (older schema versions)."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
+    data = read_entry(store, entry)
     parquet = pq.ParquetFile(pa.BufferReader(data))
     present = [name for name in columns if name in parquet.schema_arrow.names]
     yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=present)

@@ -27,7 +27,7 @@ from pith.keyring import Keyring
 from pith.verify import verify_bundle
 from pith.shipped import version
 from . import layout
-from .committed import CommittedArchive, check_digest
+from .committed import CommittedArchive, check_digest, read_entry
 from .manifest import verify_manifest
 from .stores import ObjectExists, ObjectStore
 from .tables import SCHEMA_VERSION, TABLES
@@ -115,9 +115,7 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
     raws = archive.under(f"{layout.RAW}/")
     total = len(raws) + len(entries)
     for done, entry in enumerate(raws, 1):
-        data = store.get_bytes(entry["path"])
-        check_digest(entry, hashlib.sha256(data).hexdigest(), len(data))
-        _check_bundle(entry, data, keyring)
+        _check_bundle(entry, read_entry(store, entry), keyring)
         if on_object is not None:
             on_object(done, total)
     readme = dataset_readme(archive, entries).encode("utf-8")

@@ -16,11 +16,10 @@ import logging
 from dataclasses import dataclass, field
 
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
-from pith.canonical import sha256_hex
 from pith.merkle import HASH_SIZE, Frontier, leaf_hash
 from pith.signing import Signer
 from . import layout
-from .committed import check_digest
+from .committed import read_entry
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -88,13 +87,6 @@ def logs_of(parts) -> dict[str, KeyLog]:
     for part in sorted(parts, key=lambda part: part.committed_at):
         logs.setdefault(part.key_id, KeyLog(part.key_id)).parts.append(part)
     return logs
-
-
-def read_entry(store: ObjectStore, entry: dict) -> bytes:
-    """A committed object's bytes, checked against its manifest entry."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
-    return data
 
 
 def part_leaves(store: ObjectStore, part: LogPart) -> bytes:

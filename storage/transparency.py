@@ -18,10 +18,10 @@ from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from .audit import Discrepancy
-from .committed import CommittedArchive, table_batches
+from .committed import CommittedArchive, read_entry, table_batches
 from .manifest import committed_manifests
 from .stores import ObjectStore, StorageError
-from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_entry, read_log
+from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
 
 logger = logging.getLogger(__name__)
 
