@@ -87,6 +87,8 @@ class ConditionalRequestMiddleware:
     Validators are remembered only for requests marked ``meta["pith_conditional"]``,
     and saved only when the archive commits (the ``archive_committed`` signal): a
     validator saved for a bundle that never reached a manifest would hide it forever.
+    A rejected bundle's are dropped (``bundle_rejected``): a run after its key is
+    pinned, or after an upgrade, must fetch it again rather than hear 304.
     """
 
     def __init__(self, path: Path, stats):
@@ -103,6 +105,7 @@ class ConditionalRequestMiddleware:
             raise NotConfigured
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
         crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)
+        crawler.signals.connect(middleware.forget, signal=pith_signals.bundle_rejected)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         return middleware
 
@@ -126,6 +129,9 @@ class ConditionalRequestMiddleware:
             if etag or modified:
                 self.pending[request.url] = (etag and etag.decode("latin-1"), modified and modified.decode("latin-1"))
         return response
+
+    def forget(self, url: str) -> None:
+        self.pending.pop(url, None)
 
     def save(self, urls=None):
         """Persist validators of the committed documents (all pending when not told which)."""

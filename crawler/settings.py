@@ -63,12 +63,14 @@ EXTENSIONS = {
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
+    "crawler.key_watch.SigningKeyWatch": 100,
 }
 
 # Ours.
 PITH_ARCHIVE = "archive"          # a folder or s3://bucket/prefix
 PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
+PITH_WATCH_SIGNING_KEY = True     # compare the resolver's /pith-signing-key.json with the keyring at start
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
 PITH_WORKER = None               # names this worker in run ids (None: host-pid)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with

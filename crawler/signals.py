@@ -5,3 +5,8 @@ archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
 # that worker's checkpoints committed
 frontier_recovered = object()
+# a line the person running the crawl must read now (``line``): the command line prints it
+operator_notice = object()
+# a fetched bundle was rejected (``url``): its validators must not be kept, so that the
+# next run fetches it again (after a key is pinned, or an upgrade) instead of a 304
+bundle_rejected = object()

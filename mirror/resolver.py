@@ -57,9 +57,10 @@ class Resolver:
             "/pith-mirrors.json": Response(200, compact_json(pages.mirror_manifest(
                 self.base, options.name, self.catalog.public_keys)), JSON, newest, document="manifest"),
         }
-        if self.catalog.signing_key is not None:
-            self._static["/pith-signing-key.json"] = Response(200, compact_json(self.catalog.signing_key), JSON,
-                                                              newest, document="signing_key")
+        key_document = source.signing_key_document or (
+            compact_json(self.catalog.signing_key) if self.catalog.signing_key is not None else None)
+        if key_document is not None:
+            self._static["/pith-signing-key.json"] = Response(200, key_document, JSON, newest, document="signing_key")
         self._record_document = lru_cache(maxsize=options.cache_size)(self._render)
         self._sitemap = lru_cache(maxsize=8)(self._render_sitemap)
 

@@ -7,6 +7,8 @@ Corpus directory layout::
     DIR/bundles/<SUFFIX>.bundle.json   the exact bytes of each bundle
     DIR/keyring.json                   {"keys": [...]} that verifies every bundle
     DIR/corpus.json                    the saved catalog (optional: rebuilt from the bundles)
+    DIR/pith-signing-key.json          the key document to serve (optional: else the key that
+                                       signed most bundles), e.g. announcing a rotated key
 """
 
 import json
@@ -25,6 +27,7 @@ logger = logging.getLogger(__name__)
 BUNDLES_DIR = "bundles"
 KEYRING_NAME = "keyring.json"
 INDEX_NAME = "corpus.json"
+KEY_DOCUMENT_NAME = "pith-signing-key.json"
 BUNDLE_EXTENSION = ".bundle.json"
 
 
@@ -36,6 +39,7 @@ class RecordSource(ABC):
     """A set of bundles a mirror can serve."""
 
     catalog: Catalog
+    signing_key_document: bytes | None = None  # served as /pith-signing-key.json when given
     remote = False  # bundle_bytes waits on a network store: the server reads it off its event loop
 
     @abstractmethod
@@ -56,6 +60,9 @@ class CorpusDirectory(RecordSource):
         self._prefix = os.path.join(self.bundles_dir, "")  # a plain string: the hot path skips pathlib
         names = self._listing()
         self.catalog = self._saved_catalog(names) or Catalog.from_bundles(self._parsed(names))
+        key_document = self.root / KEY_DOCUMENT_NAME
+        if key_document.is_file():
+            self.signing_key_document = key_document.read_bytes()
         logger.info("serving %d records from %s", len(self.catalog), self.bundles_dir)
 
     def _listing(self) -> list[str]:

@@ -1,30 +1,35 @@
 """Verify every fetched bundle against the pinned keyring before anything is stored."""
 
 import logging
+import re
 
 from crawler.items import BundleItem
+from crawler.key_watch import crawl_keyring
+from crawler.signals import bundle_rejected
 from pith.keyring import Keyring, KeyringError
-from pith.verify import Verdict, verify_document
+from pith.verify import Verdict, value_at, verify_document
 
 logger = logging.getLogger(__name__)
 
 
 class VerifyPipeline:
     """Sets ``item.verdict`` on each BundleItem; counts verdicts in the crawl stats
-    (``pith/verified``, ``pith/rejected``, ``pith/rejected/<reason>``)."""
+    (``pith/verified``, ``pith/rejected``, ``pith/rejected/<reason>``), and what an
+    operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
+    ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
 
-    def __init__(self, keyring: Keyring, stats):
+    def __init__(self, keyring: Keyring, stats, signals):
         self.keyring = keyring
         self.stats = stats
+        self.signals = signals
 
     @classmethod
     def from_crawler(cls, crawler):
-        settings = crawler.settings
         # never NotConfigured: a crawl without its verifier would archive nothing (or worse)
-        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
+        keyring = crawl_keyring(crawler.settings)
         if not len(keyring):
             raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
-        return cls(keyring, crawler.stats)
+        return cls(keyring, crawler.stats, crawler.signals)
 
     def process_item(self, item):
         if not isinstance(item, BundleItem):
@@ -39,9 +44,34 @@ class VerifyPipeline:
             if item.suffix and not verdict.pith_number.endswith(item.suffix):
                 self.stats.inc_value("pith/unexpected_record")
                 logger.warning("%s served %s, another record than it names", item.url, verdict.pith_number)
+            if not verdict.merge_confirmed:
+                self.count_inferred(verdict)
         else:
             self.stats.inc_value("pith/rejected")
             self.stats.inc_value(f"pith/rejected/{verdict.reason}")
             logger.warning("rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>",
                            verdict.detail)
+            if verdict.reason in ("unknown_key", "unsupported_version"):
+                self.count_registry_change(verdict)
+            self.signals.send_catch_log(bundle_rejected, url=item.url)
         return item
+
+    def count_inferred(self, verdict: Verdict) -> None:
+        self.stats.inc_value("pith/merge_inferred")
+        for event_type in verdict.inferred_types:
+            self.stats.inc_value(f"pith/merge_inferred/{stat_safe(event_type)}")
+        if not verdict.merge_inferred_match:
+            self.stats.inc_value("pith/merge_inferred_differs")
+
+    def count_registry_change(self, verdict: Verdict) -> None:
+        """Which unpinned key, or which unknown version, the registry started using."""
+        named = value_at(verdict.bundle, verdict.path)
+        if verdict.reason == "unknown_key":
+            self.stats.inc_value(f"pith/unknown_keys/{stat_safe(named)}")
+        else:
+            self.stats.inc_value(f"pith/unsupported_versions/{verdict.path}={stat_safe(named)}")
+
+
+def stat_safe(text) -> str:
+    """Text from a fetched document, made safe to be part of a stats key."""
+    return re.sub(r"[^A-Za-z0-9._:-]", "_", str(text))[:64]

@@ -5,12 +5,18 @@ signs bundles (receipts, registry events, the bundle signature); an ``archive`` 
 signs what an archiver writes (manifests, storage attestations, checkpoints). A
 signature by a key of the other role is ``wrong_key_role``, so a stolen archiver key,
 hot on every worker, cannot forge registry records.
+
+A pinned key may carry a validity window (``not_before``, ``not_after``, or the
+registry's ``rotates_at`` as the end): when the registry rotates its key, what the old
+key signed before the rotation stays verified, and anything it signs after is
+``key_retired``.
 """
 
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from nacl.bindings import crypto_sign_open
@@ -41,12 +47,48 @@ class KeyringError(ValueError):
     """A keyring file or key entry that cannot be used."""
 
 
+UNDATED = object()  # a signature whose signed thing carries no date to hold to a window
+
+
+def instant(text) -> datetime | None:
+    """An RFC 3339 timestamp as an aware datetime; None when ``text`` is not one."""
+    if not isinstance(text, str) or not text[:4].isdigit():
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
 @dataclass(frozen=True)
 class PinnedKey:
     key_id: str
     raw: bytes
     fingerprint: str  # fingerprint_sha256_hex
     role: str = REGISTRY
+    not_before: datetime | None = None  # signatures made earlier are key_not_yet_valid
+    not_after: datetime | None = None   # what the key signs dated later is key_retired
+
+    def check_window(self, path: str, created_at=UNDATED, signed_at=UNDATED) -> None:
+        """Hold a signature to this key's validity window. ``created_at`` dates what was
+        signed (nothing created after the key retired can carry its signature);
+        ``signed_at`` dates the signing itself (both ends of the window apply). Either,
+        when given, must be a timestamp once the window bounds it."""
+        if self.not_after is None and self.not_before is None:
+            return
+        for label, text, ends in (("created_at", created_at, False), ("signed_at", signed_at, True)):
+            if text is UNDATED or (not ends and self.not_after is None):
+                continue
+            moment = instant(text)
+            if moment is None:
+                raise Rejected("schema_violation", path, f"{label} {text!r} is not an RFC 3339 timestamp")
+            if self.not_after is not None and moment > self.not_after:
+                raise Rejected("key_retired", path, f"{self.key_id} retired at {_stamp(self.not_after)}; "
+                                                    f"this was {label.split('_')[0]} at {text}")
+            if ends and self.not_before is not None and moment < self.not_before:
+                raise Rejected("key_not_yet_valid", path, f"{self.key_id} is valid from {_stamp(self.not_before)}; "
+                                                          f"this was signed at {text}")
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         try:
@@ -56,10 +98,26 @@ class PinnedKey:
         return True
 
     def document(self) -> dict:
-        """This key shaped like a bundle's ``public_keys`` entry."""
+        """This key shaped like a bundle's ``public_keys`` entry (with its window, if any)."""
+        window = {name: _stamp(value) for name, value in (("not_before", self.not_before),
+                                                          ("not_after", self.not_after)) if value is not None}
         return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
                 "public_key_b64": base64.b64encode(self.raw).decode("ascii"),
-                **key_fingerprints(self.raw)}
+                **key_fingerprints(self.raw), **window}
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _window_end(entry: dict, name: str) -> datetime | None:
+    value = entry.get(name)
+    if value is None:
+        return None
+    moment = instant(value)
+    if moment is None:
+        raise KeyringError(f"key {entry['key_id']}: {name} {value!r} is not an RFC 3339 timestamp with a zone")
+    return moment
 
 
 def key_from_entry(entry: dict, role: str = REGISTRY) -> PinnedKey:
@@ -82,7 +140,11 @@ def key_from_entry(entry: dict, role: str = REGISTRY) -> PinnedKey:
     for field, value in derived.items():
         if field in entry and entry[field] != value:
             raise KeyringError(f"key {entry['key_id']}: {field} does not match the key")
-    return PinnedKey(entry["key_id"], raw, derived["fingerprint_sha256_hex"], role)
+    not_before = _window_end(entry, "not_before")
+    not_after = _window_end(entry, "not_after") or _window_end(entry, "rotates_at")
+    if not_before and not_after and not_before >= not_after:
+        raise KeyringError(f"key {entry['key_id']}: not_before is not before its end")
+    return PinnedKey(entry["key_id"], raw, derived["fingerprint_sha256_hex"], role, not_before, not_after)
 
 
 class Keyring:
@@ -113,6 +175,10 @@ class Keyring:
         if known is not None and known.role != key.role:
             raise KeyringError(f"key {key.key_id} is pinned both as {A_KEY[known.role]} and as {A_KEY[key.role]}: "
                                "a key has one role")
+        if known is not None:  # pinned twice: the narrower window of the two holds
+            starts = [moment for moment in (known.not_before, key.not_before) if moment is not None]
+            ends = [moment for moment in (known.not_after, key.not_after) if moment is not None]
+            key = replace(key, not_before=max(starts, default=None), not_after=min(ends, default=None))
         self._keys[key.key_id] = key
 
     def load(self, path, role: str | None = None) -> None:
@@ -152,10 +218,12 @@ class Keyring:
         return iter(self._keys.values())
 
     def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str,
-                        members: frozenset | None = None, *, role: str) -> PinnedKey:
+                        members: frozenset | None = None, *, role: str, created_at=UNDATED,
+                        signed_at=UNDATED) -> PinnedKey:
         """Verify a signature object (``key_id``, ``public_key_fingerprint``,
         ``algorithm``, ``signature_b64``) over ``message`` with the pinned key, which
-        must have ``role`` (a key of the other role is ``wrong_key_role``).
+        must have ``role`` (a key of the other role is ``wrong_key_role``) and hold
+        ``created_at`` / ``signed_at`` in its window (PinnedKey.check_window).
 
         ``members``, for a signature block that no hash covers, is the set of members it
         may hold: anything else would ride along unsigned. The base64 must be canonical
@@ -185,4 +253,5 @@ class Keyring:
         if base64.b64encode(signature).decode("ascii") != encoded:
             raise Rejected("schema_violation", f"{path}.signature_b64",
                            "not canonical base64 (its spare bits could spell the same signature many ways)")
+        key.check_window(f"{path}.key_id", created_at, signed_at)
         return key

@@ -20,6 +20,11 @@ REASONS = {
     "pith_number_mismatch": "a Pith number, short number or pith_short alias is not derived from the hash",
     "unknown_key": "a signature names a key that is not in the pinned keyring",
     "key_fingerprint_mismatch": "a key's hex, fingerprint or pinned identity disagree",
+    "key_retired": "a signature is by a pinned key whose validity window had closed when the signed thing was "
+                   "created or signed (the registry rotated to another key)",
+    "key_not_yet_valid": "a signature is dated before the pinned key's validity window opens",
+    "unsupported_version": "the bundle declares a bundle_version or merge_version this archiver does not know: "
+                           "an upgrade is needed, nothing is guessed",
     "wrong_key_role": "a signature is by a pinned key whose role may not sign it (an archive key signing a "
                       "registry record, or a registry key signing a manifest or attestation)",
     "receipt_signature_invalid": "the receipt signature does not verify under the pinned key",
@@ -30,6 +35,7 @@ REASONS = {
     "chain_broken": "an attestation's prev_event does not name the previous attestation",
     "state_hash_mismatch": "state_sha256 does not hash the state",
     "state_mismatch": "the state differs from the one recomputed by the deterministic merge",
+    # no longer given (such bundles are verified with merge_confirmed false); kept for older archives' tables
     "merge_unverified": "the bundle has event types whose merge rule is only inferred",
     "bundle_hash_mismatch": "bundle_sha256 does not hash the bundle",
     "bundle_signature_invalid": "the bundle signature does not verify under the pinned key",

@@ -1,7 +1,12 @@
-"""Verify an open graph bundle: the seven checks of PITH-FORMAT.md plus the merge.
+"""Verify an open graph bundle: the seven checks of the format plus the merge.
 
 ``verify_bundle(raw, keyring)`` never raises on bad input: it returns a Verdict whose
 ``reason`` is a stable code from ``pith.reasons`` and whose ``path`` names what broke.
+
+A bundle with event types whose merge rule is only inferred is still verified when
+every hash and registry signature holds (the registry signed its state), with
+``merge_confirmed`` false: the registry publishing a new kind of event must not stop
+an archive from keeping its records.
 """
 
 import base64
@@ -22,6 +27,7 @@ EVENT_MESSAGE = "open_graph_event_sha256_bytes"
 BUNDLE_MESSAGE = "bundle_sha256_bytes"
 SIGNATURE_STATUS = "signed_v1"
 BUNDLE_SIGNATURE_MEMBERS = SIGNATURE_MEMBERS | {"bundle_sha256"}
+BUNDLE_VERSIONS = ("1.0",)  # the bundle_version values this archiver knows how to check
 # RFC 3339 in UTC, as every timestamp in the real bundles is written.
 TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 
@@ -38,15 +44,21 @@ class Verdict:
     state_sha256: str | None = None
     bundle: dict | None = field(default=None, repr=False)  # the parsed document, once it parsed
     exact: bool = False  # pith.canonical.canon may take its fast path on ``bundle``
+    merge_confirmed: bool = True      # false: some event types merged by a rule only inferred
+    inferred_types: tuple = ()        # those event types, in first-seen order
+    merge_inferred_match: bool | None = None  # the inferred rule recomputes exactly the signed state
 
     @property
     def ok(self) -> bool:
         return self.status == "verified"
 
     def as_dict(self) -> dict:
+        merge = {} if self.merge_confirmed else {
+            "merge_confirmed": False, "inferred_types": list(self.inferred_types),
+            "merge_inferred_match": self.merge_inferred_match}
         return {"status": self.status, "reason": self.reason or None, "path": self.path or None,
                 "detail": self.detail or None, "pith_number": self.pith_number,
-                "canonical_sha256": self.canonical_sha256, "bundle_sha256": self.bundle_sha256}
+                "canonical_sha256": self.canonical_sha256, "bundle_sha256": self.bundle_sha256, **merge}
 
 
 def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Verdict:
@@ -105,13 +117,13 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     if not isinstance(bundle, dict):
         raise Rejected("schema_violation", "", f"a bundle is an object, found {type(bundle).__name__}")
     _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
+    _check_versions(bundle)
     number = _need(bundle, "pith_number", str, "")
     record = _need(bundle, "canonical_record", dict, "")
     canonical = _need_hex(bundle, "canonical_sha256", "")
     aliases = _need(bundle, "source_aliases", list, "")
     events = _need(bundle, "events", list, "")
     state = _need(bundle, "state", dict, "")
-    _need_equal(bundle, "merge_version", MERGE_VERSION, "")
     submitted = _need(_need(record, "metadata", dict, "canonical_record."), "submitted_at", str,
                       "canonical_record.metadata.")
 
@@ -124,19 +136,27 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
         raise Rejected("canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256",
                        "the receipt signs another hash")
     keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid",
-                            role=REGISTRY)
+                            role=REGISTRY, created_at=receipt.get("signed_at"))
     for index, event in enumerate(events):
         check_event(event, keyring, f"events[{index}]", number, exact)
     merged = merge(number, aliases, events)
-    state_sha256 = _check_state(merged, state, exact)
+    state_sha256, body = _check_state(merged, state, exact)
     bundle_sha256 = _check_bundle_signature(bundle, keyring, exact)
-    inferred = merged.inferred
-    if inferred:
-        index = next(i for i, e in enumerate(events) if e.get("event_type") in inferred)
-        raise Rejected("merge_unverified", f"events[{index}].event_type",
-                       f"no real bundle confirms how {', '.join(inferred)} events merge")
-    return {"pith_number": number, "canonical_sha256": canonical,
-            "bundle_sha256": bundle_sha256, "state_sha256": state_sha256}
+    facts = {"pith_number": number, "canonical_sha256": canonical,
+             "bundle_sha256": bundle_sha256, "state_sha256": state_sha256}
+    if merged.inferred:
+        facts.update(merge_confirmed=False, inferred_types=tuple(merged.inferred),
+                     merge_inferred_match=merged.state == body)
+    return facts
+
+
+def _check_versions(bundle) -> None:
+    """A version this archiver does not know is named, never guessed at."""
+    for key, known in (("bundle_version", BUNDLE_VERSIONS), ("merge_version", (MERGE_VERSION,))):
+        value = _need(bundle, key, str, "")
+        if value not in known:
+            raise Rejected("unsupported_version", key,
+                           f"{key} {value[:64]!r}; this archiver knows {', '.join(map(repr, known))}: upgrade it")
 
 
 def _check_record(bundle, record, canonical, events, state, exact) -> int:
@@ -225,11 +245,14 @@ def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: 
         raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
     # outside the content hash: in a feed nothing else covers it
     keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid",
-                            SIGNATURE_MEMBERS, role=role)
+                            SIGNATURE_MEMBERS, role=role, created_at=event.get("created_at"))
     return content_sha256
 
 
-def _check_state(merged, state, exact) -> str:
+def _check_state(merged, state, exact) -> tuple[str, dict]:
+    """The state's hash, and the state without it. With an inferred merge rule the
+    recomputation is not held against the signed state (the caller records whether
+    they agree)."""
     state_sha256 = _need_hex(state, "state_sha256", "state.")
     body = {k: v for k, v in state.items() if k != "state_sha256"}
     if canon_sha256(body, exact) != state_sha256:
@@ -237,7 +260,7 @@ def _check_state(merged, state, exact) -> str:
     if not merged.inferred and merged.state != body:
         raise Rejected("state_mismatch", "state." + first_difference(merged.state, body),
                        "differs from the state the merge recomputes")
-    return state_sha256
+    return state_sha256, body
 
 
 def _check_bundle_signature(bundle, keyring, exact) -> str:
@@ -250,9 +273,10 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
     body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     if canon_sha256(body, exact) != claimed:
         raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
-    # no hash covers bundle_signature: it may hold its own members and nothing else
+    # no hash covers bundle_signature: it may hold its own members and nothing else.
+    # built_at, which the hash covers, is when the registry built and signed this version.
     keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid",
-                            BUNDLE_SIGNATURE_MEMBERS, role=REGISTRY)
+                            BUNDLE_SIGNATURE_MEMBERS, role=REGISTRY, signed_at=bundle.get("built_at"))
     return claimed
 
 
@@ -273,3 +297,15 @@ def first_difference(expected, found, path: str = "") -> str:
 
 
 _MISSING = object()
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def value_at(doc, path: str):
+    """The value a verdict's ``path`` names in ``doc`` (``events[0].payload.receipt.key_id``);
+    None when there is none."""
+    for name, index in _STEP.findall(path):
+        try:
+            doc = doc[int(index)] if index else doc[name]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return doc

@@ -18,7 +18,7 @@ COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "corpus": ("pith_archiver.cmd_mirror:corpus", "Test corpora of signed bundles."),
     "crawl": ("pith_archiver.cmd_crawl:crawl", "Crawl a resolver, verify every bundle, archive it."),
     "export": ("pith_archiver.cmd_export:export", "Export the committed contents of an archive."),
-    "keys": ("pith_archiver.cmd_keys:keys", "The archiver's own Ed25519 signing keys."),
+    "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
     "prove": ("pith_archiver.cmd_tlog:prove", "Prove a record's latest storage attestation (inclusion proof)."),
     "serve": ("pith_archiver.cmd_mirror:serve", "Serve a corpus or an archive in Pith's resolver layout."),
     "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles and attestation feeds: files, folders, URLs."),

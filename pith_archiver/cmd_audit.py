@@ -62,7 +62,9 @@ def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s
 
 def _summary(counts) -> str:
     checked = (f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
-               f"{counts.bundles} bundles, {counts.attestations} attestations "
+               f"{counts.bundles} bundles"
+               + (f" ({counts.merge_inferred} with a merge rule only inferred)" if counts.merge_inferred else "")
+               + f", {counts.attestations} attestations "
                f"(bundle size limit {SIZE_RULE['max_bytes']} bytes)")
     if counts.clean:
         return f"clean: {checked}"

@@ -1,11 +1,17 @@
-"""``pith-archiver keys``: the archiver's own signing keys."""
+"""``pith-archiver keys``: the archiver's own signing keys, and pinning the registry's."""
 
 import json
+import os
 import re
+import urllib.request
 from pathlib import Path
 
 import click
 
+from crawler.key_watch import announced_keys
+from pith.keyring import REGISTRY, REGISTRY_KEY, KeyringError, instant, key_from_entry
+from pith.parse import parse
+from pith.reasons import Rejected
 from storage.signing_key import new_signer
 from .exit_status import ConfigError
 from .output import say, verbosity_options
@@ -13,9 +19,13 @@ from .output import say, verbosity_options
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 
 
+KEY_DOCUMENT_LIMIT = 1024 * 1024
+FINGERPRINT = re.compile(r"^[0-9a-f]{32}$")
+
+
 @click.group()
 def keys():
-    """The archiver's own Ed25519 signing keys."""
+    """The archiver's own Ed25519 signing keys, and pinning a rotated registry key."""
 
 
 @keys.command()
@@ -44,3 +54,123 @@ def generate(out: Path, key_id: str | None, verbosity: int):
     say(f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
                "outside the archive", err=True)
     click.echo(json.dumps(signer.archive_key_document(), indent=2))
+
+
+def _timestamp(ctx, param, value):
+    if value is not None and instant(value) is None:
+        raise click.BadParameter("an RFC 3339 timestamp with a zone, e.g. 2026-12-01T00:00:00Z")
+    return value
+
+
+def _read_source(source: str) -> bytes:
+    try:
+        if source.startswith(("http://", "https://")):
+            request = urllib.request.Request(source, headers={"Accept": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.read(KEY_DOCUMENT_LIMIT + 1)
+        return Path(source).read_bytes()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{source}: {getattr(exc, 'reason', None) or getattr(exc, 'strerror', None) or exc}") \
+            from None
+
+
+def _keyring_entries(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--keyring {path}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
+        raise ConfigError(f'--keyring {path}: expected {{"keys": [...]}}')
+    return doc["keys"]
+
+
+def _write_keyring(path: Path, entry: dict) -> None:
+    """Add or update ``entry`` (by key_id) in the keyring file, atomically."""
+    entries = [e for e in _keyring_entries(path) if e.get("key_id") != entry["key_id"]] + [entry]
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        temporary.write_text(json.dumps({"keys": entries}, indent=2) + "\n", "utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise ConfigError(f"--keyring {path}: {exc.strerror or exc}") from None
+
+
+def _pin(path: Path, entry: dict) -> None:
+    try:
+        key = key_from_entry(entry, REGISTRY)
+    except KeyringError as exc:
+        raise ConfigError(str(exc)) from None
+    for known in _keyring_entries(path):
+        if known.get("key_id") == key.key_id and known.get("public_key_b64") != entry["public_key_b64"]:
+            raise ConfigError(f"--keyring {path}: {key.key_id} is pinned there with another key; "
+                              "find out which is genuine first")
+    _write_keyring(path, entry)
+
+
+@keys.command()
+@click.argument("source")
+@click.option("--fingerprint", required=True,
+              help="The key's fingerprint_sha256_hex (32 hex digits), as checked with the registry out of band.")
+@click.option("--keyring", "keyring", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The keyring file to pin it in (created if absent; give it to crawl, verify and audit).")
+@click.option("--not-before", callback=_timestamp, help="The key signs nothing built before this time.")
+@click.option("--not-after", callback=_timestamp,
+              help="The key is retired from this time: anything created or built later is key_retired.")
+@verbosity_options
+def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, verbosity: int):
+    """Pin a registry key announced in SOURCE, once checked out of band.
+
+    SOURCE is a key document: the resolver's /pith-signing-key.json (URL or file), or
+    any file of key entries. Only the key whose fingerprint, computed from its bytes,
+    is the one you checked with the registry is pinned: the network alone never
+    decides what is trusted. Its rotates_at, if any, becomes its retirement time.
+    """
+    fingerprint = fingerprint.lower()
+    if not FINGERPRINT.match(fingerprint):
+        raise click.BadParameter("32 hex digits (fingerprint_sha256_hex)", param_hint="--fingerprint")
+    body = _read_source(source)
+    try:
+        if len(body) > KEY_DOCUMENT_LIMIT:
+            raise Rejected("too_large", "", f"more than {KEY_DOCUMENT_LIMIT} bytes")
+        entries = announced_keys(parse(body).data)
+    except Rejected as rejected:
+        raise ConfigError(f"{source}: not a key document ({rejected})") from None
+    offered = []
+    for entry in entries:
+        try:
+            key = key_from_entry(entry, REGISTRY)
+        except KeyringError:
+            continue
+        offered.append(f"{key.key_id} {key.fingerprint}")
+        if key.fingerprint == fingerprint:
+            window = {name: value for name, value in (("not_before", not_before), ("not_after", not_after)) if value}
+            _pin(keyring, {**key.document(), "role": REGISTRY,
+                           **({"rotates_at": entry["rotates_at"]} if entry.get("rotates_at") else {}), **window})
+            say(f"pinned {key.key_id} (fingerprint {key.fingerprint}) in {keyring}")
+            return
+    raise ConfigError(f"{source}: no key with fingerprint {fingerprint} (it offers: {', '.join(offered) or 'none'})")
+
+
+@keys.command()
+@click.argument("key_id")
+@click.option("--at", "at", required=True, callback=_timestamp,
+              help="When the key was retired (the registry's rotation time).")
+@click.option("--keyring", "keyring", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The keyring file holding the key, or to hold the built-in registry key with its window.")
+@verbosity_options
+def retire(key_id: str, at: str, keyring: Path, verbosity: int):
+    """Give a pinned registry key its retirement time.
+
+    What it signed before AT stays verified; an event created, or a bundle built, after
+    AT under its signature is rejected as key_retired. KEY_ID is a key of the keyring
+    file or the built-in registry key (pinned twice, the narrower window holds).
+    """
+    known = next((e for e in _keyring_entries(keyring) if e.get("key_id") == key_id), None)
+    if known is None and key_id == REGISTRY_KEY["key_id"]:
+        known = {**REGISTRY_KEY, "role": REGISTRY}
+    if known is None:
+        raise ConfigError(f"--keyring {keyring}: no key {key_id} there (nor is it the built-in registry key)")
+    _pin(keyring, {**known, "not_after": at})
+    say(f"{key_id} retires at {at} in {keyring}")

@@ -98,6 +98,12 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
     return [by_source[record["source"]] for record in feeds]
 
 
+def merge_note(inferred_types, matches: bool) -> str:
+    """How a verified bundle's merge stands when some of its event types are new."""
+    agrees = "reproduces the signed state" if matches else "differs from the signed state, which is kept"
+    return f"merge inferred ({', '.join(inferred_types)}; {agrees})"
+
+
 class Report:
     """Prints the records as people or machines want them, counts them, and closes
     with the summary and the exit status."""
@@ -106,6 +112,7 @@ class Report:
         self.as_json = as_json
         self.verbosity = verbosity
         self.counts = dict.fromkeys(STATUSES, 0)
+        self.inferred = 0  # verified with a merge rule only inferred
 
     def add(self, record: dict) -> None:
         status, source = record["status"], record["source"]
@@ -113,6 +120,9 @@ class Report:
         label = "feed" if feed else record.get("pith_number") or "-"
         if status == "verified":
             line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
+            if record.get("merge_confirmed") is False:
+                self.inferred += 1
+                line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"
         elif status == "rejected":
             line = (f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
                     f"{record['detail']}")
@@ -128,7 +138,8 @@ class Report:
 
     def close(self) -> ExitStatus:
         counts = self.counts
-        summary = f"{counts['verified']} verified, {counts['rejected']} rejected"
+        inferred = f" ({self.inferred} with a merge rule only inferred)" if self.inferred else ""
+        summary = f"{counts['verified']} verified{inferred}, {counts['rejected']} rejected"
         if counts["unreadable"]:
             summary += f", {counts['unreadable']} unreadable"
         if counts["skipped"]:

@@ -90,6 +90,41 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
 
 
+def _under(stats: dict, prefix: str) -> dict:
+    return {key[len(prefix):]: value for key, value in stats.items() if key.startswith(prefix) and value}
+
+
+def registry_changes(stats: dict) -> list[str]:
+    """What changed at the registry, each a line saying what to do: records archived with
+    a merge rule only inferred, a key the registry announces unpinned, bundles signed by
+    unpinned keys (most of them: a rotation), versions this archiver does not know."""
+    lines = []
+    inferred = stats.get("pith/merge_inferred", 0)
+    if inferred:
+        types = _counts(_under(stats, "pith/merge_inferred/"))
+        differs = stats.get("pith/merge_inferred_differs", 0)
+        lines.append(f"merge inferred: {inferred} verified bundles hold event types whose merge rule is only "
+                     f"inferred ({types}); archived with merge_confirmed false"
+                     + (f", {differs} with a signed state the inferred rule does not give" if differs else ""))
+    announced = _under(stats, "pith/announced_keys/unpinned/")
+    named = ", ".join(f"{key_id} (fingerprint {fingerprint})" for key_id, fingerprint in sorted(announced.items()))
+    unknown = _under(stats, "pith/unknown_keys/")
+    rejected_unknown, fetched = sum(unknown.values()), stats.get("pith/bundles_fetched", 0)
+    if rejected_unknown and rejected_unknown * 2 > fetched:
+        lines.append(f"key rotation: {rejected_unknown} of {fetched} bundles are signed by keys not pinned "
+                     f"({_counts(unknown)}): the registry has probably rotated its key"
+                     + (f"; it announces {named}" if named else "")
+                     + ". Check the new key out of band, pin it (pith-archiver keys pin) and crawl again")
+    elif named:
+        lines.append(f"unpinned key: the registry announces {named}; bundles it signs are rejected "
+                     "until it is pinned (pith-archiver keys pin)")
+    versions = _under(stats, "pith/unsupported_versions/")
+    if versions:
+        lines.append(f"unknown versions: {_counts(versions)}: this archiver does not know them; upgrade "
+                     "pith-archiver (the bundles wait in quarantine/, nothing was guessed)")
+    return lines
+
+
 def _counts(reasons: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
 
@@ -106,6 +141,9 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
             f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
             f"{sum(result.failures.values())} failed, {requests} requests{per_record}")
     if verbosity <= QUIET:
+        changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
+        if changes:
+            line += "; registry changed: " + ", ".join(changes)
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         click.echo(line, err=result.status != ExitStatus.OK)
@@ -120,6 +158,8 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
         click.echo("rejections: " + _counts(result.rejections))
+    for line in registry_changes(stats):
+        click.echo(line)
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
     if manifest and not stats.get("pith/commit_error"):
         click.echo(f"committed {archive}/{manifest}"

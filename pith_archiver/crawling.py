@@ -12,9 +12,10 @@ from pathlib import Path
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 
+from crawler.signals import operator_notice
 from crawler.spiders.pith import PithSpider
 from .exit_status import ConfigError
-from .output import DEBUG, QUIET, VERBOSE
+from .output import DEBUG, QUIET, VERBOSE, say
 
 
 def project_settings(overrides: dict | None = None) -> Settings:
@@ -60,9 +61,14 @@ def run_crawl(spider_args: dict, overrides: dict) -> dict:
     return the final Scrapy stats."""
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
+    crawler.signals.connect(_print_notice, signal=operator_notice)
     failures = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
     process.start()
     if failures:  # the crawl could not start (a component refused): say why, not how
         failures[0].raiseException()
     return crawler.stats.get_stats()
+
+
+def _print_notice(line: str) -> None:
+    say(f"notice: {line}", err=True)

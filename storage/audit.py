@@ -75,6 +75,7 @@ class AuditCounts:
     objects: int = 0
     bytes: int = 0
     bundles: int = 0
+    merge_inferred: int = 0  # verified bundles whose merge rule is only inferred (not discrepancies)
     attestations: int = 0
     discrepancies: Counter = field(default_factory=Counter)
 
@@ -84,7 +85,8 @@ class AuditCounts:
 
     def as_dict(self) -> dict:
         return {"manifests": self.manifests, "objects": self.objects, "bytes": self.bytes, "bundles": self.bundles,
-                "attestations": self.attestations, "discrepancies": dict(sorted(self.discrepancies.items())),
+                "merge_inferred": self.merge_inferred, "attestations": self.attestations,
+                "discrepancies": dict(sorted(self.discrepancies.items())),
                 "clean": self.clean, "size_rule": SIZE_RULE}
 
 
@@ -234,6 +236,8 @@ class Audit:
                 data += chunk
         self.counts.bundles += 1
         verdict = verify_bundle(bytes(data), self.bundle_keyring)
+        if verdict.ok and not verdict.merge_confirmed:
+            self.counts.merge_inferred += 1
         if not verdict.ok:
             yield self._found("BUNDLE_REJECTED", entry["path"],
                               f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}")

@@ -78,7 +78,17 @@ def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetim
         "submitted_at": timestamp(metadata["submitted_at"]), "built_at": timestamp(bundle.get("built_at")),
         "event_count": len(bundle["events"]), "fetched_at": _utc(fetched_at), "source_url": url,
         "raw_path": layout.raw_bundle(raw_sha256), "accepted_as_current": accepted_as_current, "run_id": run_id,
+        **merge_facts(verdict),
     }
+
+
+def merge_facts(verdict) -> dict:
+    """The merge columns of a verified version (all null for anything else)."""
+    if not verdict.ok:
+        return {}
+    return {"merge_confirmed": verdict.merge_confirmed,
+            "merge_inferred_types": list(verdict.inferred_types) or None,
+            "merge_inferred_match": verdict.merge_inferred_match}
 
 
 def event_rows(verdict, *, run_id: str) -> list[dict]:
@@ -126,4 +136,4 @@ def verification_row(verdict, *, url: str, raw_sha256: str | None, size: int | N
             "status": verdict.status, "reason": verdict.reason or None, "detail_path": verdict.path or None,
             "detail": verdict.detail or None, "raw_sha256": raw_sha256, "size": size, "raw_path": raw_path,
             "bundle_sha256": verdict.bundle_sha256, "duplicate": duplicate, "fetched_at": fetched,
-            "run_id": run_id}
+            "run_id": run_id, **merge_facts(verdict)}

@@ -44,6 +44,16 @@ _RUN = _col("run_id", pa.string(),
 _BUNDLE = _col("bundle_sha256", pa.string(), "the bundle version: bundle_signature.bundle_sha256", False)
 _PITH = _col("pith_number", pa.string(), "full Pith number, pith:YYYY:<26-char suffix>", False)
 
+# how a verified version's merge stands (pith.verify.Verdict)
+MERGE_COLUMNS = (
+    _col("merge_confirmed", pa.bool_(), "false when some event types were merged by a rule only inferred "
+                                        "(the registry signed the state; see merge_inferred_match); null or "
+                                        "absent in older files: true"),
+    _col("merge_inferred_types", STRINGS, "the event types merged by an inferred rule, in first-seen order"),
+    _col("merge_inferred_match", pa.bool_(), "when merge_confirmed is false: true when the inferred rule "
+                                             "recomputes exactly the signed state"),
+)
+
 RECORDS = TableSpec("records", "year", "year of canonical_record.metadata.submitted_at", (
     _PITH,
     _col("short_pith_number", pa.string(), "pith:<first 8 chars of the suffix>"),
@@ -71,6 +81,7 @@ RECORDS = TableSpec("records", "year", "year of canonical_record.metadata.submit
     _col("accepted_as_current", pa.bool_(), "true when this version became the record's current version when "
                                             "archived; false for a fork or rollback kept as evidence "
                                             "(not_append_only); null or absent in older files: true"),
+    *MERGE_COLUMNS,
     _RUN,
 ))
 
@@ -116,6 +127,7 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
     _col("bundle_sha256", pa.string(), "the bundle version, when verified"),
     _col("duplicate", pa.bool_(), "true when this bundle version was already archived", False),
     _col("fetched_at", TIMESTAMP, "when the bytes were fetched", False),
+    *MERGE_COLUMNS,
     _RUN,
 ))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pith.canonical import canon_sha256
+from pith.keyring import REGISTRY, key_from_entry
 from pith.mint import seal, sign_bundle
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
@@ -34,6 +35,14 @@ def _fixed_key(key_id: str) -> Signer:
 ADVERTISED = _fixed_key("advertised-unpinned-1")  # a forger's own key, listed in its bundle
 IMPOSTOR = _fixed_key("impostor-1")               # signs under a pinned key_id it does not hold
 ARCHIVER = _fixed_key("archiver-stolen-1")        # an archive key: pinned, but only for manifests and attestations
+RETIRED = _fixed_key("registry-retired-1")        # a registry key pinned with a window that closed before 2026-05
+FUTURE = _fixed_key("registry-future-1")          # a registry key pinned with a window that opens in 2030
+
+
+def windowed_keys() -> list:
+    """RETIRED and FUTURE pinned as registry keys with their validity windows."""
+    return [key_from_entry({**RETIRED.public_document(), "not_after": "2026-01-01T00:00:00Z"}, REGISTRY),
+            key_from_entry({**FUTURE.public_document(), "not_before": "2030-01-01T00:00:00Z"}, REGISTRY)]
 
 
 @dataclass(frozen=True)
@@ -135,16 +144,6 @@ def _drop_event(bundle):
 
 def _reorder_events(bundle):
     bundle["events"].reverse()
-
-
-def _append_storage_attestation(bundle):
-    """An inferred event type; ``tampered`` signs it and recomputes the state."""
-    bundle["events"].append({
-        "event_type": "storage_attestation", "subject_pith_number": bundle["pith_number"],
-        "target": "storage", "payload": {"bundle_sha256": bundle["bundle_signature"]["bundle_sha256"],
-                                         "store": "s3://pith-archive/bundles/", "status": "stored"},
-        "signer": {"signer_id": "pith-archiver", "signer_type": "mirror"},
-        "created_at": bundle["built_at"], "supersedes": [], "prev_event": None, "schema_version": "1.0"})
 
 
 def take_over(bundle: dict, signer: Signer) -> None:
@@ -250,9 +249,19 @@ MUTATIONS: dict[str, Mutation] = {
     "state_count_resigned": Mutation(
         "state_mismatch", "state.event_count", _edit("state.event_count", lambda n: n + 1),
         "a state field changed, the state re-hashed and the bundle re-signed", resign=True),
-    "storage_attestation_appended": Mutation(
-        "merge_unverified", "events[2].event_type", _append_storage_attestation,
-        "a properly signed event of a type whose merge is only inferred", resign=True),
+    "bundle_version_bumped": Mutation(
+        "unsupported_version", "bundle_version", _edit("bundle_version", lambda _: "2.0"),
+        "a properly signed bundle of a version this archiver does not know", resign=True),
+    "merge_version_bumped": Mutation(
+        "unsupported_version", "merge_version", _edit("merge_version", lambda _: "pith-open-graph-merge-v2"),
+        "a properly signed bundle merged by a rule this archiver does not know", resign=True),
+    "resigned_by_retired_key": Mutation(
+        "key_retired", f"{RECEIPT}.key_id", lambda bundle: take_over(bundle, RETIRED),
+        "receipt, events and bundle signed by a pinned key after its window closed (rotated out)",
+        resign=True, signer=RETIRED),
+    "resigned_by_future_key": Mutation(
+        "key_not_yet_valid", "bundle_signature.key_id", lambda bundle: take_over(bundle, FUTURE),
+        "a bundle built before the pinned key's window opens", resign=True, signer=FUTURE),
     "built_at_changed": Mutation(
         "bundle_hash_mismatch", "bundle_signature.bundle_sha256", _edit("built_at", lambda _: "1970-01-01T00:00:00Z"),
         "a field only the bundle hash covers changed"),
@@ -315,6 +324,21 @@ def _resigned(bundle: dict, signer: Signer, keep_state: bool) -> dict:
     state = bundle["state"]
     state["state_sha256"] = canon_sha256({k: v for k, v in state.items() if k != "state_sha256"})
     return sign_bundle(bundle, signer, signed_at)
+
+
+def with_new_event(raw: bytes, signer: Signer, event_type: str = "storage_attestation",
+                   created_at: str | None = None) -> bytes:
+    """The bundle with one more properly signed event of ``event_type`` (any type: a
+    new one, whose merge rule is only inferred), its state recomputed by the inferred
+    rule and the bundle re-signed by ``signer``."""
+    bundle = json.loads(raw)
+    bundle["events"].append({
+        "event_type": event_type, "subject_pith_number": bundle["pith_number"], "target": "record",
+        "payload": {"bundle_sha256": bundle["bundle_signature"]["bundle_sha256"], "note": f"a {event_type}"},
+        "signer": {"signer_id": "pith.science", "signer_type": "pith_registry"},
+        "created_at": created_at or bundle["built_at"], "supersedes": [], "prev_event": None,
+        "schema_version": "1.0"})
+    return compact_json(_resigned(bundle, signer, keep_state=False))
 
 
 def wholly_resigned(bundle: dict, signer: Signer) -> dict:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mirror.record import compact_json
-from tests.tamper import ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, wholly_resigned
+from tests.tamper import (ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, windowed_keys,
+                          with_new_event, wholly_resigned, _resigned)
 from pith.keyring import ARCHIVE, REGISTRY, Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
@@ -23,8 +24,9 @@ DOCS = Path(__file__).parents[1] / "docs" / "VERIFICATION.md"
 
 @pytest.fixture(scope="module")
 def ring(registry_keyring, test_signer) -> Keyring:
-    """The registry key, the test key that re-signs tampered bundles, and an archive key."""
-    return Keyring([*registry_keyring, test_signer.pinned(REGISTRY), ARCHIVER.pinned(ARCHIVE)])
+    """The registry key, the test key that re-signs tampered bundles, an archive key,
+    and two registry keys with validity windows."""
+    return Keyring([*registry_keyring, test_signer.pinned(REGISTRY), ARCHIVER.pinned(ARCHIVE), *windowed_keys()])
 
 
 def write_keyring(path: Path, *entries: dict) -> Path:
@@ -59,7 +61,8 @@ def test_real_bundles_verify_through_the_cli(real_docs):
 # join this set or get a mutation in tests/tamper.py.
 NOT_FROM_BUNDLES = {"chain_broken", "manifest_hash_mismatch", "manifest_signature_invalid", "fetch_failed",
                     "not_append_only", "attestation_mismatch", "checkpoint_invalid",
-                    "checkpoint_signature_invalid", "inclusion_proof_invalid"}
+                    "checkpoint_signature_invalid", "inclusion_proof_invalid",
+                    "merge_unverified"}  # no longer given: see test_new_event_types_are_verified_unconfirmed
 
 
 def test_catalogue_covers_every_reason_a_bundle_can_draw():
@@ -239,33 +242,65 @@ def test_missing_members_are_schema_violations(real_docs, registry_keyring):
     assert (verdict.reason, verdict.path) == ("schema_violation", "events[1].signer")
 
 
-# --- merge_unverified --------------------------------------------------------------------
+# --- event types whose merge rule is only inferred ------------------------------------------
 
-def test_inferred_merge_is_never_verified(real_raw, ring, test_signer):
+NEW_EVENT_TYPES = ["author_attestation", "timestamp_anchor", "storage_attestation", "citation_signature",
+                   "replication_record", "correction"]
+
+
+@pytest.mark.parametrize("event_type", NEW_EVENT_TYPES)
+def test_new_event_types_are_verified_unconfirmed(real_raw, ring, test_signer, event_type):
+    """Every hash and signature holds, the state signed: verified and kept, saying the
+    merge is inferred and that the inferred rule recomputes exactly the signed state."""
     for raw in real_raw.values():
-        verdict = verify_bundle(tampered(raw, "storage_attestation_appended", test_signer), ring)
-        assert not verdict.ok
-        assert (verdict.status, verdict.reason) == ("rejected", "merge_unverified")
+        verdict = verify_bundle(with_new_event(raw, test_signer, event_type), ring)
+        assert (verdict.status, verdict.reason) == ("verified", "")
+        assert (verdict.merge_confirmed, verdict.inferred_types, verdict.merge_inferred_match) == \
+            (False, (event_type,), True)
+        assert verdict.as_dict()["inferred_types"] == [event_type]
+    confirmed = verify_bundle(next(iter(real_raw.values())), ring)
+    assert (confirmed.merge_confirmed, confirmed.inferred_types, confirmed.merge_inferred_match) == (True, (), None)
+    assert "merge_confirmed" not in confirmed.as_dict()
+
+
+def test_a_signed_state_the_inferred_rule_does_not_give_is_kept_and_says_so(real_raw, ring, test_signer):
+    """The registry merged the new type its own way (here: not into the list the rule
+    infers): its signed state is archived, merge_inferred_match false."""
+    bundle = json.loads(with_new_event(next(iter(real_raw.values())), test_signer, "correction"))
+    entry = bundle["state"]["current"]["corrections"].pop()
+    bundle["state"]["current"]["record_created"]["corrections"] = [entry]
+    verdict = verify_bundle(compact_json(_resigned(bundle, test_signer, keep_state=True)), ring)
+    assert (verdict.status, verdict.merge_confirmed, verdict.merge_inferred_match) == ("verified", False, False)
+
+
+def test_an_unknown_event_type_is_inferred_too(real_raw, ring, test_signer):
+    verdict = verify_bundle(with_new_event(next(iter(real_raw.values())), test_signer, "peer_review"), ring)
+    assert (verdict.status, verdict.inferred_types, verdict.merge_inferred_match) == \
+        ("verified", ("peer_review",), True)
 
 
 @pytest.mark.parametrize("name", ["receipt_signature_flipped", "event_created_at_changed", "event_signature_flipped",
                                   "state_count_changed", "built_at_changed", "bundle_signature_flipped"])
 def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, test_signer, name):
-    """merge_unverified comes last: a bundle with an inferred event type and any other
-    fault is rejected for that fault."""
-    attested = tampered(next(iter(real_raw.values())), "storage_attestation_appended", test_signer)
+    """An inferred event type excuses nothing: any other fault is rejected for that fault."""
+    attested = with_new_event(next(iter(real_raw.values())), test_signer)
     verdict = verify_bundle(tampered(attested, name), ring)
     assert (verdict.reason, verdict.path) == (MUTATIONS[name].reason, MUTATIONS[name].path)
 
 
 def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "attested.json"
-    bundle.write_bytes(tampered(compact_json(next(iter(real_docs.values()))), "storage_attestation_appended",
-                                test_signer))
+    bundle.write_bytes(with_new_event(compact_json(next(iter(real_docs.values()))), test_signer,
+                                      "author_attestation"))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
     result = verify_cli("--keyring", str(keys), str(bundle))
-    assert result.exit_code == 1
-    assert "merge_unverified at events[2].event_type" in result.stdout
+    assert result.exit_code == 0, result.output
+    assert "merge inferred (author_attestation; reproduces the signed state)" in result.stdout
+    assert result.stdout.splitlines()[-1] == "1 verified (1 with a merge rule only inferred), 0 rejected"
+    as_json = verify_cli("--json", "--keyring", str(keys), str(bundle))
+    line = json.loads(as_json.stdout.splitlines()[0])
+    assert (line["merge_confirmed"], line["inferred_types"], line["merge_inferred_match"]) == \
+        (False, ["author_attestation"], True)
 
 
 # --- documentation -----------------------------------------------------------------------

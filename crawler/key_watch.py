@@ -1,0 +1,114 @@
+"""Notice, before the first record, that the registry announces a key nobody pinned.
+
+The resolver publishes its current signing key at ``/pith-signing-key.json``. When the
+registry rotates its key, every bundle signed by the new one is ``unknown_key`` until
+an operator pins it; this extension fetches that document as the crawl opens and
+compares it with the pinned keyring, so the run says up front which key appeared
+(key_id and fingerprint) and how to pin it. It never trusts the key itself.
+"""
+
+import logging
+
+import scrapy
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
+from pith.parse import parse
+from pith.reasons import Rejected
+from .signals import operator_notice
+
+logger = logging.getLogger(__name__)
+
+KEY_DOCUMENT_PATH = "/pith-signing-key.json"
+UNPINNED_PREFIX = "pith/announced_keys/unpinned/"  # stats: key_id -> fingerprint
+
+
+def crawl_keyring(settings) -> Keyring:
+    """The keyring a crawl verifies with (PITH_KEYRINGS, PITH_DEFAULT_KEYS)."""
+    return Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
+
+
+def announced_keys(document) -> list[dict]:
+    """The key entries of a key document: one entry, ``{"keys": [...]}``,
+    ``{"public_keys": [...]}`` or a list of entries."""
+    if isinstance(document, dict):
+        for member in ("keys", "public_keys"):
+            if isinstance(document.get(member), list):
+                return [e for e in document[member] if isinstance(e, dict)]
+        return [document] if "key_id" in document else []
+    return [e for e in document if isinstance(e, dict)] if isinstance(document, list) else []
+
+
+def pin_hint(url: str, key: PinnedKey) -> str:
+    return (f"check its fingerprint with the registry out of band, then pin it: "
+            f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --keyring FILE, "
+            "and crawl with --keyring FILE")
+
+
+class SigningKeyWatch:
+    """Stats: ``pith/announced_keys/pinned``, ``pith/announced_keys/unpinned/<key_id>``
+    (its fingerprint), ``pith/announced_keys/conflicts``; the operator_notice signal
+    carries the one line a person must read."""
+
+    def __init__(self, crawler, keyring: Keyring):
+        self.crawler = crawler
+        self.keyring = keyring
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("PITH_WATCH_SIGNING_KEY"):
+            raise NotConfigured
+        try:
+            keyring = crawl_keyring(crawler.settings)
+        except KeyringError:
+            raise NotConfigured from None  # the verify pipeline reports it
+        watch = cls(crawler, keyring)
+        crawler.signals.connect(watch.spider_opened, signal=signals.spider_opened)
+        return watch
+
+    async def spider_opened(self, spider):
+        resolver = getattr(spider, "resolver", None)
+        if resolver is None:
+            return
+        url = resolver.base + KEY_DOCUMENT_PATH
+        try:
+            response = await self.crawler.engine.download_async(scrapy.Request(url, dont_filter=True))
+        except Exception as exc:  # the crawl goes on: this is advice, not a check
+            logger.info("no signing-key document at %s (%s)", url, exc)
+            return
+        if response.status != 200:
+            logger.info("no signing-key document at %s (HTTP %d)", url, response.status)
+            return
+        self.compare(url, response.body)
+
+    def compare(self, url: str, body: bytes) -> None:
+        try:
+            entries = announced_keys(parse(body).data)
+        except Rejected as rejected:
+            logger.warning("signing-key document %s unusable: %s", url, rejected)
+            return
+        stats = self.crawler.stats
+        for entry in entries:
+            try:
+                key = key_from_entry(entry)
+            except KeyringError as exc:
+                logger.warning("signing-key document %s: %s", url, exc)
+                continue
+            pinned = self.keyring.get(key.key_id)
+            if pinned is not None and pinned.raw == key.raw:
+                stats.inc_value("pith/announced_keys/pinned")
+            elif pinned is not None:
+                stats.inc_value("pith/announced_keys/conflicts")
+                self.notify(f"the registry announces key {key.key_id} with fingerprint {key.fingerprint}, but "
+                            f"{key.key_id} is pinned with fingerprint {pinned.fingerprint}: its bundles will be "
+                            "rejected; find out which is genuine before changing the keyring")
+            else:
+                stats.set_value(UNPINNED_PREFIX + key.key_id, key.fingerprint)
+                self.notify(f"the registry announces signing key {key.key_id} (fingerprint {key.fingerprint}), "
+                            f"which is not pinned: bundles it signs will be rejected as unknown_key; "
+                            + pin_hint(url, key))
+
+    def notify(self, line: str) -> None:
+        logger.warning(line)
+        self.crawler.signals.send_catch_log(operator_notice, line=line)
