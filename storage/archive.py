@@ -230,7 +230,7 @@ class ArchiveWriter:
             self._release()
 
     def abort(self) -> None:
-        """Stop without a manifest; what was uploaded stays as orphans to collect."""
+        """Stop without a manifest; what was uploaded stays behind as orphans (the audit lists them)."""
         if self._open:
             self._open = False
             with self._commit_lock:  # a checkpoint under way still writes into the spool

@@ -9,7 +9,7 @@ import threading
 from pith.keyring import Keyring
 from .committed import table_batches
 from .history import EVENT_COLUMNS, RECORD_COLUMNS, History
-from .manifest import read_committed
+from .manifest import listed, read_committed
 from .stores import ObjectStore
 
 
@@ -41,10 +41,10 @@ class CommittedHistory:
         records, events = [], []
         for manifest in manifests:
             self.known_runs.add(manifest["run_id"])
-            for entry in manifest["objects"]:
-                if entry.get("table") == "records":
+            for entry in listed(manifest):
+                if entry.table == "records":
                     records.append(entry)
-                elif entry.get("table") == "events":
+                elif entry.table == "events":
                     events.append(entry)
         return ((batch for entry in records for batch in table_batches(self.store, entry, RECORD_COLUMNS)),
                 (batch for entry in events for batch in table_batches(self.store, entry, EVENT_COLUMNS)))

@@ -175,14 +175,19 @@ def committed_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()) 
     return read_committed(store, keyring, skip).manifests
 
 
-def union(manifests) -> dict[str, dict]:
-    """Path to entry over all given manifests (the first listing of a path wins;
+def listed(manifest: dict) -> list[ObjectInfo]:
+    """The objects a verified manifest lists, typed."""
+    return [ObjectInfo.from_entry(entry) for entry in manifest["objects"]]
+
+
+def union(manifests) -> dict[str, ObjectInfo]:
+    """Path to object over all given manifests (the first listing of a path wins;
     a path listed with different content is logged)."""
-    objects: dict[str, dict] = {}
+    objects: dict[str, ObjectInfo] = {}
     for manifest in manifests:
-        for entry in manifest["objects"]:
-            known = objects.setdefault(entry["path"], entry)
-            if known["sha256"] != entry["sha256"]:
+        for info in listed(manifest):
+            known = objects.setdefault(info.path, info)
+            if known.sha256 != info.sha256:
                 logger.error("%s is listed with sha256 %s by %s and %s before",
-                             entry["path"], entry["sha256"], manifest["run_id"], known["sha256"])
+                             info.path, info.sha256, manifest["run_id"], known.sha256)
     return objects

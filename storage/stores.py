@@ -50,8 +50,9 @@ class ObjectMissing(StorageError):
 @dataclass(frozen=True)
 class ObjectInfo:
     """What a manifest says about an object: enough to re-check it byte for byte; for
-    a table file also its table and row count. A writer keeps it typed until the
-    manifest is built; ``entry()`` is the one conversion to a manifest's JSON entry."""
+    a table file also its table and row count. Writers and readers keep it typed:
+    ``entry()`` and ``from_entry`` are the one conversion to and from a manifest's
+    JSON entry."""
     path: str
     sha256: str
     size: int
@@ -63,6 +64,11 @@ class ObjectInfo:
         if self.table is not None:
             entry.update(table=self.table, rows=self.rows)
         return entry
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> "ObjectInfo":
+        """An entry of a verified manifest (``storage.manifest.listed``)."""
+        return cls(entry["path"], entry["sha256"], entry["size"], entry.get("table"), entry.get("rows"))
 
 
 @dataclass(frozen=True)

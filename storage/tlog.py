@@ -20,6 +20,7 @@ from pith.merkle import HASH_SIZE, Frontier, leaf_hash
 from pith.signing import Signer
 from . import layout
 from .committed import read_entry
+from .manifest import listed
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -35,16 +36,16 @@ class LogPart:
     """What one commit added to a key's log: manifest entries of its feed, leaves file
     and checkpoint (the latter two absent for runs committed before logs existed)."""
     run_id: str
-    feed: dict | None
-    leaves: dict | None
-    checkpoint: dict | None
+    feed: ObjectInfo | None
+    leaves: ObjectInfo | None
+    checkpoint: ObjectInfo | None
     key_id: str
     committed_at: str
 
     @property
     def size(self) -> int | None:
         """The tree size its checkpoint names."""
-        return layout.checkpoint_of(self.checkpoint["path"])[1] if self.checkpoint else None
+        return layout.checkpoint_of(self.checkpoint.path)[1] if self.checkpoint else None
 
 
 @dataclass
@@ -63,12 +64,12 @@ def log_part(manifest: dict) -> LogPart | None:
     """What a verified manifest adds to its key's log (None: nothing)."""
     key_id = manifest["signature"]["key_id"]
     feed = leaves = checkpoint = None
-    for entry in manifest["objects"]:
-        if layout.is_attestation_feed(entry["path"]):
+    for entry in listed(manifest):
+        if layout.is_attestation_feed(entry.path):
             feed = entry
-        elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
+        elif entry.path == layout.log_leaves(key_id, manifest["run_id"]):
             leaves = entry
-        elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
+        elif (layout.checkpoint_of(entry.path) or ("",))[0] == key_id:
             checkpoint = entry
     if feed or checkpoint:
         return LogPart(manifest["run_id"], feed, leaves, checkpoint, key_id, manifest["committed_at"])
@@ -93,12 +94,12 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
     """The leaf inputs a part added, concatenated, each checked against its entry."""
     entry = part.leaves or part.feed
     if entry is None:
-        raise LogBroken(f"{part.checkpoint['path']}: its run lists no leaves and no feed")
+        raise LogBroken(f"{part.checkpoint.path}: its run lists no leaves and no feed")
     data = read_entry(store, entry)
     if part.leaves is None:
         return b"".join(bytes.fromhex(json.loads(line)["content_sha256"]) for line in data.splitlines())
     if len(data) % HASH_SIZE:
-        raise LogBroken(f"{entry['path']}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
+        raise LogBroken(f"{entry.path}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
     return data
 
 
@@ -115,7 +116,7 @@ def read_log(store: ObjectStore, log: KeyLog | None, into):
         log.starts[part.run_id] = into.size
         add_leaves(into, part_leaves(store, part))
         if part.size is not None and part.size != into.size:
-            raise LogBroken(f"{part.checkpoint['path']} names {part.size} leaves where the log of "
+            raise LogBroken(f"{part.checkpoint.path} names {part.size} leaves where the log of "
                             f"{log.key_id} has {into.size}")
     return into
 

@@ -54,9 +54,9 @@ def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tup
     try:
         checkpoint, _ = open_checkpoint(note, keyring)
     except Rejected as exc:
-        raise LogBroken(f"{log.latest.checkpoint['path']}: {exc}") from None
+        raise LogBroken(f"{log.latest.checkpoint.path}: {exc}") from None
     if (checkpoint.size, checkpoint.root) != (tree.size, tree.root()):
-        raise LogBroken(f"{log.latest.checkpoint['path']} signs {checkpoint.size} leaves and a root the "
+        raise LogBroken(f"{log.latest.checkpoint.path} signs {checkpoint.size} leaves and a root the "
                         f"{tree.size} committed leaves of {log.key_id} do not give")
     return tree, note
 
@@ -82,7 +82,7 @@ def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict
             except Rejected as exc:
                 raise LogBroken(f"the proof of {pith_number} does not hold: {exc}") from None
             return document
-    raise LogBroken(f"{part.feed['path']} does not hold {event_id}, which its run's table lists")
+    raise LogBroken(f"{part.feed.path} does not hold {event_id}, which its run's table lists")
 
 
 def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, str]:
@@ -110,13 +110,13 @@ def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) ->
             for part in log.parts:
                 leaves = part_leaves(store, part)
                 if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
-                    found.append(Discrepancy("LOG_BROKEN", part.leaves["path"],
-                                             f"{key_id}: not the content hashes of {part.feed['path']}"))
+                    found.append(Discrepancy("LOG_BROKEN", part.leaves.path,
+                                             f"{key_id}: not the content hashes of {part.feed.path}"))
                 add_leaves(frontier, leaves)
                 if part.checkpoint:
                     why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
                     if why:
-                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint["path"], f"{key_id}: {why}"))
+                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint.path, f"{key_id}: {why}"))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found

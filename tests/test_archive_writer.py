@@ -119,10 +119,10 @@ def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_ke
     assert not any(e["path"].startswith("raw/") for e in second_manifest["objects"])
     records, verifications = [], []
     for path, entry in CommittedArchive.read(store, test_keyring).objects.items():
-        table = pq.read_table(pa.BufferReader(store.get_bytes(path))) if "table" in entry else None
-        if entry.get("table") == "records":
+        table = pq.read_table(pa.BufferReader(store.get_bytes(path))) if entry.table else None
+        if entry.table == "records":
             records += table.column("bundle_sha256").to_pylist()
-        elif entry.get("table") == "verifications":
+        elif entry.table == "verifications":
             verifications += table.column("duplicate").to_pylist()
     assert sorted(records) == sorted(v.bundle_sha256 for _, _, v in verified)
     assert sorted(verifications) == [False] * 3 + [True] * 4

@@ -110,8 +110,7 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     assert flagged[(sha["backdated"], "verified", False)] == f"built before the current version {sha['successor']}"
 
     # a later run still sees the successor as current, and the fork as archived
-    history = History.from_tables((batch for path, entry in CommittedArchive.read(store, test_keyring).objects.items()
-                                   if entry.get("table") == "records"
+    history = History.from_tables((batch for entry in CommittedArchive.read(store, test_keyring).table_files("records")
                                    for batch in table_batches(store, entry, RECORD_COLUMNS)), ())
     assert history.current(number).bundle.hex() == sha["successor"]
     assert history.archived(sha["fork"])

@@ -88,7 +88,7 @@ def test_manifest_entries_match_the_stored_objects(store, test_signer, test_keyr
     objects = CommittedArchive.read(store, test_keyring).objects
     assert sorted(objects) == ["raw/bundles/ab/one.json", "tables/t/p.parquet"]
     for path, entry in objects.items():
-        assert store.digest(path).entry() == entry
+        assert store.digest(path) == entry
 
 
 def test_torn_and_misnamed_manifests_are_reported_not_trusted(store, test_signer, test_keyring):
