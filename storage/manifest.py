@@ -91,6 +91,10 @@ def _check_entry(entry, index: int) -> None:
         raise ManifestInvalid("schema_violation", f"{where}sha256", "expected 64 lowercase hex digits")
     if _require(entry, "size", int, where) < 0:
         raise ManifestInvalid("schema_violation", f"{where}size", "negative")
+    if "table" in entry or "rows" in entry:  # a table file: both, as ObjectInfo.entry() writes them
+        _require(entry, "table", str, where)
+        if _require(entry, "rows", int, where) < 0:
+            raise ManifestInvalid("schema_violation", f"{where}rows", "negative")
 
 
 def verify_manifest(raw: bytes, keyring: Keyring) -> dict:

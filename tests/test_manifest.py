@@ -64,6 +64,18 @@ def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path
     assert caught.value.reason == reason
 
 
+@pytest.mark.parametrize("table, rows", [("records", None), (None, 3), ("records", -1), (7, 3)])
+def test_a_table_entry_needs_its_table_and_row_count(test_signer, test_keyring, table, rows):
+    entry = {"path": "tables/records/year=2019/part.parquet", "sha256": "ab" * 32, "size": 10, "table": table,
+             "rows": rows}
+    body = build_manifest(run_id=RUN, worker="w0", started_at="2026-11-22T05:30:00Z", objects=[], stats={},
+                          params={})
+    signed = sign_manifest({**body, "objects": [{k: v for k, v in entry.items() if v is not None}]}, test_signer)
+    with pytest.raises(ManifestInvalid) as caught:
+        verify_manifest(canon(signed), test_keyring)
+    assert caught.value.reason == "schema_violation" and caught.value.path.startswith("objects[0].")
+
+
 def test_a_manifest_signed_by_an_unpinned_key_does_not_verify(test_keyring, tmp_path):
     stranger = Signer.from_seed("test-key-1", bytes(range(1, 33)))  # same key_id, other key
     with pytest.raises(ManifestInvalid) as caught:
