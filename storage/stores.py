@@ -47,7 +47,7 @@ class ObjectMissing(StorageError):
     """A read named an object the store does not hold."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectInfo:
     """What a manifest says about an object: enough to re-check it byte for byte; for
     a table file also its table and row count. Writers and readers keep it typed:
