@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 from datetime import datetime
+from functools import partial
 
 from scrapy.exceptions import DropItem, NotConfigured
 from twisted.internet.threads import deferToThread
@@ -116,7 +117,7 @@ class ArchivePipeline:
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self.uploader.has_room(2 * len(item.body))
         future = add(*args) if room else await _off_reactor(add, *args)
-        future.add_done_callback(self._count)
+        future.add_done_callback(partial(self._count, verdict.ok))
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         item.document = None
@@ -148,8 +149,12 @@ class ArchivePipeline:
             read = self.writer.refresh()
             logger.info("read %d manifests committed by other workers since the start", read)
 
-    def _count(self, future):
-        if future.exception() is None:
+    def _count(self, verified: bool, future):
+        if future.exception() is not None:
+            return
+        if not verified:
+            self.stats.inc_value("pith/quarantined")
+        else:
             self.stats.inc_value("pith/archived" if future.result() is not None else "pith/already_archived")
 
     async def close_spider(self):

@@ -134,9 +134,9 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
     """Print the closing summary (one line when quiet) and return the exit status."""
     get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
     result = outcome(stats, budget, shared)
-    archived = get("archived") + get("already_archived") + get("not_modified")
+    reached = get("bundles_fetched") + get("not_modified")
     requests = stats.get("downloader/request_count", 0)
-    per_record = f" ({requests / archived:.2f} per record)" if archived else ""
+    per_record = f" ({requests / reached:.2f} per record)" if reached else ""
     line = (f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
             f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
             f"{sum(result.failures.values())} failed, {requests} requests{per_record}")

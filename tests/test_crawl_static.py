@@ -17,11 +17,12 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
     assert result.stat("rejected") == 0
     # real bundles do not name who cites them: each record's page is read, its state is not
     assert result.stat("pages_fetched") == 3
-    assert result.stats.get("downloader/request_count") == 1 + 1 + 3 + 3 + 1  # robots, manifest, ..., one hop
+    # robots, the signing key, the manifest, bundles, pages, one hop
+    assert result.stats.get("downloader/request_count") == 1 + 1 + 1 + 3 + 3 + 1
     # a static server redirects /pith/<ID> to /pith/<ID>/: learnt once, then built final
     assert result.stat("redirects_learnt") == 1
     assert result.stats.get("downloader/response_status_count/301") == 1
-    assert result.stat("requests_per_record") == 3.0
+    assert result.stat("requests_per_record") == 3.333
 
 
 def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
@@ -30,7 +31,7 @@ def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
     result = crawl(tmp_path, base, "--no-follow", suffixes[0])
     assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 0
-    assert result.stats.get("downloader/request_count") == 3  # robots, manifest, the bundle
+    assert result.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
 
 
 def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
@@ -86,7 +87,7 @@ def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_si
     sampled = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "other"), "--no-follow",
                             "--check-state-sample", "0%", suffixes[0])
     assert sampled.stat("verified") == 1
-    assert sampled.stats.get("downloader/request_count") == 3  # robots, manifest, the bundle
+    assert sampled.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
 
 
 def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):

@@ -77,7 +77,7 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     assert (result.stat("records_found"), result.stat("verified"), result.stat("archived")) == (1000, 1000, 1000)
     assert result.stat("pages_fetched") == 0  # every bundle names its citing records
     assert result.stat("requests_per_record") <= 2
-    assert result.stats["downloader/request_count"] == 1000 + 2  # robots.txt, the manifest
+    assert result.stats["downloader/request_count"] == 1000 + 3  # robots.txt, the signing key, the manifest
     assert sitemap.returncode == 0, sitemap.stderr[-3000:]
     assert (sitemap.stat("verified"), sitemap.stat("archived")) == (1000, 1000)
     assert sitemap.stat("requests_per_record") <= 1.05
