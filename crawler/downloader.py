@@ -12,6 +12,15 @@ from scrapy.core.downloader import Downloader
 
 
 class CappedDownloader(Downloader):
+    """The one place the crawler overrides a private Scrapy method, on purpose: Scrapy
+    2.19 has no public hook between a slot's queue handing a request over and the
+    download task that starts it (downloader middlewares and ``request_reached_downloader``
+    run before the request joins the slot's queue), and the cap must be taken exactly
+    there. ``_wait_for_download`` is called synchronously by
+    ``_process_queue`` and returns the task's coroutine; when upgrading Scrapy, check
+    that it still does, or drop this class once Scrapy enforces the cap itself
+    (``test_the_per_host_cap_holds_without_a_download_delay`` measures it)."""
+
     def _wait_for_download(self, slot, request, queue_dfd):
         slot.transferring.add(request)
         return super()._wait_for_download(slot, request, queue_dfd)

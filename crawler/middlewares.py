@@ -10,12 +10,10 @@ from pathlib import Path
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
-from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.asyncio import sleep
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import reactor
-from twisted.internet.task import deferLater
 
 from . import signals as pith_signals
 from .links import port_of
@@ -53,7 +51,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     async def process_response(self, request, response, spider=None):
         if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
             return response
-        retry = self._retry(request, f"HTTP {response.status}")
+        retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")
         if retry is None:
             return response
         hinted = retry_after_seconds(response.headers.get(b"Retry-After")) \
@@ -78,7 +76,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     @staticmethod
     async def _wait(seconds: float) -> None:
         if seconds > 0:
-            await maybe_deferred_to_future(deferLater(reactor, seconds, lambda: None))
+            await sleep(seconds)
 
 
 class ConditionalRequestMiddleware:

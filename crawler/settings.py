@@ -60,6 +60,7 @@ ADDONS = {
 }
 
 EXTENSIONS = {
+    "crawler.frontier.Frontier": 0,  # PITH_FRONTIER set: the crawl's handle on the shared frontier
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
@@ -72,7 +73,7 @@ PITH_KEYRINGS = []                # extra keyring files
 PITH_DEFAULT_KEYS = True          # trust the built-in registry key
 PITH_WATCH_SIGNING_KEY = True     # compare the resolver's /pith-signing-key.json with the keyring at start
 PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
-PITH_WORKER = None               # names this worker in run ids (None: host-pid)
+PITH_WORKER = None               # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk

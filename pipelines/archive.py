@@ -4,19 +4,19 @@ every PITH_COMMIT_EVERY bundles (a checkpoint, while the crawl goes on) and when
 spider closes. Storage work runs off the reactor thread."""
 
 import logging
-import os
-import socket
 from datetime import datetime
 from functools import partial
 
 from scrapy.exceptions import DropItem, NotConfigured
-from twisted.internet.threads import deferToThread
+from scrapy.utils.asyncio import run_in_thread
 from twisted.python.failure import Failure
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.log import failure_to_exc_info
 
 from crawler import signals as pith_signals
+from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
+from crawler.worker import worker_name
 from pith.keyring import ARCHIVE, Keyring
 from pith.shipped import version
 from storage.signing_key import load_or_create
@@ -29,10 +29,6 @@ logger = logging.getLogger(__name__)
 
 def _when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-async def _off_reactor(func, *args):
-    return await maybe_deferred_to_future(deferToThread(func, *args))
 
 
 class ArchivePipeline:
@@ -63,14 +59,12 @@ class ArchivePipeline:
         archive = settings.get("PITH_ARCHIVE")
         if not archive:
             raise NotConfigured("PITH_ARCHIVE is not set")
-        worker = settings.get("PITH_WORKER") or f"{socket.gethostname()}.{os.getpid()}"
-        worker = "".join(c if c.isalnum() or c in "_." else "_" for c in worker)[:64]
         signer = load_or_create(settings.get("PITH_SIGNING_KEY"))
-        frontier = getattr(crawler.spider, "frontier", None)
+        frontier = crawler.get_extension(Frontier)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
             frontier.sign_as(signer.key_id)
         return cls(crawler, archive, settings.get("AWS_ENDPOINT_URL"), signer,
-                   worker, settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
+                   worker_name(settings.get("PITH_WORKER")), settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
                    settings.getint("PITH_COMMIT_EVERY"), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
 
     async def open_spider(self):
@@ -81,7 +75,7 @@ class ArchivePipeline:
             writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
             return writer.open()
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
-        self.writer = await _off_reactor(open_writer)
+        self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
 
     async def process_item(self, item):
@@ -89,11 +83,11 @@ class ArchivePipeline:
             if isinstance(item, BundleItem):
                 await self._bundle(item)
             elif isinstance(item, FetchFailureItem):
-                await _off_reactor(self.writer.add_failure, item.url, item.reason, item.detail,
-                                   _when(item.fetched_at))
+                await run_in_thread(self.writer.add_failure, item.url, item.reason, item.detail,
+                                    _when(item.fetched_at))
             elif isinstance(item, StateCheckItem) and not item.matches:
-                await _off_reactor(self.writer.add_failure, item.url, "state_mismatch", item.detail,
-                                   _when(item.fetched_at), item.pith_number, "state.json")
+                await run_in_thread(self.writer.add_failure, item.url, "state_mismatch", item.detail,
+                                    _when(item.fetched_at), item.pith_number, "state.json")
         except StorageError as exc:
             self._stop(exc)
             raise DropItem(f"not archived: {exc}") from exc
@@ -116,14 +110,15 @@ class ArchivePipeline:
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self.uploader.has_room(2 * len(item.body))
-        future = add(*args) if room else await _off_reactor(add, *args)
+        future = add(*args) if room else await run_in_thread(add, *args)
         future.add_done_callback(partial(self._count, verdict.ok))
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         item.document = None
         verdict.bundle = None
         if self.commit_every and self.checkpointing is None and self.writer.pending_bundles() >= self.commit_every:
-            self.checkpointing = deferToThread(self.writer.checkpoint, self._stats(), self._params())
+            checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
+            self.checkpointing = deferred_from_coro(checkpoint)
             self.checkpointing.addBoth(self._checkpointed)
 
     def _checkpointed(self, result):
@@ -168,18 +163,18 @@ class ArchivePipeline:
         if not self.stats.get_value("pith/bundles_fetched") and not self.stats.get_value("pith/not_modified"):
             # a run that reached no bundle (resolver down, every seed failing) commits
             # nothing: an empty manifest would read as a run that worked
-            await _off_reactor(self.writer.abort)
-            await _off_reactor(self.uploader.close)
+            await run_in_thread(self.writer.abort)
+            await run_in_thread(self.uploader.close)
             logger.error("no bundle was fetched: nothing committed")
             return
         try:
-            path = await _off_reactor(self.writer.commit, self._stats(), self._params())
+            path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
             self.stats.set_value("pith/commit_error", str(exc))
             logger.error("nothing committed: %s", exc)
             return
         finally:
-            await _off_reactor(self.uploader.close)
+            await run_in_thread(self.uploader.close)
         self.stats.set_value("pith/manifest", path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,17 +19,20 @@ from click.testing import CliRunner
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
-from crawler import frontier
 from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
-                              SigningKeyInUse, connect, frontier_settings)
+                              SigningKeyInUse, connect, frontier_settings, serializer)
+import crawler.frontier as frontier_package
+from crawler.frontier.client import worker_id
 from crawler.seen import SeenStore
 from crawler.spiders.pith import PithSpider
+from crawler.worker import worker_name
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.cli import main
 from pith_archiver.crawling import project_settings
+from storage.layout import check_run_id, new_run_id
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.crawling import isolated_home
@@ -54,17 +58,17 @@ def test_every_task_the_spider_queues_is_rebuilt_by_the_worker_as_it_was():
     spider, requests = spider_tasks()
     assert {r.callback.__name__ for r in requests} == {"parse_bundle", "parse_page", "parse_sitemap"}
     for request in requests:
-        data = frontier.dumps(frontier.task_of(request, spider.sources))
+        data = serializer.dumps(serializer.task_of(request, spider.sources))
         entry = json.loads(data)
         assert set(entry) <= {"kind", "suffix", "alias", "depth", "base", "path"}  # names, never a request
-        back = spider.task_request(frontier.loads(data))
+        back = spider.task_request(serializer.loads(data))
         assert back.to_dict(spider=spider) == request.to_dict(spider=spider)
 
 
 def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
     spider, _ = spider_tasks()
     with pytest.raises(RequestNotSerializable, match="none of the crawl's resolvers"):
-        frontier.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
+        serializer.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
 
 
 @pytest.mark.parametrize("entry, reason", [
@@ -78,7 +82,7 @@ def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
 ])
 def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, reason):
     with pytest.raises(RefusedEntry) as refused:
-        frontier.loads(entry)
+        serializer.loads(entry)
     assert refused.value.reason == reason and str(refused.value).startswith(reason + ": ")
 
 
@@ -88,7 +92,7 @@ def test_a_redis_url_becomes_scrapy_redis_settings_with_our_serializer():
     settings = frontier_settings("redis://10.0.0.5:6380/3", key="crawl-2026")
     assert settings["REDIS_URL"] == "redis://10.0.0.5:6380/3"
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
-    assert settings["SCHEDULER_SERIALIZER"] == "crawler.frontier"
+    assert settings["SCHEDULER_SERIALIZER"] == "crawler.frontier.serializer"
     assert settings["DUPEFILTER_CLASS"] == "scrapy_redis.dupefilter.RFPDupeFilter"
     assert settings["SCHEDULER_QUEUE_KEY"] == "crawl-2026:requests"
     assert settings["SCHEDULER_PERSIST"] is True
@@ -113,6 +117,22 @@ def test_the_project_turns_pith_frontier_into_those_settings():
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
     assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == (
         "redis://127.0.0.1:6379/2", "c1:dupefilter")
+
+
+def test_the_redis_scripts_ship_with_the_package():
+    """A non-editable install holds only the data files pyproject.toml names."""
+    package = Path(frontier_package.__file__).parent
+    globs = tomllib.loads((package.parents[1] / "pyproject.toml").read_text("utf-8"))[
+        "tool"]["setuptools"]["package-data"]["crawler.frontier"]
+    scripts = set((package / "lua").iterdir())
+    assert len(scripts) == 10 and {path for glob in globs for path in package.glob(glob)} == scripts
+
+
+@pytest.mark.parametrize("name", ["crawl-1", "café 2", "w|x:y", "a" * 100])
+def test_one_worker_name_fits_run_ids_and_the_frontiers_keys(name):
+    named = worker_name(name)
+    assert check_run_id(new_run_id(named))  # storage's rule: 1-64 of [A-Za-z0-9_.]
+    assert worker_id(name).startswith(named[:48] + ".") and "|" not in worker_id(name)
 
 
 @pytest.mark.parametrize("args, code, said", [

@@ -10,8 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from crawler import frontier
-from crawler.frontier import RefusedEntry, connect
+from crawler.frontier import RefusedEntry, connect, serializer
 from tests.test_frontier import REAL, committed_records, finish, start_worker
 
 SECRET = secrets.token_hex(8)
@@ -129,5 +128,5 @@ def test_an_injected_request_reaches_nothing_and_a_well_formed_task_is_archived(
 ])
 def test_an_entry_that_does_not_fit_the_schema_is_refused_by_name(entry, reason):
     with pytest.raises(RefusedEntry) as refused:
-        frontier.loads(entry)
+        serializer.loads(entry)
     assert refused.value.reason == reason

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from pith.canonical import canon_sha256, sha256_hex
@@ -60,7 +60,7 @@ def in_sample(suffix: str, share: float) -> bool:
 class PithSpider(scrapy.Spider):
     name = "pith"
     custom_settings = {}
-    frontier: Frontier | None = None  # shared with other workers through Redis (PITH_FRONTIER)
+    frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
     seen: SeenStore | None = None     # the records taken, when no frontier does it
     records_open = 0                  # records whose bundle request is under way (with a SeenStore)
 
@@ -106,12 +106,16 @@ class PithSpider(scrapy.Spider):
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
-        try:
-            spider.frontier = Frontier.from_crawler(crawler)
-        except NotConfigured:
+        if crawler.settings.get("PITH_FRONTIER"):
+            crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
+        else:
             spider.seen = SeenStore.from_crawler(crawler)
             crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
+
+    def join_frontier(self):
+        """Claim records in the crawl's Frontier, an extension built after the spider."""
+        self.frontier = self.crawler.get_extension(Frontier)
 
     # --- bookkeeping -------------------------------------------------------------
     def claim(self, suffixes, depth: int) -> list[tuple[str, str]]:
@@ -210,8 +214,9 @@ class PithSpider(scrapy.Spider):
             raise DontCloseSpider
 
     def task_request(self, task: dict):
-        """This worker's own request for a task of a shared frontier (``crawler.frontier.KINDS``,
-        checked): a task names what to fetch, the builders here say how."""
+        """This worker's own request for a task of a shared frontier (checked, of
+        ``crawler.frontier.serializer.KINDS``): a task names what to fetch, the builders
+        here say how."""
         kind = task["kind"]
         if kind in ("bundle", "page"):  # a record's work starts from its bundle, whatever part the task named
             return self.bundle_request(self.resolver.base, task["suffix"], task["depth"])

@@ -1,0 +1,60 @@
+"""scrapy-redis's priority queue, holding tasks (``serializer``) rather than requests."""
+
+import logging
+
+from scrapy import Request
+from scrapy_redis.queue import PriorityQueue
+
+from .client import Frontier
+from .errors import RefusedEntry
+from .serializer import check_task, task_of
+
+logger = logging.getLogger(__name__)
+
+
+class TaskQueue(PriorityQueue):
+    """scrapy-redis's priority queue whose entries are tasks. Pushes wait in ``pending``
+    until ``flush`` sends them in one round trip; ``take`` takes several tasks over in
+    one; each step is atomic in Redis (see Frontier)."""
+
+    def __init__(self, server, spider, key, serializer=None):
+        super().__init__(server, spider, key, serializer)
+        self.frontier = spider.crawler.get_extension(Frontier)
+        self.pending: list[tuple] = []
+
+    def push(self, request, fingerprint: str | None = None):
+        self.pending.append((request.meta["pith_task"], self._encode_request(request), -request.priority,
+                             fingerprint))
+
+    def _encode_request(self, request) -> bytes:
+        return self.serializer.dumps(task_of(request, self.spider.sources))
+
+    def flush(self, dupefilter_key: str) -> int:
+        """Send the pending pushes; how many a duplicate filter dropped."""
+        entries, self.pending = self.pending, []
+        return len(entries) - self.frontier.push(entries, dupefilter_key) if entries else 0
+
+    def take(self, most: int) -> list[Request]:
+        taken = [(task, self.rebuild(task, data)) for task, data in self.frontier.pop(most)]
+        self.frontier.release([task for task, request in taken if request is None])
+        return [request for _, request in taken if request is not None]
+
+    def rebuild(self, task: str, entry: bytes | dict) -> Request | None:
+        """This worker's own request for a task read from the frontier (``entry``: the
+        task as queued, or the fields of a record task's owner), or None when the entry
+        is refused: logged and counted by reason, never fetched."""
+        try:
+            checked = self.serializer.loads(entry) if isinstance(entry, bytes) else check_task(entry)
+            if "base" in checked and checked["base"] not in self.spider.sources:
+                raise RefusedEntry("unknown_base", f"{checked['base']} is none of this worker's resolver and mirrors")
+            request = self.spider.task_request(checked)
+            if request.meta.get("pith_task") != task:
+                raise RefusedEntry("task_mismatch", f"queued as {task!r}, it is {request.meta.get('pith_task')!r}")
+            return request
+        except RefusedEntry as refused:
+            logger.error("refused a frontier entry (%s)", refused)
+            self.spider.crawler.stats.inc_value(f"pith/frontier_refused/{refused.reason}")
+            return None
+
+    def pop(self, timeout=0):
+        return next(iter(self.take(1)), None)

@@ -1,0 +1,211 @@
+"""scrapy-redis's scheduler for a crawl shared by many workers: shared tasks with owners
+and leases, a local queue for the work that continues them, and a close decided by the
+whole crawl, not one worker's empty queue."""
+
+import heapq
+import itertools
+import logging
+import time
+
+import redis
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.defer import deferred_from_coro
+from scrapy_redis.scheduler import Scheduler
+
+from .. import signals as pith_signals
+from .client import Frontier
+from .errors import FrontierError, RequestNotSerializable
+from .serializer import BUNDLE, KIND_OF, PAGE
+
+logger = logging.getLogger(__name__)
+
+TAKE = 8  # tasks taken per round trip: few, so no worker sits on work another could do
+
+
+class FrontierScheduler(Scheduler):
+    """scrapy-redis's scheduler for a crawl shared by many workers.
+
+    A request that opens a task (``meta["pith_task"]`` not held by this worker) goes
+    to the shared queue, through scrapy-redis's shared duplicate filter; everything
+    else (retries, redirects, mirror fallbacks, the state.json check of a bundle, the
+    mirror manifest) stays in a local queue, unfiltered: it continues work this worker
+    holds, which another worker redoes whole if this one dies. Settings:
+    PITH_FRONTIER_LEASE, PITH_FRONTIER_IDLE_CLOSE, PITH_FRONTIER_POLL.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.local: list = []
+        self.order = itertools.count()
+        self.running: set[str] = set()   # tasks this worker popped
+        self.recoveries_seen = 0         # takeovers whose checkpoints the archive has read
+        self.closing = False
+        self.drained_since: float | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        frontier = crawler.get_extension(Frontier)
+        if frontier is None:
+            raise FrontierError("FrontierScheduler needs the Frontier extension (set PITH_FRONTIER)")
+        scheduler = super().from_crawler(crawler)
+        scheduler.crawler, scheduler.frontier = crawler, frontier
+        settings = crawler.settings
+        scheduler.idle_close = settings.getfloat("PITH_FRONTIER_IDLE_CLOSE")
+        scheduler.poll = settings.getfloat("PITH_FRONTIER_POLL")
+        crawler.signals.connect(scheduler.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(scheduler.archive_committed, signal=pith_signals.archive_committed)
+        scheduler.ticker = create_looping_call(scheduler.tick)
+        return scheduler
+
+    def open(self, spider):
+        super().open(spider)
+        self.frontier.heartbeat()
+        logger.info("worker %s joined the frontier %s (%d requests queued)", self.frontier.worker,
+                    self.frontier.prefix.rstrip(":"), len(self.queue))
+
+    def spider_opened(self, spider):
+        self.ticker.start(self.poll, now=False)  # the engine's scraper is open only now
+
+    def enqueue_request(self, request):
+        task = request.meta.get("pith_task")
+        if task and task not in self.running and self._share(request):
+            self.stats.inc_value("scheduler/enqueued/redis")
+        else:
+            self._keep(request)
+            self.stats.inc_value("scheduler/enqueued/memory")
+        return True
+
+    def _share(self, request) -> bool:
+        """Queue a request that opens a task in the frontier, past scrapy-redis's duplicate
+        filter (its fingerprint and set, checked as it is queued). False when no task can
+        name it (a sitemap seed on an --allow-host host): this worker fetches it alone."""
+        first = not self.queue.pending
+        try:
+            self.queue.push(request, None if request.dont_filter else self.df.request_fingerprint(request))
+        except RequestNotSerializable as exc:
+            logger.warning("%s: this worker reads it alone", exc)
+            return False
+        if first:  # send what this turn of the reactor queues in one go
+            call_later(0, self.flush)
+        return True
+
+    def _keep(self, request):
+        heapq.heappush(self.local, (-request.priority, next(self.order), request))
+
+    def flush(self):
+        filtered = self.queue.flush(self.df.key)
+        if filtered:
+            self.stats.inc_value("dupefilter/filtered", filtered)
+
+    def next_request(self):
+        self.flush()
+        if not self.local:
+            self._take()
+        return heapq.heappop(self.local)[2] if self.local else None
+
+    def _take(self) -> int:
+        """Take a few shared tasks into the local queue; how many."""
+        requests = self.queue.take(TAKE)
+        if requests:
+            self._learn_recoveries()
+        for request in requests:
+            self.running.add(request.meta["pith_task"])
+            self._keep(request)
+        if requests:
+            self.stats.inc_value("scheduler/dequeued/redis", len(requests))
+        return len(requests)
+
+    def _learn_recoveries(self) -> None:
+        """Before running tasks a dead worker held, have the archive read what that
+        worker's checkpoints committed, so none of it is archived twice."""
+        count = self.frontier.recoveries()
+        if count > self.recoveries_seen:
+            self.recoveries_seen = count
+            self.crawler.signals.send_catch_log(pith_signals.frontier_recovered)
+
+    def has_pending_requests(self):
+        return bool(self.local or self.queue.pending) or len(self.queue) > 0
+
+    def archive_committed(self):
+        """Release the tasks whose results the manifest just committed lists. The archive
+        commits once, as the spider closes, when the engine has run every request it
+        started; the tasks still queued here never ran and go to the other workers."""
+        self.flush()
+        unfinished = {entry[2].meta.get("pith_task") for entry in self.local}
+        released = self.frontier.release(self.running - unfinished)
+        self.stats.set_value("pith/frontier_released", released)
+
+    def spider_idle(self):
+        """Keep the worker open: the frontier, not one worker's empty queue, says when
+        the crawl is over (see ``tick``)."""
+        if not self.closing:
+            self.frontier.mark_idle()
+            raise DontCloseSpider
+
+    def tick(self):
+        """Renew the lease; when there is room, take shared work; when idle, give back
+        dead workers' tasks, and close once all has stayed drained for a while."""
+        try:
+            self._tick()
+        except redis.RedisError as exc:  # a LoopingCall that raises never runs again
+            logger.error("frontier unreachable, retrying: %s", exc)
+
+    def _tick(self):
+        self.frontier.heartbeat()
+        engine = self.crawler.engine
+        if self.closing or engine.spider is None:
+            return
+        self.flush()
+        if not engine.needs_backout() and self._take():
+            engine.crawl(heapq.heappop(self.local)[2])  # wakes the engine now, not at its next heartbeat
+        if not engine.spider_is_idle():
+            self.drained_since = None
+            return
+        self.frontier.mark_idle()
+        if self.recover() or any(self.frontier.drain()):
+            self.drained_since = None
+            return
+        now = time.monotonic()
+        self.drained_since = self.drained_since or now
+        if now - self.drained_since >= self.idle_close:
+            self.closing = True
+            deferred_from_coro(engine.close_spider_async(reason="finished"))
+
+    def recover(self) -> int:
+        """Queue again the tasks of workers that died; how many."""
+        taken = self.frontier.recover()
+        if taken:
+            self.frontier.announce_recovery()
+            self._learn_recoveries()
+        refused = []
+        for task, arg in taken:
+            prefix, _, suffix = task.partition(":")
+            if prefix in (BUNDLE, PAGE):  # a record task's owner holds its depth
+                depth = int(arg) if arg.isdigit() else arg.decode("latin-1")
+                arg = {"kind": KIND_OF[prefix], "suffix": suffix, "depth": depth}
+            request = self.queue.rebuild(task, arg)
+            if request is None:
+                refused.append(task)
+            else:
+                self.queue.push(request)  # past the duplicate filter already
+        self.frontier.release(refused)
+        self.flush()
+        if taken:
+            self.stats.inc_value("pith/frontier_recovered", len(taken))
+            logger.info("queued again %d tasks of a worker that stopped", len(taken))
+        return len(taken)
+
+    def close(self, reason):
+        """Leave the crawl, handing the tasks still held (all of them when nothing was
+        committed) to the other workers. Never flush: the queue and seen-sets belong to
+        the whole crawl."""
+        if self.ticker.running:
+            self.ticker.stop()
+        self.closing = True
+        self.flush()
+        handed_over = self.frontier.leave()
+        logger.info("worker %s left the frontier: %d tasks done, %d handed to the other workers",
+                    self.frontier.worker, self.stats.get_value("pith/frontier_released", 0), handed_over)
