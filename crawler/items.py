@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from pith.parse import Document
+from pith.split_view import Equivocation
 from pith.verify import Verdict
 
 
@@ -17,6 +18,8 @@ class BundleItem:
     document: Document | None = field(default=None, repr=False)  # parsed once, by the spider
     parse_error: tuple | None = None  # (reason, path, detail) when parsing failed
     verdict: Verdict | None = None    # set by the verification pipeline
+    cross_check: bool = False         # one of a record's copies fetched from every source (--cross-check)
+    equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 
 
 @dataclass

@@ -45,12 +45,14 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
     "crawler.middlewares.BackoffRetryMiddleware": 550,
+    "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
     "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
 }
 
 ITEM_PIPELINES = {
     "pipelines.verify.VerifyPipeline": 100,
+    "pipelines.split_view.SplitViewPipeline": 200,  # with PITH_CROSS_CHECK
     "pipelines.archive.ArchivePipeline": 300,
 }
 
@@ -76,6 +78,8 @@ PITH_SIGNING_KEY = None           # the archiver key file (None: created in the 
 PITH_WORKER = None               # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
 PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
                                   # the bundle's signed state (--check-state); 0: none
+PITH_CROSS_CHECK = 0              # records (the first N bundles per worker) also fetched from every mirror and
+                                  # compared for split views (--cross-check); 0: none
 PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
 PITH_CONDITIONAL_REQUESTS = True   # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None             # where conditional-request validators live (None: off)

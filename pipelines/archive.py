@@ -105,7 +105,10 @@ class ArchivePipeline:
 
     async def _bundle(self, item: BundleItem):
         verdict = item.verdict
-        add = self.writer.add_verified if verdict.ok else self.writer.add_rejected
+        if verdict.ok:
+            add = partial(self.writer.add_verified, equivocation=item.equivocation)
+        else:
+            add = self.writer.add_rejected
         args = (item.body, verdict, item.url, _when(item.fetched_at))
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks

@@ -44,6 +44,8 @@ REASONS = {
     # archive history and storage attestations
     "not_append_only": "a new version of a record lacks events of its archived current version, or was built "
                        "before it (a fork or a rollback): kept as evidence, not made current",
+    "equivocation": "two resolvers served copies of one record whose events fork (neither is a prefix of the "
+                    "other): a split view; both copies kept as evidence",
     "attestation_mismatch": "a storage attestation names an object that its run's manifest does not list as attested",
     # transparency logs: checkpoints and inclusion proofs (docs/TRANSPARENCY.md)
     "checkpoint_invalid": "a checkpoint is not a signed note of origin, tree size and root hash lines",

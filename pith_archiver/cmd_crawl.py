@@ -61,6 +61,9 @@ def _share(text: str) -> float:
               "(redis://host:port/db); resumable there, so not with --jobdir.")
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
 @click.option("--mirror", "mirrors", multiple=True, help="A fallback resolver base URL; repeatable.")
+@click.option("--cross-check", type=click.IntRange(0), default=None, metavar="N",
+              help="Also fetch the first N records from every mirror and compare the copies: a fork (a split "
+                   "view) is kept as evidence, flagged equivocation, and exits 1.")
 @click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from.")
 @click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True,
               help="auto: a live line on a terminal (none when quiet), log lines otherwise.")
@@ -78,7 +81,8 @@ def _share(text: str) -> float:
 @verbosity_options
 def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
           max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors,
-          allow_hosts, progress, signing_key, commit_every, stats_json, settings, max_failures, log_file, verbosity):
+          cross_check, allow_hosts, progress, signing_key, commit_every, stats_json, settings, max_failures, log_file,
+          verbosity):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -116,6 +120,8 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
                  "PITH_STATE_DIR": state_dir, **logging_settings(verbosity, progress, log_file, state_dir)}
     if check_state or check_state_sample is not None:
         overrides["PITH_CHECK_STATE"] = 1.0 if check_state else _share(check_state_sample)
+    if cross_check is not None:
+        overrides["PITH_CROSS_CHECK"] = cross_check
     if jobdir:
         overrides["JOBDIR"] = jobdir
     if frontier:

@@ -86,6 +86,10 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     if get("rejected"):
         statuses.append(ExitStatus.REJECTED)
         whys.append(f"{get('rejected')} bundles rejected by verification (kept in quarantine/)")
+    if get("equivocations"):
+        statuses.append(ExitStatus.REJECTED)
+        whys.append(f"{get('equivocations')} split views: resolvers served forked histories of a record "
+                    "(both copies kept, flagged equivocation in verifications)")
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
 
@@ -140,6 +144,8 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
     line = (f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
             f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
             f"{sum(result.failures.values())} failed, {requests} requests{per_record}")
+    if get("equivocations"):
+        line += f", {get('equivocations')} split views"
     if verbosity <= QUIET:
         changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
         if changes:
@@ -158,6 +164,10 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
         click.echo("rejections: " + _counts(result.rejections))
+    if get("cross_check/records"):
+        click.echo(f"cross-check: {get('cross_check/records')} records, {get('cross_check/copies')} copies from "
+                   f"other sources ({get('cross_check/failures')} failed): same {get('cross_check/same')}, "
+                   f"extends {get('cross_check/extends')}, split views {get('equivocations')}")
     for line in registry_changes(stats):
         click.echo(line)
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")

@@ -17,8 +17,8 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
 
 
-EXIT_STATUS_HELP = ("Exit status: 0 done; 1 rejected bundles or discrepancies found; 2 usage or configuration "
-                    "error (nothing started); 3 done with failures (some records not fetched, within "
+EXIT_STATUS_HELP = ("Exit status: 0 done; 1 rejected bundles, split views or discrepancies found; 2 usage or "
+                    "configuration error (nothing started); 3 done with failures (some records not fetched, within "
                     "--max-failures); 4 failed (nothing archived, resolver unreachable, too many failures, or "
                     "nothing committed); 130 interrupted (rerun the same command to resume).")
 

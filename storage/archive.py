@@ -112,11 +112,11 @@ class ArchiveWriter:
         return self
 
     # --- what the pipeline calls -----------------------------------------------
-    def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
+    def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime, equivocation=None) -> Future:
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
-        version that is not append-only is stored but not made current, and its
-        verifications row says ``not_append_only``."""
+        version that is not append-only is stored but not made current (reason
+        ``not_append_only``); a pith.split_view.Equivocation flags it ``equivocation``."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
@@ -128,12 +128,13 @@ class ArchiveWriter:
             segment, history = self._segment, self._history.history
             duplicate = history.archived(bundle)
             objection = history.objection(number, bundle, events, built_at, fetched_at)
-            if objection:
-                verdict = replace(verdict, reason="not_append_only", path="events", detail=objection)
+            if objection or equivocation:
+                verdict = replace(verdict, reason="equivocation" if equivocation else "not_append_only",
+                                  path="events", detail=equivocation.detail if equivocation else objection)
             raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
             rows = [("verifications", verification_row(
                 verdict, url=url, raw_sha256=raw_sha256, size=len(raw), raw_path=raw_path,
-                fetched_at=fetched_at, run_id=segment.run_id, duplicate=duplicate))]
+                fetched_at=fetched_at, run_id=segment.run_id, duplicate=duplicate, equivocation=equivocation))]
             if not duplicate:
                 rows.append(("records", record_row(verdict, raw_sha256=raw_sha256, url=url, fetched_at=fetched_at,
                                                    run_id=segment.run_id, accepted_as_current=not objection)))

@@ -129,11 +129,14 @@ def attestation_row(event: dict) -> dict:
 
 
 def verification_row(verdict, *, url: str, raw_sha256: str | None, size: int | None, raw_path: str | None,
-                     fetched_at: datetime, run_id: str, duplicate: bool = False) -> dict:
-    """The ``verifications`` row of any fetch: verified, rejected or failed."""
+                     fetched_at: datetime, run_id: str, duplicate: bool = False, equivocation=None) -> dict:
+    """The ``verifications`` row of any fetch: verified, rejected or failed;
+    ``equivocation`` (a pith.split_view.Equivocation) names the copy it forks from."""
     fetched = _utc(fetched_at)
     return {"fetch_date": fetched.date().isoformat(), "url": url, "pith_number": verdict.pith_number,
             "status": verdict.status, "reason": verdict.reason or None, "detail_path": verdict.path or None,
             "detail": verdict.detail or None, "raw_sha256": raw_sha256, "size": size, "raw_path": raw_path,
-            "bundle_sha256": verdict.bundle_sha256, "duplicate": duplicate, "fetched_at": fetched,
-            "run_id": run_id, **merge_facts(verdict)}
+            "bundle_sha256": verdict.bundle_sha256, "duplicate": duplicate,
+            "other_url": equivocation and equivocation.other_url,
+            "other_bundle_sha256": equivocation and equivocation.other_bundle_sha256,
+            "fetched_at": fetched, "run_id": run_id, **merge_facts(verdict)}

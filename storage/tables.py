@@ -117,7 +117,8 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
     _col("status", pa.string(), "verified, rejected (bytes that failed a check) or failed (no usable "
                                 "bytes: fetch errors, and state.json disagreeing with its bundle)", False),
     _col("reason", pa.string(), "reason code from pith.reasons when rejected or failed; not_append_only "
-                                "when a verified version is a fork or rollback of the record's history"),
+                                "when a verified version is a fork or rollback of the record's history; "
+                                "equivocation when another resolver served a forked copy of it (a split view)"),
     _col("detail_path", pa.string(), "path in the document of what broke, e.g. events[1].content_sha256"),
     _col("detail", pa.string(), "what broke, for people"),
     _col("raw_sha256", pa.string(), "sha256 of the exact bytes fetched (null when none were)"),
@@ -126,6 +127,9 @@ VERIFICATIONS = TableSpec("verifications", "fetch_date", "UTC date of fetched_at
                                   "when rejected, null when this bundle version was archived before"),
     _col("bundle_sha256", pa.string(), "the bundle version, when verified"),
     _col("duplicate", pa.bool_(), "true when this bundle version was already archived", False),
+    _col("other_url", pa.string(), "equivocation: the URL of the other resolver's copy of the record, whose "
+                                   "events fork from this one's (both copies are archived); null otherwise"),
+    _col("other_bundle_sha256", pa.string(), "equivocation: the bundle version of that other copy"),
     _col("fetched_at", TIMESTAMP, "when the bytes were fetched", False),
     *MERGE_COLUMNS,
     _RUN,

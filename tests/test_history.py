@@ -3,43 +3,24 @@ a fork (another event set) and a rollback (older events served again) are kept a
 evidence, flagged not_append_only, and never become current. Through the writer on
 both backends, and end to end through re-crawls of a mirror serving new versions."""
 
-import copy
-import json
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from mirror.corpus import corpus_signer
-from mirror.record import compact_json
 from mirror.source import KEYRING_NAME
-from pith.mint import new_event, seal
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.committed import CommittedArchive, table_batches
 from storage.history import RECORD_COLUMNS, History
 from storage.stores import LocalStore
-from tests.plugins.archives import corpus_raws, rebuilt
+from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
-from tests.plugins.mirror import SMALL_CORPUS_SEED
 from tests.plugins.s3 import arrow_filesystem
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
-
-
-def extended(raw: bytes, built_at: str) -> bytes:
-    """The append-only successor of a corpus bundle: every event kept, one new graph
-    snapshot appended, rebuilt at ``built_at`` and signed by the corpus key."""
-    signer = corpus_signer(SMALL_CORPUS_SEED)
-    bundle = json.loads(raw)
-    snapshot = copy.deepcopy(bundle["events"][-1]["payload"])
-    snapshot["graph_snapshot"]["claims"]["count"] += 1
-    bundle["events"].append(new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot,
-                                      built_at, built_at))
-    bundle["built_at"] = built_at
-    return compact_json(seal(bundle, signer, built_at))
 
 
 @pytest.fixture(scope="module")

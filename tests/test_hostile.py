@@ -25,7 +25,8 @@ from tests.plugins.crawling import run_cli_crawl
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, ELSEWHERE, NEXT_DOOR = (letter * 26 for letter in "ABCDEFGH")
 BOMB_FILE = Path(__file__).parent / "fuzz_corpus" / "http" / "gzip-in-gzip-32GiB-of-zeros.gz"
-REQUEST_SHAPE = re.compile(r"^/(robots\.txt|pith-mirrors\.json|pith/[A-Z2-7]{26}(/bundle\.json|/state\.json)?)$")
+REQUEST_SHAPE = re.compile(
+    r"^/(robots\.txt|pith-mirrors\.json|pith-signing-key\.json|pith/[A-Z2-7]{26}(/bundle\.json|/state\.json)?)$")
 TRICKS = [  # links a hostile record page carries: none may become a request
     "/pith/../../../etc/passwd", "/pith/..%2F..%2Fkeyring.json/bundle.json", "/pith/%2e%2e/%2e%2e/etc/passwd",
     f"/pith/{REAL[:-1]}%2F", f"/pith/{REAL[:-1]}1", f"/pith/{REAL.lower()}", "pith:2019:../../../etc/passwd",

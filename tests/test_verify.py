@@ -60,7 +60,7 @@ def test_real_bundles_verify_through_the_cli(real_docs):
 # Codes that other documents or the crawl draw, never verify_bundle; a new code must
 # join this set or get a mutation in tests/tamper.py.
 NOT_FROM_BUNDLES = {"chain_broken", "manifest_hash_mismatch", "manifest_signature_invalid", "fetch_failed",
-                    "not_append_only", "attestation_mismatch", "checkpoint_invalid",
+                    "not_append_only", "equivocation", "attestation_mismatch", "checkpoint_invalid",
                     "checkpoint_signature_invalid", "inclusion_proof_invalid",
                     "merge_unverified"}  # no longer given: see test_new_event_types_are_verified_unconfirmed
 

@@ -26,6 +26,7 @@ from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
+from ..cross_check import CrossCheck
 from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem, StateCheckItem
 from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
@@ -57,7 +58,7 @@ def in_sample(suffix: str, share: float) -> bool:
     return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2 ** 32
 
 
-class PithSpider(scrapy.Spider):
+class PithSpider(CrossCheck, scrapy.Spider):
     name = "pith"
     custom_settings = {}
     frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
@@ -297,7 +298,9 @@ class PithSpider(scrapy.Spider):
             if self.page_wanted(depth):
                 yield self.page_request(suffix, depth, meta["pith_task"])
             return
+        copies = list(self.cross_check_requests(response, item))  # marks the item: before it is yielded
         yield item
+        yield from copies
         bundle = item.document.data
         state = bundle.get("state") if isinstance(bundle, dict) else None
         if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):

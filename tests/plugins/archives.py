@@ -2,6 +2,7 @@
 crawl: seconds faster), and new versions of corpus bundles, for the tests that read
 archives back (serving, export)."""
 
+import copy
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,7 +11,7 @@ from mirror.corpus import corpus_signer
 from mirror.record import compact_json
 from mirror.source import BUNDLES_DIR
 from pith.keyring import Keyring
-from pith.mint import seal, sign_bundle
+from pith.mint import new_event, seal, sign_bundle
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage.archive import ArchiveWriter
@@ -56,6 +57,23 @@ def forked(raw: bytes, built_at: str) -> bytes:
     bundle["events"] = bundle["events"][:1]
     bundle["built_at"] = built_at
     return compact_json(seal(bundle, corpus_signer(SMALL_CORPUS_SEED), built_at))
+
+
+def extended(raw: bytes, built_at: str, replace_last: bool = False) -> bytes:
+    """The append-only successor of a corpus bundle: every event kept, one new graph
+    snapshot appended, rebuilt at ``built_at`` and signed by the corpus key. With
+    ``replace_last``, the new snapshot takes the place of the last event instead: a
+    fork of the original (the same record, another history), validly signed."""
+    signer = corpus_signer(SMALL_CORPUS_SEED)
+    bundle = json.loads(raw)
+    snapshot = copy.deepcopy(bundle["events"][-1]["payload"])
+    snapshot["graph_snapshot"]["claims"]["count"] += 1
+    if replace_last:
+        del bundle["events"][-1]
+    bundle["events"].append(new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot,
+                                      built_at, built_at))
+    bundle["built_at"] = built_at
+    return compact_json(seal(bundle, signer, built_at))
 
 
 def tampered(raw: bytes) -> bytes:

@@ -1,0 +1,96 @@
+"""Cross-checking (``--cross-check N``, PITH_CROSS_CHECK): the crawler's part.
+
+The sample is the first N bundle requests this worker downloads, one per record (with
+seeds named in order and no link following, the first N seeds): ``CrossCheckSample``
+marks them (``meta["pith_cross_check"]``) and makes them unconditional, so that a
+re-crawl has a body to compare even when the record has not changed. When a marked
+bundle arrives, the spider (through ``CrossCheck``) fetches the record again from
+every other source of the crawl (its ``--mirror`` URLs and the mirrors its manifest
+lists); the split-view pipeline (``pipelines.split_view``) compares the copies once
+they are verified. Copies are fetched unconditionally and never followed: their links
+were read from the first copy.
+"""
+
+import logging
+
+import scrapy
+from scrapy.exceptions import NotConfigured
+
+from pith.parse import parse
+from pith.reasons import Rejected
+from pith.signing import utc_now
+from .items import BundleItem
+from .links import Resolver, base_of
+
+logger = logging.getLogger(__name__)
+
+PRIORITY = 20  # a bundle's own
+SAMPLED = "pith_cross_check"
+
+
+class CrossCheckSample:
+    """Downloader middleware, before ConditionalRequestMiddleware: marks the first
+    PITH_CROSS_CHECK bundle requests (retries and redirects keep the mark and are not
+    counted again; a mirror fallback is not marked). Stat: ``pith/cross_check/records``."""
+
+    def __init__(self, size: int, stats):
+        self.left = size
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        size = crawler.settings.getint("PITH_CROSS_CHECK")
+        if size <= 0:
+            raise NotConfigured("PITH_CROSS_CHECK is 0")
+        return cls(size, crawler.stats)
+
+    def process_request(self, request, spider=None):
+        meta = request.meta
+        if self.left > 0 and meta.get("pith_template") == "bundle_url" and len(meta.get("pith_tried", ())) == 1 \
+                and SAMPLED not in meta:
+            self.left -= 1
+            meta[SAMPLED] = True
+            meta["pith_conditional"] = False
+            self.stats.inc_value("pith/cross_check/records")
+        return None
+
+
+class CrossCheck:
+    """A mixin for the pith spider, which provides ``crawler``, ``sources``,
+    ``resolver``, ``limits`` and ``_stat``. Stats: ``pith/cross_check/copies``,
+    ``pith/cross_check/failures``, ``pith/cross_check/alone`` (sampled with no other source)."""
+
+    def cross_check_requests(self, response, item: BundleItem):
+        """For a sampled bundle: requests for the record's bundle from every other
+        source; marks ``item`` (the first copy) as cross-checked."""
+        if not response.meta.get(SAMPLED):
+            return
+        item.cross_check = True
+        served_by = base_of(response.url)
+        others = [base for base in self.sources if base != served_by]
+        if not others:
+            self._stat("cross_check/alone")
+            if self.crawler.stats.get_value("pith/cross_check/alone") == 1:
+                logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
+        for base in others:
+            yield scrapy.Request(
+                Resolver(base, self.resolver.templates).url("bundle_url", item.suffix), callback=self.parse_copy,
+                errback=self.copy_failed, priority=PRIORITY, dont_filter=True,
+                meta={"pith_suffix": item.suffix, "pith_depth": item.depth})
+
+    def parse_copy(self, response):
+        meta = response.meta
+        self._stat("cross_check/copies")
+        item = BundleItem(url=response.url, body=response.body, fetched_at=utc_now(), suffix=meta["pith_suffix"],
+                          depth=meta["pith_depth"], cross_check=True)
+        try:
+            item.document = parse(response.body, self.limits)
+        except Rejected as rejected:
+            item.parse_error = (rejected.reason, rejected.path, rejected.detail)
+        yield item
+
+    def copy_failed(self, failure):
+        """A source that cannot serve the copy: the record itself was had, so this is
+        counted (``pith/cross_check/failures``) and logged, not a failed record."""
+        self._stat("cross_check/failures")
+        logger.warning("--cross-check: %s failed: %s", failure.request.url, failure.value)
