@@ -37,7 +37,7 @@ def fill(store, corpus: Path) -> None:
     if any(store.list("manifests/")):
         return
     keyring = Keyring.build([corpus / KEYRING_NAME], default_keys=False)
-    writer = ArchiveWriter(store, SIGNER)
+    writer = ArchiveWriter(store, SIGNER).open()
     fetched_at = datetime.now(timezone.utc)
     for path in sorted((corpus / BUNDLES_DIR).iterdir()):
         raw = path.read_bytes()
@@ -70,7 +70,7 @@ def main() -> None:
 
     tables, source = best(args.repeat, lambda: ArchiveSource(store, keyring))
     bundles, catalog = best(args.repeat, lambda: Catalog.from_bundles(
-        (suffix_of(v.pith_number), parse(store.get_bytes(v.raw["path"])).data) for v in source.versions.values()))
+        (suffix_of(v.pith_number), parse(store.get_bytes(v.raw.path)).data) for v in source.versions.values()))
     assert catalog.suffixes == source.catalog.suffixes
     print(f"{store.uri}: {len(source.catalog)} records")
     print(f"  ArchiveSource (committed tables):   {tables:6.2f} s")

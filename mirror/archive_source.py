@@ -27,15 +27,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pith.canonical import sha256_hex
 from pith.keyring import REGISTRY, Keyring
 from pith.numbers import suffix_of
 from pith.parse import parse
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from storage import history, layout
-from storage.committed import CommittedArchive, check_digest, table_batches
-from storage.stores import ObjectStore, StorageError
+from storage.committed import CommittedArchive, read_entry, table_batches
+from storage.stores import ObjectInfo, ObjectStore, StorageError
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
 
@@ -49,7 +48,7 @@ class Version:
     """An archived version of a record, as the mirror needs it."""
     pith_number: str
     bundle_sha256: str
-    raw: dict                   # the manifest entry of its raw bytes
+    raw: ObjectInfo             # its raw bytes, as committed
     source_version: int
     built_at: datetime | None
 
@@ -103,7 +102,7 @@ class ArchiveSource(RecordSource):
                 try:
                     document = parse(raw) if raw is not None else None
                 except Rejected as exc:
-                    logger.warning("%s: unreadable (%s); its keys are not published", version.raw["path"], exc)
+                    logger.warning("%s: unreadable (%s); its keys are not published", version.raw.path, exc)
                     continue
                 if document is not None:
                     yield suffix, document.data
@@ -114,18 +113,17 @@ class ArchiveSource(RecordSource):
         if entry is None:
             return None
         try:
-            data = self.store.get_bytes(entry["path"])
-            check_digest(entry, sha256_hex(data), len(data))
+            data = read_entry(self.store, entry)
         except StorageError as exc:
             logger.error("not serving %s: %s", suffix, exc)
             return None
-        if entry["sha256"] not in self._verified:
+        if entry.sha256 not in self._verified:
             verdict = verify_bundle(data, self.keyring)
             if not verdict.ok:
-                logger.error("not serving %s: %s does not verify (%s at %s: %s)", suffix, entry["path"],
+                logger.error("not serving %s: %s does not verify (%s at %s: %s)", suffix, entry.path,
                              verdict.reason, verdict.path or "<document>", verdict.detail)
                 return None
-            self._verified.add(entry["sha256"])
+            self._verified.add(entry.sha256)
         return data
 
 
@@ -142,7 +140,7 @@ def served_versions(archive: CommittedArchive) -> dict[str, Version]:
                 keep = []
                 for row in batch.to_pylist():
                     raw = archive.objects.get(row["raw_path"])
-                    keep.append(raw is not None and raw["sha256"] == row["raw_sha256"])
+                    keep.append(raw is not None and raw.sha256 == row["raw_sha256"])
                     if keep[-1]:
                         versions[row["bundle_sha256"]] = Version(row["pith_number"], row["bundle_sha256"], raw,
                                                                  row["source_version"] or 0, row["built_at"])
@@ -160,7 +158,7 @@ def _rows(archive: CommittedArchive, table: str, partitions, columns: list[str],
     """Rows of ``table`` whose partition value ``partitions`` accepts and whose
     bundle_sha256 is ``wanted`` (a served version)."""
     for entry in archive.table_files(table):
-        if partitions(layout.partition_of(entry["path"])[1]):
+        if partitions(layout.partition_of(entry.path)[1]):
             for batch in table_batches(archive.store, entry, columns):
                 yield from batch.filter(pc.is_in(batch.column("bundle_sha256"), value_set=wanted)).to_pylist()
 

@@ -72,7 +72,8 @@ class ArchivePipeline:
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
             trusted = Keyring.build(self.archive_keyrings, default_keys=False, role=ARCHIVE)  # the other workers' keys
             trusted.add(self.signer.pinned())
-            return ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
+            writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
+            return writer.open()
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)

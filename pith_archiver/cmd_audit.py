@@ -50,7 +50,7 @@ def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s
                     found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
                 click.echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
-            for found in log_findings(store, run.archive_keyring, saved):
+            for found in log_findings(store, run.archive_keyring, run.logs(), saved):
                 run.counts.discrepancies[found.code] += 1
                 click.echo(json.dumps(found.as_dict()) if as_json else found.line())
         except StorageError as exc:

@@ -14,12 +14,14 @@ import logging
 from dataclasses import dataclass
 
 from pith.attestation import new_attestation, read_attestation
-from pith.canonical import canon, sha256_hex
+from pith.canonical import canon
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
-from .committed import check_digest
-from .stores import ObjectStore, StorageError
+from . import layout
+from .committed import read_entry
+from .manifest import listed
+from .stores import ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +67,26 @@ def feed_bytes(events) -> bytes:
     return b"".join(canon(event) + b"\n" for event in events)
 
 
-def chain_head(store: ObjectStore, entry: dict, keyring: Keyring) -> str:
+def chain_head(store: ObjectStore, entry: ObjectInfo, keyring: Keyring) -> str:
     """The event id of the last attestation in a committed feed (``entry`` is its
     manifest entry): the bytes are checked against the entry, the event verified."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
+    data = read_entry(store, entry)
     try:
-        return read_attestation(data.rstrip(b"\n").rpartition(b"\n")[2], keyring, entry["path"])["event_id"]
+        return read_attestation(data.rstrip(b"\n").rpartition(b"\n")[2], keyring, entry.path)["event_id"]
     except Rejected as exc:
-        raise StorageError(f"{entry['path']}: its last attestation does not verify ({exc})") from None
+        raise StorageError(f"{entry.path}: its last attestation does not verify ({exc})") from None
+
+
+def chain_head_of(store: ObjectStore, manifests, signer: Signer) -> str | None:
+    """Where ``signer``'s chain stands in the committed ``manifests``: the last
+    attestation of its last committed feed (None when it has none)."""
+    feed, last = None, ""
+    for manifest in manifests:
+        if manifest["signature"]["key_id"] != signer.key_id:
+            continue
+        for entry in listed(manifest):
+            if layout.is_attestation_feed(entry.path) and manifest["committed_at"] > last:
+                # a key's runs follow one another: its last commit holds its chain's head
+                # (run ids sort by start second only)
+                feed, last = entry, manifest["committed_at"]
+    return chain_head(store, feed, Keyring([signer.pinned()])) if feed else None

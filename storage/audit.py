@@ -1,7 +1,8 @@
 """Audit an archive: re-check everything its committed manifests promise.
 
-Every manifest is read and verified once; every object of every committed manifest is
-read once, as a stream, and hashed as it goes; raw bundles are verified again (under
+Every manifest is read and verified once (the log checks of ``storage.transparency``
+take the key logs those reads give, ``Audit.logs()``); every object of every committed
+manifest is read once, as a stream, and hashed as it goes; raw bundles are verified again (under
 the one size rule of ``pith.parse``), table files' row counts are read from their
 Parquet footers (the last bytes of the stream), attestation feeds are verified event
 by event, and each key's chain must run through all its feeds from a null start.
@@ -31,8 +32,9 @@ from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from . import layout
-from .manifest import read_manifests
-from .stores import ObjectMissing, ObjectStore
+from .manifest import listed, read_manifests
+from .stores import ObjectInfo, ObjectMissing, ObjectStore
+from .tlog import KeyLog, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,7 @@ class Audit:
         self._chain = Chain()
         self._checked: set[tuple[str, str]] = set()
         self._accounted: set[str] = set()  # manifests and what they list, trusted or not
+        self._log_parts = []               # what each trusted manifest adds to its key's log
 
     def run(self):
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
@@ -139,8 +142,12 @@ class Audit:
             unpinned = getattr(read.error, "unpinned", None)
             if read.manifest is not None:
                 self.counts.manifests += 1
-                self._accounted.update(entry["path"] for entry in read.manifest["objects"])
-                yield from self._manifest(read.manifest)
+                part = log_part(read.manifest)
+                if part is not None:
+                    self._log_parts.append(part)
+                objects = listed(read.manifest)
+                self._accounted.update(entry.path for entry in objects)
+                yield from self._manifest(read.manifest, objects)
             elif unpinned is not None:
                 self._accounted.update(entry["path"] for entry in unpinned["objects"])
                 signature = unpinned["signature"]
@@ -159,22 +166,26 @@ class Audit:
             if stored.path not in self._accounted:
                 yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
 
+    def logs(self) -> dict[str, KeyLog]:
+        """Each key's committed log, as the manifests ``run()`` verified give it."""
+        return logs_of(self._log_parts)
+
     def _found(self, code: str, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
         self.counts.discrepancies[code] += 1
         return Discrepancy(code, path, detail, key_id)
 
-    def _manifest(self, manifest: dict):
-        listed = {entry["path"]: entry for entry in manifest["objects"]}
+    def _manifest(self, manifest: dict, objects: list[ObjectInfo]):
+        by_path = {entry.path: entry for entry in objects}
         attested_before = self.counts.attestations
         rows = Counter()
-        for entry in manifest["objects"]:
-            if "table" in entry:
-                rows[entry["table"]] += entry["rows"]
+        for entry in objects:
+            if entry.table is not None:
+                rows[entry.table] += entry.rows
                 check = self._table
-            elif entry["path"].startswith(f"{layout.RAW}/"):
+            elif entry.path.startswith(f"{layout.RAW}/"):
                 check = self._bundle
-            elif layout.is_attestation_feed(entry["path"]):
-                check = partial(self._feed, run_id=manifest["run_id"], listed=listed)
+            elif layout.is_attestation_feed(entry.path):
+                check = partial(self._feed, run_id=manifest["run_id"], by_path=by_path)
             else:
                 check = self._hash_only
             yield from self._object(entry, check)
@@ -189,13 +200,13 @@ class Audit:
             yield self._found("ATTESTATION_INVALID", path,
                               f"the run archived {archive['verified']} versions and attested {attested}")
 
-    def _object(self, entry: dict, check):
+    def _object(self, entry: ObjectInfo, check):
         """Read the object once, hashed as ``check(entry, stream)`` reads it (yielding
         what it finds); then compare the hash and size with the entry."""
-        path = entry["path"]
-        if (path, entry["sha256"]) in self._checked:  # listed again by a later run (keys/, quarantine/)
+        path = entry.path
+        if (path, entry.sha256) in self._checked:  # listed again by a later run (keys/, quarantine/)
             return
-        self._checked.add((path, entry["sha256"]))
+        self._checked.add((path, entry.sha256))
         stream = _Hashed(self.store.read_chunks(path))
         try:
             findings = list(check(entry, stream))
@@ -206,20 +217,20 @@ class Audit:
         self.counts.bytes += stream.size
         if self._on_object is not None:
             self._on_object(self.counts)
-        if stream.size != entry["size"]:
-            yield self._found("SIZE_MISMATCH", path, f"{stream.size} bytes, listed as {entry['size']}")
-        elif stream.digest.hexdigest() != entry["sha256"]:
-            yield self._found("HASH_MISMATCH", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry['sha256']}")
+        if stream.size != entry.size:
+            yield self._found("SIZE_MISMATCH", path, f"{stream.size} bytes, listed as {entry.size}")
+        elif stream.digest.hexdigest() != entry.sha256:
+            yield self._found("HASH_MISMATCH", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}")
         yield from findings
 
     # --- checks by kind: each reads the whole stream --------------------------------
     @staticmethod
-    def _hash_only(entry: dict, stream):
+    def _hash_only(entry: ObjectInfo, stream):
         for _ in stream:
             pass
         yield from ()
 
-    def _bundle(self, entry: dict, stream):
+    def _bundle(self, entry: ObjectInfo, stream):
         data = bytearray()
         for chunk in stream:
             if len(data) <= DEFAULT_MAX_BYTES:  # past it the verdict is too_large anyway
@@ -229,49 +240,49 @@ class Audit:
         if verdict.ok and not verdict.merge_confirmed:
             self.counts.merge_inferred += 1
         if not verdict.ok:
-            yield self._found("BUNDLE_REJECTED", entry["path"],
+            yield self._found("BUNDLE_REJECTED", entry.path,
                               f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}")
 
-    def _table(self, entry: dict, stream):
+    def _table(self, entry: ObjectInfo, stream):
         tail = b""
         for chunk in stream:
             tail = (tail + chunk)[-TAIL_BYTES:]
         try:
             rows = parquet_rows(tail)
         except (ValueError, OSError, pa.ArrowException) as exc:
-            yield self._found("ROWS_MISMATCH", entry["path"], f"unreadable footer: {exc}")
+            yield self._found("ROWS_MISMATCH", entry.path, f"unreadable footer: {exc}")
             return
-        if rows != entry["rows"]:
-            yield self._found("ROWS_MISMATCH", entry["path"], f"{rows} rows, listed as {entry['rows']}")
+        if rows != entry.rows:
+            yield self._found("ROWS_MISMATCH", entry.path, f"{rows} rows, listed as {entry.rows}")
 
-    def _feed(self, entry: dict, stream, *, run_id: str, listed: dict):
-        self._chain.feed(entry["path"])
+    def _feed(self, entry: ObjectInfo, stream, *, run_id: str, by_path: dict[str, ObjectInfo]):
+        self._chain.feed(entry.path)
         for index, line in enumerate(split_lines(stream)):
             where = f"lines[{index}]"
             try:
                 event = read_attestation(line, self.archive_keyring, where)
             except Rejected as exc:
                 self._chain.lose_track()
-                yield self._found("ATTESTATION_INVALID", entry["path"], str(exc))
+                yield self._found("ATTESTATION_INVALID", entry.path, str(exc))
                 continue
             self.counts.attestations += 1
-            mismatch = _unlisted(event["payload"], run_id, listed)
+            mismatch = _unlisted(event["payload"], run_id, by_path)
             if mismatch:
-                yield self._found("ATTESTATION_INVALID", entry["path"],
+                yield self._found("ATTESTATION_INVALID", entry.path,
                                   f"attestation_mismatch at {where}.payload: {mismatch}")
             try:
                 self._chain.follow(event, where)
             except Rejected as exc:
-                yield self._found("CHAIN_BROKEN", entry["path"], f"{exc.path}: {exc.detail}")
+                yield self._found("CHAIN_BROKEN", entry.path, f"{exc.path}: {exc.detail}")
 
 
-def _unlisted(payload: dict, run_id: str, listed: dict) -> str:
+def _unlisted(payload: dict, run_id: str, by_path: dict[str, ObjectInfo]) -> str:
     """Why an attestation does not match what its run's manifest lists ('' if it does)."""
     if payload["run_id"] != run_id:
         return f"names run {payload['run_id']}"
-    entry = listed.get(payload["raw_path"])
+    entry = by_path.get(payload["raw_path"])
     if entry is None:
         return f"{payload['raw_path']} is not listed"
-    if (entry["sha256"], entry["size"]) != (payload["raw_sha256"], payload["size"]):
+    if (entry.sha256, entry.size) != (payload["raw_sha256"], payload["size"]):
         return f"{payload['raw_path']} is listed with another sha256 or size"
     return ""

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from . import layout
-from .manifest import ManifestRead, read_manifests, union
-from .stores import ObjectStore, StorageError
+from .manifest import ManifestRead, read_committed, union
+from .stores import ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -71,18 +71,17 @@ def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_k
 @dataclass
 class CommittedArchive:
     """The committed state of an archive under a keyring: verified manifests (in run
-    order), the objects they list (path -> entry) and the manifests not trusted."""
+    order), the objects they list (path -> ObjectInfo) and the manifests not trusted."""
     store: ObjectStore
     keyring: Keyring
     manifests: list[dict]
-    objects: dict[str, dict]
+    objects: dict[str, ObjectInfo]
     untrusted: list[ManifestRead]
 
     @classmethod
     def read(cls, store: ObjectStore, keyring: Keyring) -> "CommittedArchive":
-        reads = list(read_manifests(store, keyring))
-        manifests = [read.manifest for read in reads if read.manifest is not None]
-        untrusted = [read for read in reads if read.manifest is None]
+        committed = read_committed(store, keyring)
+        manifests, untrusted = committed.manifests, committed.untrusted
         if not manifests:
             why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
             raise NothingCommitted(f"{store.uri}: no manifest verifies under the trusted keys "
@@ -91,27 +90,35 @@ class CommittedArchive:
                                     if getattr(read.error, "unpinned", None)])
         return cls(store, keyring, manifests, union(manifests), untrusted)
 
-    def table_files(self, table: str) -> list[dict]:
-        """Manifest entries of the table's committed files, by path."""
-        return sorted((e for e in self.objects.values() if e.get("table") == table), key=lambda e: e["path"])
+    def table_files(self, table: str) -> list[ObjectInfo]:
+        """The table's committed files, by path."""
+        return sorted((info for info in self.objects.values() if info.table == table), key=lambda info: info.path)
 
-    def under(self, prefix: str) -> list[dict]:
-        """Manifest entries of the committed objects under ``prefix``, by path."""
-        return sorted((e for path, e in self.objects.items() if path.startswith(prefix)), key=lambda e: e["path"])
+    def under(self, prefix: str) -> list[ObjectInfo]:
+        """The committed objects under ``prefix``, by path."""
+        return sorted((info for path, info in self.objects.items() if path.startswith(prefix)),
+                      key=lambda info: info.path)
 
 
-def check_digest(entry: dict, sha256: str, size: int) -> None:
+def check_digest(entry: ObjectInfo, sha256: str, size: int) -> None:
     """ObjectAltered unless ``sha256`` and ``size`` are what the manifest entry lists."""
-    if (sha256, size) != (entry["sha256"], entry["size"]):
-        raise ObjectAltered(f"{entry['path']} does not match its manifest entry: sha256 {sha256} "
-                            f"({size} bytes) where {entry['sha256']} ({entry['size']} bytes) was committed")
+    if (sha256, size) != (entry.sha256, entry.size):
+        raise ObjectAltered(f"{entry.path} does not match its manifest entry: sha256 {sha256} "
+                            f"({size} bytes) where {entry.sha256} ({entry.size} bytes) was committed")
 
 
-def table_batches(store: ObjectStore, entry: dict, columns: list[str]):
+def read_entry(store: ObjectStore, entry: ObjectInfo) -> bytes:
+    """A committed object's bytes, checked against its manifest entry: the one way
+    a reader takes an object whole (``export`` streams the large ones)."""
+    data = store.get_bytes(entry.path)
+    check_digest(entry, sha256_hex(data), len(data))
+    return data
+
+
+def table_batches(store: ObjectStore, entry: ObjectInfo, columns: list[str]):
     """Record batches of a committed table file, checked against its entry first;
     ``columns`` the file does not have are left out (older schema versions)."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
+    data = read_entry(store, entry)
     parquet = pq.ParquetFile(pa.BufferReader(data))
     present = [name for name in columns if name in parquet.schema_arrow.names]
     yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=present)

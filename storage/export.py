@@ -27,9 +27,9 @@ from pith.keyring import Keyring
 from pith.verify import verify_bundle
 from pith.shipped import version
 from . import layout
-from .committed import CommittedArchive, check_digest
+from .committed import CommittedArchive, check_digest, read_entry
 from .manifest import verify_manifest
-from .stores import ObjectExists, ObjectStore
+from .stores import ObjectExists, ObjectInfo, ObjectStore
 from .tables import SCHEMA_VERSION, TABLES
 
 logger = logging.getLogger(__name__)
@@ -80,9 +80,9 @@ def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str |
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         for done, entry in enumerate(entries, 1):
-            _stream_to_file(store, entry, staging / entry["path"])
-            if entry["path"].startswith(f"{layout.RAW}/"):
-                _check_bundle(entry, (staging / entry["path"]).read_bytes(), keyring)
+            _stream_to_file(store, entry, staging / entry.path)
+            if entry.path.startswith(f"{layout.RAW}/"):
+                _check_bundle(entry, (staging / entry.path).read_bytes(), keyring)
             if on_object is not None:
                 on_object(done, len(entries))
         manifest_bytes = sum(_copy_manifest(archive, layout.manifest(m["run_id"]), staging) for m in archive.manifests)
@@ -95,7 +95,7 @@ def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str |
         raise
     files = len(entries) + len(archive.manifests) + 1
     logger.info("bagged %d files from %s into %s", files, store.uri, out)
-    size = sum(entry["size"] for entry in entries) + manifest_bytes + len(readme)
+    size = sum(entry.size for entry in entries) + manifest_bytes + len(readme)
     return ExportSummary(str(out), files, size, _rows(entries, "records"))
 
 
@@ -115,9 +115,7 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
     raws = archive.under(f"{layout.RAW}/")
     total = len(raws) + len(entries)
     for done, entry in enumerate(raws, 1):
-        data = store.get_bytes(entry["path"])
-        check_digest(entry, hashlib.sha256(data).hexdigest(), len(data))
-        _check_bundle(entry, data, keyring)
+        _check_bundle(entry, read_entry(store, entry), keyring)
         if on_object is not None:
             on_object(done, total)
     readme = dataset_readme(archive, entries).encode("utf-8")
@@ -130,34 +128,34 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
         local = Path(spool) / "object"
         for done, entry in enumerate(entries, len(raws) + 1):
             _stream_to_file(store, entry, local)
-            dest.put_file(entry["path"], local)
+            dest.put_file(entry.path, local)
             local.unlink()
             if on_object is not None:
                 on_object(done, total)
     dest.flush()
     logger.info("exported %d objects from %s to %s", len(entries), store.uri, dest.uri)
-    return ExportSummary(dest.uri, len(entries) + 1, sum(e["size"] for e in entries) + len(readme),
+    return ExportSummary(dest.uri, len(entries) + 1, sum(e.size for e in entries) + len(readme),
                          _rows(entries, "records"))
 
 
 # --- copying ---------------------------------------------------------------------
 
-def _stream_to_file(store: ObjectStore, entry: dict, target: Path) -> None:
+def _stream_to_file(store: ObjectStore, entry: ObjectInfo, target: Path) -> None:
     """Copy one committed object to a new local file, checking it against its entry."""
     target.parent.mkdir(parents=True, exist_ok=True)
     digest, size = hashlib.sha256(), 0
     with open(target, "xb") as out:
-        for chunk in store.read_chunks(entry["path"]):
+        for chunk in store.read_chunks(entry.path):
             digest.update(chunk)
             size += len(chunk)
             out.write(chunk)
     check_digest(entry, digest.hexdigest(), size)
 
 
-def _check_bundle(entry: dict, data: bytes, keyring: Keyring) -> None:
+def _check_bundle(entry: ObjectInfo, data: bytes, keyring: Keyring) -> None:
     verdict = verify_bundle(data, keyring)
     if not verdict.ok:
-        raise BundleRejected(f"{entry['path']} does not verify ({verdict.reason} at {verdict.path or '<document>'}: "
+        raise BundleRejected(f"{entry.path} does not verify ({verdict.reason} at {verdict.path or '<document>'}: "
                              f"{verdict.detail}): nothing exported; audit the archive")
 
 
@@ -171,7 +169,7 @@ def _copy_manifest(archive: CommittedArchive, path: str, staging: Path) -> int:
 
 
 def _rows(entries, table: str) -> int:
-    return sum(entry.get("rows", 0) for entry in entries if entry.get("table") == table)
+    return sum(entry.rows for entry in entries if entry.table == table)
 
 
 def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> dict:
@@ -192,7 +190,7 @@ def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> d
 
 # --- the dataset README --------------------------------------------------------------
 
-def dataset_readme(archive: CommittedArchive, entries: list[dict], manifest_bytes: int | None = None) -> str:
+def dataset_readme(archive: CommittedArchive, entries: list[ObjectInfo], manifest_bytes: int | None = None) -> str:
     """What a reader needs without the archiver: contents, counts, provenance, schema.
     A function of the archive's committed state and of what is exported only
     (``entries``, and the manifests when ``manifest_bytes`` says how large they are)."""
@@ -213,12 +211,12 @@ def _intro(archive: CommittedArchive) -> list[str]:
     ]
 
 
-def _contents(archive: CommittedArchive, entries: list[dict], manifest_bytes: int | None) -> list[str]:
+def _contents(archive: CommittedArchive, entries: list[ObjectInfo], manifest_bytes: int | None) -> list[str]:
     folders: dict[str, list[int]] = {}
     for entry in entries:
-        counted = folders.setdefault(_folder(entry["path"]), [0, 0])
+        counted = folders.setdefault(_folder(entry.path), [0, 0])
         counted[0] += 1
-        counted[1] += entry["size"]
+        counted[1] += entry.size
     lines = ["## Contents", "", "| folder | what | files | bytes |", "| --- | --- | ---: | ---: |"]
     for folder, (files, size) in sorted(folders.items()):
         table = folder.partition("/")[2]

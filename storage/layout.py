@@ -19,10 +19,6 @@ ATTESTATIONS = "attestations"
 CHECKPOINTS = "checkpoints"
 LOGS = "log"
 
-# Only committed manifests make objects under these prefixes trustworthy; whatever
-# they hold that no committed manifest lists is left over from a crashed run.
-COLLECTABLE = (f"{RAW}/", f"{QUARANTINE}/", f"{TABLES}/", f"{ATTESTATIONS}/", f"{CHECKPOINTS}/", f"{LOGS}/")
-
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"                      # partial writes; never a final object name
 

@@ -5,13 +5,12 @@ their table and row count), with run statistics, crawl parameters and the softwa
 version, and is signed the Pith way: ``manifest_sha256 = sha256(canon(manifest
 without "signature"))``, Ed25519 over its 32 bytes. It is written last and never
 over another; readers trust an object only when a manifest verifying under a pinned
-key lists it. Whatever else lies under the collectable prefixes is a crashed run's
-leftover, found by ``find_orphans`` and removed by ``collect_orphans``.
+key lists it. Whatever else lies in the archive is a crashed run's leftover: an
+orphan, which the audit (``storage.audit``) reports.
 """
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 
 from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
@@ -21,7 +20,7 @@ from pith.signing import Signer, utc_now
 from pith.verify import SIGNATURE_STATUS
 from pith.shipped import version
 from . import layout
-from .stores import ObjectInfo, ObjectStore, StorageError, StoredObject
+from .stores import ObjectInfo, ObjectStore, StorageError
 from .tables import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
@@ -43,14 +42,8 @@ class ManifestInvalid(Exception):
         self.unpinned = unpinned
 
 
-class UntrustedManifests(StorageError):
-    """Garbage collection refused: some manifests do not verify, and the objects they
-    list would look like orphans."""
-
-
 def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats: dict, params: dict) -> dict:
-    """The unsigned manifest body. ``objects`` are ObjectInfo.entry() dicts, possibly
-    with ``table`` and ``rows``."""
+    """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries."""
     return {
         "manifest_type": MANIFEST_TYPE, "manifest_version": MANIFEST_VERSION,
         "run_id": layout.check_run_id(run_id), "worker": worker,
@@ -58,7 +51,7 @@ def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats:
         "software": {"name": "pith-archiver", "version": version()},
         "table_schema_version": SCHEMA_VERSION,
         "crawl": params, "stats": stats,
-        "objects": sorted(objects, key=lambda entry: entry["path"]),
+        "objects": [info.entry() for info in sorted(objects, key=lambda info: info.path)],
     }
 
 
@@ -98,6 +91,10 @@ def _check_entry(entry, index: int) -> None:
         raise ManifestInvalid("schema_violation", f"{where}sha256", "expected 64 lowercase hex digits")
     if _require(entry, "size", int, where) < 0:
         raise ManifestInvalid("schema_violation", f"{where}size", "negative")
+    if "table" in entry or "rows" in entry:  # a table file: both, as ObjectInfo.entry() writes them
+        _require(entry, "table", str, where)
+        if _require(entry, "rows", int, where) < 0:
+            raise ManifestInvalid("schema_violation", f"{where}rows", "negative")
 
 
 def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
@@ -158,57 +155,43 @@ def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
             yield ManifestRead(stored.path, manifest)
 
 
-def committed_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
-    """The manifests readers may trust (the others are logged); ``skip`` as in read_manifests."""
-    return (read.manifest for read in read_manifests(store, keyring, skip) if read.manifest is not None)
-
-
-def union(manifests) -> dict[str, dict]:
-    """Path to entry over all given manifests (the first listing of a path wins;
-    a path listed with different content is logged)."""
-    objects: dict[str, dict] = {}
-    for manifest in manifests:
-        for entry in manifest["objects"]:
-            known = objects.setdefault(entry["path"], entry)
-            if known["sha256"] != entry["sha256"]:
-                logger.error("%s is listed with sha256 %s by %s and %s before",
-                             entry["path"], entry["sha256"], manifest["run_id"], known["sha256"])
-    return objects
-
-
-def committed_objects(store: ObjectStore, keyring: Keyring) -> dict[str, dict]:
-    return union(committed_manifests(store, keyring))
-
-
 @dataclass
-class Orphans:
-    objects: list[StoredObject]      # under collectable prefixes, listed by no committed manifest
-    untrusted: list[ManifestRead]    # manifests that failed verification
+class Committed:
+    """The manifests of an archive, each read and verified once: those readers may
+    trust (in run id order) and the reads that failed."""
+    manifests: list[dict]
+    untrusted: list[ManifestRead]
 
 
-def find_orphans(store: ObjectStore, keyring: Keyring) -> Orphans:
-    reads = list(read_manifests(store, keyring))
-    listed = union(read.manifest for read in reads if read.manifest is not None)
-    objects = [stored for prefix in layout.COLLECTABLE for stored in store.list(prefix)
-               if stored.path not in listed]
-    objects += [stored for stored in store.list(f"{layout.MANIFESTS}/")
-                if stored.path.rpartition("/")[2].startswith(layout.TEMP_PREFIX)]
-    return Orphans(objects, [read for read in reads if read.manifest is None])
+def read_committed(store: ObjectStore, keyring: Keyring, skip=frozenset()) -> Committed:
+    """Every manifest read (``skip`` as in read_manifests), split into the trusted and the rest."""
+    manifests, untrusted = [], []
+    for read in read_manifests(store, keyring, skip):
+        if read.manifest is not None:
+            manifests.append(read.manifest)
+        else:
+            untrusted.append(read)
+    return Committed(manifests, untrusted)
 
 
-def collect_orphans(store: ObjectStore, keyring: Keyring, older_than: timedelta,
-                    now: datetime | None = None, allow_untrusted: bool = False) -> list[StoredObject]:
-    """Delete orphans last modified more than ``older_than`` ago. That age must exceed
-    the longest run: a running crawl's objects are orphans until it commits."""
-    found = find_orphans(store, keyring)
-    if found.untrusted and not allow_untrusted:
-        raise UntrustedManifests(f"{len(found.untrusted)} manifest(s) do not verify "
-                                 f"({', '.join(r.path for r in found.untrusted)}); not collecting")
-    cutoff = (now or datetime.now(timezone.utc)) - older_than
-    deleted = []
-    for stored in found.objects:
-        if stored.modified <= cutoff:
-            store.delete(stored.path)
-            deleted.append(stored)
-    logger.info("collected %d of %d orphans", len(deleted), len(found.objects))
-    return deleted
+def committed_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()) -> list[dict]:
+    """The manifests readers may trust (the others are logged); ``skip`` as in read_manifests."""
+    return read_committed(store, keyring, skip).manifests
+
+
+def listed(manifest: dict) -> list[ObjectInfo]:
+    """The objects a verified manifest lists, typed."""
+    return [ObjectInfo.from_entry(entry) for entry in manifest["objects"]]
+
+
+def union(manifests) -> dict[str, ObjectInfo]:
+    """Path to object over all given manifests (the first listing of a path wins;
+    a path listed with different content is logged)."""
+    objects: dict[str, ObjectInfo] = {}
+    for manifest in manifests:
+        for info in listed(manifest):
+            known = objects.setdefault(info.path, info)
+            if known.sha256 != info.sha256:
+                logger.error("%s is listed with sha256 %s by %s and %s before",
+                             info.path, info.sha256, manifest["run_id"], known.sha256)
+    return objects

@@ -47,15 +47,28 @@ class ObjectMissing(StorageError):
     """A read named an object the store does not hold."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectInfo:
-    """What a manifest says about an object: enough to re-check it byte for byte."""
+    """What a manifest says about an object: enough to re-check it byte for byte; for
+    a table file also its table and row count. Writers and readers keep it typed:
+    ``entry()`` and ``from_entry`` are the one conversion to and from a manifest's
+    JSON entry."""
     path: str
     sha256: str
     size: int
+    table: str | None = None
+    rows: int | None = None
 
     def entry(self) -> dict:
-        return {"path": self.path, "sha256": self.sha256, "size": self.size}
+        entry = {"path": self.path, "sha256": self.sha256, "size": self.size}
+        if self.table is not None:
+            entry.update(table=self.table, rows=self.rows)
+        return entry
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> "ObjectInfo":
+        """An entry of a verified manifest (``storage.manifest.listed``)."""
+        return cls(entry["path"], entry["sha256"], entry["size"], entry.get("table"), entry.get("rows"))
 
 
 @dataclass(frozen=True)
@@ -124,7 +137,7 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def delete(self, path: str) -> None:
-        """Remove an object (garbage collection only); absent is fine."""
+        """Remove an object (an orphan); absent is fine."""
 
     @abstractmethod
     def flush(self) -> None:

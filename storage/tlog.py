@@ -16,11 +16,11 @@ import logging
 from dataclasses import dataclass, field
 
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
-from pith.canonical import sha256_hex
 from pith.merkle import HASH_SIZE, Frontier, leaf_hash
 from pith.signing import Signer
 from . import layout
-from .committed import check_digest
+from .committed import read_entry
+from .manifest import listed
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -36,14 +36,16 @@ class LogPart:
     """What one commit added to a key's log: manifest entries of its feed, leaves file
     and checkpoint (the latter two absent for runs committed before logs existed)."""
     run_id: str
-    feed: dict | None
-    leaves: dict | None
-    checkpoint: dict | None
+    feed: ObjectInfo | None
+    leaves: ObjectInfo | None
+    checkpoint: ObjectInfo | None
+    key_id: str
+    committed_at: str
 
     @property
     def size(self) -> int | None:
         """The tree size its checkpoint names."""
-        return layout.checkpoint_of(self.checkpoint["path"])[1] if self.checkpoint else None
+        return layout.checkpoint_of(self.checkpoint.path)[1] if self.checkpoint else None
 
 
 @dataclass
@@ -58,42 +60,46 @@ class KeyLog:
         return next((part for part in reversed(self.parts) if part.checkpoint), None)
 
 
+def log_part(manifest: dict) -> LogPart | None:
+    """What a verified manifest adds to its key's log (None: nothing)."""
+    key_id = manifest["signature"]["key_id"]
+    feed = leaves = checkpoint = None
+    for entry in listed(manifest):
+        if layout.is_attestation_feed(entry.path):
+            feed = entry
+        elif entry.path == layout.log_leaves(key_id, manifest["run_id"]):
+            leaves = entry
+        elif (layout.checkpoint_of(entry.path) or ("",))[0] == key_id:
+            checkpoint = entry
+    if feed or checkpoint:
+        return LogPart(manifest["run_id"], feed, leaves, checkpoint, key_id, manifest["committed_at"])
+    return None
+
+
 def key_logs(manifests) -> dict[str, KeyLog]:
-    """Each archiver key's log, from the verified manifests it signed, in commit order
-    (a key's runs follow one another; run ids only sort by start second)."""
+    """Each archiver key's log, from the verified manifests it signed."""
+    return logs_of(part for part in map(log_part, manifests) if part is not None)
+
+
+def logs_of(parts) -> dict[str, KeyLog]:
+    """Each key's log from the LogParts of its manifests, in commit order (a key's runs
+    follow one another; run ids only sort by start second)."""
     logs: dict[str, KeyLog] = {}
-    for manifest in sorted(manifests, key=lambda m: m["committed_at"]):
-        key_id = manifest["signature"]["key_id"]
-        feed = leaves = checkpoint = None
-        for entry in manifest["objects"]:
-            if layout.is_attestation_feed(entry["path"]):
-                feed = entry
-            elif entry["path"] == layout.log_leaves(key_id, manifest["run_id"]):
-                leaves = entry
-            elif (layout.checkpoint_of(entry["path"]) or ("",))[0] == key_id:
-                checkpoint = entry
-        if feed or checkpoint:
-            logs.setdefault(key_id, KeyLog(key_id)).parts.append(LogPart(manifest["run_id"], feed, leaves, checkpoint))
+    for part in sorted(parts, key=lambda part: part.committed_at):
+        logs.setdefault(part.key_id, KeyLog(part.key_id)).parts.append(part)
     return logs
-
-
-def read_entry(store: ObjectStore, entry: dict) -> bytes:
-    """A committed object's bytes, checked against its manifest entry."""
-    data = store.get_bytes(entry["path"])
-    check_digest(entry, sha256_hex(data), len(data))
-    return data
 
 
 def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
     """The leaf inputs a part added, concatenated, each checked against its entry."""
     entry = part.leaves or part.feed
     if entry is None:
-        raise LogBroken(f"{part.checkpoint['path']}: its run lists no leaves and no feed")
+        raise LogBroken(f"{part.checkpoint.path}: its run lists no leaves and no feed")
     data = read_entry(store, entry)
     if part.leaves is None:
         return b"".join(bytes.fromhex(json.loads(line)["content_sha256"]) for line in data.splitlines())
     if len(data) % HASH_SIZE:
-        raise LogBroken(f"{entry['path']}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
+        raise LogBroken(f"{entry.path}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
     return data
 
 
@@ -110,7 +116,7 @@ def read_log(store: ObjectStore, log: KeyLog | None, into):
         log.starts[part.run_id] = into.size
         add_leaves(into, part_leaves(store, part))
         if part.size is not None and part.size != into.size:
-            raise LogBroken(f"{part.checkpoint['path']} names {part.size} leaves where the log of "
+            raise LogBroken(f"{part.checkpoint.path} names {part.size} leaves where the log of "
                             f"{log.key_id} has {into.size}")
     return into
 

@@ -18,10 +18,10 @@ from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from .audit import Discrepancy
-from .committed import CommittedArchive, table_batches
+from .committed import CommittedArchive, read_entry, table_batches
 from .manifest import committed_manifests
 from .stores import ObjectStore, StorageError
-from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_entry, read_log
+from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +54,9 @@ def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tup
     try:
         checkpoint, _ = open_checkpoint(note, keyring)
     except Rejected as exc:
-        raise LogBroken(f"{log.latest.checkpoint['path']}: {exc}") from None
+        raise LogBroken(f"{log.latest.checkpoint.path}: {exc}") from None
     if (checkpoint.size, checkpoint.root) != (tree.size, tree.root()):
-        raise LogBroken(f"{log.latest.checkpoint['path']} signs {checkpoint.size} leaves and a root the "
+        raise LogBroken(f"{log.latest.checkpoint.path} signs {checkpoint.size} leaves and a root the "
                         f"{tree.size} committed leaves of {log.key_id} do not give")
     return tree, note
 
@@ -82,7 +82,7 @@ def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict
             except Rejected as exc:
                 raise LogBroken(f"the proof of {pith_number} does not hold: {exc}") from None
             return document
-    raise LogBroken(f"{part.feed['path']} does not hold {event_id}, which its run's table lists")
+    raise LogBroken(f"{part.feed.path} does not hold {event_id}, which its run's table lists")
 
 
 def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, str]:
@@ -99,24 +99,24 @@ def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, st
     return best[2], best[1]
 
 
-def check_logs(store: ObjectStore, keyring: Keyring) -> list[Discrepancy]:
+def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) -> list[Discrepancy]:
     """LOG_BROKEN for each key's committed log whose leaves files do not hold its feeds'
     content hashes, or whose committed checkpoints do not sign the size and root of the
     leaves before them. A missing or altered object is left to the audit's own checks."""
     found = []
-    for key_id, log in sorted(key_logs(committed_manifests(store, keyring)).items()):
+    for key_id, log in sorted(logs.items()):
         frontier = Frontier()
         try:
             for part in log.parts:
                 leaves = part_leaves(store, part)
                 if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
-                    found.append(Discrepancy("LOG_BROKEN", part.leaves["path"],
-                                             f"{key_id}: not the content hashes of {part.feed['path']}"))
+                    found.append(Discrepancy("LOG_BROKEN", part.leaves.path,
+                                             f"{key_id}: not the content hashes of {part.feed.path}"))
                 add_leaves(frontier, leaves)
                 if part.checkpoint:
                     why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
                     if why:
-                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint["path"], f"{key_id}: {why}"))
+                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint.path, f"{key_id}: {why}"))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found
@@ -135,15 +135,17 @@ def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: Frontier) -> s
     return ""
 
 
-def log_findings(store: ObjectStore, keyring: Keyring, saved: dict[str, bytes]):
-    """What the audit adds about the logs: ``check_logs``, then ``check_consistency``
-    with each saved checkpoint (source -> note)."""
-    yield from check_logs(store, keyring)
+def log_findings(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], saved: dict[str, bytes]):
+    """What the audit adds about the committed ``logs`` (``Audit.logs()``: the manifests
+    are not read again): ``check_logs``, then ``check_consistency`` with each saved
+    checkpoint (source -> note)."""
+    yield from check_logs(store, keyring, logs)
     for source, note in saved.items():
-        yield from check_consistency(store, keyring, note, source)
+        yield from check_consistency(store, keyring, logs, note, source)
 
 
-def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source: str) -> list[Discrepancy]:
+def check_consistency(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], note: bytes,
+                      source: str) -> list[Discrepancy]:
     """Whether the archive's log of the key that signed the checkpoint ``note`` (read
     from ``source``) extends it: nothing when it does; LOG_ROLLED_BACK or LOG_FORKED,
     naming the key and both sizes, when it does not."""
@@ -151,7 +153,7 @@ def check_consistency(store: ObjectStore, keyring: Keyring, note: bytes, source:
         saved, key = open_checkpoint(note, keyring)
     except Rejected as exc:
         return [Discrepancy("CHECKPOINT_INVALID", source, str(exc))]
-    log = key_logs(committed_manifests(store, keyring)).get(key.key_id)
+    log = logs.get(key.key_id)
     try:
         tree, _ = current_log(store, keyring, log)
     except StorageError as exc:

@@ -155,13 +155,13 @@ def test_altered_raw_bytes_are_not_served(tmp_path, crawled, corpus_keyring):
         (copy / stored.path).write_bytes(crawled.get_bytes(stored.path))
     source = ArchiveSource(LocalStore(copy), trusted(LocalStore(copy), corpus_keyring))
     victim = source.catalog.suffixes[0]
-    target = copy / source.versions[source.catalog.entry(victim).pith_number].raw["path"]
+    target = copy / source.versions[source.catalog.entry(victim).pith_number].raw.path
     target.write_bytes(target.read_bytes().replace(b"pith", b"PITH", 1))
     with BackgroundMirror(MirrorServer(source)) as server:
         assert fetch(f"{server.url}/pith/{victim}/bundle.json")[0] == 404
         status, body = fetch(f"{server.url}/pith/{source.catalog.suffixes[1]}/bundle.json")
     assert status == 200 and body == crawled.get_bytes(
-        source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw["path"])
+        source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw.path)
 
 
 def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):

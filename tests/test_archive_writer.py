@@ -19,11 +19,13 @@ import pytest
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.manifest import committed_manifests, committed_objects, find_orphans, verify_manifest
+from storage.committed import CommittedArchive
+from storage.manifest import committed_manifests, verify_manifest
 from storage.stores import ObjectMissing, S3Store, StorageError
-from storage.tables import RollPolicy
+from storage.table_writer import RollPolicy
 from storage.uploads import BoundedUploader
 from tests.plugins.archives import corpus_raws
+from tests.plugins.faults import audit_archive
 from tests.plugins.s3 import arrow_filesystem, local_copy
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
@@ -47,9 +49,10 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected, test_signer, test_keyring, tmp_path):
+def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected, test_signer, test_keyring, tmp_path,
+                                                      registry_keyring):
     uploader = BoundedUploader(max_bytes_in_flight=20_000, workers=2)  # tighter than two bundles
-    writer = ArchiveWriter(store, test_signer, run_id=RUN, uploader=uploader)
+    writer = ArchiveWriter(store, test_signer, run_id=RUN, uploader=uploader).open()
     stored = [writer.add_verified(raw, verdict, url, FETCHED).result(30) for url, raw, verdict in verified]
     url, bad, verdict = rejected
     quarantined = writer.add_rejected(bad, verdict, url, FETCHED).result(30)
@@ -73,7 +76,7 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
             metadata = pq.read_metadata(pa.BufferReader(store.get_bytes(entry["path"])))
             assert metadata.num_rows == entry["rows"]
             tables.setdefault(entry["table"], []).append(entry["path"])
-    assert find_orphans(store, test_keyring).objects == []
+    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
     assert len(tables["records"]) == 2  # one file per year, not one per bundle
     assert manifest["stats"]["pages"] == 4 and manifest["crawl"] == {"seeds": ["https://pith.science/"]}
     assert manifest["stats"]["archive"]["rows"] == {"records": 3, "events": 6, "aliases": 18, "verifications": 4,
@@ -102,11 +105,11 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
         ("1901.02244",), ("1904.12043",)]
 
 def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_keyring):
-    first = ArchiveWriter(store, test_signer)
+    first = ArchiveWriter(store, test_signer).open()
     for url, raw, verdict in verified + verified[:1]:  # one seen twice within the run
         first.add_verified(raw, verdict, url, FETCHED)
     first.commit()
-    second = ArchiveWriter(store, test_signer)
+    second = ArchiveWriter(store, test_signer).open()
     again = [second.add_verified(raw, verdict, url, FETCHED).result(30) for url, raw, verdict in verified]
     second_path = second.commit()
     assert again == [None, None, None]
@@ -115,11 +118,11 @@ def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_ke
     assert {e.get("table") for e in second_manifest["objects"]} == {"verifications", None}
     assert not any(e["path"].startswith("raw/") for e in second_manifest["objects"])
     records, verifications = [], []
-    for path, entry in committed_objects(store, test_keyring).items():
-        table = pq.read_table(pa.BufferReader(store.get_bytes(path))) if "table" in entry else None
-        if entry.get("table") == "records":
+    for path, entry in CommittedArchive.read(store, test_keyring).objects.items():
+        table = pq.read_table(pa.BufferReader(store.get_bytes(path))) if entry.table else None
+        if entry.table == "records":
             records += table.column("bundle_sha256").to_pylist()
-        elif entry.get("table") == "verifications":
+        elif entry.table == "verifications":
             verifications += table.column("duplicate").to_pylist()
     assert sorted(records) == sorted(v.bundle_sha256 for _, _, v in verified)
     assert sorted(verifications) == [False] * 3 + [True] * 4
@@ -128,7 +131,7 @@ def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_ke
 def test_a_failed_write_means_no_manifest(store, verified, test_signer):
     squatted = layout.table_part("verifications", "fetch_date=2026-11-22", RUN, 0)
     store.put_bytes(squatted, b"another run's file under this name")
-    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     url, raw, verdict = verified[0]
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
     with pytest.raises(StorageError, match="already exists"):
@@ -142,8 +145,8 @@ def test_a_failed_write_means_no_manifest(store, verified, test_signer):
 def test_an_unreachable_store_fails_the_run(s3_env, refused_port, verified, test_signer):
     store = S3Store("pith-test", endpoint_url=f"http://127.0.0.1:{refused_port}", max_attempts=1)
     with pytest.raises(StorageError, match="cannot list"):
-        ArchiveWriter(store, test_signer)  # reading committed manifests for dedup fails first
-    writer = ArchiveWriter(store, test_signer, dedup=False)
+        ArchiveWriter(store, test_signer).open()  # reading committed manifests for dedup fails first
+    writer = ArchiveWriter(store, test_signer, dedup=False).open()
     url, raw, verdict = verified[0]
     with pytest.raises(StorageError):
         writer.add_verified(raw, verdict, url, FETCHED).result(30)
@@ -154,7 +157,7 @@ def test_an_unreachable_store_fails_the_run(s3_env, refused_port, verified, test
 
 
 def test_the_roll_policy_reaches_the_files(store, verified, test_signer):
-    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(max_rows=2, row_group_rows=2))
+    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(max_rows=2, row_group_rows=2)).open()
     for url, raw, verdict in verified:
         writer.add_verified(raw, verdict, url, FETCHED)
     manifest = json.loads(store.get_bytes(writer.commit()))
@@ -163,13 +166,13 @@ def test_the_roll_policy_reaches_the_files(store, verified, test_signer):
     assert rows == [1, 2]
 
 
-def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring):
-    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring, registry_keyring):
+    writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     url, raw, verdict = verified[0]
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
     writer.abort()
     assert [s.path for s in store.list("manifests/")] == []
-    assert [o.path for o in find_orphans(store, test_keyring).objects] == [layout.raw_bundle(sha(raw))]
+    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == [layout.raw_bundle(sha(raw))]
     with pytest.raises(StorageError, match="aborted"):
         writer.commit()
 
@@ -191,8 +194,9 @@ def records_by_manifest(store, keyring) -> dict[str, list[str]]:
     return found
 
 
-def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, verified, test_signer, test_keyring):
-    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, verified, test_signer, test_keyring,
+                                                                        registry_keyring):
+    writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     (url1, raw1, v1), (url2, raw2, v2), (url3, raw3, v3) = verified
     writer.add_verified(raw1, v1, url1, FETCHED)
     assert writer.pending_bundles() == 1
@@ -219,7 +223,7 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, ve
     feeds = [json.loads(store.get_bytes(layout.attestation_feed(run_of(p)))) for p in (first, second, last)]
     assert [f["prev_event"] for f in feeds] == [None, feeds[0]["event_id"], feeds[1]["event_id"]]
     assert [f["payload"]["run_id"] for f in feeds] == [run_of(p) for p in (first, second, last)]
-    assert find_orphans(store, test_keyring).objects == []
+    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
 
 
 def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corpus_keyring, test_signer,
@@ -227,7 +231,7 @@ def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corp
     """Checkpoints run in a thread while the crawl keeps adding: nothing falls between."""
     versions = [(f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
                 for suffix, raw in corpus_raws(corpus_dir).items()]
-    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096))
+    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096)).open()
     with ThreadPoolExecutor(2) as pool:
         checkpoints = []
         for i, (url, raw, verdict) in enumerate(versions):
@@ -242,7 +246,7 @@ def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corp
 
 
 def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
-    writer = ArchiveWriter(store, test_signer, run_id=RUN)
+    writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     url, raw, verdict = verified[0]
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
     store.put_bytes(layout.manifest(RUN), b"squatted")   # the checkpoint's manifest name is taken
@@ -256,8 +260,8 @@ def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
 
 def test_refresh_learns_what_another_writer_committed_since(store, verified, test_signer, test_keyring):
     (url1, raw1, v1), (url2, raw2, v2), _ = verified
-    ours = ArchiveWriter(store, test_signer)
-    theirs = ArchiveWriter(store, test_signer, worker="w1")   # started before the other's checkpoint
+    ours = ArchiveWriter(store, test_signer).open()
+    theirs = ArchiveWriter(store, test_signer, worker="w1").open()   # started before the other's checkpoint
     ours.add_verified(raw1, v1, url1, FETCHED)
     ours.checkpoint()
     assert theirs.refresh() == 1
@@ -280,6 +284,8 @@ def test_spool_folders_of_dead_processes_are_swept(tmp_path, store, test_signer)
     unnamed = tmp_path / "pith-spool-notapid"
     unnamed.mkdir()
     writer = ArchiveWriter(store, test_signer, spool_dir=tmp_path)
+    assert left.exists() and not any(store.list())   # making a writer touches nothing
+    writer.open()
     assert not left.exists() and alive.exists() and unnamed.exists()
     writer.abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name])  # its own is gone too

@@ -4,6 +4,7 @@ fails, a broken attestation chain, a wrong row count, an orphan."""
 
 import hashlib
 import json
+from collections import Counter
 
 import pytest
 from click.testing import CliRunner
@@ -189,3 +190,25 @@ def test_the_command_on_s3_and_its_usage_errors(s3_endpoint, s3_bucket, corpus_d
     assert "2 bundles, 2 attestations" in result.output
     assert runner.invoke(main, ["audit", str(tmp_path / "nowhere")]).exit_code == 2
     assert runner.invoke(main, ["audit", str(tmp_path), "--no-default-keys"]).exit_code == 2
+
+
+def test_the_audit_reads_each_manifest_once(fault_proxy, s3_bucket, s3_endpoint, corpus_dir, corpus_keyring,
+                                            test_signer, tmp_path):
+    """The log checks, --checkpoint's included, use the manifests the audit verified:
+    one GET of each manifest in the whole command."""
+    store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
+    raws = list(corpus_raws(corpus_dir).values())[:4]
+    for part in (raws[:2], raws[2:]):
+        write_run(store, test_signer, corpus_keyring, part)
+    saved = tmp_path / "checkpoint.txt"
+    saved.write_bytes(store.get_bytes(next(s.path for s in store.list(f"{layout.CHECKPOINTS}/"))))
+    key_document = tmp_path / "archive-key.json"
+    key_document.write_text(json.dumps(test_signer.public_document()))
+    proxy = fault_proxy()
+    result = CliRunner().invoke(main, ["audit", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", proxy.url,
+                                       "--keyring", str(corpus_dir / KEYRING_NAME), "--keyring", str(key_document),
+                                       "--checkpoint", str(saved)])
+    assert result.exit_code == 0, result.output
+    reads = Counter(r.path.partition("?")[0] for r in proxy.log if r.method == "GET" and "/manifests/" in r.path)
+    assert sorted(reads.values()) == [1, 1], reads
+

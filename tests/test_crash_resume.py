@@ -1,7 +1,7 @@
 """SIGKILL ``pith-archiver crawl`` at moments observed from outside, then run the same
 command again: no manifest is torn, every record the full crawl archives is there
 exactly once, every listed object holds its bytes, and what the killed run left
-behind is reported as orphans and collected.
+behind is what the audit reports as orphans: without it, the audit is clean.
 
 The moments: while fetching (the mirror's request log and files under raw/), while a
 Parquet file is uploaded, between the data and the manifest (the PUT of the archiver's
@@ -17,14 +17,13 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
-from storage.manifest import collect_orphans, committed_manifests, find_orphans
+from storage.manifest import committed_manifests
 from storage.stores import LocalStore, S3Store
 from tests.plugins.crawling import isolated_home, run_cli_crawl
 from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
@@ -76,31 +75,32 @@ def expected_numbers(catalog, suffixes=None) -> list[str]:
     return sorted(catalog.entry(suffix).pith_number for suffix in suffixes or catalog.suffixes)
 
 
-def check_killed_run(store, keyring, killed: str) -> list[str]:
+def check_killed_run(store, keyring, bundle_keyring, killed: str) -> list[str]:
     """Right after the kill: nothing of the run is committed or torn, and all it wrote
-    is reported as orphans (content-addressed raw objects, files named by its run id, or
-    the checkpoint of its key's log, named by the tree size, which the next commit replaces)."""
-    orphans = find_orphans(store, keyring)
-    assert orphans.untrusted == []
-    assert all(manifest["run_id"] != killed for manifest in committed_manifests(store, keyring))
-    paths = [orphan.path for orphan in orphans.objects]
+    is reported as orphans (content-addressed raw objects, files named by its run id,
+    the checkpoint of its key's log, named by the tree size, which the next commit
+    replaces, or its key document, which the next commit lists)."""
+    check = audit_archive(store, keyring, bundle_keyring)
+    assert check.codes() <= {"ORPHAN"}, check.discrepancies   # no manifest torn or untrusted
+    assert all(manifest["run_id"] != killed for manifest in check.manifests)
+    paths = check.paths("ORPHAN")
     assert paths, "the killed run left nothing behind: the kill came too early to prove anything"
-    assert all(path.startswith(("raw/", "quarantine/", "checkpoints/")) or killed in path for path in paths), paths
+    assert all(path.startswith(("raw/", "quarantine/", "checkpoints/", "keys/")) or killed in path
+               for path in paths), paths
     return paths
 
 
 def check_recovered(store, keyring, bundle_keyring, expected: list[str], killed: list[str]) -> dict:
     """After the full run: the audit finds nothing but the killed runs' orphans, every
-    record is there once, and collecting the orphans leaves a clean audit."""
+    record is there once, and removing what it lists as orphans leaves a clean audit."""
     check = audit_archive(store, keyring, bundle_keyring)
     assert check.codes() <= {"ORPHAN"}, check.discrepancies
     assert sorted(check.numbers()) == expected  # every record, none twice
     assert not {manifest["run_id"] for manifest in check.manifests} & set(killed)
     leftovers = check.paths("ORPHAN")
     assert all(any(run in path for run in killed) or "/.tmp-" in path for path in leftovers), leftovers
-    later = datetime.now(timezone.utc) + timedelta(hours=2)
-    collected = collect_orphans(store, keyring, older_than=timedelta(hours=1), now=later)
-    assert sorted(orphan.path for orphan in collected) == leftovers
+    for path in leftovers:
+        store.delete(path)
     after = audit_archive(store, keyring, bundle_keyring)
     assert after.clean, after.discrepancies
     assert sorted(after.numbers()) == expected
@@ -123,7 +123,7 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir
     assert "Traceback" not in twin.stderr  # a named refusal, not a crash
     killed = sigkill(process, log)
     assert fetched() < len(corpus_catalog)
-    before = check_killed_run(store, archiver_keyring(tmp_path), killed)
+    before = check_killed_run(store, archiver_keyring(tmp_path), corpus_keyring, killed)
 
     server.set_faults(FaultPlan())
     resumed = run_cli_crawl(tmp_path, *args)
@@ -189,7 +189,7 @@ def test_sigkill_during_the_commit_then_rerun(point, tmp_path, corpus_dir, corpu
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     keyring = archiver_keyring(tmp_path)
     assert [s.path for s in store.list("manifests/")] == []
-    before = check_killed_run(store, keyring, killed)
+    before = check_killed_run(store, keyring, corpus_keyring, killed)
     assert any(path.startswith("tables/") for path in before)
 
     rerun = run_cli_crawl(tmp_path, *args)

@@ -11,9 +11,8 @@ from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
-from storage.committed import ObjectAltered, reading_keyring
+from storage.committed import CommittedArchive, ObjectAltered, reading_keyring
 from storage.export import ExportError, export_bag, export_dataset
-from storage.manifest import committed_objects
 from storage.stores import LocalStore, S3Store
 from storage.tables import TABLES
 from tests.plugins.archives import corpus_raws, tampered, write_run
@@ -52,7 +51,7 @@ def test_a_bag_holds_the_committed_contents_and_validates(tmp_path, corpus_dir, 
     bag.validate()
     assert sorted(bag.algorithms) == ["sha256", "sha512"]
 
-    listed = committed_objects(archive, trusted(archive, corpus_keyring))
+    listed = CommittedArchive.read(archive, trusted(archive, corpus_keyring)).objects
     wanted = {path for path in listed if path.startswith(EXPORTED)}
     files = payload(tmp_path / "bag")
     assert set(files) == wanted | set(manifests) | {"README.md"}
@@ -109,7 +108,7 @@ def test_a_parquet_dataset_in_a_folder_or_an_s3_prefix(tmp_path, corpus_dir, cor
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
     keyring = trusted(archive, corpus_keyring)
-    listed = committed_objects(archive, keyring)
+    listed = CommittedArchive.read(archive, keyring).objects
     tables = {path for path in listed if path.startswith(f"{layout.TABLES}/")}
     raw = {path for path in listed if path.startswith(f"{layout.RAW}/")}
     summary = export_dataset(archive, keyring, store, with_raw=True)
@@ -134,7 +133,7 @@ def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, 
                                        "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"])
     assert result.exit_code == 0, result.output
     exported = {s.path for s in LocalStore(tmp_path / "d").list()}
-    assert exported == {p for p in committed_objects(archive, trusted(archive, corpus_keyring))
+    assert exported == {p for p in CommittedArchive.read(archive, trusted(archive, corpus_keyring)).objects
                         if p.startswith(f"{layout.TABLES}/")} | {"README.md"}
     readme = (tmp_path / "d" / "README.md").read_text()
     assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
@@ -144,7 +143,7 @@ def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
     keyring = trusted(archive, corpus_keyring)
-    victim = next(path for path in committed_objects(archive, keyring) if path.startswith(layout.RAW))
+    victim = next(path for path in CommittedArchive.read(archive, keyring).objects if path.startswith(layout.RAW))
     (archive.root / victim).write_bytes(archive.get_bytes(victim).replace(b"pith", b"PITH", 1))
     out = tmp_path / "exports" / "bag"
     with pytest.raises(ObjectAltered, match=victim):

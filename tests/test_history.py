@@ -13,9 +13,8 @@ from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.committed import table_batches
+from storage.committed import CommittedArchive, table_batches
 from storage.history import RECORD_COLUMNS, History
-from storage.manifest import committed_objects
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
@@ -60,14 +59,14 @@ def current_version(records: list[dict], pith_number: str) -> str:
 
 def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versions, test_signer, test_keyring):
     number = versions["original"][1].pith_number
-    first = ArchiveWriter(store, test_signer)
+    first = ArchiveWriter(store, test_signer).open()
     add(first, versions, "original", 0)
     first.commit()
-    second = ArchiveWriter(store, test_signer)  # history comes from the committed tables
+    second = ArchiveWriter(store, test_signer).open()  # history comes from the committed tables
     assert add(second, versions, "successor", 1) is not None
     second.commit()
 
-    third = ArchiveWriter(store, test_signer)
+    third = ArchiveWriter(store, test_signer).open()
     stored = {name: add(third, versions, name, minute) for minute, name in
               enumerate(["fork", "rollback", "backdated", "original"], start=2)}
     assert third.counts()["not_append_only"] == 4
@@ -92,8 +91,7 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     assert flagged[(sha["backdated"], "verified", False)] == f"built before the current version {sha['successor']}"
 
     # a later run still sees the successor as current, and the fork as archived
-    history = History.from_tables((batch for path, entry in committed_objects(store, test_keyring).items()
-                                   if entry.get("table") == "records"
+    history = History.from_tables((batch for entry in CommittedArchive.read(store, test_keyring).table_files("records")
                                    for batch in table_batches(store, entry, RECORD_COLUMNS)), ())
     assert history.current(number).bundle.hex() == sha["successor"]
     assert history.archived(sha["fork"])
@@ -101,7 +99,7 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
 
 def test_an_append_only_successor_in_the_same_run_becomes_current(tmp_path, versions, test_signer):
     store = LocalStore(tmp_path / "archive")
-    writer = ArchiveWriter(store, test_signer)
+    writer = ArchiveWriter(store, test_signer).open()
     for minute, name in enumerate(["original", "successor", "original"]):
         add(writer, versions, name, minute)
     assert writer.counts()["not_append_only"] == 1  # the original served again after its successor

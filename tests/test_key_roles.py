@@ -98,7 +98,7 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
     assert "REJECTED" in verified.stdout and "wrong_key_role at events[0].payload.receipt.key_id" in verified.stdout
 
     # the thief writes it into the archive through the real writer, with a valid manifest
-    writer = ArchiveWriter(LocalStore(archive), stolen, worker="thief")
+    writer = ArchiveWriter(LocalStore(archive), stolen, worker="thief").open()
     verdict = verify_bundle(forgery, Keyring([stolen.pinned(REGISTRY)]))
     assert verdict.ok
     writer.add_verified(forgery, verdict, f"{base}/pith/{REAL}/bundle.json", datetime.now(timezone.utc)).result()

@@ -1,17 +1,16 @@
 """Manifests: signed the Pith way, committed without overwriting, trusted only when
-they verify; what no committed manifest lists is an orphan to collect."""
+they verify; what no committed manifest lists is an orphan the audit reports."""
 
 import json
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from pith.canonical import canon
-from pith.keyring import Keyring
 from pith.signing import Signer
 from storage import layout
-from storage.manifest import (ManifestInvalid, UntrustedManifests, build_manifest, collect_orphans,
-                              commit_manifest, committed_manifests, committed_objects, find_orphans,
+from storage.audit import Audit
+from storage.committed import CommittedArchive
+from storage.manifest import (ManifestInvalid, build_manifest, commit_manifest, committed_manifests, read_committed,
                               read_manifests, sign_manifest, verify_manifest)
 from storage.stores import LocalStore, ObjectExists
 
@@ -20,7 +19,7 @@ RUN = "20261122T053000Z-w0-0123abcd"
 
 def manifest_for(store, signer, run_id=RUN, paths=("raw/bundles/ab/one.json",), stats=None):
     """Write ``paths`` with small contents and return the signed manifest listing them."""
-    entries = [store.put_bytes(path, path.encode()).entry() for path in paths]
+    entries = [store.put_bytes(path, path.encode()) for path in paths]
     body = build_manifest(run_id=run_id, worker="w0", started_at="2026-11-22T05:30:00Z", objects=entries,
                           stats=stats or {"fetched": len(paths)}, params={"seeds": ["https://pith.science/"]})
     return sign_manifest(body, signer)
@@ -65,6 +64,18 @@ def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path
     assert caught.value.reason == reason
 
 
+@pytest.mark.parametrize("table, rows", [("records", None), (None, 3), ("records", -1), (7, 3)])
+def test_a_table_entry_needs_its_table_and_row_count(test_signer, test_keyring, table, rows):
+    entry = {"path": "tables/records/year=2019/part.parquet", "sha256": "ab" * 32, "size": 10, "table": table,
+             "rows": rows}
+    body = build_manifest(run_id=RUN, worker="w0", started_at="2026-11-22T05:30:00Z", objects=[], stats={},
+                          params={})
+    signed = sign_manifest({**body, "objects": [{k: v for k, v in entry.items() if v is not None}]}, test_signer)
+    with pytest.raises(ManifestInvalid) as caught:
+        verify_manifest(canon(signed), test_keyring)
+    assert caught.value.reason == "schema_violation" and caught.value.path.startswith("objects[0].")
+
+
 def test_a_manifest_signed_by_an_unpinned_key_does_not_verify(test_keyring, tmp_path):
     stranger = Signer.from_seed("test-key-1", bytes(range(1, 33)))  # same key_id, other key
     with pytest.raises(ManifestInvalid) as caught:
@@ -86,10 +97,10 @@ def test_commit_never_overwrites_a_manifest(store, test_signer, test_keyring):
 
 def test_manifest_entries_match_the_stored_objects(store, test_signer, test_keyring):
     commit_manifest(store, manifest_for(store, test_signer, paths=("raw/bundles/ab/one.json", "tables/t/p.parquet")))
-    objects = committed_objects(store, test_keyring)
+    objects = CommittedArchive.read(store, test_keyring).objects
     assert sorted(objects) == ["raw/bundles/ab/one.json", "tables/t/p.parquet"]
     for path, entry in objects.items():
-        assert store.digest(path).entry() == entry
+        assert store.digest(path) == entry
 
 
 def test_torn_and_misnamed_manifests_are_reported_not_trusted(store, test_signer, test_keyring):
@@ -107,32 +118,25 @@ def test_torn_and_misnamed_manifests_are_reported_not_trusted(store, test_signer
     assert list(committed_manifests(store, test_keyring)) == [good]
 
 
-def test_orphans_are_found_and_collected(store, test_signer, test_keyring):
+def audit_orphans(store, keyring) -> list[str]:
+    return sorted(found.path for found in Audit(store, keyring, keyring).run() if found.code == "ORPHAN")
+
+
+def test_what_no_committed_manifest_lists_is_an_orphan(store, test_signer, test_keyring):
     commit_manifest(store, manifest_for(store, test_signer, paths=("raw/bundles/ab/one.json", "tables/t/p.parquet")))
     leftovers = ["raw/bundles/cd/crashed.json", "tables/t/part-crashed.parquet", "quarantine/ef/x.json",
-                 "attestations/crashed.jsonl", "manifests/.tmp-abc"]
+                 "attestations/crashed.jsonl", "manifests/.tmp-abc", "keys/other.json"]
     for path in leftovers:
         store.put_bytes(path, b"left behind")
-    store.put_bytes("keys/other.json", b"{}")  # not a collectable prefix
-    assert sorted(o.path for o in find_orphans(store, test_keyring).objects) == sorted(leftovers)
-    assert collect_orphans(store, test_keyring, older_than=timedelta(hours=1)) == []  # too recent
-    later = datetime.now(timezone.utc) + timedelta(hours=2)
-    collected = collect_orphans(store, test_keyring, older_than=timedelta(hours=1), now=later)
-    assert sorted(o.path for o in collected) == sorted(leftovers)
-    assert find_orphans(store, test_keyring).objects == []
-    assert sorted(committed_objects(store, test_keyring)) == ["raw/bundles/ab/one.json", "tables/t/p.parquet"]
-    assert store.get_bytes("keys/other.json") == b"{}"
+    assert audit_orphans(store, test_keyring) == sorted(leftovers)
+    assert sorted(CommittedArchive.read(store, test_keyring).objects) == ["raw/bundles/ab/one.json",
+                                                                          "tables/t/p.parquet"]
 
 
-def test_collection_refuses_while_a_manifest_does_not_verify(store, test_signer, test_keyring):
+def test_the_objects_of_a_manifest_signed_by_an_unpinned_key_are_not_orphans(store, test_signer, test_keyring):
     other = Signer.from_seed("other-archiver", bytes(32))
     commit_manifest(store, manifest_for(store, other))  # its key is not pinned here
-    found = find_orphans(store, test_keyring)
-    assert [o.path for o in found.objects] == ["raw/bundles/ab/one.json"]
-    assert [r.error.reason for r in found.untrusted] == ["unknown_key"]
-    later = datetime.now(timezone.utc) + timedelta(days=1)
-    with pytest.raises(UntrustedManifests):
-        collect_orphans(store, test_keyring, older_than=timedelta(hours=1), now=later)
-    assert store.get_bytes("raw/bundles/ab/one.json")
-    both = Keyring([test_signer.pinned(), other.pinned()])
-    assert find_orphans(store, both).objects == []
+    committed = read_committed(store, test_keyring)
+    assert committed.manifests == [] and [r.error.reason for r in committed.untrusted] == ["unknown_key"]
+    assert audit_orphans(store, test_keyring) == []
+    assert [found.code for found in Audit(store, test_keyring, test_keyring).run()] == ["MANIFEST_UNPINNED"]

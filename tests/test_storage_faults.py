@@ -86,7 +86,7 @@ def test_a_store_that_keeps_failing_is_retried_then_nothing_is_committed(kind, f
     StorageError; commit writes no manifest."""
     proxy = fault_proxy(FaultRule(kind, methods=("PUT",), path=r"/raw/bundles/"))
     store = S3Store(s3_bucket, "archive", endpoint_url=proxy.url, max_attempts=2)
-    writer = ArchiveWriter(store, test_signer, worker="w0")
+    writer = ArchiveWriter(store, test_signer, worker="w0").open()
     raw = real_raw[REAL]
     failed = writer.add_verified(raw, verify_bundle(raw, registry_keyring), "http://mirror/x", _now())
     assert isinstance(failed.exception(timeout=60), StorageError)

@@ -13,8 +13,9 @@ import pytest
 
 from pith.verify import verify_bundle
 from storage import layout
-from storage.tables import (SCHEMA_VERSION, TABLES, RollPolicy, RowBudget, TableWriter, alias_rows, event_rows,
-                            record_row, timestamp, verification_row)
+from storage.rows import alias_rows, event_rows, record_row, timestamp, verification_row
+from storage.table_writer import RollPolicy, RowBudget, TableWriter
+from storage.tables import SCHEMA_VERSION, TABLES
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
 RUN = "20261122T053000Z-w0-0123abcd"

@@ -53,7 +53,7 @@ def independent_checker():
 
 def logged_run(store, signer, keyring, raws, *, checkpoint_each: bool = False, worker: str = "w0") -> str:
     """One writer archiving ``raws``; with ``checkpoint_each`` a checkpoint commit after each."""
-    writer = ArchiveWriter(store, signer, worker=worker, keyring=keyring)
+    writer = ArchiveWriter(store, signer, worker=worker, keyring=keyring).open()
     for raw in raws:
         writer.add_verified(raw, verify_bundle(raw, keyring), "http://127.0.0.1/x", FETCHED_AT).result()
         if checkpoint_each:

@@ -30,7 +30,7 @@ def write_run(store: ObjectStore, signer: Signer, keyring: Keyring, raws, *, rej
               fetched_at: datetime = FETCHED_AT, commit: bool = True) -> str | None:
     """Archive ``raws`` (each must verify under ``keyring``) and quarantine ``rejected``
     in one run; commit it (returns the manifest path) or abort it (leaves orphans)."""
-    writer = ArchiveWriter(store, signer, worker=worker)
+    writer = ArchiveWriter(store, signer, worker=worker).open()
     for raw in [*raws, *rejected]:
         verdict = verify_bundle(raw, keyring)
         add = writer.add_verified if verdict.ok else writer.add_rejected

@@ -1,0 +1,160 @@
+"""A segment of a run: what one manifest lists. Its raw objects and table files are
+stored while the run goes on; the segment tracks the uploads under way, the
+ObjectInfo of each object they stored (typed until the manifest is built) and the
+bundle versions owed an attestation when it commits.
+
+Every upload of a run reports a failure to the run's one ``RunFailure``: from then
+on nothing of the run may commit.
+"""
+
+import logging
+import threading
+from collections import Counter
+from concurrent.futures import Future, wait
+from dataclasses import replace
+
+from pith.signing import utc_now
+from .attestations import Stored
+from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+from .table_writer import RollPolicy, RowBudget, TableWriter
+from .tables import TABLES
+from .uploads import BoundedUploader
+
+logger = logging.getLogger(__name__)
+
+
+class RunFailure:
+    """The first failure of a run's writes, kept so that every later step refuses."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def record(self, exc: BaseException) -> None:
+        logger.error("run %s: %s", self.run_id, exc)
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+
+    def check(self) -> None:
+        """StorageError if any write of the run failed."""
+        if self.error is not None:
+            raise StorageError(f"run {self.run_id} failed: {self.error}") from self.error
+
+
+class Segment:
+    """One manifest's worth of a run. ``tables``, ``owed`` and ``counts`` change under
+    ``rows_lock``, the writer's lock over the row budget every segment's tables share;
+    what the uploads report changes under the segment's own lock."""
+
+    def __init__(self, run_id: str, store: ObjectStore, uploader: BoundedUploader, failure: RunFailure, *,
+                 policy: RollPolicy, spool_dir: str, budget: RowBudget, rows_lock: threading.Lock):
+        self.run_id = run_id
+        self.started_at = utc_now()
+        self.store = store
+        self.tables = {name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
+                       for name, spec in TABLES.items()}
+        self.owed: list[Stored] = []
+        self.counts = Counter()
+        self.stored_at: dict[str, str] = {}  # raw path -> when the store acknowledged it
+        self._uploader = uploader
+        self._failure = failure
+        self._rows_lock = rows_lock
+        self._lock = threading.Lock()
+        self._written: dict[str, ObjectInfo] = {}
+        self._pending: set[Future] = set()
+
+    def submit(self, path: str, data: bytes, keep_existing: bool = False) -> Future:
+        """Store ``data`` under ``path``; the future gives its ObjectInfo. With
+        ``keep_existing`` another object already there is listed instead of failing."""
+        future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing)
+        self._track(future)
+        return future
+
+    def record(self, info: ObjectInfo) -> ObjectInfo:
+        """List a stored object in the segment's manifest."""
+        with self._lock:
+            self._written[info.path] = info
+        return info
+
+    def wait(self) -> None:
+        """Wait for every upload under way (none may still read a spool file)."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+
+    def settle(self) -> None:
+        """Wait for every upload under way; StorageError if any write of the run failed."""
+        self.wait()
+        self._failure.check()
+
+    def close_tables(self, rows: dict[str, list[dict]]) -> None:
+        """Add the last ``rows`` (table name: rows) and hand over every table file."""
+        with self._rows_lock:
+            for table, added in rows.items():
+                for row in added:
+                    self.tables[table].add(row)
+            for writer in self.tables.values():
+                writer.close()
+
+    def discard(self) -> None:
+        """Drop the table files not yet handed over (an aborted run)."""
+        with self._rows_lock:
+            for writer in self.tables.values():
+                writer.discard()
+
+    def objects(self) -> list[ObjectInfo]:
+        with self._lock:
+            return list(self._written.values())
+
+    def archive_stats(self) -> dict:
+        """The manifest's ``stats.archive``: what the segment archived and stored."""
+        objects = self.objects()
+        rows = Counter()
+        for info in objects:
+            if info.table is not None:
+                rows[info.table] += info.rows
+        counts = self.counts
+        return {"verified": counts["verified"], "duplicates": counts["duplicates"],
+                "rejected": counts["rejected"], "failed": counts["failed"],
+                "not_append_only": counts["not_append_only"], "objects": len(objects),
+                "bytes": sum(info.size for info in objects),
+                "rows": {name: rows[name] for name in TABLES}}
+
+    # --- upload jobs -------------------------------------------------------------
+    def _put_bytes(self, path: str, data: bytes, keep_existing: bool) -> ObjectInfo:
+        try:
+            info = self.store.put_bytes(path, data)
+            self.stored_at[path] = utc_now()
+        except ObjectExists as exc:
+            if not keep_existing:
+                self._failure.record(exc)
+                raise
+            info = exc.existing  # list what is stored, not what we would have written
+        except BaseException as exc:
+            self._failure.record(exc)
+            raise
+        return self.record(info)
+
+    def _emit_table(self, path: str, spool, rows: int) -> None:
+        self._track(self._uploader.submit(spool.stat().st_size, self._put_table, path, spool, rows))
+
+    def _put_table(self, path: str, spool, rows: int) -> ObjectInfo:
+        try:
+            info = self.store.put_file(path, spool)
+        except BaseException as exc:
+            self._failure.record(exc)
+            raise
+        finally:
+            spool.unlink(missing_ok=True)
+        return self.record(replace(info, table=path.split("/")[1], rows=rows))
+
+    def _track(self, future: Future) -> None:
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
