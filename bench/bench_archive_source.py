@@ -69,8 +69,12 @@ def main() -> None:
     keyring = reading_keyring(store, Keyring.build([corpus / KEYRING_NAME], default_keys=False), archive_keys=True)
 
     tables, source = best(args.repeat, lambda: ArchiveSource(store, keyring))
-    bundles, catalog = best(args.repeat, lambda: Catalog.from_bundles(
-        (suffix_of(v.pith_number), parse(store.get_bytes(v.raw.path)).data) for v in source.versions.values()))
+    bundles, catalog = best(
+        args.repeat,
+        lambda: Catalog.from_bundles(
+            (suffix_of(v.pith_number), parse(store.get_bytes(v.raw.path)).data) for v in source.versions.values()
+        ),
+    )
     assert catalog.suffixes == source.catalog.suffixes
     print(f"{store.uri}: {len(source.catalog)} records")
     print(f"  ArchiveSource (committed tables):   {tables:6.2f} s")

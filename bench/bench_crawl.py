@@ -34,8 +34,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = {"AUTOTHROTTLE_ENABLED": False, "CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
-            "LOG_LEVEL": "WARNING", "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False}
+SETTINGS = {
+    "AUTOTHROTTLE_ENABLED": False,
+    "CONCURRENT_REQUESTS": 32,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
+    "LOG_LEVEL": "WARNING",
+    "ROBOTSTXT_OBEY": True,
+    "TELNETCONSOLE_ENABLED": False,
+}
 # the baseline gets the one middleware that only removes Scrapy's charset sniffing of
 # JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
@@ -67,6 +73,7 @@ def run(cmd, env=None) -> tuple[float, int, float]:
     def sample():
         while not done.wait(0.05):
             peak[0] = max(peak[0], tree_rss(child.pid))
+
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     _, status, usage = os.wait4(child.pid, 0)
@@ -75,7 +82,7 @@ def run(cmd, env=None) -> tuple[float, int, float]:
     sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
-    return elapsed, max(peak[0] // 2 ** 20, usage.ru_maxrss // 1024), usage.ru_utime + usage.ru_stime
+    return elapsed, max(peak[0] // 2**20, usage.ru_maxrss // 1024), usage.ru_utime + usage.ru_stime
 
 
 def free_port() -> int:
@@ -89,13 +96,20 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
     ``virtual``, ``site`` is where ``serve --virtual`` writes that keyring)."""
     if kind == "static":
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-                                   str(site), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(site), str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)
         return server, f"http://127.0.0.1:{port}", corpus / "keyring.json"
     args = ["--virtual", str(virtual), "--seed", "11", "--keyring-out", str(site)] if virtual else [str(corpus)]
-    server = subprocess.Popen([sys.executable, "-m", "pith_archiver", "serve", *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pith_archiver", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     url = server.stdout.readline().strip()
     if virtual:
         server.stdout.readline()  # the keyring line
@@ -106,31 +120,80 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
     out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
     shutil.rmtree(out, ignore_errors=True)
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
-    elapsed, rss, cpu = run([sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off",
-                        "--keyring", str(keyring), "--out", str(out), "--stats-json", str(stats), *sets,
-                        "-s", "PITH_CONDITIONAL_REQUESTS=false", *extra], env)
+    elapsed, rss, cpu = run(
+        [
+            sys.executable,
+            "-m",
+            "pith_archiver",
+            "crawl",
+            "--resolver",
+            url,
+            "--progress",
+            "off",
+            "--keyring",
+            str(keyring),
+            "--out",
+            str(out),
+            "--stats-json",
+            str(stats),
+            *sets,
+            "-s",
+            "PITH_CONDITIONAL_REQUESTS=false",
+            *extra,
+        ],
+        env,
+    )
     values = json.loads(stats.read_text())
-    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": values["downloader/request_count"],
-            "records": values.get("pith/archived", 0), "per_record": values.get("pith/requests_per_record", 0)}
+    return {
+        "time": elapsed,
+        "rss": rss,
+        "cpu": cpu,
+        "requests": values["downloader/request_count"],
+        "records": values.get("pith/archived", 0),
+        "per_record": values.get("pith/requests_per_record", 0),
+    }
 
 
 def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
     urls = workdir / "urls.txt"
     urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-    elapsed, rss, cpu = run([sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls),
-                             json.dumps(PLAIN_SETTINGS)])
-    return {"time": elapsed, "rss": rss, "cpu": cpu, "requests": len(suffixes) + 1, "records": len(suffixes),
-            "per_record": 0}
+    elapsed, rss, cpu = run(
+        [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)]
+    )
+    return {
+        "time": elapsed,
+        "rss": rss,
+        "cpu": cpu,
+        "requests": len(suffixes) + 1,
+        "records": len(suffixes),
+        "per_record": 0,
+    }
 
 
 def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
     corpus, site = workdir / f"corpus-{records}", workdir / f"site-{records}"
     if not corpus.exists():
-        subprocess.run([sys.executable, "-m", "pith_archiver", "corpus", "generate", "--records", str(records),
-                        "--out", str(corpus), "--seed", "11"], check=True, cwd=ROOT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pith_archiver",
+                "corpus",
+                "generate",
+                "--records",
+                str(records),
+                "--out",
+                str(corpus),
+                "--seed",
+                "11",
+            ],
+            check=True,
+            cwd=ROOT,
+        )
     if not site.exists():
-        subprocess.run([sys.executable, str(ROOT / "bench" / "static_site.py"), str(corpus), str(site)],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "static_site.py"), str(corpus), str(site)], check=True, cwd=ROOT
+        )
     return corpus, site, sorted(p.name.split(".")[0] for p in (corpus / "bundles").glob("*.bundle.json"))
 
 
@@ -138,8 +201,9 @@ def pool_args(workers) -> list[str]:
     return [] if workers is None else ["--verify-workers", str(workers)]
 
 
-def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list,
-            kinds: list[str]) -> None:
+def compare(
+    records: int, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list, kinds: list[str]
+) -> None:
     corpus, site, suffixes = corpus_of(records, workdir)
     seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
@@ -152,9 +216,16 @@ def compare(records: int, servers: list[str], rounds: int, workdir: Path, env: d
                 runs["plain"].append(plain(url, suffixes, workdir))
                 for workers in pools if "bundles" in kinds else []:
                     label = "bundles" if workers is None else f"bundles-w{workers}"
-                    runs.setdefault(label, []).append(ours(
-                        url, keyring, workdir, label, ["--no-follow", "--seeds-file", str(seeds),
-                                                       *pool_args(workers)], env))
+                    runs.setdefault(label, []).append(
+                        ours(
+                            url,
+                            keyring,
+                            workdir,
+                            label,
+                            ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)],
+                            env,
+                        )
+                    )
                 for label in [kind for kind in kinds if kind in crawls]:
                     runs.setdefault(label, []).append(ours(url, keyring, workdir, label, crawls[label], env))
         finally:
@@ -169,15 +240,18 @@ def report(kind: str, n: int, runs: dict) -> None:
     for label, m in med.items():
         rate = m["records"] / m["time"]
         times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
-        print(f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
-              f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
-              f" {m['cpu']:>6.1f}",
-              flush=True)
+        print(
+            f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
+            f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
+            f" {m['cpu']:>6.1f}",
+            flush=True,
+        )
 
 
 def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
     """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
     from mirror.virtual import VirtualCatalog
+
     server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
     try:
         seed = VirtualCatalog(11, 1).suffixes[0]
@@ -185,10 +259,13 @@ def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
     finally:
         server.terminate()
         server.wait()
-    print(f"virtual {records:>7} workers {workers}:"
-          f" {m['records']:>8} archived in {m['time']:.0f} s ({m['cpu']:.0f} s CPU):"
-          f" {m['records'] / m['time']:.0f} rec/s,"
-          f" {m['per_record']:.3f} requests per record, peak RSS {m['rss']} MiB", flush=True)
+    print(
+        f"virtual {records:>7} workers {workers}:"
+        f" {m['records']:>8} archived in {m['time']:.0f} s ({m['cpu']:.0f} s CPU):"
+        f" {m['records'] / m['time']:.0f} rec/s,"
+        f" {m['per_record']:.3f} requests per record, peak RSS {m['rss']} MiB",
+        flush=True,
+    )
 
 
 def main():
@@ -198,19 +275,27 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
-    parser.add_argument("--verify-workers", type=int, action="append", default=[],
-                        help="verifier pool sizes to compare (default: the crawl's default)")
+    parser.add_argument(
+        "--verify-workers",
+        type=int,
+        action="append",
+        default=[],
+        help="verifier pool sizes to compare (default: the crawl's default)",
+    )
     parser.add_argument("--runs", default="bundles,sitemap,full", help="which of ours run: bundles,sitemap,full")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a Scrapy or PITH_* setting for our crawls")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy or PITH_* setting for our crawls"
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
     SETTINGS.update(pair.split("=", 1) for pair in args.set)
     if args.records:
-        print(f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-              f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}")
+        print(
+            f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
+            f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}"
+        )
     pools = args.verify_workers or [None]
     for records in args.records:
         compare(records, args.server or ["static", "serve"], args.rounds, workdir, env, pools, args.runs.split(","))

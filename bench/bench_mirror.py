@@ -65,6 +65,7 @@ def split_head(head: bytes):
 def run_aiohttp(corpus):
     import asyncio
     from aiohttp import web
+
     source = CorpusDirectory(corpus)
 
     async def main():
@@ -81,18 +82,21 @@ def run_aiohttp(corpus):
                 if k not in ("Content-Length", "Connection"):
                     out.headers[k] = v
             return out
+
         server = web.Server(handler, access_log=None)
         srv = await asyncio.get_running_loop().create_server(server, "127.0.0.1", 0)
         port = srv.sockets[0].getsockname()[1]
         resolver = Resolver(source, f"http://127.0.0.1:{port}")
         print(f"http://127.0.0.1:{port}", flush=True)
         await asyncio.Event().wait()
+
     asyncio.run(main())
 
 
 def run_twisted(corpus):
     from twisted.internet import reactor
     from twisted.web import resource, server
+
     source = CorpusDirectory(corpus)
     holder = {}
 
@@ -100,8 +104,10 @@ def run_twisted(corpus):
         isLeaf = True
 
         def render(self, req):
-            headers = {k.decode("latin-1").lower(): b", ".join(v).decode("latin-1")
-                       for k, v in req.requestHeaders.getAllRawHeaders()}
+            headers = {
+                k.decode("latin-1").lower(): b", ".join(v).decode("latin-1")
+                for k, v in req.requestHeaders.getAllRawHeaders()
+            }
             request = to_request(req.method.decode(), req.uri.decode("latin-1"), req.clientproto.decode(), headers)
             response = holder["r"].respond(request)
             head, body = encode(request, response, request.keep_alive)
@@ -112,6 +118,7 @@ def run_twisted(corpus):
                     req.responseHeaders.setRawHeaders(k, [v])
             req.setHeader(b"content-length", str(len(body)).encode())
             return body
+
     site = server.Site(Root())
     site.log = lambda *a: None
     port = reactor.listenTCP(0, site, interface="127.0.0.1").getHost().port
@@ -144,14 +151,14 @@ class Connection(asyncio.Protocol):
         end = self.buffer.find(b"\r\n\r\n")
         if end < 0:
             return
-        head = bytes(self.buffer[:end + 2]).lower()  # with the last header's CRLF
+        head = bytes(self.buffer[: end + 2]).lower()  # with the last header's CRLF
         at = head.find(b"content-length:")
-        length = int(head[at + 15:head.find(b"\r\n", at)]) if at >= 0 else 0
+        length = int(head[at + 15 : head.find(b"\r\n", at)]) if at >= 0 else 0
         if len(self.buffer) < end + 4 + length:
             return
         self.tally["ok" if head.startswith(b"http/1.1 200") or head.startswith(b"http/1.0 200") else "bad"] += 1
         self.tally["bytes"] += length
-        del self.buffer[:end + 4 + length]
+        del self.buffer[: end + 4 + length]
         self._send()
 
     def connection_lost(self, exc):
@@ -184,8 +191,9 @@ def client_main(url: str, corpus: str, prefix: str, connections: int, warmup: fl
 
 def start_server(command: list[str], pythonpath: str | None = None) -> tuple[subprocess.Popen, str]:
     env = os.environ | {"PYTHONPATH": pythonpath} if pythonpath else None
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env,
-                               preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env=env, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU})
+    )
     return process, process.stdout.readline().strip()
 
 
@@ -201,18 +209,36 @@ def measure(name: str, command: list[str], corpus: Path, prefix: str, args, pyth
     server, url = start_server(command, pythonpath)
     try:
         cpu_before = cpu_seconds(server.pid)
-        out = subprocess.run([sys.executable, __file__, "--client", url, "--corpus", str(corpus), "--prefix", prefix,
-                              "--connections", str(args.connections), "--seconds", str(args.seconds)],
-                             check=True, capture_output=True, text=True).stdout.split()
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--client",
+                url,
+                "--corpus",
+                str(corpus),
+                "--prefix",
+                prefix,
+                "--connections",
+                str(args.connections),
+                "--seconds",
+                str(args.seconds),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         cpu = cpu_seconds(server.pid) - cpu_before
     finally:
         server.terminate()
         server.wait(timeout=30)
     ok, bad, size, lost, seconds, total = int(out[0]), int(out[1]), int(out[2]), int(out[3]), float(out[4]), int(out[5])
     rate, per_cpu = ok / seconds, total / cpu
-    print(f"{name:<32} {rate:>8,.0f} bundle responses/s  {per_cpu:>8,.0f} per server CPU-second  "
-          f"({ok} in {seconds:.1f} s, {size / seconds / 1e6:.0f} MB/s, {bad} non-200, {lost} connections lost)",
-          flush=True)
+    print(
+        f"{name:<32} {rate:>8,.0f} bundle responses/s  {per_cpu:>8,.0f} per server CPU-second  "
+        f"({ok} in {seconds:.1f} s, {size / seconds / 1e6:.0f} MB/s, {bad} non-200, {lost} connections lost)",
+        flush=True,
+    )
     return rate, per_cpu
 
 
@@ -227,8 +253,12 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--prototypes", action="store_true", help="also measure the aiohttp and twisted.web prototypes")
     parser.add_argument("--rounds", type=int, default=1, help="measure every server this many times, alternated")
-    parser.add_argument("--serve-from", type=Path, metavar="DIR",
-                        help="also measure the serve of another checkout (e.g. the commit before a change)")
+    parser.add_argument(
+        "--serve-from",
+        type=Path,
+        metavar="DIR",
+        help="also measure the serve of another checkout (e.g. the commit before a change)",
+    )
     parser.add_argument("--serve-prototype", choices=PROTOTYPES, help=argparse.SUPPRESS)
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", default="/pith/{suffix}/bundle.json", help=argparse.SUPPRESS)
@@ -244,20 +274,34 @@ def main() -> None:
         began = time.perf_counter()
         generate_corpus(corpus, args.records, args.seed)
         print(f"generated {args.records} records in {time.perf_counter() - began:.1f} s into {corpus}")
-    print(f"{os.cpu_count()} CPUs, {args.connections} keep-alive connections, {args.seconds} s per run, "
-          f"random bundles of {args.records} records")
+    print(
+        f"{os.cpu_count()} CPUs, {args.connections} keep-alive connections, {args.seconds} s per run, "
+        f"random bundles of {args.records} records"
+    )
     serve = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "serve", str(corpus)]
     record = "/pith/{suffix}/bundle.json"
     servers = [("pith-archiver serve (1 core)", serve, record, None)]
     if args.serve_from:
         servers.append((f"serve from {args.serve_from.name}", serve, record, str(args.serve_from)))
     if args.prototypes:
-        servers += [(f"prototype: {name}",
-                     [sys.executable, __file__, "--serve-prototype", name, "--corpus", str(corpus)], record, None)
-                    for name in PROTOTYPES]
+        servers += [
+            (
+                f"prototype: {name}",
+                [sys.executable, __file__, "--serve-prototype", name, "--corpus", str(corpus)],
+                record,
+                None,
+            )
+            for name in PROTOTYPES
+        ]
     if not args.no_baseline:
-        servers.append(("baseline: ThreadingHTTPServer", [sys.executable, "-c", BASELINE, str(corpus / BUNDLES_DIR)],
-                        "/{suffix}.bundle.json", None))
+        servers.append(
+            (
+                "baseline: ThreadingHTTPServer",
+                [sys.executable, "-c", BASELINE, str(corpus / BUNDLES_DIR)],
+                "/{suffix}.bundle.json",
+                None,
+            )
+        )
     rates = {name: [] for name, *_ in servers}
     for _ in range(args.rounds):
         for name, command, prefix, pythonpath in servers:
@@ -265,8 +309,10 @@ def main() -> None:
     if args.rounds > 1:
         for name, values in rates.items():
             wall, per_cpu = (statistics.median(v) for v in zip(*values))
-            print(f"median of {args.rounds}: {name:<32} {wall:>8,.0f} bundle responses/s  "
-                  f"{per_cpu:>8,.0f} per CPU-second")
+            print(
+                f"median of {args.rounds}: {name:<32} {wall:>8,.0f} bundle responses/s  {per_cpu:>8,.0f} per CPU-second"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -62,18 +62,27 @@ def mint_corpus(count: int, signer: Signer) -> list[bytes]:
         submitted = f"{year}-{month:02d}-{1 + index % 28:02d}T{index % 24:02d}:{index % 60:02d}:07Z"
         record = copy.deepcopy(real["canonical_record"])
         record["source"].update(id=arxiv_id, version=version)
-        record["metadata"].update(submitted_at=submitted, title_canon_sha256=text_hash(f"title {index}"),
-                                  abstract_canon_sha256=text_hash(f"abstract {index}"))
+        record["metadata"].update(
+            submitted_at=submitted,
+            title_canon_sha256=text_hash(f"title {index}"),
+            abstract_canon_sha256=text_hash(f"abstract {index}"),
+        )
         snapshot = copy.deepcopy(real["events"][1]["payload"])
         paper = snapshot["graph_snapshot"]["paper"]
         paper.update(title=f"{paper['title']} ({index})", submitted_at=submitted)
         snapshot["graph_snapshot"]["source"].update(id=arxiv_id, version=version)
         created = "2026-05-17T23:47:11Z"
-        aliases = [{"alias_kind": kind, "alias_value": value, "created_at": created}
-                   for kind, value in (("arxiv", arxiv_id), ("arxiv_version", f"{arxiv_id}v{version}"),
-                                       ("doi", f"10.48550/arxiv.{arxiv_id}"))]
-        bundle = mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)], created,
-                             "2026-05-25T22:01:12Z")
+        aliases = [
+            {"alias_kind": kind, "alias_value": value, "created_at": created}
+            for kind, value in (
+                ("arxiv", arxiv_id),
+                ("arxiv_version", f"{arxiv_id}v{version}"),
+                ("doi", f"10.48550/arxiv.{arxiv_id}"),
+            )
+        ]
+        bundle = mint_bundle(
+            signer, record, aliases, [("graph_snapshot", "graph", snapshot)], created, "2026-05-25T22:01:12Z"
+        )
         out.append(compact_json(bundle))
     return out
 
@@ -102,9 +111,11 @@ def machine() -> str:
         found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
         model = found.group(1) if found else model
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{model}, {os.cpu_count()} cores (load average {load} at start); {platform.system()} "
-            f"{platform.release()}; Python {platform.python_version()}, orjson {orjson.__version__}, "
-            f"PyNaCl {nacl.__version__}")
+    return (
+        f"{model}, {os.cpu_count()} cores (load average {load} at start); {platform.system()} "
+        f"{platform.release()}; Python {platform.python_version()}, orjson {orjson.__version__}, "
+        f"PyNaCl {nacl.__version__}"
+    )
 
 
 def bench_arguments(doc: str, rounds: int) -> argparse.ArgumentParser:
@@ -146,13 +157,15 @@ def main() -> None:
     rates = {name: [] for name in runs}
     wall = {name: [] for name in runs}
     for round_ in range(args.rounds):
-        names = list(runs)[round_ % 3:] + list(runs)[: round_ % 3]
+        names = list(runs)[round_ % 3 :] + list(runs)[: round_ % 3]
         for name in names:
             start = time.perf_counter()
             rates[name].append(args.bundles / cpu_seconds(runs[name]))
             wall[name].append(args.bundles / (time.perf_counter() - start))
-        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{n} {rates[n][-1]:,.0f}/s" for n in runs),
-              file=sys.stderr)
+        print(
+            f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{n} {rates[n][-1]:,.0f}/s" for n in runs),
+            file=sys.stderr,
+        )
 
     median = {name: statistics.median(values) for name, values in rates.items()}
     ratio = statistics.median(o / p for o, p in zip(rates["ours"], rates["plain"]))
@@ -160,11 +173,17 @@ def main() -> None:
     rows = [
         ("ours (pith.verify.verify_bundle)", median["ours"], statistics.median(wall["ours"]), 1e6 / median["ours"]),
         ("plain (bench/plain_verify.py)", median["plain"], statistics.median(wall["plain"]), 1e6 / median["plain"]),
-        ("Ed25519 floor (4 x crypto_sign_open)", median["floor"], statistics.median(wall["floor"]),
-         1e6 / median["floor"]),
+        (
+            "Ed25519 floor (4 x crypto_sign_open)",
+            median["floor"],
+            statistics.median(wall["floor"]),
+            1e6 / median["floor"],
+        ),
     ]
-    table = ["| verifier | bundles/s per core (CPU time) | bundles/s (wall) | µs per bundle |",
-             "| --- | ---: | ---: | ---: |"]
+    table = [
+        "| verifier | bundles/s per core (CPU time) | bundles/s (wall) | µs per bundle |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     table += [f"| {name} | {cpu:,.0f} | {wall_rate:,.0f} | {micros:,.0f} |" for name, cpu, wall_rate, micros in rows]
     summary = [
         f"**ours / plain = {ratio:.2f}x** (median of the per-round ratios; target: at least 2x). "
@@ -179,17 +198,29 @@ def main() -> None:
 
 def write_section(table, summary, args, size, core) -> None:
     """Replace this benchmark's section of RESULTS.md, leaving the others as they are."""
-    body = "\n".join([
-        SECTION, "",
-        f"{args.bundles:,} distinct minted bundles (median {size:,.0f} bytes, shaped like the real ones: "
-        f"a record_created and a graph_snapshot event, four Ed25519 signatures), every one verified by "
-        f"both verifiers before timing; {args.rounds} interleaved rounds, process pinned to CPU {core}, "
-        f"medians reported.", "",
-        *table, "", *summary, "",
-        f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-        "Reproduce from the repository root:", "",
-        "```sh", COMMAND.format(bundles=args.bundles, rounds=args.rounds), "```", "",
-    ])
+    body = "\n".join(
+        [
+            SECTION,
+            "",
+            f"{args.bundles:,} distinct minted bundles (median {size:,.0f} bytes, shaped like the real ones: "
+            f"a record_created and a graph_snapshot event, four Ed25519 signatures), every one verified by "
+            f"both verifiers before timing; {args.rounds} interleaved rounds, process pinned to CPU {core}, "
+            f"medians reported.",
+            "",
+            *table,
+            "",
+            *summary,
+            "",
+            f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+            "",
+            "Reproduce from the repository root:",
+            "",
+            "```sh",
+            COMMAND.format(bundles=args.bundles, rounds=args.rounds),
+            "```",
+            "",
+        ]
+    )
     replace_section(SECTION, body)
 
 

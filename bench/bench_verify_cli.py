@@ -49,8 +49,9 @@ def run(cmd) -> tuple[float, float]:
 def floor_seconds(bundles: list[Path], keyring: Path) -> float:
     """CPU seconds of the four signature checks of every bundle, nothing else (each
     bundle is signed throughout by the key its bundle signature names)."""
-    keys = {k["key_id"]: VerifyKey(base64.b64decode(k["public_key_b64"]))
-            for k in json.loads(keyring.read_text())["keys"]}
+    keys = {
+        k["key_id"]: VerifyKey(base64.b64decode(k["public_key_b64"])) for k in json.loads(keyring.read_text())["keys"]
+    }
     work = []
     for path in bundles:
         raw = path.read_bytes()
@@ -70,8 +71,19 @@ def main() -> None:
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="bench-verify-")) / "corpus"
     if not (corpus / "keyring.json").exists():
         print(f"minting {args.records} bundles into {corpus} ...", file=sys.stderr)
-        run([sys.executable, "-m", "pith_archiver", "corpus", "generate", "--records", str(args.records),
-             "--out", str(corpus)])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pith_archiver",
+                "corpus",
+                "generate",
+                "--records",
+                str(args.records),
+                "--out",
+                str(corpus),
+            ]
+        )
     keyring, folder = corpus / "keyring.json", corpus / "bundles"
     bundles = sorted(folder.glob("*.json"))
     cores = len(os.sched_getaffinity(0))
@@ -87,30 +99,38 @@ def main() -> None:
     cpu = {name: [] for name in commands}
     floors = []
     for round_ in range(args.rounds):
-        names = list(commands)[round_ % len(commands):] + list(commands)[:round_ % len(commands)]
+        names = list(commands)[round_ % len(commands) :] + list(commands)[: round_ % len(commands)]
         for name in names:
             seconds, used = run(commands[name])
             wall[name].append(seconds)
             cpu[name].append(used)
         floors.append(floor_seconds(bundles, keyring))
-        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{n.split(' (')[0]} {wall[n][-1]:.2f} s"
-                                                              for n in commands), file=sys.stderr)
-    write(args, len(bundles), cores, wall, {n: statistics.median(v) for n, v in cpu.items()},
-          statistics.median(floors))
+        print(
+            f"round {round_ + 1}/{args.rounds}: "
+            + ", ".join(f"{n.split(' (')[0]} {wall[n][-1]:.2f} s" for n in commands),
+            file=sys.stderr,
+        )
+    write(args, len(bundles), cores, wall, {n: statistics.median(v) for n, v in cpu.items()}, statistics.median(floors))
 
 
 def write(args, count: int, cores: int, rounds: dict, cpu: dict, floor: float) -> None:
     wall = {name: statistics.median(seconds) for name, seconds in rounds.items()}
     names = list(wall)
     ours, one, minimal, plain, startup = names
-    table = ["| run | wall s (each round) | wall s | bundles/s | CPU s | CPU µs per bundle | CPU / Ed25519 floor |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    table = [
+        "| run | wall s (each round) | wall s | bundles/s | CPU s | CPU µs per bundle | CPU / Ed25519 floor |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name in names[:4]:
         each = ", ".join(f"{seconds:.2f}" for seconds in rounds[name])
-        table.append(f"| {name} | {each} | {wall[name]:.2f} | {count / wall[name]:,.0f} | {cpu[name]:.2f} | "
-                     f"{cpu[name] / count * 1e6:,.0f} | {cpu[name] / floor:.2f}x |")
-    table.append(f"| Ed25519 floor (4 x VerifyKey.verify per bundle, in-process) | | | | {floor:.2f} | "
-                 f"{floor / count * 1e6:,.0f} | 1.00x |")
+        table.append(
+            f"| {name} | {each} | {wall[name]:.2f} | {count / wall[name]:,.0f} | {cpu[name]:.2f} | "
+            f"{cpu[name] / count * 1e6:,.0f} | {cpu[name] / floor:.2f}x |"
+        )
+    table.append(
+        f"| Ed25519 floor (4 x VerifyKey.verify per bundle, in-process) | | | | {floor:.2f} | "
+        f"{floor / count * 1e6:,.0f} | 1.00x |"
+    )
     table.append(f"| {startup} | | {wall[startup] * 1000:.0f} ms | | {cpu[startup] * 1000:.0f} ms | | |")
     summary = [
         f"**verify --jobs {cores} / minimal = {wall[minimal] / wall[ours]:.2f}x** whole process (target: at "
@@ -126,23 +146,36 @@ def write(args, count: int, cores: int, rounds: dict, cpu: dict, floor: float) -
     print("\n".join(table + [""] + summary))
     if args.no_write:
         return
-    body = "\n".join([
-        SECTION, "",
-        f"`pith-archiver verify -q` over a generated corpus of {count:,} bundles (`corpus generate --records "
-        f"{args.records}`: minted bundles ~13 KB with four Ed25519 signatures each, plus the real ones), "
-        f"each run a whole process started cold from the shell's point of view; {args.rounds} rounds, order "
-        f"rotated each round, medians reported. The machine is shared with other jobs (loaded): wall "
-        f"times carry that load, CPU times much less of it.", "",
-        *table, "", *summary, "",
-        "Where a bundle's time goes beyond the four signatures (cProfile of `verify --jobs 1` over the same "
-        "corpus, as shares of the signature time): JSON parsing about 30%, the six canonical serialisations "
-        "about 18%, SHA-256 about 6%, and the rest (schema checks, Pith numbers, key fingerprints, the merge "
-        "and its comparison with the state) in many small steps of a few µs each. Start-up is the last "
-        "row: `verify` imports neither Scrapy nor pyarrow nor boto3.", "",
-        f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-        "Reproduce from the repository root:", "",
-        "```sh", COMMAND.format(records=args.records, rounds=args.rounds), "```", "",
-    ])
+    body = "\n".join(
+        [
+            SECTION,
+            "",
+            f"`pith-archiver verify -q` over a generated corpus of {count:,} bundles (`corpus generate --records "
+            f"{args.records}`: minted bundles ~13 KB with four Ed25519 signatures each, plus the real ones), "
+            f"each run a whole process started cold from the shell's point of view; {args.rounds} rounds, order "
+            f"rotated each round, medians reported. The machine is shared with other jobs (loaded): wall "
+            f"times carry that load, CPU times much less of it.",
+            "",
+            *table,
+            "",
+            *summary,
+            "",
+            "Where a bundle's time goes beyond the four signatures (cProfile of `verify --jobs 1` over the same "
+            "corpus, as shares of the signature time): JSON parsing about 30%, the six canonical serialisations "
+            "about 18%, SHA-256 about 6%, and the rest (schema checks, Pith numbers, key fingerprints, the merge "
+            "and its comparison with the state) in many small steps of a few µs each. Start-up is the last "
+            "row: `verify` imports neither Scrapy nor pyarrow nor boto3.",
+            "",
+            f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+            "",
+            "Reproduce from the repository root:",
+            "",
+            "```sh",
+            COMMAND.format(records=args.records, rounds=args.rounds),
+            "```",
+            "",
+        ]
+    )
     replace_section(SECTION, body, before="## Crawl")  # new: right after the in-process figures
 
 

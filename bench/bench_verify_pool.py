@@ -38,8 +38,13 @@ def run(mode: str, workers: int, raws: list[bytes], checker: Checker, scrapy_us:
             busy(scrapy_us)
             checker(raw)
     else:
-        pool = (ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=start,
-                                    initargs=(checker,)) if mode == "process" else ThreadPoolExecutor(workers))
+        pool = (
+            ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=start, initargs=(checker,)
+            )
+            if mode == "process"
+            else ThreadPoolExecutor(workers)
+        )
         task = check if mode == "process" else checker
         pool.submit(task, b"{}").result()  # started before the clock matters
         wall, cpu = time.perf_counter(), time.process_time()
@@ -62,7 +67,7 @@ def main():
     parser.add_argument("--scrapy-us", type=int, default=1500, help="CPU µs of the crawl thread's own work per bundle")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    raws = [path.read_bytes() for path in sorted((args.corpus / "bundles").glob("*.bundle.json"))[:args.bundles]]
+    raws = [path.read_bytes() for path in sorted((args.corpus / "bundles").glob("*.bundle.json"))[: args.bundles]]
     checker = Checker(Keyring.build([args.corpus / "keyring.json"], True), Limits())
     print(f"{len(raws)} bundles, {args.scrapy_us} µs of crawl-thread work each")
     print(f"{'mode':>8} {'workers':>7} {'wall s':>8} {'this CPU s':>12}")

@@ -22,7 +22,7 @@ from bench_crawl import SETTINGS, start_server  # noqa: E402
 
 def rss_mib() -> float:
     with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def main():
@@ -42,17 +42,29 @@ def main():
     os.environ["XDG_CONFIG_HOME"] = str(workdir / "config")
     server, url, keyring = start_server("serve", workdir, workdir / "keyring.json", args.records)
     tracemalloc.start(1)
-    process = CrawlerProcess(project_settings({**SETTINGS, "PITH_ARCHIVE": str(workdir / "archive"),
-                                               "PITH_KEYRINGS": [str(keyring)], "PITH_CONDITIONAL_REQUESTS": False,
-                                               "PITH_PROGRESS": "off"}))
+    process = CrawlerProcess(
+        project_settings(
+            {
+                **SETTINGS,
+                "PITH_ARCHIVE": str(workdir / "archive"),
+                "PITH_KEYRINGS": [str(keyring)],
+                "PITH_CONDITIONAL_REQUESTS": False,
+                "PITH_PROGRESS": "off",
+            }
+        )
+    )
     crawler = process.create_crawler(PithSpider)
     marks, snapshots = [args.first, args.last], []
 
     def scraped(item, response, spider):
         if marks and crawler.stats.get_value("pith/verified", 0) >= marks[0]:
             snapshots.append((marks.pop(0), tracemalloc.take_snapshot(), rss_mib()))
-            print(f"{snapshots[-1][0]} verified: RSS {snapshots[-1][2]:.0f} MiB, traced "
-                  f"{tracemalloc.get_traced_memory()[0] / 2 ** 20:.0f} MiB", flush=True)
+            print(
+                f"{snapshots[-1][0]} verified: RSS {snapshots[-1][2]:.0f} MiB, traced "
+                f"{tracemalloc.get_traced_memory()[0] / 2**20:.0f} MiB",
+                flush=True,
+            )
+
     crawler.signals.connect(scraped, signals.item_scraped)
     try:
         process.crawl(crawler, seeds=[VirtualCatalog(11, 1).suffixes[0]], resolver=url)
@@ -62,8 +74,8 @@ def main():
         server.wait()
     (first, before, _), (last, after, _) = snapshots
     print(f"growth from {first} to {last} bundles verified, by line:")
-    for stat in after.compare_to(before, "lineno")[:args.top]:
-        print(f"  {stat.size_diff / 2 ** 20:+8.2f} MiB {stat.count_diff:+9d} blocks  {stat.traceback}")
+    for stat in after.compare_to(before, "lineno")[: args.top]:
+        print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+9d} blocks  {stat.traceback}")
 
 
 if __name__ == "__main__":

@@ -98,8 +98,16 @@ class PlainVerifier:
 
     @staticmethod
     def _merge(b):
-        lists = ["graph_snapshots", "author_attestations", "timestamp_anchors", "storage_attestations",
-                 "citation_signatures", "replication_records", "corrections", "mirror_hints"]
+        lists = [
+            "graph_snapshots",
+            "author_attestations",
+            "timestamp_anchors",
+            "storage_attestations",
+            "citation_signatures",
+            "replication_records",
+            "corrections",
+            "mirror_hints",
+        ]
         current = {"canonical_record": None, "source_aliases": b["source_aliases"], **{n: [] for n in lists}}
         for e in b["events"]:
             entry = {k: e[k] for k in ("event_id", "target", "created_at", "signer", "payload")}
@@ -109,15 +117,26 @@ class PlainVerifier:
             else:
                 current[e["event_type"] + "s"].append(entry)
         n = len(b["events"])
-        return {"state_type": "pith_open_graph_state", "state_version": "1.0", "pith_number": b["pith_number"],
-                "merge_version": b["merge_version"], "event_count": n, "valid_event_count": n,
-                "invalid_event_count": 0, "equivocation_count": 0, "current": current, "equivocations": [],
-                "invalid_events": [], "applied_event_ids": [e["event_id"] for e in b["events"]]}
+        return {
+            "state_type": "pith_open_graph_state",
+            "state_version": "1.0",
+            "pith_number": b["pith_number"],
+            "merge_version": b["merge_version"],
+            "event_count": n,
+            "valid_event_count": n,
+            "invalid_event_count": 0,
+            "equivocation_count": 0,
+            "current": current,
+            "equivocations": [],
+            "invalid_events": [],
+            "applied_event_ids": [e["event_id"] for e in b["events"]],
+        }
 
 
 def main(argv) -> int:
     """Whole-process use, as bench/bench_verify_cli.py times it: KEYRING.json PATH..."""
     from minimal_verify import bundle_files
+
     keyring, *paths = argv
     keys = {k["key_id"]: base64.b64decode(k["public_key_b64"]) for k in json.loads(open(keyring).read())["keys"]}
     verifier = PlainVerifier(keys)
@@ -128,4 +147,5 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     import sys
+
     sys.exit(main(sys.argv[1:]))

@@ -43,8 +43,14 @@ from tests.tamper import tampered, wholly_resigned, with_new_event  # noqa: E402
 SEED = 11
 ROTATION = "2026-07-01T00:00:00Z"
 REBUILT_AT = "2026-08-01T00:00:00Z"
-NEW_EVENT_TYPES = ("author_attestation", "timestamp_anchor", "storage_attestation", "citation_signature",
-                   "replication_record", "correction")
+NEW_EVENT_TYPES = (
+    "author_attestation",
+    "timestamp_anchor",
+    "storage_attestation",
+    "citation_signature",
+    "replication_record",
+    "correction",
+)
 NEW_KEY = Signer.from_seed("pith-v2-2026-07", hashlib.sha256(b"registry-changes bench: the rotated key").digest())
 CLI = [sys.executable, "-m", "pith_archiver"]
 
@@ -81,8 +87,9 @@ def change_registry(corpus: Path) -> dict:
 
 class Served:
     def __init__(self, corpus: Path):
-        self.process = subprocess.Popen([*CLI, "serve", str(corpus)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, text=True)
+        self.process = subprocess.Popen(
+            [*CLI, "serve", str(corpus)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         self.url = self.process.stdout.readline().strip()
 
     def __enter__(self):
@@ -97,18 +104,53 @@ def run(step: str, *args: str, env: dict) -> subprocess.CompletedProcess:
     started = time.monotonic()
     done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env)
     print(f"\n## {step}: exit {done.returncode}, {time.monotonic() - started:.1f} s")
-    lines = [line for line in (done.stderr + done.stdout).splitlines()
-             if line.startswith(("notice:", "merge inferred", "key rotation", "unpinned key", "unknown versions",
-                                 "rejections", "records found", "requests", "ok (", "rejected (", "clean",
-                                 "pinned", "pith-v1", "test-", "partial", "failed")) or "retires at" in line
-             or "discrepancies" in line]
+    lines = [
+        line
+        for line in (done.stderr + done.stdout).splitlines()
+        if line.startswith(
+            (
+                "notice:",
+                "merge inferred",
+                "key rotation",
+                "unpinned key",
+                "unknown versions",
+                "rejections",
+                "records found",
+                "requests",
+                "ok (",
+                "rejected (",
+                "clean",
+                "pinned",
+                "pith-v1",
+                "test-",
+                "partial",
+                "failed",
+            )
+        )
+        or "retires at" in line
+        or "discrepancies" in line
+    ]
     print("\n".join(f"    {line}" for line in lines))
     return done
 
 
 def crawl(url: str, archive: Path, keyring: Path, seeds: Path, env: dict) -> subprocess.CompletedProcess:
-    return run(f"crawl {archive.name}", "crawl", "--resolver", url, "--seeds-file", str(seeds), "--no-follow",
-               "--progress", "off", "--keyring", str(keyring), "--out", str(archive), env=env)
+    return run(
+        f"crawl {archive.name}",
+        "crawl",
+        "--resolver",
+        url,
+        "--seeds-file",
+        str(seeds),
+        "--no-follow",
+        "--progress",
+        "off",
+        "--keyring",
+        str(keyring),
+        "--out",
+        str(archive),
+        env=env,
+    )
 
 
 def main() -> None:
@@ -116,8 +158,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2000)
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pith-registry-changes-"))
-    env = {**os.environ, "XDG_CONFIG_HOME": str(work / "config"), "XDG_CACHE_HOME": str(work / "cache"),
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(work / "config"),
+        "XDG_CACHE_HOME": str(work / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
     try:
         pristine, changed = work / "pristine", work / "changed"
         generate_corpus(pristine, options.records, SEED)
@@ -131,10 +177,30 @@ def main() -> None:
             crawl(baseline.url, work / "baseline-archive", keyring, seeds, env)
         with Served(changed) as registry:
             crawl(registry.url, work / "archive", keyring, seeds, env)
-            run("keys pin", "keys", "pin", f"{registry.url}/pith-signing-key.json", "--fingerprint",
-                NEW_KEY.fingerprint, "--not-before", ROTATION, "--keyring", str(keyring), env=env)
-            run("keys retire", "keys", "retire", corpus_signer(SEED).key_id, "--at", ROTATION,
-                "--keyring", str(keyring), env=env)
+            run(
+                "keys pin",
+                "keys",
+                "pin",
+                f"{registry.url}/pith-signing-key.json",
+                "--fingerprint",
+                NEW_KEY.fingerprint,
+                "--not-before",
+                ROTATION,
+                "--keyring",
+                str(keyring),
+                env=env,
+            )
+            run(
+                "keys retire",
+                "keys",
+                "retire",
+                corpus_signer(SEED).key_id,
+                "--at",
+                ROTATION,
+                "--keyring",
+                str(keyring),
+                env=env,
+            )
             crawl(registry.url, work / "archive", keyring, seeds, env)
         run("audit", "audit", str(work / "archive"), "--keyring", str(keyring), env=env)
     finally:

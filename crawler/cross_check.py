@@ -44,8 +44,12 @@ class CrossCheckSample:
 
     def process_request(self, request, spider=None):
         meta = request.meta
-        if self.left > 0 and meta.get("pith_template") == "bundle_url" and len(meta.get("pith_tried", ())) == 1 \
-                and SAMPLED not in meta:
+        if (
+            self.left > 0
+            and meta.get("pith_template") == "bundle_url"
+            and len(meta.get("pith_tried", ())) == 1
+            and SAMPLED not in meta
+        ):
             self.left -= 1
             meta[SAMPLED] = True
             meta["pith_conditional"] = False
@@ -72,17 +76,28 @@ class CrossCheck:
                 logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
         for base in others:
             yield scrapy.Request(
-                Resolver(base, self.resolver.templates).url("bundle_url", item.suffix), callback=self.parse_copy,
-                errback=self.copy_failed, priority=PRIORITY, dont_filter=True,
-                meta={"pith_suffix": item.suffix, "pith_depth": item.depth})
+                Resolver(base, self.resolver.templates).url("bundle_url", item.suffix),
+                callback=self.parse_copy,
+                errback=self.copy_failed,
+                priority=PRIORITY,
+                dont_filter=True,
+                meta={"pith_suffix": item.suffix, "pith_depth": item.depth},
+            )
 
     async def parse_copy(self, response):
         meta = response.meta
         self._stat("cross_check/copies")
         fetched_at = utc_now()
         verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifier)
-        yield BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=meta["pith_suffix"],
-                         depth=meta["pith_depth"], cross_check=True, verdict=verdict)
+        yield BundleItem(
+            url=response.url,
+            body=response.body,
+            fetched_at=fetched_at,
+            suffix=meta["pith_suffix"],
+            depth=meta["pith_depth"],
+            cross_check=True,
+            verdict=verdict,
+        )
 
     def copy_failed(self, failure):
         """A source that cannot serve the copy: the record itself was had, so this is

@@ -10,19 +10,21 @@ from pith.verify import Verdict
 class BundleItem:
     """A fetched bundle: ``body`` is the exact response body, ``verdict`` what the
     spider's verifier (crawler.verifier) made of it."""
+
     url: str
     body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes
     fetched_at: str
-    suffix: str | None            # the record the URL named, when it named one
+    suffix: str | None  # the record the URL named, when it named one
     depth: int = 0
     verdict: Verdict | None = None
-    cross_check: bool = False         # one of a record's copies fetched from every source (--cross-check)
+    cross_check: bool = False  # one of a record's copies fetched from every source (--cross-check)
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 
 
 @dataclass
 class StateCheckItem:
     """state.json compared with the state carried by the bundle it belongs to."""
+
     url: str
     fetched_at: str
     pith_number: str | None
@@ -34,8 +36,9 @@ class StateCheckItem:
 @dataclass
 class FetchFailureItem:
     """A bundle that could not be fetched at all, after retries and fallbacks."""
+
     url: str
     fetched_at: str
     suffix: str | None
-    reason: str      # "fetch_failed" or "too_large"
+    reason: str  # "fetch_failed" or "too_large"
     detail: str

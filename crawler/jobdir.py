@@ -63,8 +63,11 @@ class JobdirGuard:
             raise JobdirInUse(f"{self.jobdir} is in use by another crawl") from None
         self._handle = handle
         if left_behind:
-            logger.warning("%s was not closed cleanly (the crawl was killed): its queue cannot be trusted; "
-                           "starting again from the seeds (committed records are not archived twice)", self.jobdir)
+            logger.warning(
+                "%s was not closed cleanly (the crawl was killed): its queue cannot be trusted; "
+                "starting again from the seeds (committed records are not archived twice)",
+                self.jobdir,
+            )
             for name in FRONTIER_FILES:
                 target = self.jobdir / name
                 if target.is_dir():

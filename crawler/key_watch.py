@@ -41,9 +41,11 @@ def announced_keys(document) -> list[dict]:
 
 
 def pin_hint(url: str, key: PinnedKey) -> str:
-    return (f"check its fingerprint with the registry out of band, then pin it: "
-            f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --keyring FILE, "
-            "and crawl with --keyring FILE")
+    return (
+        f"check its fingerprint with the registry out of band, then pin it: "
+        f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --keyring FILE, "
+        "and crawl with --keyring FILE"
+    )
 
 
 class SigningKeyWatch:
@@ -100,14 +102,17 @@ class SigningKeyWatch:
                 stats.inc_value("pith/announced_keys/pinned")
             elif pinned is not None:
                 stats.inc_value("pith/announced_keys/conflicts")
-                self.notify(f"the registry announces key {key.key_id} with fingerprint {key.fingerprint}, but "
-                            f"{key.key_id} is pinned with fingerprint {pinned.fingerprint}: its bundles will be "
-                            "rejected; find out which is genuine before changing the keyring")
+                self.notify(
+                    f"the registry announces key {key.key_id} with fingerprint {key.fingerprint}, but "
+                    f"{key.key_id} is pinned with fingerprint {pinned.fingerprint}: its bundles will be "
+                    "rejected; find out which is genuine before changing the keyring"
+                )
             else:
                 stats.set_value(UNPINNED_PREFIX + key.key_id, key.fingerprint)
-                self.notify(f"the registry announces signing key {key.key_id} (fingerprint {key.fingerprint}), "
-                            f"which is not pinned: bundles it signs will be rejected as unknown_key; "
-                            + pin_hint(url, key))
+                self.notify(
+                    f"the registry announces signing key {key.key_id} (fingerprint {key.fingerprint}), "
+                    f"which is not pinned: bundles it signs will be rejected as unknown_key; " + pin_hint(url, key)
+                )
 
     def notify(self, line: str) -> None:
         logger.warning(line)

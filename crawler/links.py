@@ -45,6 +45,7 @@ def port_of(parts) -> int | None:
 @dataclass(frozen=True)
 class Resolver:
     """URL templates rooted at one base URL (``https://pith.science`` or a mirror)."""
+
     base: str
     templates: tuple = tuple(DEFAULT_TEMPLATES.items())
 
@@ -61,8 +62,9 @@ class Resolver:
         mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
         if not isinstance(mirrors, list) or not mirrors:
             return self
-        chosen = next((m for m in mirrors if isinstance(m, dict) and _same_host(m.get("base_url"), self.base)),
-                      mirrors[0])
+        chosen = next(
+            (m for m in mirrors if isinstance(m, dict) and _same_host(m.get("base_url"), self.base)), mirrors[0]
+        )
         if not isinstance(chosen, dict):
             return self
         templates = dict(self.templates)

@@ -54,8 +54,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")
         if retry is None:
             return response
-        hinted = retry_after_seconds(response.headers.get(b"Retry-After")) \
-            if response.status in (429, 503) else None
+        hinted = retry_after_seconds(response.headers.get(b"Retry-After")) if response.status in (429, 503) else None
         if hinted is not None:
             self.crawler.stats.inc_value("pith/retry_after_honoured")
             await self._wait(min(hinted, self.retry_after_max))
@@ -71,7 +70,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     def _backoff(self, request) -> float:
         attempt = request.meta.get("retry_times", 0)
-        return min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(0.5, 1.0)
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)
 
     @staticmethod
     async def _wait(seconds: float) -> None:

@@ -15,23 +15,34 @@ from scrapy.utils.asyncio import create_looping_call
 
 logger = logging.getLogger(__name__)
 
-COUNTS = (("found", "pith/records_found"), ("fetched", "pith/bundles_fetched"), ("verified", "pith/verified"),
-          ("rejected", "pith/rejected"), ("unchanged", "pith/not_modified"), ("archived", "pith/archived"))
+COUNTS = (
+    ("found", "pith/records_found"),
+    ("fetched", "pith/bundles_fetched"),
+    ("verified", "pith/verified"),
+    ("rejected", "pith/rejected"),
+    ("unchanged", "pith/not_modified"),
+    ("archived", "pith/archived"),
+)
 
 
 def snapshot(stats) -> dict:
     values = {name: stats.get_value(key, 0) for name, key in COUNTS}
-    values["errors"] = sum(v for k, v in stats.get_stats().items()
-                           if k.startswith(("pith/bundle_failures/", "downloader/exception_type_count/")))
+    values["errors"] = sum(
+        v
+        for k, v in stats.get_stats().items()
+        if k.startswith(("pith/bundle_failures/", "downloader/exception_type_count/"))
+    )
     values["state_mismatch"] = stats.get_value("pith/state_mismatch", 0)
     return values
 
 
 def render(values: dict, elapsed: float) -> str:
     rate = values["fetched"] / elapsed if elapsed > 0 else 0.0
-    return (f"records {values['found']} · fetched {values['fetched']} · verified {values['verified']} · "
-            f"rejected {values['rejected']} · unchanged {values['unchanged']} · archived {values['archived']} · "
-            f"errors {values['errors']} · {rate:.1f} bundles/s")
+    return (
+        f"records {values['found']} · fetched {values['fetched']} · verified {values['verified']} · "
+        f"rejected {values['rejected']} · unchanged {values['unchanged']} · archived {values['archived']} · "
+        f"errors {values['errors']} · {rate:.1f} bundles/s"
+    )
 
 
 class Progress:
@@ -60,6 +71,7 @@ class Progress:
         self.started = time.monotonic()
         if self.mode == "live":
             from rich.live import Live  # only a terminal needs it
+
             self.live = Live("", refresh_per_second=4, transient=True)
             self.live.start()
         self.task = create_looping_call(self.tick)

@@ -24,8 +24,8 @@ class SeedError(ValueError):
 
 @dataclass(frozen=True)
 class Seed:
-    kind: str    # "suffix" (known record), "alias" (resolver lookup), "sitemap"
-    value: str   # the suffix, the alias text, or the sitemap URL ("" = the resolver's)
+    kind: str  # "suffix" (known record), "alias" (resolver lookup), "sitemap"
+    value: str  # the suffix, the alias text, or the sitemap URL ("" = the resolver's)
 
 
 def parse_seed(text: str) -> Seed:

@@ -70,33 +70,33 @@ EXTENSIONS = {
 }
 
 # Ours.
-PITH_ARCHIVE = "archive"          # a folder or s3://bucket/prefix
-PITH_KEYRINGS = []                # extra keyring files
-PITH_DEFAULT_KEYS = True          # trust the built-in registry key
-PITH_WATCH_SIGNING_KEY = True     # compare the resolver's /pith-signing-key.json with the keyring at start
-PITH_SIGNING_KEY = None           # the archiver key file (None: created in the user config folder)
-PITH_WORKER = None               # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
-PITH_VERIFY_WORKERS = None       # processes that parse and verify bundles off the reactor (None: one where the
-                                  # crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
-PITH_CHECK_STATE = 0.0           # share of records (0 to 1) whose state.json is fetched and compared with
-                                  # the bundle's signed state (--check-state); 0: none
-PITH_CROSS_CHECK = 0              # records (the first N bundles per worker) also fetched from every mirror and
-                                  # compared for split views (--cross-check); 0: none
-PITH_RECORDS_QUEUED = 1000        # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
-PITH_CONDITIONAL_REQUESTS = True   # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
-PITH_STATE_DIR = None             # where conditional-request validators live (None: off)
-PITH_PROGRESS = "auto"            # "auto" (a live line on a terminal), "log", or "off"
+PITH_ARCHIVE = "archive"  # a folder or s3://bucket/prefix
+PITH_KEYRINGS = []  # extra keyring files
+PITH_DEFAULT_KEYS = True  # trust the built-in registry key
+PITH_WATCH_SIGNING_KEY = True  # compare the resolver's /pith-signing-key.json with the keyring at start
+PITH_SIGNING_KEY = None  # the archiver key file (None: created in the user config folder)
+PITH_WORKER = None  # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
+PITH_VERIFY_WORKERS = None  # processes that parse and verify bundles off the reactor (None: one where the
+# crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
+PITH_CHECK_STATE = 0.0  # share of records (0 to 1) whose state.json is fetched and compared with
+# the bundle's signed state (--check-state); 0: none
+PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched from every mirror and
+# compared for split views (--cross-check); 0: none
+PITH_RECORDS_QUEUED = 1000  # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
+PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
+PITH_STATE_DIR = None  # where conditional-request validators live (None: off)
+PITH_PROGRESS = "auto"  # "auto" (a live line on a terminal), "log", or "off"
 PITH_PROGRESS_INTERVAL = 1.0
-PITH_STATS_FILE = None           # write the final stats here as JSON
-PITH_ARCHIVE_KEYRINGS = []        # archiver keys (besides ours) whose manifests count for dedup: the other workers'
+PITH_STATS_FILE = None  # write the final stats here as JSON
+PITH_ARCHIVE_KEYRINGS = []  # archiver keys (besides ours) whose manifests count for dedup: the other workers'
 PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload before adds wait
-PITH_COMMIT_EVERY = 10_000        # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
+PITH_COMMIT_EVERY = 10_000  # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None
-PITH_FRONTIER_KEY = "pith"        # names this crawl's keys in that Redis (one key per crawl)
-PITH_FRONTIER_LEASE = 30.0        # seconds without a heartbeat before a worker counts as dead and its tasks move on
-PITH_FRONTIER_IDLE_CLOSE = 5.0    # seconds all workers must stay idle with the queue empty before they close
-PITH_FRONTIER_POLL = 0.25         # seconds between a worker's looks at the shared queue and the others' leases
+PITH_FRONTIER_KEY = "pith"  # names this crawl's keys in that Redis (one key per crawl)
+PITH_FRONTIER_LEASE = 30.0  # seconds without a heartbeat before a worker counts as dead and its tasks move on
+PITH_FRONTIER_IDLE_CLOSE = 5.0  # seconds all workers must stay idle with the queue empty before they close
+PITH_FRONTIER_POLL = 0.25  # seconds between a worker's looks at the shared queue and the others' leases
 
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"

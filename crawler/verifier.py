@@ -88,8 +88,9 @@ class Verifier:
         return self.checker(raw)
 
     def _start(self) -> ProcessPoolExecutor:
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=start, initargs=(self.checker,))
+        self.pool = ProcessPoolExecutor(
+            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=start, initargs=(self.checker,)
+        )
         return self.pool
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:

@@ -48,8 +48,10 @@ def check_attestation(attestation: dict, key_id: str, public_key: bytes) -> byte
     require(attestation["event_id"] == "sha256:" + digest.hex(), "event_id is not sha256:<content_sha256>")
     signature = attestation["signature"]
     require(signature["key_id"] == key_id and signature["algorithm"] == "ed25519", "not signed by the given key")
-    require(ed25519_valid(public_key, digest, base64.b64decode(signature["signature_b64"])),
-            "the attestation's signature does not verify")
+    require(
+        ed25519_valid(public_key, digest, base64.b64decode(signature["signature_b64"])),
+        "the attestation's signature does not verify",
+    )
     return digest
 
 
@@ -58,7 +60,7 @@ def check_checkpoint(note: str, key_id: str, public_key: bytes) -> tuple[int, by
     tlog-checkpoint in a C2SP signed note)."""
     cut = note.rfind("\n\n")
     require(cut > 0 and note.endswith("\n"), "not a signed note")
-    text, signature_lines = note[:cut + 1], note[cut + 2:-1].split("\n")
+    text, signature_lines = note[: cut + 1], note[cut + 2 : -1].split("\n")
     origin, size, root = text.split("\n")[:3]
     require(origin.rsplit("/", 1)[-1] == quote(key_id, safe=""), "the checkpoint is not of this key's log")
     key_hash = hashlib.sha256(origin.encode("utf-8") + b"\n" + b"\x01" + public_key).digest()[:4]
@@ -102,10 +104,14 @@ def check(proof: dict, key_document: dict) -> str:
     size, root = check_checkpoint(proof["checkpoint"], key_id, public_key)
     require(proof["tree_size"] == size, "the proof's tree size is not the checkpoint's")
     path = [base64.b64decode(node) for node in proof["inclusion_proof"]]
-    require(root_from_inclusion(leaf, proof["leaf_index"], size, path) == root,
-            "the inclusion proof does not lead to the checkpoint's root")
-    return (f"{proof['pith_number']}: stored as {attestation['payload']['storage_uri']}, "
-            f"leaf {proof['leaf_index']} of {size} in the log of {key_id}")
+    require(
+        root_from_inclusion(leaf, proof["leaf_index"], size, path) == root,
+        "the inclusion proof does not lead to the checkpoint's root",
+    )
+    return (
+        f"{proof['pith_number']}: stored as {attestation['payload']['storage_uri']}, "
+        f"leaf {proof['leaf_index']} of {size} in the log of {key_id}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,9 +46,10 @@ RECORD_COLUMNS = [*history.RECORD_COLUMNS, "raw_path", "raw_sha256", "source_ver
 @dataclass(frozen=True, slots=True)
 class Version:
     """An archived version of a record, as the mirror needs it."""
+
     pith_number: str
     bundle_sha256: str
-    raw: ObjectInfo             # its raw bytes, as committed
+    raw: ObjectInfo  # its raw bytes, as committed
     source_version: int
     built_at: datetime | None
 
@@ -74,8 +75,11 @@ class ArchiveSource(RecordSource):
         archive = CommittedArchive.read(store, keyring)
         self.versions = served_versions(archive)
         signed_by = _signed_by(archive, pa.array(sorted(v.bundle_sha256 for v in self.versions.values())))
-        self.versions = {number: version for number, version in self.versions.items()
-                         if _registry_signed(keyring, signed_by.get(version.bundle_sha256), number)}
+        self.versions = {
+            number: version
+            for number, version in self.versions.items()
+            if _registry_signed(keyring, signed_by.get(version.bundle_sha256), number)
+        }
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
         wanted = pa.array(sorted(by_bundle), pa.string())
         aliases, cites = _aliases(archive, wanted), _cites(archive, wanted)
@@ -84,17 +88,29 @@ class ArchiveSource(RecordSource):
             signers[signed_by[version]] += 1
             first.setdefault(signed_by[version], version)
         samples = [first[key_id] for key_id in sorted(first)]
-        entries = {suffix_of(v.pith_number): Entry(v.pith_number, iso(v.built_at), v.source_version,
-                                                   tuple(aliases.get(v.bundle_sha256, ())),
-                                                   cites.get(v.bundle_sha256, ()))
-                   for v in self.versions.values()}
+        entries = {
+            suffix_of(v.pith_number): Entry(
+                v.pith_number,
+                iso(v.built_at),
+                v.source_version,
+                tuple(aliases.get(v.bundle_sha256, ())),
+                cites.get(v.bundle_sha256, ()),
+            )
+            for v in self.versions.values()
+        }
         self._raw = {suffix_of(v.pith_number): v.raw for v in self.versions.values()}
         self.catalog = Catalog(entries, self._key_documents(by_bundle[b] for b in samples), most_used(signers))
-        logger.info("serving %d records of %s (%d committed runs) after %.1f s", len(self.catalog), store.uri,
-                    len(archive.manifests), time.monotonic() - started)
+        logger.info(
+            "serving %d records of %s (%d committed runs) after %.1f s",
+            len(self.catalog),
+            store.uri,
+            len(archive.manifests),
+            time.monotonic() - started,
+        )
 
     def _key_documents(self, versions) -> list[dict]:
         """The public key documents the sampled bundles carry, as a catalog lists them."""
+
         def parsed():
             for version in versions:
                 suffix = suffix_of(version.pith_number)
@@ -106,6 +122,7 @@ class ArchiveSource(RecordSource):
                     continue
                 if document is not None:
                     yield suffix, document.data
+
         return Catalog.from_bundles(parsed()).public_keys
 
     def bundle_bytes(self, suffix: str) -> bytes | None:
@@ -120,14 +137,21 @@ class ArchiveSource(RecordSource):
         if entry.sha256 not in self._verified:
             verdict = verify_bundle(data, self.keyring)
             if not verdict.ok:
-                logger.error("not serving %s: %s does not verify (%s at %s: %s)", suffix, entry.path,
-                             verdict.reason, verdict.path or "<document>", verdict.detail)
+                logger.error(
+                    "not serving %s: %s does not verify (%s at %s: %s)",
+                    suffix,
+                    entry.path,
+                    verdict.reason,
+                    verdict.path or "<document>",
+                    verdict.detail,
+                )
                 return None
             self._verified.add(entry.sha256)
         return data
 
 
 # --- the index, from the committed tables ----------------------------------------------
+
 
 def served_versions(archive: CommittedArchive) -> dict[str, Version]:
     """Each record's current version (storage.history's rule, the one the archive
@@ -142,16 +166,20 @@ def served_versions(archive: CommittedArchive) -> dict[str, Version]:
                     raw = archive.objects.get(row["raw_path"])
                     keep.append(raw is not None and raw.sha256 == row["raw_sha256"])
                     if keep[-1]:
-                        versions[row["bundle_sha256"]] = Version(row["pith_number"], row["bundle_sha256"], raw,
-                                                                 row["source_version"] or 0, row["built_at"])
+                        versions[row["bundle_sha256"]] = Version(
+                            row["pith_number"], row["bundle_sha256"], raw, row["source_version"] or 0, row["built_at"]
+                        )
                     else:
                         logger.warning("%s: %s is not committed; not served", row["pith_number"], row["raw_path"])
                 yield batch.filter(pa.array(keep, pa.bool_()))
 
     current = history.History.from_tables(committed_rows(), ())
     numbers = {version.pith_number for version in versions.values()}
-    return {number: versions[current.current(number).bundle.hex()] for number in numbers
-            if current.current(number) is not None}
+    return {
+        number: versions[current.current(number).bundle.hex()]
+        for number in numbers
+        if current.current(number) is not None
+    }
 
 
 def _rows(archive: CommittedArchive, table: str, partitions, columns: list[str], wanted: pa.Array):

@@ -27,11 +27,12 @@ _BASE32_RE = re.compile(r"^[A-Z2-7]+$")
 @dataclass(frozen=True, slots=True)
 class Entry:
     """What the mirror keeps about one record (the bundle itself stays where it is stored)."""
+
     pith_number: str
     built_at: str
-    version: int                 # source version: the latest wins an alias shared by versions
-    aliases: tuple[str, ...]     # alias values other than pith_short_* (prefixes are searched instead)
-    cites: tuple[str, ...]       # suffixes this record's latest graph snapshot references
+    version: int  # source version: the latest wins an alias shared by versions
+    aliases: tuple[str, ...]  # alias values other than pith_short_* (prefixes are searched instead)
+    cites: tuple[str, ...]  # suffixes this record's latest graph snapshot references
 
     @property
     def built_at_epoch(self) -> float:
@@ -47,16 +48,23 @@ def entry_from_bundle(bundle: dict) -> Entry:
     try:
         number = bundle["pith_number"]
         version = bundle["canonical_record"]["source"]["version"]
-        aliases = tuple(alias["alias_value"] for alias in bundle.get("source_aliases", ())
-                        if not alias["alias_kind"].startswith(SHORT_ALIAS_PREFIX))
+        aliases = tuple(
+            alias["alias_value"]
+            for alias in bundle.get("source_aliases", ())
+            if not alias["alias_kind"].startswith(SHORT_ALIAS_PREFIX)
+        )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a bundle a mirror can index: {exc!r}") from None
     if not isinstance(number, str) or not PITH_NUMBER_RE.match(number):
         raise ValueError(f"pith_number {number!r} is not a full Pith number")
     built_at = bundle.get("built_at")
-    return Entry(number, built_at if isinstance(built_at, str) else "",
-                 version if isinstance(version, int) else 0,
-                 tuple(a for a in aliases if isinstance(a, str)), cited_suffixes(latest_snapshot(bundle)))
+    return Entry(
+        number,
+        built_at if isinstance(built_at, str) else "",
+        version if isinstance(version, int) else 0,
+        tuple(a for a in aliases if isinstance(a, str)),
+        cited_suffixes(latest_snapshot(bundle)),
+    )
 
 
 def cited_suffixes(snapshot) -> tuple[str, ...]:
@@ -121,16 +129,21 @@ class Catalog:
         return cls(entries, [keys[k] for k in sorted(keys)], most_used(signers))
 
     def to_json(self) -> dict:
-        return {"catalog_version": CATALOG_VERSION, "signing_key_id": self.signing_key_id,
-                "public_keys": self.public_keys,
-                "records": {suffix: asdict(self._entries[suffix]) for suffix in self.suffixes}}
+        return {
+            "catalog_version": CATALOG_VERSION,
+            "signing_key_id": self.signing_key_id,
+            "public_keys": self.public_keys,
+            "records": {suffix: asdict(self._entries[suffix]) for suffix in self.suffixes},
+        }
 
     @classmethod
     def from_json(cls, doc: dict) -> "Catalog":
         if doc.get("catalog_version") != CATALOG_VERSION:
             raise ValueError(f"catalog_version {doc.get('catalog_version')!r} is not {CATALOG_VERSION}")
-        entries = {suffix: Entry(e["pith_number"], e["built_at"], e["version"], tuple(e["aliases"]), tuple(e["cites"]))
-                   for suffix, e in doc["records"].items()}
+        entries = {
+            suffix: Entry(e["pith_number"], e["built_at"], e["version"], tuple(e["aliases"]), tuple(e["cites"]))
+            for suffix, e in doc["records"].items()
+        }
         return cls(entries, doc["public_keys"], doc["signing_key_id"])
 
     # --- questions the server asks ---------------------------------------------
@@ -170,7 +183,7 @@ class Catalog:
     def _by_prefix(self, prefix: str) -> str | None:
         """The one suffix starting with ``prefix``; None when none or several do."""
         index = bisect.bisect_left(self.suffixes, prefix)
-        matches = self.suffixes[index:index + 2]
+        matches = self.suffixes[index : index + 2]
         if matches and matches[0].startswith(prefix) and not (len(matches) > 1 and matches[1].startswith(prefix)):
             return matches[0]
         return None

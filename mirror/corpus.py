@@ -32,9 +32,9 @@ logger = logging.getLogger(__name__)
 
 BUILDER_VERSION = "pith-archiver-test-corpus-v1"
 REGISTRY_EPOCH = datetime(2026, 5, 17, tzinfo=timezone.utc)  # when the real registry minted its records
-FIRST_MONTH = (2020, 1)   # after the real fixtures' arXiv ids, so minted ids never collide with them
+FIRST_MONTH = (2020, 1)  # after the real fixtures' arXiv ids, so minted ids never collide with them
 MONTHS = 72
-SAMPLE_SIZE = 10          # entries kept in a graph snapshot's references/citations samples
+SAMPLE_SIZE = 10  # entries kept in a graph snapshot's references/citations samples
 EXCERPT_CHARS = 600
 
 
@@ -47,6 +47,7 @@ def corpus_signer(seed: int) -> Signer:
 @dataclass(frozen=True, slots=True)
 class Citable:
     """What a citing record's snapshot says about a cited one."""
+
     pith_number: str
     title: str
     arxiv_id: str
@@ -72,33 +73,50 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
     plan = plan_records(seed, records)
     reals = sorted(FIXTURES.glob(f"*{BUNDLE_EXTENSION}"))
     real_docs = [json.loads(path.read_bytes()) for path in reals]
-    targets = plan + [Citable(doc["pith_number"], latest_snapshot(doc).get("paper", {}).get("title", ""),
-                              doc["canonical_record"]["source"]["id"]) for doc in real_docs]
+    targets = plan + [
+        Citable(
+            doc["pith_number"],
+            latest_snapshot(doc).get("paper", {}).get("title", ""),
+            doc["canonical_record"]["source"]["id"],
+        )
+        for doc in real_docs
+    ]
     graph = citation_graph(random.Random(seed), len(plan), len(reals))
 
     def bundles():
         citers = invert(graph, len(targets))
         for index, planned in enumerate(plan):
-            bundle = mint_planned(signer, seed, index, planned, [targets[j] for j in graph[index]],
-                                  [targets[j] for j in citers[index][:SAMPLE_SIZE]], len(citers[index]), base_url)
+            bundle = mint_planned(
+                signer,
+                seed,
+                index,
+                planned,
+                [targets[j] for j in graph[index]],
+                [targets[j] for j in citers[index][:SAMPLE_SIZE]],
+                len(citers[index]),
+                base_url,
+            )
             suffix = pith_suffix(bundle["canonical_sha256"])
             (out / BUNDLES_DIR / bundle_name(suffix)).write_bytes(compact_json(bundle))
             yield suffix, bundle
         for path, doc in zip(reals, real_docs):
             (out / BUNDLES_DIR / path.name).write_bytes(path.read_bytes())
-            yield path.name[:-len(BUNDLE_EXTENSION)], doc
+            yield path.name[: -len(BUNDLE_EXTENSION)], doc
 
     catalog = Catalog.from_bundles(bundles())
     keyring = {"keys": [signer.public_document(), key_from_entry(REGISTRY_KEY).document()]}
     (out / KEYRING_NAME).write_text(json.dumps(keyring, indent=2) + "\n", "utf-8")
-    index = {"corpus": {"seed": seed, "records": records, "base_url": base_url, "builder": BUILDER_VERSION},
-             **catalog.to_json()}
+    index = {
+        "corpus": {"seed": seed, "records": records, "base_url": base_url, "builder": BUILDER_VERSION},
+        **catalog.to_json(),
+    }
     (out / INDEX_NAME).write_bytes(json.dumps(index, ensure_ascii=False, sort_keys=True).encode("utf-8"))
     logger.info("wrote %d bundles to %s", len(catalog), out / BUNDLES_DIR)
     return catalog
 
 
 # --- planning ----------------------------------------------------------------------
+
 
 def paper_for(seed: int, index: int) -> tuple[Paper, int]:
     """Paper ``index`` of the corpus and how many arXiv versions of it there are.
@@ -112,12 +130,18 @@ def paper_for(seed: int, index: int) -> tuple[Paper, int]:
 
 
 def canonical_record(paper: Paper, version: int) -> dict:
-    return {"source": {"id": paper.arxiv_id, "kind": "arxiv", "version": version},
-            "metadata": {"license": paper.license, "primary_cat": paper.primary_cat,
-                         "submitted_at": paper.submitted_at, "cross_cats_sorted": list(paper.cross_cats),
-                         "title_canon_sha256": text_sha256(paper.title),
-                         "abstract_canon_sha256": text_sha256(paper.abstract)},
-            "schema_version": "1.0"}
+    return {
+        "source": {"id": paper.arxiv_id, "kind": "arxiv", "version": version},
+        "metadata": {
+            "license": paper.license,
+            "primary_cat": paper.primary_cat,
+            "submitted_at": paper.submitted_at,
+            "cross_cats_sorted": list(paper.cross_cats),
+            "title_canon_sha256": text_sha256(paper.title),
+            "abstract_canon_sha256": text_sha256(paper.abstract),
+        },
+        "schema_version": "1.0",
+    }
 
 
 def plan_records(seed: int, records: int) -> list[Planned]:
@@ -167,17 +191,30 @@ def invert(graph: list[list[int]], size: int) -> list[list[int]]:
 
 # --- minting -------------------------------------------------------------------------
 
-def mint_planned(signer: Signer, seed: int, index: int, planned: Planned, cites: list[Citable],
-                 citers: list[Citable], cited_by_count: int, base_url: str) -> dict:
+
+def mint_planned(
+    signer: Signer,
+    seed: int,
+    index: int,
+    planned: Planned,
+    cites: list[Citable],
+    citers: list[Citable],
+    cited_by_count: int,
+    base_url: str,
+) -> dict:
     paper, _ = paper_for(seed, planned.paper_index)
     record = canonical_record(paper, planned.version)
     created_at, built_at = record_times(seed, index)
-    aliases = [{"alias_kind": kind, "alias_value": value, "created_at": created_at} for kind, value in (
-        ("arxiv", paper.arxiv_id), ("arxiv_version", f"{paper.arxiv_id}v{planned.version}"),
-        ("doi", f"10.48550/arxiv.{paper.arxiv_id}"))]
+    aliases = [
+        {"alias_kind": kind, "alias_value": value, "created_at": created_at}
+        for kind, value in (
+            ("arxiv", paper.arxiv_id),
+            ("arxiv_version", f"{paper.arxiv_id}v{planned.version}"),
+            ("doi", f"10.48550/arxiv.{paper.arxiv_id}"),
+        )
+    ]
     snapshot = graph_snapshot(paper, record["source"], cites, citers, cited_by_count)
-    return mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)],
-                       created_at, built_at, base_url)
+    return mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)], created_at, built_at, base_url)
 
 
 def record_times(seed: int, index: int) -> tuple[str, str]:
@@ -188,28 +225,49 @@ def record_times(seed: int, index: int) -> tuple[str, str]:
     return created.strftime("%Y-%m-%dT%H:%M:%SZ"), built.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def graph_snapshot(paper: Paper, source: dict, cites: list[Citable], citers: list[Citable],
-                   cited_by_count: int) -> dict:
+def graph_snapshot(
+    paper: Paper, source: dict, cites: list[Citable], citers: list[Citable], cited_by_count: int
+) -> dict:
     """A graph_snapshot payload shaped like the registry's, with the references filled in
     and a ``citations`` block naming records that cite this one."""
     references = [c.sample_item() for c in cites]
     citations = [c.sample_item() for c in citers]
     snapshot_sha256 = canon_sha256({"source": source, "references": references, "citations": citations})
-    return {"graph_snapshot": {
-        "paper": {"title": paper.title, "license": paper.license, "headline": "",
-                  "cross_cats": list(paper.cross_cats), "primary_cat": paper.primary_cat,
-                  "authors_text": authors_text(paper.authors), "submitted_at": paper.submitted_at,
-                  "abstract_excerpt": paper.abstract[:EXCERPT_CHARS]},
-        "claims": {"count": 0, "items": [], "snapshot_sha256": snapshot_sha256},
-        "source": source,
-        "verdict": {"id": None, "model_set": {}, "created_at": None, "strongest_claim": "",
-                    "one_line_summary": "", "pipeline_version": None, "weakest_assumption": "",
-                    "pith_extraction_headline": ""},
-        "references": {"count": len(references), "sample": references, "resolved_work": len(references),
-                       "snapshot_sha256": snapshot_sha256, "internal_anchors": len(references)},
-        "citations": {"count": cited_by_count, "sample": citations},
-        "formal_canon": {"evidence_count": 0, "snapshot_sha256": snapshot_sha256},
-        "author_claims": {"count": 0, "strong_count": 0, "snapshot_sha256": snapshot_sha256},
-        "builder_version": BUILDER_VERSION,
-    }, "verdict_id": None}
-
+    return {
+        "graph_snapshot": {
+            "paper": {
+                "title": paper.title,
+                "license": paper.license,
+                "headline": "",
+                "cross_cats": list(paper.cross_cats),
+                "primary_cat": paper.primary_cat,
+                "authors_text": authors_text(paper.authors),
+                "submitted_at": paper.submitted_at,
+                "abstract_excerpt": paper.abstract[:EXCERPT_CHARS],
+            },
+            "claims": {"count": 0, "items": [], "snapshot_sha256": snapshot_sha256},
+            "source": source,
+            "verdict": {
+                "id": None,
+                "model_set": {},
+                "created_at": None,
+                "strongest_claim": "",
+                "one_line_summary": "",
+                "pipeline_version": None,
+                "weakest_assumption": "",
+                "pith_extraction_headline": "",
+            },
+            "references": {
+                "count": len(references),
+                "sample": references,
+                "resolved_work": len(references),
+                "snapshot_sha256": snapshot_sha256,
+                "internal_anchors": len(references),
+            },
+            "citations": {"count": cited_by_count, "sample": citations},
+            "formal_canon": {"evidence_count": 0, "snapshot_sha256": snapshot_sha256},
+            "author_claims": {"count": 0, "strong_count": 0, "snapshot_sha256": snapshot_sha256},
+            "builder_version": BUILDER_VERSION,
+        },
+        "verdict_id": None,
+    }

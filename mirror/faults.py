@@ -25,16 +25,17 @@ class FaultPlan:
     fail_first, wrong_content_type) apply to the requests whose path matches ``paths``
     (a regex searched in the decoded path; None = every path); the faults naming
     records (tamper, redirect_loop, oversize) apply to that record's documents."""
+
     latency_ms: float = 0
-    error_rate: float = 0.0            # answer this share of requests with error_status
+    error_rate: float = 0.0  # answer this share of requests with error_status
     error_status: int = 503
-    rate_limit_every: int = 0          # every Nth request gets 429 with Retry-After
-    retry_after: int = 1               # seconds, on 429 and on fail_first's 503
-    drop_rate: float = 0.0             # close this share of connections without answering
-    truncate_rate: float = 0.0         # send half the body of this share, then close
-    fail_first: int = 0                # the first N requests of each distinct path get 503
-    wrong_content_type: bool = False   # JSON documents as text/html, everything else as octet-stream
-    tamper: frozenset = frozenset()    # suffixes whose bundle has one canonical_sha256 digit changed
+    rate_limit_every: int = 0  # every Nth request gets 429 with Retry-After
+    retry_after: int = 1  # seconds, on 429 and on fail_first's 503
+    drop_rate: float = 0.0  # close this share of connections without answering
+    truncate_rate: float = 0.0  # send half the body of this share, then close
+    fail_first: int = 0  # the first N requests of each distinct path get 503
+    wrong_content_type: bool = False  # JSON documents as text/html, everything else as octet-stream
+    tamper: frozenset = frozenset()  # suffixes whose bundle has one canonical_sha256 digit changed
     redirect_loop: frozenset = frozenset()  # suffixes whose documents redirect back and forth forever
     oversize: frozenset = frozenset()  # suffixes whose bundle is an endless-looking huge body
     oversize_bytes: int = 64 * MiB
@@ -66,8 +67,9 @@ class FaultPlan:
 @dataclass
 class Decision:
     """What happens to one request before and after routing."""
-    delay: float = 0.0                 # seconds to wait before answering
-    response: Response | None = None   # answer this instead of routing
+
+    delay: float = 0.0  # seconds to wait before answering
+    response: Response | None = None  # answer this instead of routing
     drop: bool = False
     truncate: bool = False
 
@@ -117,11 +119,18 @@ class FaultInjector:
         if response.record in plan.redirect_loop:
             return replace(_loop_redirect(request), fault="redirect_loop", record=response.record)
         if response.document == "bundle" and response.record in plan.oversize:
-            return Response(200, content_type=response.content_type, record=response.record, document="bundle",
-                            stream=oversize_body(plan.oversize_bytes), fault="oversize")
+            return Response(
+                200,
+                content_type=response.content_type,
+                record=response.record,
+                document="bundle",
+                stream=oversize_body(plan.oversize_bytes),
+                fault="oversize",
+            )
         if response.document == "bundle" and response.record in plan.tamper:
-            response = replace(response, body=tamper_canonical_hash(response.body), fault="tamper",
-                               _etag=None, _gzipped=None)
+            response = replace(
+                response, body=tamper_canonical_hash(response.body), fault="tamper", _etag=None, _gzipped=None
+            )
         if plan.wrong_content_type and self._applies(request):
             wrong = "text/html; charset=utf-8" if response.content_type in JSON_TYPES else "application/octet-stream"
             response = replace(response, content_type=wrong, fault=response.fault or "wrong_content_type")
@@ -144,8 +153,8 @@ def tamper_canonical_hash(raw: bytes) -> bytes:
     if at < 0:
         raise ValueError("no canonical_sha256 to tamper with")
     digit = at + len(key)
-    swapped = b"0" if raw[digit:digit + 1] != b"0" else b"1"
-    return raw[:digit] + swapped + raw[digit + 1:]
+    swapped = b"0" if raw[digit : digit + 1] != b"0" else b"1"
+    return raw[:digit] + swapped + raw[digit + 1 :]
 
 
 def oversize_body(size: int):
@@ -161,4 +170,5 @@ def oversize_body(size: int):
             writer.write(chunk[:remaining])
             remaining -= min(remaining, CHUNK)
             await writer.drain()
+
     return write

@@ -23,12 +23,12 @@ class BadRequest(ValueError):
 @dataclass(slots=True)
 class Request:
     method: str
-    target: str              # as sent: path and query, percent-encoded
-    path: str                # percent-decoded path
-    query: dict[str, str]    # first value of each parameter
+    target: str  # as sent: path and query, percent-encoded
+    path: str  # percent-decoded path
+    query: dict[str, str]  # first value of each parameter
     version: str
     headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
-    body_length: int = 0     # the Content-Length declared
+    body_length: int = 0  # the Content-Length declared
 
     @property
     def raw_path(self) -> str:
@@ -70,8 +70,12 @@ def parse_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
         raise BadRequest("a bare CR or LF, or another control character, in the head")
     lines = head[:-4].decode("latin-1").split("\r\n")
     request_line = lines[0].split(" ")
-    if len(request_line) != 3 or not is_token(request_line[0]) or request_line[1][:1] != "/" \
-            or request_line[2] not in ("HTTP/1.1", "HTTP/1.0"):
+    if (
+        len(request_line) != 3
+        or not is_token(request_line[0])
+        or request_line[1][:1] != "/"
+        or request_line[2] not in ("HTTP/1.1", "HTTP/1.0")
+    ):
         raise BadRequest(f"malformed request line {lines[0][:80]!r}")
     if len(lines) - 1 > max_headers:
         raise BadRequest(f"more than {max_headers} header lines")
@@ -102,16 +106,17 @@ def http_date(epoch: float) -> str:
 class Response:
     """A response before content negotiation of its coding. Cached Responses are shared
     between requests: nothing here is changed after construction but the two caches."""
+
     status: int
     body: bytes = b""
     content_type: str | None = None
-    last_modified: float | None = None    # Unix time; with it and a 200, validators are sent
-    headers: tuple = ()                   # extra (name, value) pairs: Location, Retry-After, Allow
-    vary: tuple = ()                      # request headers the choice of body depended on
-    record: str | None = None             # the record suffix it is about, for fault targeting
-    document: str | None = None           # "bundle", "state", "page", "jsonld", ... (for faults and logs)
-    stream: object = None                 # async callable(writer) that writes a body of unknown length
-    fault: str | None = None              # the injected fault that shaped it, if any
+    last_modified: float | None = None  # Unix time; with it and a 200, validators are sent
+    headers: tuple = ()  # extra (name, value) pairs: Location, Retry-After, Allow
+    vary: tuple = ()  # request headers the choice of body depended on
+    record: str | None = None  # the record suffix it is about, for fault targeting
+    document: str | None = None  # "bundle", "state", "page", "jsonld", ... (for faults and logs)
+    stream: object = None  # async callable(writer) that writes a body of unknown length
+    fault: str | None = None  # the injected fault that shaped it, if any
     _etag: str | None = field(default=None, repr=False)
     _gzipped: bytes | None = field(default=None, repr=False)
 

@@ -6,10 +6,10 @@ import resource
 from dataclasses import dataclass
 
 KiB = 1024
-CONNECTION_CAP = 512      # the most connections served by default, whatever the open-file limit allows
+CONNECTION_CAP = 512  # the most connections served by default, whatever the open-file limit allows
 MAX_ACCEPT_BACKLOG = 100  # connections accepted in one go (asyncio's default), and the kernel's queue of them
-MAX_BUSY_LINGERING = 16   # connections beyond the cap that wait a moment for their 503 to arrive
-BASE_DESCRIPTORS = 32     # stdio, the event loop, the listening socket, bundle files, logs, store clients
+MAX_BUSY_LINGERING = 16  # connections beyond the cap that wait a moment for their 503 to arrive
+BASE_DESCRIPTORS = 32  # stdio, the event loop, the listening socket, bundle files, logs, store clients
 
 
 def open_file_limit() -> int:
@@ -37,10 +37,11 @@ def descriptor_room(descriptors: int | None = None) -> int:
 class ServerLimits:
     """Every deadline is in seconds. ``max_connections`` None: CONNECTION_CAP, or less
     when the open-file limit leaves less room (see ``descriptor_room``)."""
-    header_timeout: float = 10.0   # from a request's first byte (or the connection's opening) to its blank line
-    body_timeout: float = 30.0     # to receive a declared request body
-    idle_timeout: float = 30.0     # a keep-alive connection waiting for its next request
-    send_timeout: float = 30.0     # for the client to take an answer
+
+    header_timeout: float = 10.0  # from a request's first byte (or the connection's opening) to its blank line
+    body_timeout: float = 30.0  # to receive a declared request body
+    idle_timeout: float = 30.0  # a keep-alive connection waiting for its next request
+    send_timeout: float = 30.0  # for the client to take an answer
     max_connections: int | None = None
     max_head_bytes: int = 64 * KiB
     max_headers: int = 100
@@ -56,5 +57,7 @@ class ServerLimits:
         if self.max_connections is None:
             object.__setattr__(self, "max_connections", min(CONNECTION_CAP, room))
         elif not 1 <= self.max_connections <= room:
-            raise ValueError(f"max_connections must be between 1 and {room}: the open-file limit ({open_file_limit()}) "
-                             "leaves no more; raise it (ulimit -n) to serve more connections")
+            raise ValueError(
+                f"max_connections must be between 1 and {room}: the open-file limit ({open_file_limit()}) "
+                "leaves no more; raise it (ulimit -n) to serve more connections"
+            )

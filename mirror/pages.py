@@ -17,8 +17,11 @@ def papers(count: int) -> str:
 
 
 def _record_links(suffixes, catalog, base: str) -> str:
-    items = "".join(f'<li><a href="{escape(links_for(s, base)["resolver"])}">{escape(catalog.entry(s).pith_number)}</a></li>'
-                    for s in suffixes if s in catalog)
+    items = "".join(
+        f'<li><a href="{escape(links_for(s, base)["resolver"])}">{escape(catalog.entry(s).pith_number)}</a></li>'
+        for s in suffixes
+        if s in catalog
+    )
     return f"<ul>{items}</ul>"
 
 
@@ -61,28 +64,50 @@ def record_jsonld(view: RecordView, suffix: str, cites: list[str], cited_by: lis
     """The record page for ``Accept: application/ld+json``: its ``canonical_record`` hashes
     to the canonical hash, as on the registry."""
     links = links_for(suffix, base)
-    return {"@context": "https://schema.org", "@type": "ScholarlyArticle", "@id": links["resolver"],
-            "identifier": view.pith_number, "name": view.title,
-            "author": [{"@type": "Person", "name": name} for name in view.authors],
-            "pith_number": view.pith_number, "short_pith_number": view.short_pith_number,
-            "canonical_sha256": view.canonical_sha256, "canonical_record": view.canonical_record,
-            "links": links, "cites": [links_for(s, base)["resolver"] for s in cites],
-            "cited_by": [links_for(s, base)["resolver"] for s in cited_by], "cited_by_count": len(cited_by)}
+    return {
+        "@context": "https://schema.org",
+        "@type": "ScholarlyArticle",
+        "@id": links["resolver"],
+        "identifier": view.pith_number,
+        "name": view.title,
+        "author": [{"@type": "Person", "name": name} for name in view.authors],
+        "pith_number": view.pith_number,
+        "short_pith_number": view.short_pith_number,
+        "canonical_sha256": view.canonical_sha256,
+        "canonical_record": view.canonical_record,
+        "links": links,
+        "cites": [links_for(s, base)["resolver"] for s in cites],
+        "cited_by": [links_for(s, base)["resolver"] for s in cited_by],
+        "cited_by_count": len(cited_by),
+    }
 
 
 def mirror_manifest(base: str, name: str, public_keys: list[dict]) -> dict:
     """``/pith-mirrors.json``: this mirror's URL patterns (``{suffix}`` placeholders) and keys."""
     patterns = links_for("{suffix}", base)
-    entry = {"name": name, "base_url": base, "status": "primary", "record_url": patterns["resolver"],
-             "bundle_url": patterns["bundle"], "state_url": patterns["state"],
-             "well_known_bundle_url": patterns["well_known_bundle"]}
-    return {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": [entry],
-            "public_keys": public_keys}
+    entry = {
+        "name": name,
+        "base_url": base,
+        "status": "primary",
+        "record_url": patterns["resolver"],
+        "bundle_url": patterns["bundle"],
+        "state_url": patterns["state"],
+        "well_known_bundle_url": patterns["well_known_bundle"],
+    }
+    return {
+        "manifest_type": "pith_mirror_manifest",
+        "manifest_version": "1.0",
+        "mirrors": [entry],
+        "public_keys": public_keys,
+    }
 
 
 def sitemap_urlset(suffixes, catalog, base: str) -> str:
-    urls = "".join(f"<url><loc>{xml_escape(links_for(s, base)['resolver'])}</loc>"
-                   f"<lastmod>{catalog.entry(s).built_at[:10]}</lastmod></url>\n" for s in suffixes)
+    urls = "".join(
+        f"<url><loc>{xml_escape(links_for(s, base)['resolver'])}</loc>"
+        f"<lastmod>{catalog.entry(s).built_at[:10]}</lastmod></url>\n"
+        for s in suffixes
+    )
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n{urls}</urlset>\n'
 
 

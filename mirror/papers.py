@@ -14,32 +14,113 @@ LICENSES = (
     "http://creativecommons.org/publicdomain/zero/1.0/",
 )
 CATEGORIES = (
-    "cs.LG", "cs.CV", "cs.CL", "cs.DC", "cs.AI", "cs.CR", "stat.ML", "math.PR", "math.CO",
-    "math.OC", "quant-ph", "hep-th", "cond-mat.stat-mech", "physics.optics", "q-bio.NC", "astro-ph.GA",
+    "cs.LG",
+    "cs.CV",
+    "cs.CL",
+    "cs.DC",
+    "cs.AI",
+    "cs.CR",
+    "stat.ML",
+    "math.PR",
+    "math.CO",
+    "math.OC",
+    "quant-ph",
+    "hep-th",
+    "cond-mat.stat-mech",
+    "physics.optics",
+    "q-bio.NC",
+    "astro-ph.GA",
 )
 FIRST_NAMES = (
-    "Jürgen", "Łukasz", "Влад", "Zoë", "José", "Søren", "Ana", "Priya", "Oluwaseun", "Mateus",
-    "Aino", "Dmitrij", "Ingrid", "Kenji", "Fatima", "Håkon", "Chloé", "Nikolaï", "Ayşe", "Tomás",
+    "Jürgen",
+    "Łukasz",
+    "Влад",
+    "Zoë",
+    "José",
+    "Søren",
+    "Ana",
+    "Priya",
+    "Oluwaseun",
+    "Mateus",
+    "Aino",
+    "Dmitrij",
+    "Ingrid",
+    "Kenji",
+    "Fatima",
+    "Håkon",
+    "Chloé",
+    "Nikolaï",
+    "Ayşe",
+    "Tomás",
 )
 LAST_NAMES = (
-    "Müller", "Nowak", "Петров", "García", "Østergaard", "Kowalczyk", "Nakamura", "Çelik",
-    "Dvořák", "Ó Briain", "Schmidhuber", "Lindqvist", "Nguyễn", "Żuraw", "Sørensen", "Ibáñez",
+    "Müller",
+    "Nowak",
+    "Петров",
+    "García",
+    "Østergaard",
+    "Kowalczyk",
+    "Nakamura",
+    "Çelik",
+    "Dvořák",
+    "Ó Briain",
+    "Schmidhuber",
+    "Lindqvist",
+    "Nguyễn",
+    "Żuraw",
+    "Sørensen",
+    "Ibáñez",
 )
 WHOLE_NAMES = ("張偉", "王芳", "李娜", "佐藤 健", "김민준", "Αλέξανδρος Παπαδόπουλος")
 ADJECTIVES = (
-    "Scalable", "Robust", "Sparse", "Naïve", "Provable", "Differentiable", "Über-parametrised",
-    "Self-supervised", "Federated", "Quantum", "Stochastic", "Equivariant", "Causal", "Bayesian",
+    "Scalable",
+    "Robust",
+    "Sparse",
+    "Naïve",
+    "Provable",
+    "Differentiable",
+    "Über-parametrised",
+    "Self-supervised",
+    "Federated",
+    "Quantum",
+    "Stochastic",
+    "Equivariant",
+    "Causal",
+    "Bayesian",
 )
 SUBJECTS = (
-    "β-Variational Autoencoders", "Δ-Learning", "λ-Returns", "Schrödinger Bridges", "Erdős–Rényi Graphs",
-    "Möbius Transformations", "Gödel Machines", "Kähler Manifolds", "Transformers", "Mini-batch SGD",
-    "Graph Neural Networks", "Diffusion Models", "Ω(n log n) Sorting", "Poincaré Embeddings",
-    "Mixture-of-Experts", "Contrastive Learning", "Cauchy–Schwarz Divergences", "Attention",
+    "β-Variational Autoencoders",
+    "Δ-Learning",
+    "λ-Returns",
+    "Schrödinger Bridges",
+    "Erdős–Rényi Graphs",
+    "Möbius Transformations",
+    "Gödel Machines",
+    "Kähler Manifolds",
+    "Transformers",
+    "Mini-batch SGD",
+    "Graph Neural Networks",
+    "Diffusion Models",
+    "Ω(n log n) Sorting",
+    "Poincaré Embeddings",
+    "Mixture-of-Experts",
+    "Contrastive Learning",
+    "Cauchy–Schwarz Divergences",
+    "Attention",
 )
 SETTINGS = (
-    "Elastic Distributed Training", "Low-resource Languages", "Edge Devices", "Protein Folding",
-    "Gravitational-wave Detection", "Photonic Circuits", "Galaxy Surveys", "Spiking Networks",
-    "Multi-GPU Servers", "Café Recommendation", "Ångström-scale Microscopy", "Streaming Data",
+    "Elastic Distributed Training",
+    "Low-resource Languages",
+    "Edge Devices",
+    "Protein Folding",
+    "Gravitational-wave Detection",
+    "Photonic Circuits",
+    "Galaxy Surveys",
+    "Spiking Networks",
+    "Multi-GPU Servers",
+    "Café Recommendation",
+    "Ångström-scale Microscopy",
+    "Streaming Data",
 )
 PATTERNS = (
     "{adj} {subject} for {setting}",
@@ -61,8 +142,9 @@ SENTENCES = (
 @dataclass(frozen=True)
 class Paper:
     """One paper (all its arXiv versions share it)."""
+
     arxiv_id: str
-    submitted_at: str       # ISO 8601, second precision, Z
+    submitted_at: str  # ISO 8601, second precision, Z
     title: str
     authors: tuple[str, ...]
     abstract: str
@@ -85,9 +167,12 @@ def invent_paper(rng: random.Random, arxiv_id: str, submitted_at: str) -> Paper:
     words = {"adj": rng.choice(ADJECTIVES), "subject": rng.choice(SUBJECTS), "setting": rng.choice(SETTINGS)}
     title = rng.choice(PATTERNS).format(**words)
     authors = tuple(_author(rng) for _ in range(rng.randint(1, 6)))
-    abstract = " ".join(rng.choice(SENTENCES).format(adj_lower=words["adj"].lower(), n=rng.randint(2, 40),
-                                                     p=rng.randint(1, 60), **words)
-                        for _ in range(rng.randint(3, 7)))
+    abstract = " ".join(
+        rng.choice(SENTENCES).format(
+            adj_lower=words["adj"].lower(), n=rng.randint(2, 40), p=rng.randint(1, 60), **words
+        )
+        for _ in range(rng.randint(3, 7))
+    )
     primary = rng.choice(CATEGORIES)
     cross = tuple(sorted(set(rng.sample(CATEGORIES, rng.randint(0, 3))) - {primary}))
     return Paper(arxiv_id, submitted_at, title, authors, abstract, primary, cross, rng.choice(LICENSES))

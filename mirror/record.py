@@ -23,7 +23,7 @@ class RecordView:
     authors_text: str
     source: dict
     categories: list
-    aliases: list            # (kind, value) pairs
+    aliases: list  # (kind, value) pairs
     first_computed_at: str
     key_id: str
 
@@ -32,17 +32,31 @@ class RecordView:
         record = bundle.get("canonical_record") or {}
         metadata = record.get("metadata") or {}
         paper = latest_snapshot(bundle).get("paper") or {}
-        receipt = next(((e.get("payload") or {}).get("receipt") or {} for e in bundle.get("events") or []
-                        if isinstance(e, dict) and e.get("event_type") == "record_created"), {})
+        receipt = next(
+            (
+                (e.get("payload") or {}).get("receipt") or {}
+                for e in bundle.get("events") or []
+                if isinstance(e, dict) and e.get("event_type") == "record_created"
+            ),
+            {},
+        )
         return cls(
-            pith_number=bundle.get("pith_number", ""), short_pith_number=bundle.get("short_pith_number", ""),
-            canonical_sha256=bundle.get("canonical_sha256", ""), canonical_record=record,
-            title=paper.get("title", ""), authors_text=paper.get("authors_text", ""),
+            pith_number=bundle.get("pith_number", ""),
+            short_pith_number=bundle.get("short_pith_number", ""),
+            canonical_sha256=bundle.get("canonical_sha256", ""),
+            canonical_record=record,
+            title=paper.get("title", ""),
+            authors_text=paper.get("authors_text", ""),
             source=record.get("source") or {},
             categories=[metadata.get("primary_cat", "")] + list(metadata.get("cross_cats_sorted") or []),
-            aliases=[(a.get("alias_kind", ""), a.get("alias_value", "")) for a in bundle.get("source_aliases") or []
-                     if isinstance(a, dict)],
-            first_computed_at=receipt.get("first_computed_at", ""), key_id=receipt.get("key_id", ""))
+            aliases=[
+                (a.get("alias_kind", ""), a.get("alias_value", ""))
+                for a in bundle.get("source_aliases") or []
+                if isinstance(a, dict)
+            ],
+            first_computed_at=receipt.get("first_computed_at", ""),
+            key_id=receipt.get("key_id", ""),
+        )
 
     @property
     def submitted_date(self) -> str:

@@ -38,8 +38,8 @@ NOT_ALLOWED = text_response(405, headers=(("Allow", "GET, HEAD"),))
 class SiteOptions:
     name: str = "pith-archiver mirror"
     sitemap_page_size: int = 50_000
-    disallow: tuple[str, ...] = ()   # paths robots.txt asks crawlers to avoid
-    cache_size: int = 4096           # record documents kept rendered
+    disallow: tuple[str, ...] = ()  # paths robots.txt asks crawlers to avoid
+    cache_size: int = 4096  # record documents kept rendered
 
 
 class Resolver:
@@ -50,15 +50,27 @@ class Resolver:
         self.options = options
         newest = self.catalog.newest_epoch or None
         self._static = {
-            "/": Response(200, pages.home_page(self.base, options.name, len(self.catalog)).encode("utf-8"),
-                          HTML, newest, document="home"),
-            "/robots.txt": Response(200, pages.robots_txt(self.base, options.disallow).encode("utf-8"),
-                                    TEXT, newest, document="robots"),
-            "/pith-mirrors.json": Response(200, compact_json(pages.mirror_manifest(
-                self.base, options.name, self.catalog.public_keys)), JSON, newest, document="manifest"),
+            "/": Response(
+                200,
+                pages.home_page(self.base, options.name, len(self.catalog)).encode("utf-8"),
+                HTML,
+                newest,
+                document="home",
+            ),
+            "/robots.txt": Response(
+                200, pages.robots_txt(self.base, options.disallow).encode("utf-8"), TEXT, newest, document="robots"
+            ),
+            "/pith-mirrors.json": Response(
+                200,
+                compact_json(pages.mirror_manifest(self.base, options.name, self.catalog.public_keys)),
+                JSON,
+                newest,
+                document="manifest",
+            ),
         }
         key_document = source.signing_key_document or (
-            compact_json(self.catalog.signing_key) if self.catalog.signing_key is not None else None)
+            compact_json(self.catalog.signing_key) if self.catalog.signing_key is not None else None
+        )
         if key_document is not None:
             self._static["/pith-signing-key.json"] = Response(200, key_document, JSON, newest, document="signing_key")
         self._record_document = lru_cache(maxsize=options.cache_size)(self._render)
@@ -72,9 +84,9 @@ class Resolver:
         if static is not None:
             return static
         if path.startswith("/pith/"):
-            return self._record(path[len("/pith/"):], request)
+            return self._record(path[len("/pith/") :], request)
         if path.startswith(WELL_KNOWN) and path.endswith("/bundle.json"):
-            return self._well_known(path[len(WELL_KNOWN):-len("/bundle.json")])
+            return self._well_known(path[len(WELL_KNOWN) : -len("/bundle.json")])
         if path == "/resolve":
             suffix = self.catalog.resolve(request.query.get("id", ""))
             return redirect(links_for(suffix, self.base)["resolver"]) if suffix else NOT_FOUND
@@ -88,7 +100,7 @@ class Resolver:
         identifier, tail, document = rest, "", "page"
         for ending, kind in RECORD_TAILS.items():
             if rest.endswith(ending):
-                identifier, tail, document = rest[:-len(ending)], ending, kind
+                identifier, tail, document = rest[: -len(ending)], ending, kind
         if identifier in self.catalog:
             if document == "page" and request.accepts("accept", JSONLD):
                 document = "jsonld"
@@ -135,7 +147,7 @@ class Resolver:
         elif page == 0:
             text = pages.sitemap_index(pages_needed, self.base)
         elif pages_needed > 1 and page <= pages_needed:
-            text = pages.sitemap_urlset(suffixes[(page - 1) * size:page * size], self.catalog, self.base)
+            text = pages.sitemap_urlset(suffixes[(page - 1) * size : page * size], self.catalog, self.base)
         else:
             return NOT_FOUND
         return Response(200, text.encode("utf-8"), XML, self.catalog.newest_epoch or None, document="sitemap")

@@ -11,6 +11,7 @@ from .server import MirrorServer
 
 def serve_until_signalled(server: MirrorServer, on_ready) -> None:
     """Start ``server``, call ``on_ready(url)``, serve until SIGINT or SIGTERM."""
+
     async def main():
         url = await server.start()
         stop = asyncio.Event()
@@ -20,6 +21,7 @@ def serve_until_signalled(server: MirrorServer, on_ready) -> None:
         on_ready(url)
         await stop.wait()
         await server.close()
+
     asyncio.run(main())
 
 

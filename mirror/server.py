@@ -29,12 +29,13 @@ _BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
 @dataclass(frozen=True, slots=True)
 class LoggedRequest:
     """One answered (or deliberately dropped) request, as a test wants to see it."""
+
     method: str
-    target: str                # path and query as sent
-    path: str                  # decoded path
-    status: int                # 0 when the connection was dropped without an answer
-    headers: dict              # request headers, lower-cased names
-    fault: str | None = None   # "fail_first", "rate_limit", "error", "drop", "truncate", "tamper", ...
+    target: str  # path and query as sent
+    path: str  # decoded path
+    status: int  # 0 when the connection was dropped without an answer
+    headers: dict  # request headers, lower-cased names
+    fault: str | None = None  # "fail_first", "rate_limit", "error", "drop", "truncate", "tamper", ...
     document: str | None = None
     record: str | None = None
 
@@ -54,9 +55,17 @@ class MirrorServer:
     politeness, seen from the server); ``refused_connections`` counts the connections
     answered 503 beyond ``limits.max_connections``."""
 
-    def __init__(self, source: RecordSource, host: str = "127.0.0.1", port: int = 0, public_url: str | None = None,
-                 options: SiteOptions = SiteOptions(), faults: FaultPlan = FaultPlan(), log_size: int = 100_000,
-                 limits: ServerLimits | None = None):
+    def __init__(
+        self,
+        source: RecordSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        public_url: str | None = None,
+        options: SiteOptions = SiteOptions(),
+        faults: FaultPlan = FaultPlan(),
+        log_size: int = 100_000,
+        limits: ServerLimits | None = None,
+    ):
         self.source, self.host, self.port = source, host, port
         self.public_url, self.options = public_url, options
         self.limits = limits or ServerLimits()
@@ -70,8 +79,9 @@ class MirrorServer:
         self.resolver: Resolver | None = None
 
     async def start(self) -> str:
-        self._server = await asyncio.start_server(self._connection, self.host, self.port,
-                                                  limit=self.limits.max_head_bytes, backlog=accept_backlog())
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, limit=self.limits.max_head_bytes, backlog=accept_backlog()
+        )
         host, port = self._server.sockets[0].getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.resolver = Resolver(self.source, self.public_url or self.url, self.options)
@@ -124,11 +134,15 @@ class MirrorServer:
         for what the client already sent: closing on unread input resets the connection,
         which would destroy the 503 on its way."""
         if not self.refused_connections:
-            logger.warning("%d connections open, the most allowed (--max-connections): answering 503",
-                           len(self._connections))
+            logger.warning(
+                "%d connections open, the most allowed (--max-connections): answering 503", len(self._connections)
+            )
         self.refused_connections += 1
-        head, body = encode(_BAD_REQUEST, text_response(503, "too many connections, try again",
-                                                        (("Retry-After", "1"),)), keep_alive=False)
+        head, body = encode(
+            _BAD_REQUEST,
+            text_response(503, "too many connections, try again", (("Retry-After", "1"),)),
+            keep_alive=False,
+        )
         writer.write(head + body)
         writer.write_eof()
         if self._busy_lingering < MAX_BUSY_LINGERING:
@@ -225,16 +239,18 @@ class MirrorServer:
         head, body = encode(request, response, keep_alive)
         truncate = decision.truncate and bool(body)
         # logged before writing, so a client that has its answer finds it in the log
-        self._record(request, int(head[9:12]), "truncate" if truncate else response.fault,
-                     response.document, response.record)
+        self._record(
+            request, int(head[9:12]), "truncate" if truncate else response.fault, response.document, response.record
+        )
         if response.stream is not None:
             writer.write(head)
             sent = request.method == "HEAD" or await self._within_send_timeout(response.stream(writer), writer)
         else:
-            writer.write(head + body[:len(body) // 2] if truncate else head + body)
+            writer.write(head + body[: len(body) // 2] if truncate else head + body)
             # most answers fit the socket's buffer at once: only one the client has not taken yet waits
             sent = not writer.transport.get_write_buffer_size() or await self._within_send_timeout(
-                writer.drain(), writer)
+                writer.drain(), writer
+            )
         return sent and keep_alive and response.stream is None and not truncate
 
     async def _within_send_timeout(self, sending, writer) -> bool:
@@ -248,7 +264,10 @@ class MirrorServer:
             return False
 
     def _record(self, request: Request, status: int, fault: str | None, document=None, record=None) -> None:
-        self._log.append(LoggedRequest(request.method, request.target, request.path, status, request.headers,
-                                       fault, document, record))
+        self._log.append(
+            LoggedRequest(
+                request.method, request.target, request.path, status, request.headers, fault, document, record
+            )
+        )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s %s -> %s%s", request.method, request.target, status, f" [{fault}]" if fault else "")

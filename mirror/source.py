@@ -68,7 +68,7 @@ class CorpusDirectory(RecordSource):
     def _listing(self) -> list[str]:
         """Suffixes of the well-named bundle files; other files are never served."""
         with os.scandir(self.bundles_dir) as entries:
-            names = [e.name[:-len(BUNDLE_EXTENSION)] for e in entries if e.name.endswith(BUNDLE_EXTENSION)]
+            names = [e.name[: -len(BUNDLE_EXTENSION)] for e in entries if e.name.endswith(BUNDLE_EXTENSION)]
         return sorted(n for n in names if SUFFIX_RE.match(n))
 
     def _saved_catalog(self, suffixes: list[str]) -> Catalog | None:

@@ -23,8 +23,16 @@ from math import gcd
 
 from pith.mint import REGISTRY_BASE
 from .catalog import Entry
-from .corpus import REGISTRY_EPOCH, Citable, Planned, corpus_signer, mint_planned, paper_for, planned_records, \
-    record_times
+from .corpus import (
+    REGISTRY_EPOCH,
+    Citable,
+    Planned,
+    corpus_signer,
+    mint_planned,
+    paper_for,
+    planned_records,
+    record_times,
+)
 from .record import compact_json
 from .source import RecordSource
 
@@ -57,7 +65,7 @@ class VirtualCatalog:
         self.seed = seed
         self.numbers: list[str] = []
         self.papers, self.versions = array("I"), array("B")
-        self.first_of_paper = array("I")   # paper index -> its first record's index
+        self.first_of_paper = array("I")  # paper index -> its first record's index
         for index, planned in enumerate(planned_records(seed, records)):
             if planned.paper_index == len(self.first_of_paper):
                 self.first_of_paper.append(index)
@@ -99,8 +107,9 @@ class VirtualCatalog:
         finds records by alias without them."""
         i = self.index[suffix]
         _, built_at = record_times(self.seed, i)
-        return Entry(self.numbers[i], built_at, self.versions[i], (),
-                     tuple(self.numbers[j][-26:] for j in self.cites_of(i)))
+        return Entry(
+            self.numbers[i], built_at, self.versions[i], (), tuple(self.numbers[j][-26:] for j in self.cites_of(i))
+        )
 
     def cited_by(self, suffix: str) -> list[str]:
         return [self.numbers[j][-26:] for j in self.citers_of(self.index[suffix])]
@@ -156,9 +165,18 @@ class VirtualCorpus(RecordSource):
         if i is None:
             return None
         citable = self._citable(i)
-        planned = Planned(citable.pith_number, citable.title, citable.arxiv_id, self.catalog.papers[i],
-                          self.catalog.versions[i])
+        planned = Planned(
+            citable.pith_number, citable.title, citable.arxiv_id, self.catalog.papers[i], self.catalog.versions[i]
+        )
         citers = [self._citable(j) for j in self.catalog.citers_of(i)]
-        bundle = mint_planned(self.signer, self.seed, i, planned, [self._citable(j) for j in self.catalog.cites_of(i)],
-                              citers, len(citers), self.base_url)
+        bundle = mint_planned(
+            self.signer,
+            self.seed,
+            i,
+            planned,
+            [self._citable(j) for j in self.catalog.cites_of(i)],
+            citers,
+            len(citers),
+            self.base_url,
+        )
         return compact_json(bundle)

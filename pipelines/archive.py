@@ -37,8 +37,17 @@ class ArchivePipeline:
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
 
-    def __init__(self, crawler, archive: str, endpoint_url, signer, worker: str, in_flight: int,
-                 commit_every: int = 0, archive_keyrings=()):
+    def __init__(
+        self,
+        crawler,
+        archive: str,
+        endpoint_url,
+        signer,
+        worker: str,
+        in_flight: int,
+        commit_every: int = 0,
+        archive_keyrings=(),
+    ):
         self.crawler = crawler
         self.stats = crawler.stats
         self.archive = archive
@@ -63,9 +72,16 @@ class ArchivePipeline:
         frontier = crawler.get_extension(Frontier)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
             frontier.sign_as(signer.key_id)
-        return cls(crawler, archive, settings.get("AWS_ENDPOINT_URL"), signer,
-                   worker_name(settings.get("PITH_WORKER")), settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
-                   settings.getint("PITH_COMMIT_EVERY"), settings.getlist("PITH_ARCHIVE_KEYRINGS"))
+        return cls(
+            crawler,
+            archive,
+            settings.get("AWS_ENDPOINT_URL"),
+            signer,
+            worker_name(settings.get("PITH_WORKER")),
+            settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
+            settings.getint("PITH_COMMIT_EVERY"),
+            settings.getlist("PITH_ARCHIVE_KEYRINGS"),
+        )
 
     async def open_spider(self):
         def open_writer():
@@ -74,6 +90,7 @@ class ArchivePipeline:
             trusted.add(self.signer.pinned())
             writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
             return writer.open()
+
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
@@ -83,11 +100,17 @@ class ArchivePipeline:
             if isinstance(item, BundleItem):
                 await self._bundle(item)
             elif isinstance(item, FetchFailureItem):
-                await run_in_thread(self.writer.add_failure, item.url, item.reason, item.detail,
-                                    _when(item.fetched_at))
+                await run_in_thread(self.writer.add_failure, item.url, item.reason, item.detail, _when(item.fetched_at))
             elif isinstance(item, StateCheckItem) and not item.matches:
-                await run_in_thread(self.writer.add_failure, item.url, "state_mismatch", item.detail,
-                                    _when(item.fetched_at), item.pith_number, "state.json")
+                await run_in_thread(
+                    self.writer.add_failure,
+                    item.url,
+                    "state_mismatch",
+                    item.detail,
+                    _when(item.fetched_at),
+                    item.pith_number,
+                    "state.json",
+                )
         except StorageError as exc:
             self._stop(exc)
             raise DropItem(f"not archived: {exc}") from exc
@@ -185,12 +208,20 @@ class ArchivePipeline:
         return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
 
     def _params(self) -> dict:
-        return {"archive": self.archive, "worker": self.worker, "version": version(),
-                "crawl_run_id": self.writer.run_id, "spider_args": self._spider_args()}
+        return {
+            "archive": self.archive,
+            "worker": self.worker,
+            "version": version(),
+            "crawl_run_id": self.writer.run_id,
+            "spider_args": self._spider_args(),
+        }
 
     def _spider_args(self) -> dict:
         spider = self.crawler.spider
-        return {"seeds": [f"{s.kind}:{s.value}" for s in getattr(spider, "seeds", [])],
-                "resolver": getattr(getattr(spider, "resolver", None), "base", None),
-                "max_records": getattr(spider, "max_records", 0), "max_depth": getattr(spider, "max_depth", -1),
-                "follow": getattr(spider, "follow", True)}
+        return {
+            "seeds": [f"{s.kind}:{s.value}" for s in getattr(spider, "seeds", [])],
+            "resolver": getattr(getattr(spider, "resolver", None), "base", None),
+            "max_records": getattr(spider, "max_records", 0),
+            "max_depth": getattr(spider, "max_depth", -1),
+            "follow": getattr(spider, "follow", True),
+        }

@@ -44,8 +44,9 @@ class SplitViewPipeline:
             comparison = compare(ours, theirs)
             self.stats.inc_value(f"pith/cross_check/{comparison.relation}")
             if comparison.relation == FORK:
-                item.equivocation = Equivocation.of(item.url, ours, other_url, other_bundle, theirs,
-                                                    comparison.parted_at)
+                item.equivocation = Equivocation.of(
+                    item.url, ours, other_url, other_bundle, theirs, comparison.parted_at
+                )
                 self.stats.inc_value("pith/equivocations")
                 logger.error("split view of %s: %s", verdict.pith_number, item.equivocation.detail)
                 break

@@ -39,8 +39,9 @@ class VerifyPipeline:
         else:
             self.stats.inc_value("pith/rejected")
             self.stats.inc_value(f"pith/rejected/{verdict.reason}")
-            logger.warning("rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>",
-                           verdict.detail)
+            logger.warning(
+                "rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>", verdict.detail
+            )
             if verdict.reason in ("unknown_key", "unsupported_version"):
                 self.count_registry_change(verdict)
             self.signals.send_catch_log(bundle_rejected, url=item.url)

@@ -28,14 +28,26 @@ HASHES = ("bundle_sha256", "canonical_sha256", "raw_sha256")
 TEXTS = ("raw_path", "storage_uri", "run_id")
 
 
-def new_attestation(signer, *, pith_number: str, archive: str, payload: dict,
-                    prev_event: str | None, created_at: str) -> dict:
+def new_attestation(
+    signer, *, pith_number: str, archive: str, payload: dict, prev_event: str | None, created_at: str
+) -> dict:
     """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
     ``archive``. Minting is imported here: checking feeds (``verify``) never signs."""
     from .mint import new_event
     from .signing import utc_now
-    return new_event(signer, EVENT_TYPE, pith_number, TARGET, payload, created_at, utc_now(),
-                     prev_event=prev_event, signer_id=archive, signer_type=SIGNER_TYPE)
+
+    return new_event(
+        signer,
+        EVENT_TYPE,
+        pith_number,
+        TARGET,
+        payload,
+        created_at,
+        utc_now(),
+        prev_event=prev_event,
+        signer_id=archive,
+        signer_type=SIGNER_TYPE,
+    )
 
 
 def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
@@ -73,11 +85,12 @@ def read_attestation(line: bytes, keyring, path: str) -> dict:
 @dataclass
 class Segment:
     """One feed's run of one key's chain."""
-    source: str          # the feed it is in
+
+    source: str  # the feed it is in
     key_id: str
-    where: str           # its first attestation, e.g. lines[0]
-    enters: str | None   # the prev_event its first attestation names
-    leaves: str          # the event_id of its last attestation
+    where: str  # its first attestation, e.g. lines[0]
+    enters: str | None  # the prev_event its first attestation names
+    leaves: str  # the event_id of its last attestation
 
 
 class Chain:

@@ -30,6 +30,7 @@ if orjson is not None:
         except TypeError:  # an int past 64 bits: let the reference encoder write it
             return reference_canon(obj)
 else:  # pragma: no cover
+
     def canon(obj, exact: bool = False) -> bytes:
         return reference_canon(obj)
 

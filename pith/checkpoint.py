@@ -98,7 +98,7 @@ def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, Pi
     cut = note.rfind("\n\n")
     if cut < 0 or not note.endswith("\n"):
         raise Rejected("checkpoint_invalid", "note", "no blank line before the signatures, or no final newline")
-    text, signatures = note[:cut + 1], note[cut + 2:-1].split("\n")
+    text, signatures = note[: cut + 1], note[cut + 2 : -1].split("\n")
     checkpoint = parse_checkpoint(text)
     key = keyring.get(checkpoint.key_id)
     if key is None:
@@ -110,15 +110,19 @@ def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, Pi
         name, blob = _signature_line(line, f"note.signatures[{index}]")
         if name == checkpoint.origin and blob[:4] == ours:
             if not key.verify(text.encode("utf-8"), blob[4:]):
-                raise Rejected("checkpoint_signature_invalid", f"note.signatures[{index}]",
-                               f"does not verify under {key.key_id}")
+                raise Rejected(
+                    "checkpoint_signature_invalid", f"note.signatures[{index}]", f"does not verify under {key.key_id}"
+                )
             return checkpoint, key
-    raise Rejected("checkpoint_signature_invalid", "note.signatures",
-                   f"no signature by the pinned key {key.key_id} under the name {checkpoint.origin}")
+    raise Rejected(
+        "checkpoint_signature_invalid",
+        "note.signatures",
+        f"no signature by the pinned key {key.key_id} under the name {checkpoint.origin}",
+    )
 
 
 def _signature_line(line: str, path: str) -> tuple[str, bytes]:
-    name, _, encoded = line[len(DASH):].partition(" ") if line.startswith(DASH) else ("", "", "")
+    name, _, encoded = line[len(DASH) :].partition(" ") if line.startswith(DASH) else ("", "", "")
     try:
         blob = base64.b64decode(encoded, validate=True)
     except binascii.Error:

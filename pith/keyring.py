@@ -39,8 +39,17 @@ ROLES = (REGISTRY, ARCHIVE)
 A_KEY = {REGISTRY: "a registry key", ARCHIVE: "an archive key"}  # for messages
 SIGNING_KEY_TYPE = "pith_archiver_signing_key"  # a private key file (pith.signing.Signer.save)
 
-SIGNATURE_MEMBERS = frozenset({"signature_status", "algorithm", "key_id", "public_key_fingerprint",
-                               "signature_b64", "signed_message", "signed_at"})
+SIGNATURE_MEMBERS = frozenset(
+    {
+        "signature_status",
+        "algorithm",
+        "key_id",
+        "public_key_fingerprint",
+        "signature_b64",
+        "signed_message",
+        "signed_at",
+    }
+)
 
 
 class KeyringError(ValueError):
@@ -68,7 +77,7 @@ class PinnedKey:
     fingerprint: str  # fingerprint_sha256_hex
     role: str = REGISTRY
     not_before: datetime | None = None  # signatures made earlier are key_not_yet_valid
-    not_after: datetime | None = None   # what the key signs dated later is key_retired
+    not_after: datetime | None = None  # what the key signs dated later is key_retired
 
     def check_window(self, path: str, created_at=UNDATED, signed_at=UNDATED) -> None:
         """Hold a signature to this key's validity window. ``created_at`` dates what was
@@ -84,11 +93,17 @@ class PinnedKey:
             if moment is None:
                 raise Rejected("schema_violation", path, f"{label} {text!r} is not an RFC 3339 timestamp")
             if self.not_after is not None and moment > self.not_after:
-                raise Rejected("key_retired", path, f"{self.key_id} retired at {_stamp(self.not_after)}; "
-                                                    f"this was {label.split('_')[0]} at {text}")
+                raise Rejected(
+                    "key_retired",
+                    path,
+                    f"{self.key_id} retired at {_stamp(self.not_after)}; this was {label.split('_')[0]} at {text}",
+                )
             if ends and self.not_before is not None and moment < self.not_before:
-                raise Rejected("key_not_yet_valid", path, f"{self.key_id} is valid from {_stamp(self.not_before)}; "
-                                                          f"this was signed at {text}")
+                raise Rejected(
+                    "key_not_yet_valid",
+                    path,
+                    f"{self.key_id} is valid from {_stamp(self.not_before)}; this was signed at {text}",
+                )
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         try:
@@ -99,11 +114,19 @@ class PinnedKey:
 
     def document(self) -> dict:
         """This key shaped like a bundle's ``public_keys`` entry (with its window, if any)."""
-        window = {name: _stamp(value) for name, value in (("not_before", self.not_before),
-                                                          ("not_after", self.not_after)) if value is not None}
-        return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
-                "public_key_b64": base64.b64encode(self.raw).decode("ascii"),
-                **key_fingerprints(self.raw), **window}
+        window = {
+            name: _stamp(value)
+            for name, value in (("not_before", self.not_before), ("not_after", self.not_after))
+            if value is not None
+        }
+        return {
+            "key_id": self.key_id,
+            "algorithm": "ed25519",
+            "format": "raw",
+            "public_key_b64": base64.b64encode(self.raw).decode("ascii"),
+            **key_fingerprints(self.raw),
+            **window,
+        }
 
 
 def _stamp(moment: datetime) -> str:
@@ -173,8 +196,9 @@ class Keyring:
         if known is not None and known.raw != key.raw:
             raise KeyringError(f"key_id {key.key_id} is pinned twice with different keys")
         if known is not None and known.role != key.role:
-            raise KeyringError(f"key {key.key_id} is pinned both as {A_KEY[known.role]} and as {A_KEY[key.role]}: "
-                               "a key has one role")
+            raise KeyringError(
+                f"key {key.key_id} is pinned both as {A_KEY[known.role]} and as {A_KEY[key.role]}: a key has one role"
+            )
         if known is not None:  # pinned twice: the narrower window of the two holds
             starts = [moment for moment in (known.not_before, key.not_before) if moment is not None]
             ends = [moment for moment in (known.not_after, key.not_after) if moment is not None]
@@ -217,9 +241,18 @@ class Keyring:
     def __iter__(self):
         return iter(self._keys.values())
 
-    def check_signature(self, sig: dict, message: bytes, path: str, invalid_reason: str,
-                        members: frozenset | None = None, *, role: str, created_at=UNDATED,
-                        signed_at=UNDATED) -> PinnedKey:
+    def check_signature(
+        self,
+        sig: dict,
+        message: bytes,
+        path: str,
+        invalid_reason: str,
+        members: frozenset | None = None,
+        *,
+        role: str,
+        created_at=UNDATED,
+        signed_at=UNDATED,
+    ) -> PinnedKey:
         """Verify a signature object (``key_id``, ``public_key_fingerprint``,
         ``algorithm``, ``signature_b64``) over ``message`` with the pinned key, which
         must have ``role`` (a key of the other role is ``wrong_key_role``) and hold
@@ -238,11 +271,17 @@ class Keyring:
         if key is None:
             raise Rejected("unknown_key", f"{path}.key_id", f"{sig.get('key_id')!r} is not pinned")
         if sig.get("public_key_fingerprint") != key.fingerprint:
-            raise Rejected("key_fingerprint_mismatch", f"{path}.public_key_fingerprint",
-                           f"pinned {key.key_id} has fingerprint {key.fingerprint}")
+            raise Rejected(
+                "key_fingerprint_mismatch",
+                f"{path}.public_key_fingerprint",
+                f"pinned {key.key_id} has fingerprint {key.fingerprint}",
+            )
         if key.role != role:
-            raise Rejected("wrong_key_role", f"{path}.key_id",
-                           f"{key.key_id} is pinned as {A_KEY[key.role]}; only {A_KEY[role]} may sign this")
+            raise Rejected(
+                "wrong_key_role",
+                f"{path}.key_id",
+                f"{key.key_id} is pinned as {A_KEY[key.role]}; only {A_KEY[role]} may sign this",
+            )
         encoded = sig.get("signature_b64")
         try:
             signature = base64.b64decode(encoded, validate=True)
@@ -251,7 +290,10 @@ class Keyring:
         if len(signature) != 64 or not key.verify(message, signature):
             raise Rejected(invalid_reason, f"{path}.signature_b64", f"does not verify under {key.key_id}")
         if base64.b64encode(signature).decode("ascii") != encoded:
-            raise Rejected("schema_violation", f"{path}.signature_b64",
-                           "not canonical base64 (its spare bits could spell the same signature many ways)")
+            raise Rejected(
+                "schema_violation",
+                f"{path}.signature_b64",
+                "not canonical base64 (its spare bits could spell the same signature many ways)",
+            )
         key.check_window(f"{path}.key_id", created_at, signed_at)
         return key

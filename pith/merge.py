@@ -25,8 +25,8 @@ LISTS = {
 
 @dataclass
 class MergeResult:
-    state: dict          # without state_sha256
-    inferred: list       # event types merged by an inferred rule, in first-seen order
+    state: dict  # without state_sha256
+    inferred: list  # event types merged by an inferred rule, in first-seen order
 
 
 def entry(event: dict) -> dict:

@@ -83,11 +83,11 @@ class Tree:
             count = len(row) // HASH_SIZE
             if count % 2:
                 return
-            node = node_hash(bytes(row[-2 * HASH_SIZE:-HASH_SIZE]), node)
+            node = node_hash(bytes(row[-2 * HASH_SIZE : -HASH_SIZE]), node)
             level += 1
 
     def leaf(self, index: int) -> bytes:
-        return bytes(self._levels[0][index * HASH_SIZE:(index + 1) * HASH_SIZE])
+        return bytes(self._levels[0][index * HASH_SIZE : (index + 1) * HASH_SIZE])
 
     def _hash(self, start: int, end: int) -> bytes:
         """MTH of leaves [start, end): a perfect aligned range is looked up, any other
@@ -96,7 +96,7 @@ class Tree:
         if width & (width - 1) == 0 and start % width == 0:
             level = width.bit_length() - 1
             at = (start >> level) * HASH_SIZE
-            return bytes(self._levels[level][at:at + HASH_SIZE])
+            return bytes(self._levels[level][at : at + HASH_SIZE])
         middle = start + _split(width)
         return node_hash(self._hash(start, middle), self._hash(middle, end))
 

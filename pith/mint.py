@@ -13,40 +13,92 @@ REGISTRY_BASE = "https://pith.science"
 
 
 def links_for(suffix: str, base: str = REGISTRY_BASE) -> dict:
-    return {"resolver": f"{base}/pith/{suffix}", "bundle": f"{base}/pith/{suffix}/bundle.json",
-            "state": f"{base}/pith/{suffix}/state.json",
-            "well_known_bundle": f"{base}/.well-known/pith/{suffix}/bundle.json"}
+    return {
+        "resolver": f"{base}/pith/{suffix}",
+        "bundle": f"{base}/pith/{suffix}/bundle.json",
+        "state": f"{base}/pith/{suffix}/state.json",
+        "well_known_bundle": f"{base}/.well-known/pith/{suffix}/bundle.json",
+    }
 
 
 def mirror_hint(suffix: str, base: str = REGISTRY_BASE, name: str = "Pith Resolver", status: str = "primary") -> dict:
     links = links_for(suffix, base)
-    return {"mirror_type": "https", "name": name, "base_url": base, "bundle_url": links["bundle"],
-            "state_url": links["state"], "well_known_bundle_url": links["well_known_bundle"], "status": status}
+    return {
+        "mirror_type": "https",
+        "name": name,
+        "base_url": base,
+        "bundle_url": links["bundle"],
+        "state_url": links["state"],
+        "well_known_bundle_url": links["well_known_bundle"],
+        "status": status,
+    }
 
 
-def record_event(signer: Signer, number: str, record: dict, canonical: str, created_at: str,
-                 signed_at: str, builder: str = "pith-number-builder-test") -> dict:
+def record_event(
+    signer: Signer,
+    number: str,
+    record: dict,
+    canonical: str,
+    created_at: str,
+    signed_at: str,
+    builder: str = "pith-number-builder-test",
+) -> dict:
     source = record["source"]
-    receipt = {"kind": "pith_receipt", "key_id": signer.key_id, "algorithm": "ed25519",
-               "signed_at": signed_at, "signature_b64": signer.sign_b64(canonical),
-               "signed_message": "canonical_sha256_bytes", "builder_version": builder,
-               "receipt_version": "0.3", "canonical_sha256": canonical, "last_reissued_at": signed_at,
-               "signature_status": "signed_v1", "first_computed_at": signed_at,
-               "public_key_fingerprint": signer.fingerprint}
-    payload = {"canonical_record": record, "canonical_sha256": canonical, "receipt": receipt,
-               "source_kind": source["kind"], "source_id": source["id"],
-               "source_version": source["version"], "attestation_state": "computed"}
+    receipt = {
+        "kind": "pith_receipt",
+        "key_id": signer.key_id,
+        "algorithm": "ed25519",
+        "signed_at": signed_at,
+        "signature_b64": signer.sign_b64(canonical),
+        "signed_message": "canonical_sha256_bytes",
+        "builder_version": builder,
+        "receipt_version": "0.3",
+        "canonical_sha256": canonical,
+        "last_reissued_at": signed_at,
+        "signature_status": "signed_v1",
+        "first_computed_at": signed_at,
+        "public_key_fingerprint": signer.fingerprint,
+    }
+    payload = {
+        "canonical_record": record,
+        "canonical_sha256": canonical,
+        "receipt": receipt,
+        "source_kind": source["kind"],
+        "source_id": source["id"],
+        "source_version": source["version"],
+        "attestation_state": "computed",
+    }
     return new_event(signer, "record_created", number, "record", payload, created_at, signed_at)
 
 
-def new_event(signer: Signer, event_type: str, subject: str, target: str, payload: dict,
-              created_at: str, signed_at: str, prev_event=None, signer_id: str = "pith.science",
-              signer_type: str = "pith_registry") -> dict:
-    event = {"event_type": event_type, "subject_pith_number": subject, "target": target,
-             "payload": payload,
-             "signer": {"signer_id": signer_id, "signer_type": signer_type, "key_id": signer.key_id,
-                        "public_key_fingerprint": signer.fingerprint},
-             "created_at": created_at, "supersedes": [], "prev_event": prev_event, "schema_version": "1.0"}
+def new_event(
+    signer: Signer,
+    event_type: str,
+    subject: str,
+    target: str,
+    payload: dict,
+    created_at: str,
+    signed_at: str,
+    prev_event=None,
+    signer_id: str = "pith.science",
+    signer_type: str = "pith_registry",
+) -> dict:
+    event = {
+        "event_type": event_type,
+        "subject_pith_number": subject,
+        "target": target,
+        "payload": payload,
+        "signer": {
+            "signer_id": signer_id,
+            "signer_type": signer_type,
+            "key_id": signer.key_id,
+            "public_key_fingerprint": signer.fingerprint,
+        },
+        "created_at": created_at,
+        "supersedes": [],
+        "prev_event": prev_event,
+        "schema_version": "1.0",
+    }
     return signer.sign_event(event, signed_at)
 
 
@@ -67,24 +119,44 @@ def sign_bundle(bundle: dict, signer: Signer, signed_at: str) -> dict:
     return body
 
 
-def mint_bundle(signer: Signer, record: dict, aliases: list, extra_events: list, created_at: str,
-                built_at: str, base: str = REGISTRY_BASE) -> dict:
+def mint_bundle(
+    signer: Signer,
+    record: dict,
+    aliases: list,
+    extra_events: list,
+    created_at: str,
+    built_at: str,
+    base: str = REGISTRY_BASE,
+) -> dict:
     """A complete bundle for ``record``; ``extra_events`` are (type, target, payload) triples
     appended after ``record_created`` (usually one graph_snapshot)."""
     canonical = canon_sha256(record)
     number = pith_number(canonical, record["metadata"]["submitted_at"])
     suffix = pith_suffix(canonical)
-    shorts = [{"alias_kind": f"pith_short_{n}", "alias_value": suffix[:n], "created_at": created_at}
-              for n in sorted(SHORT_LENGTHS, key=str)]
+    shorts = [
+        {"alias_kind": f"pith_short_{n}", "alias_value": suffix[:n], "created_at": created_at}
+        for n in sorted(SHORT_LENGTHS, key=str)
+    ]
     events = [record_event(signer, number, record, canonical, created_at, built_at)]
-    events += [new_event(signer, kind, number, target, payload, created_at, built_at)
-               for kind, target, payload in extra_events]
+    events += [
+        new_event(signer, kind, number, target, payload, created_at, built_at) for kind, target, payload in extra_events
+    ]
     source = record["source"]
-    bundle = {"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": number,
-              "short_pith_number": short_pith_number(suffix), "canonical_record": record,
-              "canonical_sha256": canonical,
-              "source": {"kind": source["kind"], "id": source["id"], "version": source["version"]},
-              "source_aliases": aliases + shorts, "events": events, "timestamp_proofs": [],
-              "mirror_hints": [mirror_hint(suffix, base)], "public_keys": [signer.public_document()],
-              "merge_version": MERGE_VERSION, "built_at": built_at, "links": links_for(suffix, base)}
+    bundle = {
+        "bundle_type": "pith_open_graph_bundle",
+        "bundle_version": "1.0",
+        "pith_number": number,
+        "short_pith_number": short_pith_number(suffix),
+        "canonical_record": record,
+        "canonical_sha256": canonical,
+        "source": {"kind": source["kind"], "id": source["id"], "version": source["version"]},
+        "source_aliases": aliases + shorts,
+        "events": events,
+        "timestamp_proofs": [],
+        "mirror_hints": [mirror_hint(suffix, base)],
+        "public_keys": [signer.public_document()],
+        "merge_version": MERGE_VERSION,
+        "built_at": built_at,
+        "links": links_for(suffix, base),
+    }
     return seal(bundle, signer, built_at)

@@ -56,6 +56,7 @@ def padded_bound(compact_size: int) -> int:
 class Document:
     """A parsed document; ``exact`` is true when orjson's canonical bytes equal the
     reference ones for it (no floats, no integers past 64 bits)."""
+
     data: object
     exact: bool
     size: int
@@ -175,8 +176,12 @@ def _check_padding(document: Document, raw: bytes, limits: Limits) -> Document:
     if limits.compact and len(raw) > PADDING_BYTES:
         compact = len(json.dumps(document.data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         if len(raw) > padded_bound(compact):
-            raise Rejected("not_compact", "", f"{len(raw)} bytes where the compact encoding takes {compact} "
-                                              f"(at most {padded_bound(compact)} allowed)")
+            raise Rejected(
+                "not_compact",
+                "",
+                f"{len(raw)} bytes where the compact encoding takes {compact} "
+                f"(at most {padded_bound(compact)} allowed)",
+            )
     return document
 
 

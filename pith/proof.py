@@ -22,9 +22,14 @@ MEMBERS = ("pith_number", "attestation", "leaf_index", "tree_size", "inclusion_p
 
 
 def proof_document(attestation: dict, leaf_index: int, proof: list[bytes], note: str, tree_size: int) -> dict:
-    return {"pith_number": attestation["subject_pith_number"], "attestation": attestation,
-            "leaf_index": leaf_index, "tree_size": tree_size,
-            "inclusion_proof": [base64.b64encode(node).decode("ascii") for node in proof], "checkpoint": note}
+    return {
+        "pith_number": attestation["subject_pith_number"],
+        "attestation": attestation,
+        "leaf_index": leaf_index,
+        "tree_size": tree_size,
+        "inclusion_proof": [base64.b64encode(node).decode("ascii") for node in proof],
+        "checkpoint": note,
+    }
 
 
 def check_proof(document, keyring: Keyring) -> Checkpoint:
@@ -33,8 +38,13 @@ def check_proof(document, keyring: Keyring) -> Checkpoint:
     attestation to the checkpoint's root; Rejected names the first thing that fails."""
     if not isinstance(document, dict) or sorted(document) != sorted(MEMBERS):
         raise Rejected("schema_violation", "proof", f"expected an object of exactly {', '.join(MEMBERS)}")
-    for name, kind in (("pith_number", str), ("leaf_index", int), ("tree_size", int), ("inclusion_proof", list),
-                       ("checkpoint", str)):
+    for name, kind in (
+        ("pith_number", str),
+        ("leaf_index", int),
+        ("tree_size", int),
+        ("inclusion_proof", list),
+        ("checkpoint", str),
+    ):
         if not isinstance(document[name], kind) or isinstance(document[name], bool):
             raise Rejected("schema_violation", f"proof.{name}", f"expected {kind.__name__}")
     content = check_attestation(document["attestation"], keyring, "attestation")
@@ -43,15 +53,22 @@ def check_proof(document, keyring: Keyring) -> Checkpoint:
         raise Rejected("subject_mismatch", "attestation.subject_pith_number", f"not {document['pith_number']}")
     checkpoint, key = open_checkpoint(document["checkpoint"], keyring)
     if key.key_id != attestation["signature"]["key_id"]:
-        raise Rejected("inclusion_proof_invalid", "checkpoint",
-                       f"is the log of {key.key_id}, the attestation is signed by {attestation['signature']['key_id']}")
+        raise Rejected(
+            "inclusion_proof_invalid",
+            "checkpoint",
+            f"is the log of {key.key_id}, the attestation is signed by {attestation['signature']['key_id']}",
+        )
     if document["tree_size"] != checkpoint.size:
         raise Rejected("inclusion_proof_invalid", "proof.tree_size", f"the checkpoint's tree has {checkpoint.size}")
     path = [_hash(node, f"proof.inclusion_proof[{i}]") for i, node in enumerate(document["inclusion_proof"])]
-    if not verify_inclusion(leaf_hash(bytes.fromhex(content)), document["leaf_index"], checkpoint.size, path,
-                            checkpoint.root):
-        raise Rejected("inclusion_proof_invalid", "proof.inclusion_proof",
-                       f"does not lead from leaf {document['leaf_index']} to the root of {checkpoint.size} leaves")
+    if not verify_inclusion(
+        leaf_hash(bytes.fromhex(content)), document["leaf_index"], checkpoint.size, path, checkpoint.root
+    ):
+        raise Rejected(
+            "inclusion_proof_invalid",
+            "proof.inclusion_proof",
+            f"does not lead from leaf {document['leaf_index']} to the root of {checkpoint.size} leaves",
+        )
     return checkpoint
 
 

@@ -21,12 +21,12 @@ REASONS = {
     "unknown_key": "a signature names a key that is not in the pinned keyring",
     "key_fingerprint_mismatch": "a key's hex, fingerprint or pinned identity disagree",
     "key_retired": "a signature is by a pinned key whose validity window had closed when the signed thing was "
-                   "created or signed (the registry rotated to another key)",
+    "created or signed (the registry rotated to another key)",
     "key_not_yet_valid": "a signature is dated before the pinned key's validity window opens",
     "unsupported_version": "the bundle declares a bundle_version or merge_version this archiver does not know: "
-                           "an upgrade is needed, nothing is guessed",
+    "an upgrade is needed, nothing is guessed",
     "wrong_key_role": "a signature is by a pinned key whose role may not sign it (an archive key signing a "
-                      "registry record, or a registry key signing a manifest or attestation)",
+    "registry record, or a registry key signing a manifest or attestation)",
     "receipt_signature_invalid": "the receipt signature does not verify under the pinned key",
     "event_hash_mismatch": "an event's content_sha256 does not hash its content",
     "event_id_mismatch": "an event_id is not 'sha256:' + content_sha256",
@@ -43,9 +43,9 @@ REASONS = {
     "manifest_signature_invalid": "an archive manifest's signature does not verify under the pinned key",
     # archive history and storage attestations
     "not_append_only": "a new version of a record lacks events of its archived current version, or was built "
-                       "before it (a fork or a rollback): kept as evidence, not made current",
+    "before it (a fork or a rollback): kept as evidence, not made current",
     "equivocation": "two resolvers served copies of one record whose events fork (neither is a prefix of the "
-                    "other): a split view; both copies kept as evidence",
+    "other): a split view; both copies kept as evidence",
     "attestation_mismatch": "a storage attestation names an object that its run's manifest does not list as attested",
     # transparency logs: checkpoints and inclusion proofs (docs/TRANSPARENCY.md)
     "checkpoint_invalid": "a checkpoint is not a signed note of origin, tree size and root hash lines",

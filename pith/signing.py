@@ -23,6 +23,7 @@ def utc_now() -> str:
 @dataclass(frozen=True)
 class Signer:
     """An Ed25519 private key with the key_id it signs under."""
+
     key_id: str
     seed: bytes
 
@@ -53,9 +54,13 @@ class Signer:
 
     def public_document(self) -> dict:
         """The public half, shaped like a bundle's ``public_keys`` entry."""
-        return {"key_id": self.key_id, "algorithm": "ed25519", "format": "raw",
-                "public_key_b64": base64.b64encode(self.public_raw).decode("ascii"),
-                **key_fingerprints(self.public_raw)}
+        return {
+            "key_id": self.key_id,
+            "algorithm": "ed25519",
+            "format": "raw",
+            "public_key_b64": base64.b64encode(self.public_raw).decode("ascii"),
+            **key_fingerprints(self.public_raw),
+        }
 
     def archive_key_document(self) -> dict:
         """The key document an archive publishes (keys/<key_id>.json, ``keys generate``):
@@ -66,9 +71,15 @@ class Signer:
         return base64.b64encode(self._key.sign(bytes.fromhex(digest_hex)).signature).decode("ascii")
 
     def signature(self, digest_hex: str, signed_message: str, signed_at: str | None = None) -> dict:
-        return {"signature_status": "signed_v1", "algorithm": "ed25519", "key_id": self.key_id,
-                "public_key_fingerprint": self.fingerprint, "signature_b64": self.sign_b64(digest_hex),
-                "signed_message": signed_message, "signed_at": signed_at or utc_now()}
+        return {
+            "signature_status": "signed_v1",
+            "algorithm": "ed25519",
+            "key_id": self.key_id,
+            "public_key_fingerprint": self.fingerprint,
+            "signature_b64": self.sign_b64(digest_hex),
+            "signed_message": signed_message,
+            "signed_at": signed_at or utc_now(),
+        }
 
     def sign_event(self, event: dict, signed_at: str | None = None) -> dict:
         """Return ``event`` with content_sha256, event_id and signature set."""
@@ -85,8 +96,13 @@ class Signer:
         """Write the private key file (mode 0600): key_id and the 32-byte seed."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"key_type": SIGNING_KEY_TYPE, "key_id": self.key_id, "algorithm": "ed25519",
-               "seed_b64": base64.b64encode(self.seed).decode("ascii"), "public": self.archive_key_document()}
+        doc = {
+            "key_type": SIGNING_KEY_TYPE,
+            "key_id": self.key_id,
+            "algorithm": "ed25519",
+            "seed_b64": base64.b64encode(self.seed).decode("ascii"),
+            "public": self.archive_key_document(),
+        }
         path.touch(mode=0o600, exist_ok=True)
         path.write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 

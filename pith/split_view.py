@@ -16,7 +16,7 @@ SAME, EXTENDS, FORK = "same", "extends", "fork"
 
 @dataclass(frozen=True)
 class Comparison:
-    relation: str   # SAME (equal event lists), EXTENDS (one list is a proper prefix of the other) or FORK
+    relation: str  # SAME (equal event lists), EXTENDS (one list is a proper prefix of the other) or FORK
     parted_at: int  # the first position where the lists differ (the shorter one's length when one extends)
 
 
@@ -37,15 +37,28 @@ def compare(first: Sequence[str], second: Sequence[str]) -> Comparison:
 @dataclass(frozen=True)
 class Equivocation:
     """This copy of a record forks from the copy of it that another resolver served."""
+
     other_url: str
     other_bundle_sha256: str
     detail: str
 
     @classmethod
-    def of(cls, url: str, ours: Sequence[str], other_url: str, other_bundle_sha256: str, theirs: Sequence[str],
-           parted_at: int) -> "Equivocation":
+    def of(
+        cls,
+        url: str,
+        ours: Sequence[str],
+        other_url: str,
+        other_bundle_sha256: str,
+        theirs: Sequence[str],
+        parted_at: int,
+    ) -> "Equivocation":
         """This copy (``url``, event ids ``ours``) against the other, parted at ``parted_at`` (see ``compare``)."""
-        return cls(other_url, other_bundle_sha256, (
-            f"{url} and {other_url} serve forked histories of the record: at events[{parted_at}] one holds "
-            f"{ours[parted_at]}, the other {theirs[parted_at]} ({len(ours)} and {len(theirs)} events); "
-            "neither extends the other"))
+        return cls(
+            other_url,
+            other_bundle_sha256,
+            (
+                f"{url} and {other_url} serve forked histories of the record: at events[{parted_at}] one holds "
+                f"{ours[parted_at]}, the other {theirs[parted_at]} ({len(ours)} and {len(theirs)} events); "
+                "neither extends the other"
+            ),
+        )

@@ -34,8 +34,8 @@ TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2
 
 @dataclass
 class Verdict:
-    status: str                      # "verified" or "rejected"
-    reason: str = ""                 # a code from pith.reasons.REASONS when rejected
+    status: str  # "verified" or "rejected"
+    reason: str = ""  # a code from pith.reasons.REASONS when rejected
     path: str = ""
     detail: str = ""
     pith_number: str | None = None
@@ -44,8 +44,8 @@ class Verdict:
     state_sha256: str | None = None
     bundle: dict | None = field(default=None, repr=False)  # the parsed document, once it parsed
     exact: bool = False  # pith.canonical.canon may take its fast path on ``bundle``
-    merge_confirmed: bool = True      # false: some event types merged by a rule only inferred
-    inferred_types: tuple = ()        # those event types, in first-seen order
+    merge_confirmed: bool = True  # false: some event types merged by a rule only inferred
+    inferred_types: tuple = ()  # those event types, in first-seen order
     merge_inferred_match: bool | None = None  # the inferred rule recomputes exactly the signed state
 
     @property
@@ -53,12 +53,25 @@ class Verdict:
         return self.status == "verified"
 
     def as_dict(self) -> dict:
-        merge = {} if self.merge_confirmed else {
-            "merge_confirmed": False, "inferred_types": list(self.inferred_types),
-            "merge_inferred_match": self.merge_inferred_match}
-        return {"status": self.status, "reason": self.reason or None, "path": self.path or None,
-                "detail": self.detail or None, "pith_number": self.pith_number,
-                "canonical_sha256": self.canonical_sha256, "bundle_sha256": self.bundle_sha256, **merge}
+        merge = (
+            {}
+            if self.merge_confirmed
+            else {
+                "merge_confirmed": False,
+                "inferred_types": list(self.inferred_types),
+                "merge_inferred_match": self.merge_inferred_match,
+            }
+        )
+        return {
+            "status": self.status,
+            "reason": self.reason or None,
+            "path": self.path or None,
+            "detail": self.detail or None,
+            "pith_number": self.pith_number,
+            "canonical_sha256": self.canonical_sha256,
+            "bundle_sha256": self.bundle_sha256,
+            **merge,
+        }
 
 
 def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Verdict:
@@ -76,13 +89,19 @@ def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
         facts = check_bundle(bundle, keyring, exact)
     except Rejected as rejected:
         number = bundle.get("pith_number") if isinstance(bundle, dict) else None
-        return Verdict("rejected", rejected.reason, rejected.path, rejected.detail,
-                       pith_number=number if isinstance(number, str) else None,
-                       bundle=bundle if isinstance(bundle, dict) else None)
+        return Verdict(
+            "rejected",
+            rejected.reason,
+            rejected.path,
+            rejected.detail,
+            pith_number=number if isinstance(number, str) else None,
+            bundle=bundle if isinstance(bundle, dict) else None,
+        )
     return Verdict("verified", bundle=bundle, exact=exact, **facts)
 
 
 # --- schema helpers --------------------------------------------------------------
+
 
 def _need(obj: dict, key: str, kind, path: str):
     value = obj.get(key)
@@ -113,6 +132,7 @@ def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
 
 # --- the checks ------------------------------------------------------------------
 
+
 def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     if not isinstance(bundle, dict):
         raise Rejected("schema_violation", "", f"a bundle is an object, found {type(bundle).__name__}")
@@ -124,8 +144,9 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     aliases = _need(bundle, "source_aliases", list, "")
     events = _need(bundle, "events", list, "")
     state = _need(bundle, "state", dict, "")
-    submitted = _need(_need(record, "metadata", dict, "canonical_record."), "submitted_at", str,
-                      "canonical_record.metadata.")
+    submitted = _need(
+        _need(record, "metadata", dict, "canonical_record."), "submitted_at", str, "canonical_record.metadata."
+    )
 
     created_index = _check_record(bundle, record, canonical, events, state, exact)
     _check_numbers(bundle, number, canonical, submitted, aliases, state)
@@ -133,20 +154,32 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     receipt_path = f"events[{created_index}].payload."
     receipt = _signature_block(events[created_index]["payload"], "receipt", RECEIPT_MESSAGE, receipt_path)
     if receipt.get("canonical_sha256") != canonical:
-        raise Rejected("canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256",
-                       "the receipt signs another hash")
-    keyring.check_signature(receipt, bytes.fromhex(canonical), f"{receipt_path}receipt", "receipt_signature_invalid",
-                            role=REGISTRY, created_at=receipt.get("signed_at"))
+        raise Rejected(
+            "canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256", "the receipt signs another hash"
+        )
+    keyring.check_signature(
+        receipt,
+        bytes.fromhex(canonical),
+        f"{receipt_path}receipt",
+        "receipt_signature_invalid",
+        role=REGISTRY,
+        created_at=receipt.get("signed_at"),
+    )
     for index, event in enumerate(events):
         check_event(event, keyring, f"events[{index}]", number, exact)
     merged = merge(number, aliases, events)
     state_sha256, body = _check_state(merged, state, exact)
     bundle_sha256 = _check_bundle_signature(bundle, keyring, exact)
-    facts = {"pith_number": number, "canonical_sha256": canonical,
-             "bundle_sha256": bundle_sha256, "state_sha256": state_sha256}
+    facts = {
+        "pith_number": number,
+        "canonical_sha256": canonical,
+        "bundle_sha256": bundle_sha256,
+        "state_sha256": state_sha256,
+    }
     if merged.inferred:
-        facts.update(merge_confirmed=False, inferred_types=tuple(merged.inferred),
-                     merge_inferred_match=merged.state == body)
+        facts.update(
+            merge_confirmed=False, inferred_types=tuple(merged.inferred), merge_inferred_match=merged.state == body
+        )
     return facts
 
 
@@ -155,8 +188,11 @@ def _check_versions(bundle) -> None:
     for key, known in (("bundle_version", BUNDLE_VERSIONS), ("merge_version", (MERGE_VERSION,))):
         value = _need(bundle, key, str, "")
         if value not in known:
-            raise Rejected("unsupported_version", key,
-                           f"{key} {value[:64]!r}; this archiver knows {', '.join(map(repr, known))}: upgrade it")
+            raise Rejected(
+                "unsupported_version",
+                key,
+                f"{key} {value[:64]!r}; this archiver knows {', '.join(map(repr, known))}: upgrade it",
+            )
 
 
 def _check_record(bundle, record, canonical, events, state, exact) -> int:
@@ -195,8 +231,11 @@ def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None
         if isinstance(kind, str) and kind.startswith("pith_short_"):
             length = int(kind[11:]) if kind[11:] in {str(n) for n in SHORT_LENGTHS} else None
             if length is None or alias.get("alias_value") != suffix[:length]:
-                raise Rejected("pith_number_mismatch", f"source_aliases[{index}].alias_value",
-                               f"{kind} is not derived from the hash")
+                raise Rejected(
+                    "pith_number_mismatch",
+                    f"source_aliases[{index}].alias_value",
+                    f"{kind} is not derived from the hash",
+                )
 
 
 def _check_public_keys(bundle, keyring) -> None:
@@ -217,12 +256,14 @@ def _check_public_keys(bundle, keyring) -> None:
                 raise Rejected("key_fingerprint_mismatch", f"{path}{name}", "does not match public_key_b64")
         pinned = keyring.get(entry.get("key_id"))
         if pinned is not None and pinned.raw != raw:
-            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64",
-                           f"differs from the pinned key {pinned.key_id}")
+            raise Rejected(
+                "key_fingerprint_mismatch", f"{path}public_key_b64", f"differs from the pinned key {pinned.key_id}"
+            )
 
 
-def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: bool = False,
-                role: str = REGISTRY) -> str:
+def check_event(
+    event, keyring: Keyring, path: str, subject: str | None, exact: bool = False, role: str = REGISTRY
+) -> str:
     """Check one signed event (hash, id, subject, signature by a key of ``role``);
     return its content hash. Shared by bundles and by storage attestation feeds."""
     if not isinstance(event, dict):
@@ -240,12 +281,20 @@ def check_event(event, keyring: Keyring, path: str, subject: str | None, exact: 
     if subject is not None and event.get("subject_pith_number") != subject:
         raise Rejected("subject_mismatch", f"{prefix}subject_pith_number", f"expected {subject}")
     signature = _signature_block(event, "signature", EVENT_MESSAGE, prefix)
-    if signer.get("key_id") != signature.get("key_id") or \
-            signer.get("public_key_fingerprint") != signature.get("public_key_fingerprint"):
+    if signer.get("key_id") != signature.get("key_id") or signer.get("public_key_fingerprint") != signature.get(
+        "public_key_fingerprint"
+    ):
         raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
     # outside the content hash: in a feed nothing else covers it
-    keyring.check_signature(signature, bytes.fromhex(content_sha256), f"{prefix}signature", "event_signature_invalid",
-                            SIGNATURE_MEMBERS, role=role, created_at=event.get("created_at"))
+    keyring.check_signature(
+        signature,
+        bytes.fromhex(content_sha256),
+        f"{prefix}signature",
+        "event_signature_invalid",
+        SIGNATURE_MEMBERS,
+        role=role,
+        created_at=event.get("created_at"),
+    )
     return content_sha256
 
 
@@ -258,8 +307,11 @@ def _check_state(merged, state, exact) -> tuple[str, dict]:
     if canon_sha256(body, exact) != state_sha256:
         raise Rejected("state_hash_mismatch", "state.state_sha256", "does not hash the state")
     if not merged.inferred and merged.state != body:
-        raise Rejected("state_mismatch", "state." + first_difference(merged.state, body),
-                       "differs from the state the merge recomputes")
+        raise Rejected(
+            "state_mismatch",
+            "state." + first_difference(merged.state, body),
+            "differs from the state the merge recomputes",
+        )
     return state_sha256, body
 
 
@@ -275,8 +327,15 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
         raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
     # no hash covers bundle_signature: it may hold its own members and nothing else.
     # built_at, which the hash covers, is when the registry built and signed this version.
-    keyring.check_signature(sig, bytes.fromhex(claimed), "bundle_signature", "bundle_signature_invalid",
-                            BUNDLE_SIGNATURE_MEMBERS, role=REGISTRY, signed_at=bundle.get("built_at"))
+    keyring.check_signature(
+        sig,
+        bytes.fromhex(claimed),
+        "bundle_signature",
+        "bundle_signature_invalid",
+        BUNDLE_SIGNATURE_MEMBERS,
+        role=REGISTRY,
+        signed_at=bundle.get("built_at"),
+    )
     return claimed
 
 

@@ -20,9 +20,11 @@ from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError, RunFailed
 from .keyrings import keyring_options
 
-TRUST_HELP = ("Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
-              "machine's archiver key (the one `crawl` signs with, or --signing-key); the keys the archive "
-              "publishes under keys/ only with --trust-archive-keys.")
+TRUST_HELP = (
+    "Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
+    "machine's archiver key (the one `crawl` signs with, or --signing-key); the keys the archive "
+    "publishes under keys/ only with --trust-archive-keys."
+)
 
 
 def is_archive(target: str) -> bool:
@@ -32,15 +34,21 @@ def is_archive(target: str) -> bool:
 
 def trust_options(func):
     """--keyring, --no-default-keys, --signing-key, --trust-archive-keys and --s3-endpoint-url."""
-    func = click.option("--s3-endpoint-url", default=None,
-                        help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations.")(func)
-    func = click.option("--trust-archive-keys", is_flag=True,
-                        help="Also trust, for manifests and attestations, the archiver keys the archive publishes "
-                             "under keys/. Trust then comes from the archive itself: only for an archive you keep."
-                        )(func)
-    func = click.option("--signing-key", type=click.Path(dir_okay=False),
-                        help="Trust this archiver key file's public half for manifests and attestations "
-                             f"[default: this machine's key, {default_key_path()}, if there is one].")(func)
+    func = click.option(
+        "--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations."
+    )(func)
+    func = click.option(
+        "--trust-archive-keys",
+        is_flag=True,
+        help="Also trust, for manifests and attestations, the archiver keys the archive publishes "
+        "under keys/. Trust then comes from the archive itself: only for an archive you keep.",
+    )(func)
+    func = click.option(
+        "--signing-key",
+        type=click.Path(dir_okay=False),
+        help="Trust this archiver key file's public half for manifests and attestations "
+        f"[default: this machine's key, {default_key_path()}, if there is one].",
+    )(func)
     return keyring_options(func)
 
 
@@ -63,8 +71,9 @@ def machine_key(signing_key: str | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def trusted_keyring(store: ObjectStore, keyrings, no_default_keys: bool, signing_key: str | None,
-                    trust_archive_keys: bool) -> Keyring:
+def trusted_keyring(
+    store: ObjectStore, keyrings, no_default_keys: bool, signing_key: str | None, trust_archive_keys: bool
+) -> Keyring:
     """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
     own = machine_key(signing_key)
     try:
@@ -79,8 +88,9 @@ def trusted_keyring(store: ObjectStore, keyrings, no_default_keys: bool, signing
     return ring
 
 
-def open_archive(uri: str, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                 trust_archive_keys) -> tuple[ObjectStore, Keyring]:
+def open_archive(
+    uri: str, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys
+) -> tuple[ObjectStore, Keyring]:
     """The archive's store and the keyring it is read with."""
     if "://" not in uri and not Path(uri).is_dir():
         raise ConfigError(f"no archive folder at {uri}")
@@ -96,5 +106,7 @@ def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:
 
 def pin_hint(archive: str, key_id: str) -> str:
     """How to trust the manifests of an archiver key that is not pinned."""
-    return (f"pass --keyring {archive.rstrip('/')}/{layout.key_document(key_id)} after checking its fingerprint, "
-            "or --trust-archive-keys")
+    return (
+        f"pass --keyring {archive.rstrip('/')}/{layout.key_document(key_id)} after checking its fingerprint, "
+        "or --trust-archive-keys"
+    )

@@ -47,13 +47,19 @@ class Checker:
         chain = Chain()
         try:
             with open(source, "rb") as handle:
-                count = check_feed(source, split_lines(iter(partial(handle.read, READ_CHUNK), b"")),
-                                   self.keyring, chain)
+                count = check_feed(
+                    source, split_lines(iter(partial(handle.read, READ_CHUNK), b"")), self.keyring, chain
+                )
         except OSError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
-            return {"source": source, "status": "rejected", "reason": exc.reason, "path": exc.path,
-                    "detail": exc.detail}
+            return {
+                "source": source,
+                "status": "rejected",
+                "reason": exc.reason,
+                "path": exc.path,
+                "detail": exc.detail,
+            }
         return {"source": source, "status": "verified", "attestations": count, "segments": chain.segments}
 
 

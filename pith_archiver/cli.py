@@ -54,8 +54,13 @@ class LazyGroup(click.Group):
             ctx.exit(ExitStatus.FAILED)
 
     def format_commands(self, ctx, formatter) -> None:
-        rows = [(name, self.lazy_commands[name][1] if name in self.lazy_commands
-                 else self.commands[name].get_short_help_str()) for name in self.list_commands(ctx)]
+        rows = [
+            (
+                name,
+                self.lazy_commands[name][1] if name in self.lazy_commands else self.commands[name].get_short_help_str(),
+            )
+            for name in self.list_commands(ctx)
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -68,9 +73,19 @@ def _show_version(ctx, _param, value) -> None:
         ctx.exit()
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EXIT_STATUS_HELP)
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
-              help="Show the version and exit.")
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_STATUS_HELP,
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 def main():
     """Crawl, verify, archive and attest Pith open graph bundles."""

@@ -20,12 +20,26 @@ from .progress import progress
 @click.argument("archive")
 @trust_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per discrepancy per line, then the summary.")
-@click.option("--checkpoint", "checkpoints", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Also check that the archive's log of its key extends this saved checkpoint (a rollback or a "
-                   "fork behind it is a discrepancy); repeatable.")
+@click.option(
+    "--checkpoint",
+    "checkpoints",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Also check that the archive's log of its key extends this saved checkpoint (a rollback or a "
+    "fork behind it is a discrepancy); repeatable.",
+)
 @verbosity_options
-def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, as_json, checkpoints,
-          verbosity):
+def audit(
+    archive,
+    keyrings,
+    no_default_keys,
+    signing_key,
+    trust_archive_keys,
+    s3_endpoint_url,
+    as_json,
+    checkpoints,
+    verbosity,
+):
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
     Every object of every committed manifest is there with its size and sha256, every
@@ -37,9 +51,9 @@ def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s
     discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way.
     """
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                                  trust_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     with progress(f"auditing {archive}") as update:
+
         def checked(counts):
             update(counts.objects, status=f"{counts.manifests} manifests, {counts.bytes / 1e6:.1f} MB")
 
@@ -61,11 +75,13 @@ def audit(archive, keyrings, no_default_keys, signing_key, trust_archive_keys, s
 
 
 def _summary(counts) -> str:
-    checked = (f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
-               f"{counts.bundles} bundles"
-               + (f" ({counts.merge_inferred} with a merge rule only inferred)" if counts.merge_inferred else "")
-               + f", {counts.attestations} attestations "
-               f"(bundle size limit {SIZE_RULE['max_bytes']} bytes)")
+    checked = (
+        f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
+        f"{counts.bundles} bundles"
+        + (f" ({counts.merge_inferred} with a merge rule only inferred)" if counts.merge_inferred else "")
+        + f", {counts.attestations} attestations "
+        f"(bundle size limit {SIZE_RULE['max_bytes']} bytes)"
+    )
     if counts.clean:
         return f"clean: {checked}"
     found = ", ".join(f"{code} {n}" for code, n in sorted(counts.discrepancies.items()))

@@ -39,53 +39,126 @@ def _share(text: str) -> float:
 
 @click.command(epilog=EXIT_STATUS_HELP)
 @click.argument("seeds", nargs=-1)
-@click.option("--seeds-file", type=click.Path(exists=True, dir_okay=False),
-              help="One seed per line; '#' starts a comment.")
+@click.option(
+    "--seeds-file", type=click.Path(exists=True, dir_okay=False), help="One seed per line; '#' starts a comment."
+)
 @click.option("--resolver", default=None, help="Resolver base URL [default: https://pith.science].")
-@click.option("--out", "archive", default="archive", show_default=True,
-              help="Archive: a local folder or s3://bucket/prefix.")
+@click.option(
+    "--out", "archive", default="archive", show_default=True, help="Archive: a local folder or s3://bucket/prefix."
+)
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
 @keyring_options
-@click.option("--archive-keyring", "archive_keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Also count what the archiver keys in this file committed as archived (the other workers "
-                   "of a shared crawl, an earlier key); repeatable.")
+@click.option(
+    "--archive-keyring",
+    "archive_keyrings",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Also count what the archiver keys in this file committed as archived (the other workers "
+    "of a shared crawl, an earlier key); repeatable.",
+)
 @click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
 @click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
 @click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
-@click.option("--check-state", is_flag=True,
-              help="Also fetch every record's state.json and compare it with the state signed in its bundle.")
-@click.option("--check-state-sample", metavar="N%", default=None,
-              help="As --check-state, for N% of the records only (the same ones on every run).")
+@click.option(
+    "--check-state",
+    is_flag=True,
+    help="Also fetch every record's state.json and compare it with the state signed in its bundle.",
+)
+@click.option(
+    "--check-state-sample",
+    metavar="N%",
+    default=None,
+    help="As --check-state, for N% of the records only (the same ones on every run).",
+)
 @click.option("--jobdir", type=click.Path(file_okay=False), help="Keep crawl state here to resume after Ctrl-C.")
-@click.option("--frontier", metavar="URL", help="Share the crawl with other workers through this Redis "
-              "(redis://host:port/db); resumable there, so not with --jobdir.")
+@click.option(
+    "--frontier",
+    metavar="URL",
+    help="Share the crawl with other workers through this Redis "
+    "(redis://host:port/db); resumable there, so not with --jobdir.",
+)
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
 @click.option("--mirror", "mirrors", multiple=True, help="A fallback resolver base URL; repeatable.")
-@click.option("--cross-check", type=click.IntRange(0), default=None, metavar="N",
-              help="Also fetch the first N records from every mirror and compare the copies: a fork (a split "
-                   "view) is kept as evidence, flagged equivocation, and exits 1.")
+@click.option(
+    "--cross-check",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help="Also fetch the first N records from every mirror and compare the copies: a fork (a split "
+    "view) is kept as evidence, flagged equivocation, and exits 1.",
+)
 @click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from.")
-@click.option("--progress", type=click.Choice(["auto", "log", "off"]), default="auto", show_default=True,
-              help="auto: a live line on a terminal (none when quiet), log lines otherwise.")
-@click.option("--max-failures", type=FailureBudget(), default="1%", show_default=True,
-              help="Records that may fail to fetch (after retries and mirrors) before the run counts as failed "
-                   "(exit 4) rather than done with failures (exit 3): a count, or a share of the records found.")
-@click.option("--log-file", type=click.Path(dir_okay=False),
-              help="Scrapy's log goes here [default: a new file in the crawl's state folder; -v: stderr].")
-@click.option("--signing-key", type=click.Path(dir_okay=False),
-              help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].")
-@click.option("--commit-every", type=click.IntRange(0), default=None,
-              help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].")
-@click.option("--verify-workers", type=click.IntRange(0), default=None,
-              help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
-                   "[default: 1 with 3 cores or more, else 0].")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "log", "off"]),
+    default="auto",
+    show_default=True,
+    help="auto: a live line on a terminal (none when quiet), log lines otherwise.",
+)
+@click.option(
+    "--max-failures",
+    type=FailureBudget(),
+    default="1%",
+    show_default=True,
+    help="Records that may fail to fetch (after retries and mirrors) before the run counts as failed "
+    "(exit 4) rather than done with failures (exit 3): a count, or a share of the records found.",
+)
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False),
+    help="Scrapy's log goes here [default: a new file in the crawl's state folder; -v: stderr].",
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(dir_okay=False),
+    help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].",
+)
+@click.option(
+    "--commit-every",
+    type=click.IntRange(0),
+    default=None,
+    help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].",
+)
+@click.option(
+    "--verify-workers",
+    type=click.IntRange(0),
+    default=None,
+    help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
+    "[default: 1 with 3 cores or more, else 0].",
+)
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 @verbosity_options
-def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archive_keyrings, no_default_keys,
-          max_records, max_depth, no_follow, check_state, check_state_sample, jobdir, frontier, worker, mirrors,
-          cross_check, allow_hosts, progress, signing_key, commit_every, verify_workers, stats_json, settings,
-          max_failures, log_file, verbosity):
+def crawl(
+    seeds,
+    seeds_file,
+    resolver,
+    archive,
+    s3_endpoint_url,
+    keyrings,
+    archive_keyrings,
+    no_default_keys,
+    max_records,
+    max_depth,
+    no_follow,
+    check_state,
+    check_state_sample,
+    jobdir,
+    frontier,
+    worker,
+    mirrors,
+    cross_check,
+    allow_hosts,
+    progress,
+    signing_key,
+    commit_every,
+    verify_workers,
+    stats_json,
+    settings,
+    max_failures,
+    log_file,
+    verbosity,
+):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -99,6 +172,7 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
     """
     if not seeds and not seeds_file and resolver is None:
         from .demo import run_demo
+
         sys.exit(run_demo(archive, progress, verbosity, max_failures))
     try:
         for text in [*seeds, *(read_seeds_file(seeds_file) if seeds_file else [])]:
@@ -117,10 +191,16 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
         check_frontier(frontier)
     check_signing_key(signing_key)  # last: it may create the key
     state_dir = default_state_dir(archive, jobdir)
-    overrides = {"PITH_ARCHIVE": archive, "AWS_ENDPOINT_URL": s3_endpoint_url,
-                 "PITH_KEYRINGS": list(keyrings), "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
-                 "PITH_DEFAULT_KEYS": not no_default_keys, "PITH_SIGNING_KEY": signing_key,
-                 "PITH_STATE_DIR": state_dir, **logging_settings(verbosity, progress, log_file, state_dir)}
+    overrides = {
+        "PITH_ARCHIVE": archive,
+        "AWS_ENDPOINT_URL": s3_endpoint_url,
+        "PITH_KEYRINGS": list(keyrings),
+        "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
+        "PITH_DEFAULT_KEYS": not no_default_keys,
+        "PITH_SIGNING_KEY": signing_key,
+        "PITH_STATE_DIR": state_dir,
+        **logging_settings(verbosity, progress, log_file, state_dir),
+    }
     if check_state or check_state_sample is not None:
         overrides["PITH_CHECK_STATE"] = 1.0 if check_state else _share(check_state_sample)
     if cross_check is not None:
@@ -138,15 +218,31 @@ def crawl(seeds, seeds_file, resolver, archive, s3_endpoint_url, keyrings, archi
     if verify_workers is not None:
         overrides["PITH_VERIFY_WORKERS"] = verify_workers
     overrides.update(pairs)
-    spider_args = {"seeds": list(seeds), "seeds_file": seeds_file, "resolver": resolver,
-                   "max_records": max_records, "max_depth": max_depth, "follow": not no_follow,
-                   "mirrors": mirrors, "allow_hosts": list(allow_hosts)}
+    spider_args = {
+        "seeds": list(seeds),
+        "seeds_file": seeds_file,
+        "resolver": resolver,
+        "max_records": max_records,
+        "max_depth": max_depth,
+        "follow": not no_follow,
+        "mirrors": mirrors,
+        "allow_hosts": list(allow_hosts),
+    }
     try:
         stats = run_crawl(spider_args, overrides)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
-    sys.exit(report(stats, archive, max_failures, verbosity, overrides.get("LOG_FILE"),
-                    resume=resume_command(jobdir), shared=bool(frontier)))
+    sys.exit(
+        report(
+            stats,
+            archive,
+            max_failures,
+            verbosity,
+            overrides.get("LOG_FILE"),
+            resume=resume_command(jobdir),
+            shared=bool(frontier),
+        )
+    )
 
 
 def resume_command(jobdir: str | None) -> str:

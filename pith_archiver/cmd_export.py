@@ -17,15 +17,31 @@ from .progress import progress
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
 @click.argument("archive")
 @click.option("--bag", "bag_out", type=click.Path(), help="Write a BagIt bag at this new local path.")
-@click.option("--format", "fmt", type=click.Choice(["bag", "parquet"]),
-              help="bag (with --bag) or parquet (with --to) [default: from the option given].")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bag", "parquet"]),
+    help="bag (with --bag) or parquet (with --to) [default: from the option given].",
+)
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
 @click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
 @click.option("--source-organization", help="The bag's Source-Organization (who transfers it).")
 @trust_options
 @verbosity_options
-def export(archive, bag_out, fmt, dest, with_raw, source_organization, keyrings, no_default_keys, signing_key,
-           trust_archive_keys, s3_endpoint_url, verbosity):
+def export(
+    archive,
+    bag_out,
+    fmt,
+    dest,
+    with_raw,
+    source_organization,
+    keyrings,
+    no_default_keys,
+    signing_key,
+    trust_archive_keys,
+    s3_endpoint_url,
+    verbosity,
+):
     """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix).
 
     --bag OUT writes a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
@@ -38,15 +54,15 @@ def export(archive, bag_out, fmt, dest, with_raw, source_organization, keyrings,
     """
     log_to_stderr(verbosity)
     fmt = _check_format(fmt, bag_out, dest, with_raw)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                                  trust_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     try:
         with progress(f"exporting {archive}") as update:
             if fmt == "bag":
                 summary = export_bag(store, keyring, bag_out, organization=source_organization, on_object=update)
             else:
-                summary = export_dataset(store, keyring, open_location(dest, s3_endpoint_url), with_raw=with_raw,
-                                         on_object=update)
+                summary = export_dataset(
+                    store, keyring, open_location(dest, s3_endpoint_url), with_raw=with_raw, on_object=update
+                )
     except NothingCommitted as exc:
         raise nothing_trusted(archive, exc) from None
     except (BundleRejected, ObjectAltered) as exc:  # the archive breaks its own promise: audit it
@@ -56,8 +72,11 @@ def export(archive, bag_out, fmt, dest, with_raw, source_organization, keyrings,
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
-    say(f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
-        f"from {archive} to {summary.destination} ({fmt})", QUIET)
+    say(
+        f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
+        f"from {archive} to {summary.destination} ({fmt})",
+        QUIET,
+    )
 
 
 def _check_format(fmt, bag_out, dest, with_raw) -> str:

@@ -29,8 +29,13 @@ def keys():
 
 
 @keys.command()
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the private key file here (mode 0600); an existing file is never replaced.")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the private key file here (mode 0600); an existing file is never replaced.",
+)
 @click.option("--key-id", default=None, help="The key's id [default: pith-archiver-<host>-<fingerprint>].")
 @verbosity_options
 def generate(out: Path, key_id: str | None, verbosity: int):
@@ -42,8 +47,9 @@ def generate(out: Path, key_id: str | None, verbosity: int):
     whoever verifies or audits the archive: `--keyring FILE` accepts it as it is.
     """
     if key_id is not None and not KEY_ID.match(key_id):
-        raise click.BadParameter("1-100 of letters, digits, '.', '_' and '-', starting with a letter or digit",
-                                 param_hint="--key-id")
+        raise click.BadParameter(
+            "1-100 of letters, digits, '.', '_' and '-', starting with a letter or digit", param_hint="--key-id"
+        )
     if out.exists():
         raise click.UsageError(f"{out} exists: a signing key is never replaced (give another --out)")
     signer = new_signer(key_id)
@@ -51,8 +57,11 @@ def generate(out: Path, key_id: str | None, verbosity: int):
         signer.save(out)
     except OSError as exc:
         raise ConfigError(f"--out {out}: {exc.strerror or exc}") from None
-    say(f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
-               "outside the archive", err=True)
+    say(
+        f"wrote signing key {signer.key_id} (fingerprint {signer.fingerprint}) to {out}: keep it secret, "
+        "outside the archive",
+        err=True,
+    )
     click.echo(json.dumps(signer.archive_key_document(), indent=2))
 
 
@@ -70,8 +79,9 @@ def _read_source(source: str) -> bytes:
                 return response.read(KEY_DOCUMENT_LIMIT + 1)
         return Path(source).read_bytes()
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{source}: {getattr(exc, 'reason', None) or getattr(exc, 'strerror', None) or exc}") \
-            from None
+        raise ConfigError(
+            f"{source}: {getattr(exc, 'reason', None) or getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 def _keyring_entries(path: Path) -> list[dict]:
@@ -104,20 +114,32 @@ def _pin(path: Path, entry: dict) -> None:
         raise ConfigError(str(exc)) from None
     for known in _keyring_entries(path):
         if known.get("key_id") == key.key_id and known.get("public_key_b64") != entry["public_key_b64"]:
-            raise ConfigError(f"--keyring {path}: {key.key_id} is pinned there with another key; "
-                              "find out which is genuine first")
+            raise ConfigError(
+                f"--keyring {path}: {key.key_id} is pinned there with another key; find out which is genuine first"
+            )
     _write_keyring(path, entry)
 
 
 @keys.command()
 @click.argument("source")
-@click.option("--fingerprint", required=True,
-              help="The key's fingerprint_sha256_hex (32 hex digits), as checked with the registry out of band.")
-@click.option("--keyring", "keyring", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The keyring file to pin it in (created if absent; give it to crawl, verify and audit).")
+@click.option(
+    "--fingerprint",
+    required=True,
+    help="The key's fingerprint_sha256_hex (32 hex digits), as checked with the registry out of band.",
+)
+@click.option(
+    "--keyring",
+    "keyring",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The keyring file to pin it in (created if absent; give it to crawl, verify and audit).",
+)
 @click.option("--not-before", callback=_timestamp, help="The key signs nothing built before this time.")
-@click.option("--not-after", callback=_timestamp,
-              help="The key is retired from this time: anything created or built later is key_retired.")
+@click.option(
+    "--not-after",
+    callback=_timestamp,
+    help="The key is retired from this time: anything created or built later is key_retired.",
+)
 @verbosity_options
 def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, verbosity: int):
     """Pin a registry key announced in SOURCE, once checked out of band.
@@ -146,8 +168,15 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
         offered.append(f"{key.key_id} {key.fingerprint}")
         if key.fingerprint == fingerprint:
             window = {name: value for name, value in (("not_before", not_before), ("not_after", not_after)) if value}
-            _pin(keyring, {**key.document(), "role": REGISTRY,
-                           **({"rotates_at": entry["rotates_at"]} if entry.get("rotates_at") else {}), **window})
+            _pin(
+                keyring,
+                {
+                    **key.document(),
+                    "role": REGISTRY,
+                    **({"rotates_at": entry["rotates_at"]} if entry.get("rotates_at") else {}),
+                    **window,
+                },
+            )
             say(f"pinned {key.key_id} (fingerprint {key.fingerprint}) in {keyring}")
             return
     raise ConfigError(f"{source}: no key with fingerprint {fingerprint} (it offers: {', '.join(offered) or 'none'})")
@@ -155,10 +184,16 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
 
 @keys.command()
 @click.argument("key_id")
-@click.option("--at", "at", required=True, callback=_timestamp,
-              help="When the key was retired (the registry's rotation time).")
-@click.option("--keyring", "keyring", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The keyring file holding the key, or to hold the built-in registry key with its window.")
+@click.option(
+    "--at", "at", required=True, callback=_timestamp, help="When the key was retired (the registry's rotation time)."
+)
+@click.option(
+    "--keyring",
+    "keyring",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The keyring file holding the key, or to hold the built-in registry key with its window.",
+)
 @verbosity_options
 def retire(key_id: str, at: str, keyring: Path, verbosity: int):
     """Give a pinned registry key its retirement time.

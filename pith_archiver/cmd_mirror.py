@@ -36,8 +36,12 @@ def corpus():
 @click.option("--records", type=click.IntRange(0), required=True, help="How many bundles to mint.")
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="A new or empty directory.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Same seed, same bytes.")
-@click.option("--base-url", default=REGISTRY_BASE, show_default=True,
-              help="Base of the links and mirror hints written into minted bundles.")
+@click.option(
+    "--base-url",
+    default=REGISTRY_BASE,
+    show_default=True,
+    help="Base of the links and mirror hints written into minted bundles.",
+)
 @verbosity_options
 def generate(records, out, seed, base_url, verbosity):
     """Mint RECORDS bundles in the registry's format, signed by a test key derived from
@@ -47,13 +51,16 @@ def generate(records, out, seed, base_url, verbosity):
         catalog = generate_corpus(out, records, seed, base_url)
     except FileExistsError as exc:
         raise ConfigError(str(exc)) from None
-    say(f"wrote {len(catalog)} bundles ({records} minted, {len(catalog) - records} real) to "
-               f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}")
+    say(
+        f"wrote {len(catalog)} bundles ({records} minted, {len(catalog) - records} real) to "
+        f"{out}/{BUNDLES_DIR}; verify them with --keyring {out}/{KEYRING_NAME}"
+    )
 
 
 def limit_options(command):
     """The deadlines and the connection cap of a public mirror, handed to ``command``
     as one ServerLimits ``limits``."""
+
     @functools.wraps(command)
     def with_limits(*args, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections, **kwargs):
         try:
@@ -61,49 +68,99 @@ def limit_options(command):
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         return command(*args, limits=limits, **kwargs)
+
     seconds = click.FloatRange(0, min_open=True)
-    for option in reversed([
-        click.option("--header-timeout", type=seconds, default=ServerLimits.header_timeout, show_default=True,
-                     help="Seconds a client has to send a request's head (from the connection's opening or "
-                          "the request's first byte); then 408 and close."),
-        click.option("--body-timeout", type=seconds, default=ServerLimits.body_timeout, show_default=True,
-                     help="Seconds a client has to send the request body it declared; then 408 and close."),
-        click.option("--idle-timeout", type=seconds, default=ServerLimits.idle_timeout, show_default=True,
-                     help="Seconds a keep-alive connection may wait for its next request before it is closed."),
-        click.option("--send-timeout", type=seconds, default=ServerLimits.send_timeout, show_default=True,
-                     help="Seconds a client has to take an answer before its connection is dropped."),
-        click.option("--max-connections", type=click.IntRange(1), default=None,
-                     help=f"Open connections served at once; more are answered 503 and closed. Default: "
-                          f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--header-timeout",
+                type=seconds,
+                default=ServerLimits.header_timeout,
+                show_default=True,
+                help="Seconds a client has to send a request's head (from the connection's opening or "
+                "the request's first byte); then 408 and close.",
+            ),
+            click.option(
+                "--body-timeout",
+                type=seconds,
+                default=ServerLimits.body_timeout,
+                show_default=True,
+                help="Seconds a client has to send the request body it declared; then 408 and close.",
+            ),
+            click.option(
+                "--idle-timeout",
+                type=seconds,
+                default=ServerLimits.idle_timeout,
+                show_default=True,
+                help="Seconds a keep-alive connection may wait for its next request before it is closed.",
+            ),
+            click.option(
+                "--send-timeout",
+                type=seconds,
+                default=ServerLimits.send_timeout,
+                show_default=True,
+                help="Seconds a client has to take an answer before its connection is dropped.",
+            ),
+            click.option(
+                "--max-connections",
+                type=click.IntRange(1),
+                default=None,
+                help=f"Open connections served at once; more are answered 503 and closed. Default: "
+                f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room.",
+            ),
+        ]
+    ):
         with_limits = option(with_limits)
     return with_limits
 
 
 @click.command(epilog=TRUST_HELP)
 @click.argument("directory", required=False)
-@click.option("--virtual", type=click.IntRange(1), metavar="N",
-              help="Serve N records minted on demand from --seed, instead of DIRECTORY (nothing on disk).")
-@click.option("--keyring-out", type=click.Path(dir_okay=False),
-              help="With --virtual: write the keyring that verifies its records here [default: a temporary file].")
+@click.option(
+    "--virtual",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Serve N records minted on demand from --seed, instead of DIRECTORY (nothing on disk).",
+)
+@click.option(
+    "--keyring-out",
+    type=click.Path(dir_okay=False),
+    help="With --virtual: write the keyring that verifies its records here [default: a temporary file].",
+)
 @trust_options
 @limit_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
 @click.option("--public-url", help="Base URL to write into links (default: the URL listened on).")
 @click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest.")
-@click.option("--sitemap-page-size", type=click.IntRange(1), default=SiteOptions.sitemap_page_size,
-              show_default=True, help="URLs per sitemap page; more records make /sitemap.xml an index.")
+@click.option(
+    "--sitemap-page-size",
+    type=click.IntRange(1),
+    default=SiteOptions.sitemap_page_size,
+    show_default=True,
+    help="URLs per sitemap page; more records make /sitemap.xml an index.",
+)
 @click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable.")
-@click.option("--cache-size", type=click.IntRange(1), default=SiteOptions.cache_size, show_default=True,
-              help="Rendered record documents kept in memory.")
+@click.option(
+    "--cache-size",
+    type=click.IntRange(1),
+    default=SiteOptions.cache_size,
+    show_default=True,
+    help="Rendered record documents kept in memory.",
+)
 @click.option("--latency-ms", type=click.FloatRange(0), default=0, help="Fault: delay every answer.")
-@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0,
-              help="Fault: share answered with --error-status.")
+@click.option(
+    "--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share answered with --error-status."
+)
 @click.option("--error-status", type=click.Choice(["500", "503"]), default="503", show_default=True)
 @click.option("--rate-limit-every", type=click.IntRange(0), default=0, help="Fault: every Nth request gets 429.")
-@click.option("--retry-after", type=click.IntRange(0), default=1, show_default=True,
-              help="Retry-After seconds on 429 and --fail-first 503s.")
+@click.option(
+    "--retry-after",
+    type=click.IntRange(0),
+    default=1,
+    show_default=True,
+    help="Retry-After seconds on 429 and --fail-first 503s.",
+)
 @click.option("--drop-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share of connections dropped.")
 @click.option("--truncate-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share of bodies cut in half.")
 @click.option("--fail-first", type=click.IntRange(0), default=0, help="Fault: first N requests of each path get 503.")
@@ -115,8 +172,26 @@ def limit_options(command):
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
 @verbosity_options
-def serve(directory, virtual, keyring_out, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
-          host, port, public_url, name, sitemap_page_size, disallow, cache_size, verbosity, limits, **faults):
+def serve(
+    directory,
+    virtual,
+    keyring_out,
+    keyrings,
+    no_default_keys,
+    signing_key,
+    trust_archive_keys,
+    s3_endpoint_url,
+    host,
+    port,
+    public_url,
+    name,
+    sitemap_page_size,
+    disallow,
+    cache_size,
+    verbosity,
+    limits,
+    **faults,
+):
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
@@ -134,17 +209,22 @@ def serve(directory, virtual, keyring_out, keyrings, no_default_keys, signing_ke
         raise click.UsageError(str(exc)) from None
     if keyring_out and not virtual:
         raise ConfigError("--keyring-out goes with --virtual N")
-    source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory) if virtual else \
-        (_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys), None)
+    source, keyring_path = (
+        _virtual(virtual, faults["seed"], keyring_out, directory)
+        if virtual
+        else (_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys), None)
+    )
     unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
     server = MirrorServer(source, host, port, public_url, options, plan, log_size=0, limits=limits)
+
     def ready(url):  # click.echo flushes: the URL is out before any request
         click.echo(url)
         if keyring_path:
             click.echo(f"keyring {keyring_path}")
+
     serve_until_signalled(server, ready)
 
 
@@ -169,11 +249,14 @@ def _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, 
         if not Path(directory).is_dir():
             raise ConfigError(f"{directory}: neither a folder nor s3://bucket/prefix")
         if s3_endpoint_url or keyrings or no_default_keys or signing_key or trust_archive_keys:
-            raise ConfigError(f"{directory} is a corpus, not an archive (no manifests/ folder): --s3-endpoint-url, "
-                              "--keyring, --no-default-keys, --signing-key and --trust-archive-keys apply to archives")
+            raise ConfigError(
+                f"{directory} is a corpus, not an archive (no manifests/ folder): --s3-endpoint-url, "
+                "--keyring, --no-default-keys, --signing-key and --trust-archive-keys apply to archives"
+            )
         return CorpusDirectory(directory)
-    store, keyring = open_archive(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                                  trust_archive_keys)
+    store, keyring = open_archive(
+        directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys
+    )
     try:
         return ArchiveSource(store, keyring)
     except NothingCommitted as exc:

@@ -30,16 +30,14 @@ class NoProof(click.ClickException):
 @click.option("--key", "key_id", help="Only the log of this archiver key.")
 @trust_options
 @verbosity_options
-def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
-               verbosity):
+def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, verbosity):
     """Print the latest signed checkpoint of each archiver key's log in ARCHIVE (a folder
     or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
     origin, size and root hash. Save one and check the archive against it later with
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
     by a blank line."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                                  trust_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     try:
         notes = checkpoint_notes(store, keyring)
     except LogBroken as exc:
@@ -56,19 +54,31 @@ def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_ar
 @click.command(epilog=TRUST_HELP)
 @click.argument("archive")
 @click.argument("pith_number")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the proof as one JSON object (for `pith-archiver verify --proof FILE`).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the proof as one JSON object (for `pith-archiver verify --proof FILE`).",
+)
 @trust_options
 @verbosity_options
-def prove(archive, pith_number, as_json, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url,
-          verbosity):
+def prove(
+    archive,
+    pith_number,
+    as_json,
+    keyrings,
+    no_default_keys,
+    signing_key,
+    trust_archive_keys,
+    s3_endpoint_url,
+    verbosity,
+):
     """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
     log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
     checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key,
-                                  trust_archive_keys)
+    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     try:
         document = prove_record(store, keyring, pith_number)
     except (NotAttested, LogBroken) as exc:
@@ -97,8 +107,13 @@ def check_proof_files(paths, keyring, as_json: bool) -> ExitStatus:
             raise ConfigError(f"cannot read {path}: {exc}") from None
         except Rejected as exc:
             rejected += 1
-            record = {"source": path, "status": "rejected", "reason": exc.reason, "path": exc.path,
-                      "detail": exc.detail}
+            record = {
+                "source": path,
+                "status": "rejected",
+                "reason": exc.reason,
+                "path": exc.path,
+                "detail": exc.detail,
+            }
             line = f"REJECTED    proof  {path}  {exc.reason} at {exc.path or '<document>'}: {exc.detail}"
         else:
             record = {"source": path, "status": "verified", "origin": checkpoint.origin, "tree_size": checkpoint.size}

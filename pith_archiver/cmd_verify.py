@@ -24,14 +24,34 @@ STATUSES = ("verified", "rejected", "unreadable", "skipped")
 @click.command()
 @keyring_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per document per line.")
-@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True,
-              help="Reject documents larger than this.")
-@click.option("--max-depth", type=click.IntRange(2), default=DEFAULT_MAX_DEPTH, show_default=True,
-              help="Reject documents nested deeper than this.")
-@click.option("-j", "--jobs", type=click.IntRange(1), default=None,
-              help="Processes verifying in parallel.  [default: every core this process may use]")
-@click.option("--proof", "proofs", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Reject documents larger than this.",
+)
+@click.option(
+    "--max-depth",
+    type=click.IntRange(2),
+    default=DEFAULT_MAX_DEPTH,
+    show_default=True,
+    help="Reject documents nested deeper than this.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1),
+    default=None,
+    help="Processes verifying in parallel.  [default: every core this process may use]",
+)
+@click.option(
+    "--proof",
+    "proofs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.",
+)
 @verbosity_options
 @click.argument("paths", nargs=-1)
 def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proofs, paths, verbosity):
@@ -57,6 +77,7 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proof
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
         from .cmd_tlog import check_proof_files  # only proofs need the archive layer
+
         sys.exit(check_proof_files(proofs, ring, as_json))
     checker = Checker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
     targets = sources.expand(paths or [str(FIXTURES)])
@@ -93,8 +114,13 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
         chain.join(record.pop("segments", []))
     by_source = {record["source"]: record for record in feeds}
     for segment, why in chain.breaks(rooted=False):
-        by_source[segment.source] = {"source": segment.source, "status": "rejected", "reason": "chain_broken",
-                                     "path": f"{segment.where}.prev_event", "detail": why}
+        by_source[segment.source] = {
+            "source": segment.source,
+            "status": "rejected",
+            "reason": "chain_broken",
+            "path": f"{segment.where}.prev_event",
+            "detail": why,
+        }
     return [by_source[record["source"]] for record in feeds]
 
 
@@ -124,8 +150,10 @@ class Report:
                 self.inferred += 1
                 line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"
         elif status == "rejected":
-            line = (f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
-                    f"{record['detail']}")
+            line = (
+                f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
+                f"{record['detail']}"
+            )
         else:
             line = f"{status.upper():<10}  {source}  {record['detail']}"
         self._emit(record, line)
@@ -145,9 +173,11 @@ class Report:
         if counts["skipped"]:
             summary += f", {counts['skipped']} skipped (not bundles)"
         click.echo(summary, err=self.as_json)
-        return worst(ExitStatus.REJECTED if counts["rejected"] else ExitStatus.OK,
-                     ExitStatus.PARTIAL if counts["unreadable"] else ExitStatus.OK,
-                     ExitStatus.OK if counts["verified"] or counts["rejected"] else ExitStatus.FAILED)
+        return worst(
+            ExitStatus.REJECTED if counts["rejected"] else ExitStatus.OK,
+            ExitStatus.PARTIAL if counts["unreadable"] else ExitStatus.OK,
+            ExitStatus.OK if counts["verified"] or counts["rejected"] else ExitStatus.FAILED,
+        )
 
 
 def _progress(total: int, verbosity: int):
@@ -157,6 +187,7 @@ def _progress(total: int, verbosity: int):
         return nullcontext(lambda: None)
     from rich.console import Console
     from rich.progress import Progress
+
     return _Bar(Progress(console=Console(stderr=True), transient=True), total)
 
 

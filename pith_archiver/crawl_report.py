@@ -40,8 +40,8 @@ def allowed_failures(budget: tuple[float, bool], records: int) -> float:
 @dataclass
 class CrawlOutcome:
     status: ExitStatus
-    why: str          # one line: what the status means for this run
-    failures: dict    # reason -> count
+    why: str  # one line: what the status means for this run
+    failures: dict  # reason -> count
     rejections: dict  # reason -> count
 
 
@@ -59,8 +59,10 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     """The exit status of a crawl (see pith_archiver.exit_status) and why. A worker of
     a ``shared`` crawl may rightly find that the others left it nothing to fetch."""
     get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
-    failures, rejections = failures_of(stats), {
-        key.split("/", 2)[2]: value for key, value in stats.items() if key.startswith("pith/rejected/")}
+    failures, rejections = (
+        failures_of(stats),
+        {key.split("/", 2)[2]: value for key, value in stats.items() if key.startswith("pith/rejected/")},
+    )
     failed, reached = sum(failures.values()), get("bundles_fetched") + get("not_modified")
     statuses, whys = [], []
     if stats.get("finish_reason") in INTERRUPTED_REASONS:
@@ -71,8 +73,11 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
         return CrawlOutcome(ExitStatus.OK, "the resumed job had nothing left to fetch", failures, rejections)
     if not reached:
         statuses.append(ExitStatus.FAILED)
-        whys.append("no bundle could be fetched, nothing committed: is the resolver reachable?"
-                    if failed or not get("records_found") else "no bundle was fetched, nothing committed")
+        whys.append(
+            "no bundle could be fetched, nothing committed: is the resolver reachable?"
+            if failed or not get("records_found")
+            else "no bundle was fetched, nothing committed"
+        )
     elif stats.get("pith/commit_error") or not stats.get("pith/manifest"):
         statuses.append(ExitStatus.FAILED)
         kept = f" ({get('checkpoints')} checkpoints committed before)" if get("checkpoints") else ""
@@ -88,14 +93,16 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
         whys.append(f"{get('rejected')} bundles rejected by verification (kept in quarantine/)")
     if get("equivocations"):
         statuses.append(ExitStatus.REJECTED)
-        whys.append(f"{get('equivocations')} split views: resolvers served forked histories of a record "
-                    "(both copies kept, flagged equivocation in verifications)")
+        whys.append(
+            f"{get('equivocations')} split views: resolvers served forked histories of a record "
+            "(both copies kept, flagged equivocation in verifications)"
+        )
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
 
 
 def _under(stats: dict, prefix: str) -> dict:
-    return {key[len(prefix):]: value for key, value in stats.items() if key.startswith(prefix) and value}
+    return {key[len(prefix) :]: value for key, value in stats.items() if key.startswith(prefix) and value}
 
 
 def registry_changes(stats: dict) -> list[str]:
@@ -107,25 +114,33 @@ def registry_changes(stats: dict) -> list[str]:
     if inferred:
         types = _counts(_under(stats, "pith/merge_inferred/"))
         differs = stats.get("pith/merge_inferred_differs", 0)
-        lines.append(f"merge inferred: {inferred} verified bundles hold event types whose merge rule is only "
-                     f"inferred ({types}); archived with merge_confirmed false"
-                     + (f", {differs} with a signed state the inferred rule does not give" if differs else ""))
+        lines.append(
+            f"merge inferred: {inferred} verified bundles hold event types whose merge rule is only "
+            f"inferred ({types}); archived with merge_confirmed false"
+            + (f", {differs} with a signed state the inferred rule does not give" if differs else "")
+        )
     announced = _under(stats, "pith/announced_keys/unpinned/")
     named = ", ".join(f"{key_id} (fingerprint {fingerprint})" for key_id, fingerprint in sorted(announced.items()))
     unknown = _under(stats, "pith/unknown_keys/")
     rejected_unknown, fetched = sum(unknown.values()), stats.get("pith/bundles_fetched", 0)
     if rejected_unknown and rejected_unknown * 2 > fetched:
-        lines.append(f"key rotation: {rejected_unknown} of {fetched} bundles are signed by keys not pinned "
-                     f"({_counts(unknown)}): the registry has probably rotated its key"
-                     + (f"; it announces {named}" if named else "")
-                     + ". Check the new key out of band, pin it (pith-archiver keys pin) and crawl again")
+        lines.append(
+            f"key rotation: {rejected_unknown} of {fetched} bundles are signed by keys not pinned "
+            f"({_counts(unknown)}): the registry has probably rotated its key"
+            + (f"; it announces {named}" if named else "")
+            + ". Check the new key out of band, pin it (pith-archiver keys pin) and crawl again"
+        )
     elif named:
-        lines.append(f"unpinned key: the registry announces {named}; bundles it signs are rejected "
-                     "until it is pinned (pith-archiver keys pin)")
+        lines.append(
+            f"unpinned key: the registry announces {named}; bundles it signs are rejected "
+            "until it is pinned (pith-archiver keys pin)"
+        )
     versions = _under(stats, "pith/unsupported_versions/")
     if versions:
-        lines.append(f"unknown versions: {_counts(versions)}: this archiver does not know them; upgrade "
-                     "pith-archiver (the bundles wait in quarantine/, nothing was guessed)")
+        lines.append(
+            f"unknown versions: {_counts(versions)}: this archiver does not know them; upgrade "
+            "pith-archiver (the bundles wait in quarantine/, nothing was guessed)"
+        )
     return lines
 
 
@@ -133,17 +148,26 @@ def _counts(reasons: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
 
 
-def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int = NORMAL,
-           log_file: str | None = None, resume: str = "", shared: bool = False) -> ExitStatus:
+def report(
+    stats: dict,
+    archive: str,
+    budget: tuple[float, bool],
+    verbosity: int = NORMAL,
+    log_file: str | None = None,
+    resume: str = "",
+    shared: bool = False,
+) -> ExitStatus:
     """Print the closing summary (one line when quiet) and return the exit status."""
     get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
     result = outcome(stats, budget, shared)
     reached = get("bundles_fetched") + get("not_modified")
     requests = stats.get("downloader/request_count", 0)
     per_record = f" ({requests / reached:.2f} per record)" if reached else ""
-    line = (f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
-            f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
-            f"{sum(result.failures.values())} failed, {requests} requests{per_record}")
+    line = (
+        f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
+        f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
+        f"{sum(result.failures.values())} failed, {requests} requests{per_record}"
+    )
     if get("equivocations"):
         line += f", {get('equivocations')} split views"
     if verbosity <= QUIET:
@@ -154,26 +178,33 @@ def report(stats: dict, archive: str, budget: tuple[float, bool], verbosity: int
             line += f"; resume with: {resume}"
         click.echo(line, err=result.status != ExitStatus.OK)
         return result.status
-    click.echo(f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
-               f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
-               f"archived {get('archived')} new, state mismatches {get('state_mismatch')}")
-    click.echo(f"requests {requests}{per_record}, retried {stats.get('retry/count', 0)}, "
-               "download errors "
-               f"{sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}")
+    click.echo(
+        f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
+        f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
+        f"archived {get('archived')} new, state mismatches {get('state_mismatch')}"
+    )
+    click.echo(
+        f"requests {requests}{per_record}, retried {stats.get('retry/count', 0)}, "
+        "download errors "
+        f"{sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}"
+    )
     if result.failures:
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
         click.echo("rejections: " + _counts(result.rejections))
     if get("cross_check/records"):
-        click.echo(f"cross-check: {get('cross_check/records')} records, {get('cross_check/copies')} copies from "
-                   f"other sources ({get('cross_check/failures')} failed): same {get('cross_check/same')}, "
-                   f"extends {get('cross_check/extends')}, split views {get('equivocations')}")
+        click.echo(
+            f"cross-check: {get('cross_check/records')} records, {get('cross_check/copies')} copies from "
+            f"other sources ({get('cross_check/failures')} failed): same {get('cross_check/same')}, "
+            f"extends {get('cross_check/extends')}, split views {get('equivocations')}"
+        )
     for line in registry_changes(stats):
         click.echo(line)
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
     if manifest and not stats.get("pith/commit_error"):
-        click.echo(f"committed {archive}/{manifest}"
-                   + (f" (and {checkpoints} checkpoints before)" if checkpoints else ""))
+        click.echo(
+            f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else "")
+        )
     elif checkpoints:
         click.echo(f"{checkpoints} checkpoints committed, the last {archive}/{manifest}")
     if log_file:

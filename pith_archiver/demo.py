@@ -45,21 +45,29 @@ def run_demo(archive: str, progress: str, verbosity: int, budget) -> int:
         shutil.copyfile(corpus / KEYRING_NAME, keyring)
         with BackgroundMirror(MirrorServer(CorpusDirectory(corpus))) as server:
             if verbosity >= NORMAL:
-                click.echo(f"embedded mirror: {server.url} ({DEMO_RECORDS} test records + the real bundles); "
-                           f"crawling from {DEMO_START} into {archive}")
-            overrides = {"PITH_ARCHIVE": archive, "PITH_KEYRINGS": [str(keyring)], "PITH_STATE_DIR": state_dir,
-                         **logging_settings(verbosity, progress, None, state_dir)}
+                click.echo(
+                    f"embedded mirror: {server.url} ({DEMO_RECORDS} test records + the real bundles); "
+                    f"crawling from {DEMO_START} into {archive}"
+                )
+            overrides = {
+                "PITH_ARCHIVE": archive,
+                "PITH_KEYRINGS": [str(keyring)],
+                "PITH_STATE_DIR": state_dir,
+                **logging_settings(verbosity, progress, None, state_dir),
+            }
             stats = run_crawl({"seeds": [DEMO_START], "resolver": server.url}, overrides)
     status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)
-        click.echo(f"\nAudit it (the demo's registry key is kept at {keyring}):\n"
-                   f"  pith-archiver audit {quoted} --keyring {shlex.quote(str(keyring))}\n"
-                   f"Query it, for example with DuckDB (pip install duckdb):\n"
-                   f"  python -c \"import duckdb; duckdb.sql(\\\"SELECT year, count(*) AS records FROM read_parquet("
-                   f"'{archive}/tables/records/**/*.parquet', hive_partitioning=true) GROUP BY year ORDER BY year\\\")"
-                   f".show()\"\n"
-                   f"or with pyarrow:\n"
-                   f"  python -c \"import pyarrow.dataset as ds; print(ds.dataset('{archive}/tables/records',"
-                   f" partitioning='hive').to_table().num_rows)\"")
+        click.echo(
+            f"\nAudit it (the demo's registry key is kept at {keyring}):\n"
+            f"  pith-archiver audit {quoted} --keyring {shlex.quote(str(keyring))}\n"
+            f"Query it, for example with DuckDB (pip install duckdb):\n"
+            f"  python -c \"import duckdb; duckdb.sql(\\\"SELECT year, count(*) AS records FROM read_parquet("
+            f"'{archive}/tables/records/**/*.parquet', hive_partitioning=true) GROUP BY year ORDER BY year\\\")"
+            f".show()\"\n"
+            f"or with pyarrow:\n"
+            f"  python -c \"import pyarrow.dataset as ds; print(ds.dataset('{archive}/tables/records',"
+            f" partitioning='hive').to_table().num_rows)\""
+        )
     return status

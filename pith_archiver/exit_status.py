@@ -8,19 +8,21 @@ import click
 
 
 class ExitStatus(IntEnum):
-    OK = 0           # done: everything asked for was archived / verified / found clean
-    REJECTED = 1     # done, but verification rejected something (bundles, feeds, proofs) or audit found discrepancies
-    USAGE = 2        # usage or configuration error: nothing was started
-    PARTIAL = 3      # done with failures: some records could not be fetched or read, within --max-failures
-    FAILED = 4       # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
+    OK = 0  # done: everything asked for was archived / verified / found clean
+    REJECTED = 1  # done, but verification rejected something (bundles, feeds, proofs) or audit found discrepancies
+    USAGE = 2  # usage or configuration error: nothing was started
+    PARTIAL = 3  # done with failures: some records could not be fetched or read, within --max-failures
+    FAILED = 4  # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
     #                  the store failed or nothing could be committed
     INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
 
 
-EXIT_STATUS_HELP = ("Exit status: 0 done; 1 rejected bundles, split views or discrepancies found; 2 usage or "
-                    "configuration error (nothing started); 3 done with failures (some records not fetched, within "
-                    "--max-failures); 4 failed (nothing archived, resolver unreachable, too many failures, or "
-                    "nothing committed); 130 interrupted (rerun the same command to resume).")
+EXIT_STATUS_HELP = (
+    "Exit status: 0 done; 1 rejected bundles, split views or discrepancies found; 2 usage or "
+    "configuration error (nothing started); 3 done with failures (some records not fetched, within "
+    "--max-failures); 4 failed (nothing archived, resolver unreachable, too many failures, or "
+    "nothing committed); 130 interrupted (rerun the same command to resume)."
+)
 
 PRECEDENCE = (ExitStatus.USAGE, ExitStatus.FAILED, ExitStatus.REJECTED, ExitStatus.PARTIAL, ExitStatus.OK)
 

@@ -7,12 +7,18 @@ from .exit_status import ConfigError
 
 
 def keyring_options(func):
-    func = click.option("--no-default-keys", is_flag=True,
-                        help="Do not trust the built-in registry key (pith-v1-2026-05).")(func)
-    func = click.option("--keyring", "keyrings", multiple=True, type=click.Path(exists=True, dir_okay=False),
-                        help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
-                             "its role), one key document such as an archive's keys/<key_id>.json (an archive "
-                             "key), or an archiver's private key file (its public half); repeatable.")(func)
+    func = click.option(
+        "--no-default-keys", is_flag=True, help="Do not trust the built-in registry key (pith-v1-2026-05)."
+    )(func)
+    func = click.option(
+        "--keyring",
+        "keyrings",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
+        "its role), one key document such as an archive's keys/<key_id>.json (an archive "
+        "key), or an archiver's private key file (its public half); repeatable.",
+    )(func)
     return func
 
 

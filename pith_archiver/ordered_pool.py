@@ -34,12 +34,13 @@ def ordered_map(function, items: list, jobs: int):
     when there is too little work to share). ``function`` must pickle; it is sent to
     each worker once."""
     size = max(1, min(MAX_CHUNK, len(items) // (jobs * IN_FLIGHT_PER_JOB)))
-    chunks = (items[start:start + size] for start in range(0, len(items), size))
+    chunks = (items[start : start + size] for start in range(0, len(items), size))
     if jobs <= 1 or len(items) < WORTH_A_POOL:
         for chunk in chunks:
             yield from map(function, chunk)
         return
     from concurrent.futures import ProcessPoolExecutor  # only when the work is shared
+
     with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(function,)) as pool:
         pending = deque(pool.submit(_apply, chunk) for chunk in islice(chunks, jobs * IN_FLIGHT_PER_JOB))
         while pending:

@@ -16,8 +16,9 @@ QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
 def verbosity_options(func):
     """Adds ``verbosity`` (QUIET, NORMAL, VERBOSE or DEBUG) to the command's arguments."""
     func = click.option("-q", "--quiet", is_flag=True, help="Print only errors and a one-line summary.")(func)
-    func = click.option("-v", "--verbose", count=True,
-                        help="More detail on stderr: -v the log, -vv debug and tracebacks.")(func)
+    func = click.option(
+        "-v", "--verbose", count=True, help="More detail on stderr: -v the log, -vv debug and tracebacks."
+    )(func)
     return _with_verbosity(func)
 
 
@@ -29,6 +30,7 @@ def _with_verbosity(func):
         level = QUIET if quiet else min(verbose, DEBUG)
         click.get_current_context().find_root().meta["pith_verbosity"] = level
         return func(*args, verbosity=level, **kwargs)
+
     return wrapper
 
 
@@ -46,6 +48,7 @@ def log_to_stderr(verbosity: int) -> None:
     """Python logging on stderr at the level the verbosity asks for (warnings and up by
     default, errors only when quiet). logging is imported here: ``verify`` never logs."""
     import logging
+
     level = {QUIET: logging.ERROR, NORMAL: logging.WARNING, VERBOSE: logging.INFO}.get(verbosity, logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

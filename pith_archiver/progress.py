@@ -21,8 +21,15 @@ def progress(description: str):
     from rich.console import Console  # only a terminal needs it
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[status]}"), console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=None, status="")
 
         def update(done: int, total: int | None = None, status: str = "") -> None:

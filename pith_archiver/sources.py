@@ -11,8 +11,11 @@ from storage import layout
 
 FEED_SUFFIX = ".jsonl"
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
-ARCHIVE_PARTS = {layout.MANIFESTS: "an archive manifest", layout.KEYS: "a key document",
-                 layout.QUARANTINE: "quarantined when archived"}
+ARCHIVE_PARTS = {
+    layout.MANIFESTS: "an archive manifest",
+    layout.KEYS: "a key document",
+    layout.QUARANTINE: "quarantined when archived",
+}
 
 
 class SourceError(Exception):
@@ -23,6 +26,7 @@ class SourceError(Exception):
 class Target:
     """One document to check; ``skip`` says why it is not one to check, when where it
     lies already tells (an archive's manifests, say)."""
+
     source: str
     skip: str = ""
 
@@ -49,15 +53,18 @@ def expand(targets) -> list[Target]:
 
 def _documents(folder: Path) -> list[Path]:
     """Sorted by their text (comparing Path objects costs more than reading a bundle)."""
-    return sorted((p for p in folder.rglob("*.json*") if p.suffix in (".json", FEED_SUFFIX) and p.is_file()),
-                  key=str)
+    return sorted((p for p in folder.rglob("*.json*") if p.suffix in (".json", FEED_SUFFIX) and p.is_file()), key=str)
 
 
 def _archive(root: Path):
     for path in _documents(root):
         relative = path.relative_to(root).as_posix()
-        if relative.startswith(f"{layout.RAW}/") and path.suffix == ".json" or \
-                relative.startswith(f"{layout.ATTESTATIONS}/") and path.suffix == FEED_SUFFIX:
+        if (
+            relative.startswith(f"{layout.RAW}/")
+            and path.suffix == ".json"
+            or relative.startswith(f"{layout.ATTESTATIONS}/")
+            and path.suffix == FEED_SUFFIX
+        ):
             yield Target(str(path))
         else:
             part = ARCHIVE_PARTS.get(relative.split("/")[0], "outside raw/ and attestations/")
@@ -72,8 +79,8 @@ def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     try:
         if target.startswith(("http://", "https://")):
             import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
-            request = urllib.request.Request(target, headers={"User-Agent": user_agent(),
-                                                              "Accept": "application/json"})
+
+            request = urllib.request.Request(target, headers={"User-Agent": user_agent(), "Accept": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
                 return _read_capped(response, response.length, max_bytes)
         with open(target, "rb") as handle:

@@ -56,10 +56,22 @@ def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
     """The sidecar of a quarantined bundle: a function of the bytes and the verifier
     only (the URL and time are in the verifications table), so re-quarantining the same
     bytes writes the same sidecar."""
-    return canon({"reason_type": REASON_TYPE, "raw_sha256": raw_sha256, "size": size,
-                  "status": verdict.status, "reason": verdict.reason, "path": verdict.path,
-                  "detail": verdict.detail, "pith_number": verdict.pith_number,
-                  "verifier": {"name": "pith-archiver", "version": version()}}) + b"\n"
+    return (
+        canon(
+            {
+                "reason_type": REASON_TYPE,
+                "raw_sha256": raw_sha256,
+                "size": size,
+                "status": verdict.status,
+                "reason": verdict.reason,
+                "path": verdict.path,
+                "detail": verdict.detail,
+                "pith_number": verdict.pith_number,
+                "verifier": {"name": "pith-archiver", "version": version()},
+            }
+        )
+        + b"\n"
+    )
 
 
 def _done(value) -> Future:
@@ -71,9 +83,19 @@ def _done(value) -> Future:
 class ArchiveWriter:
     """One run of one worker writing into an archive: ``ArchiveWriter(...).open()``."""
 
-    def __init__(self, store: ObjectStore, signer: Signer, *, worker: str = "w0", run_id: str | None = None,
-                 keyring: Keyring | None = None, uploader: BoundedUploader | None = None,
-                 policy: RollPolicy = RollPolicy(), spool_dir=None, dedup: bool = True):
+    def __init__(
+        self,
+        store: ObjectStore,
+        signer: Signer,
+        *,
+        worker: str = "w0",
+        run_id: str | None = None,
+        keyring: Keyring | None = None,
+        uploader: BoundedUploader | None = None,
+        policy: RollPolicy = RollPolicy(),
+        spool_dir=None,
+        dedup: bool = True,
+    ):
         """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
         history (default: this signer's key). ``dedup=False`` starts as if the archive
         were empty (no dedup, no history, a new attestation chain): for a fresh archive
@@ -93,8 +115,8 @@ class ArchiveWriter:
         self._budget = RowBudget(policy.buffer_bytes)
         self._failure = RunFailure(self.run_id)
         self._quarantined: set[str] = set()
-        self._lock = threading.Lock()          # the history, the tables, counters, the current segment
-        self._commit_lock = threading.Lock()   # segments commit one at a time, in order
+        self._lock = threading.Lock()  # the history, the tables, counters, the current segment
+        self._commit_lock = threading.Lock()  # segments commit one at a time, in order
         self._counts = Counter()
         self._segment: Segment | None = None
         self._open = False
@@ -129,15 +151,43 @@ class ArchiveWriter:
             duplicate = history.archived(bundle)
             objection = history.objection(number, bundle, events, built_at, fetched_at)
             if objection or equivocation:
-                verdict = replace(verdict, reason="equivocation" if equivocation else "not_append_only",
-                                  path="events", detail=equivocation.detail if equivocation else objection)
+                verdict = replace(
+                    verdict,
+                    reason="equivocation" if equivocation else "not_append_only",
+                    path="events",
+                    detail=equivocation.detail if equivocation else objection,
+                )
             raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
-            rows = [("verifications", verification_row(
-                verdict, url=url, raw_sha256=raw_sha256, size=len(raw), raw_path=raw_path,
-                fetched_at=fetched_at, run_id=segment.run_id, duplicate=duplicate, equivocation=equivocation))]
+            rows = [
+                (
+                    "verifications",
+                    verification_row(
+                        verdict,
+                        url=url,
+                        raw_sha256=raw_sha256,
+                        size=len(raw),
+                        raw_path=raw_path,
+                        fetched_at=fetched_at,
+                        run_id=segment.run_id,
+                        duplicate=duplicate,
+                        equivocation=equivocation,
+                    ),
+                )
+            ]
             if not duplicate:
-                rows.append(("records", record_row(verdict, raw_sha256=raw_sha256, url=url, fetched_at=fetched_at,
-                                                   run_id=segment.run_id, accepted_as_current=not objection)))
+                rows.append(
+                    (
+                        "records",
+                        record_row(
+                            verdict,
+                            raw_sha256=raw_sha256,
+                            url=url,
+                            fetched_at=fetched_at,
+                            run_id=segment.run_id,
+                            accepted_as_current=not objection,
+                        ),
+                    )
+                )
                 rows += [("events", row) for row in event_rows(verdict, run_id=segment.run_id)]
                 rows += [("aliases", row) for row in alias_rows(verdict, run_id=segment.run_id)]
             for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
@@ -151,8 +201,9 @@ class ArchiveWriter:
             # tracked before the lock is released: a checkpoint taking this segment waits for it
             stored = _done(None) if duplicate else segment.submit(raw_path, raw)
         if objection:
-            logger.warning("%s: version %s is not append-only (%s): kept as evidence, not current",
-                           number, bundle, objection)
+            logger.warning(
+                "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection
+            )
         return stored
 
     def add_rejected(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
@@ -166,18 +217,30 @@ class ArchiveWriter:
             segment = self._segment
             first = raw_sha256 not in self._quarantined
             self._quarantined.add(raw_sha256)
-            segment.tables["verifications"].add(verification_row(
-                verdict, url=url, raw_sha256=raw_sha256, size=len(raw),
-                raw_path=layout.quarantined(raw_sha256), fetched_at=fetched_at, run_id=segment.run_id))
+            segment.tables["verifications"].add(
+                verification_row(
+                    verdict,
+                    url=url,
+                    raw_sha256=raw_sha256,
+                    size=len(raw),
+                    raw_path=layout.quarantined(raw_sha256),
+                    fetched_at=fetched_at,
+                    run_id=segment.run_id,
+                )
+            )
             self._count(segment, "rejected")
             if not first:
                 return _done(None)
-            segment.submit(layout.quarantine_reason(raw_sha256), quarantine_reason(verdict, raw_sha256, len(raw)),
-                           keep_existing=True)
+            segment.submit(
+                layout.quarantine_reason(raw_sha256),
+                quarantine_reason(verdict, raw_sha256, len(raw)),
+                keep_existing=True,
+            )
             return segment.submit(layout.quarantined(raw_sha256), raw)
 
-    def add_failure(self, url: str, reason: str, detail: str, fetched_at: datetime,
-                    pith_number: str | None = None, path: str = "") -> None:
+    def add_failure(
+        self, url: str, reason: str, detail: str, fetched_at: datetime, pith_number: str | None = None, path: str = ""
+    ) -> None:
         """Record a fetch that gave no archivable bytes (a fetch error, an oversize
         body, a state.json that disagrees with its bundle): a ``verifications`` row
         with status ``failed``, so every failure is on record."""
@@ -185,9 +248,17 @@ class ArchiveWriter:
         verdict = Verdict("failed", reason, path, detail, pith_number=pith_number)
         with self._lock:
             segment = self._segment
-            segment.tables["verifications"].add(verification_row(
-                verdict, url=url, raw_sha256=None, size=None, raw_path=None,
-                fetched_at=fetched_at, run_id=segment.run_id))
+            segment.tables["verifications"].add(
+                verification_row(
+                    verdict,
+                    url=url,
+                    raw_sha256=None,
+                    size=None,
+                    raw_path=None,
+                    fetched_at=fetched_at,
+                    run_id=segment.run_id,
+                )
+            )
             self._count(segment, "failed")
 
     def counts(self) -> dict[str, int]:
@@ -211,8 +282,7 @@ class ArchiveWriter:
         with self._commit_lock:
             with self._lock:
                 segment, self._segment = self._segment, self._new_segment()
-            logger.info("run %s writing to %s (checkpoint of %s)", self._segment.run_id, self.store.uri,
-                        segment.run_id)
+            logger.info("run %s writing to %s (checkpoint of %s)", self._segment.run_id, self.store.uri, segment.run_id)
             try:
                 return self._committer.commit(segment, stats, params)
             except BaseException as exc:  # its versions are in the history: nothing may commit after
@@ -248,8 +318,16 @@ class ArchiveWriter:
     def _new_segment(self, run_id: str | None = None) -> Segment:
         run_id = run_id or layout.new_run_id(self.worker)
         self._history.known_runs.add(run_id)
-        return Segment(run_id, self.store, self._uploader, self._failure, policy=self.policy,
-                       spool_dir=self._spool.path, budget=self._budget, rows_lock=self._lock)
+        return Segment(
+            run_id,
+            self.store,
+            self._uploader,
+            self._failure,
+            policy=self.policy,
+            spool_dir=self._spool.path,
+            budget=self._budget,
+            rows_lock=self._lock,
+        )
 
     def _count(self, segment: Segment, what: str) -> None:
         self._counts[what] += 1

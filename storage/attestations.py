@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Stored:
     """A bundle version this run stored, owed an attestation."""
+
     pith_number: str
     bundle_sha256: str
     canonical_sha256: str
@@ -52,12 +53,24 @@ class AttestationFeed:
         events = []
         for item in owed:
             when = stored_at[item.raw_path]
-            payload = {"bundle_sha256": item.bundle_sha256, "canonical_sha256": item.canonical_sha256,
-                       "raw_path": item.raw_path, "raw_sha256": item.raw_sha256, "size": item.size,
-                       "storage_uri": f"{self.archive_uri}/{item.raw_path}", "stored_at": when,
-                       "run_id": run_id}
-            event = new_attestation(self.signer, pith_number=item.pith_number, archive=self.archive_uri,
-                                    payload=payload, prev_event=self.head, created_at=when)
+            payload = {
+                "bundle_sha256": item.bundle_sha256,
+                "canonical_sha256": item.canonical_sha256,
+                "raw_path": item.raw_path,
+                "raw_sha256": item.raw_sha256,
+                "size": item.size,
+                "storage_uri": f"{self.archive_uri}/{item.raw_path}",
+                "stored_at": when,
+                "run_id": run_id,
+            }
+            event = new_attestation(
+                self.signer,
+                pith_number=item.pith_number,
+                archive=self.archive_uri,
+                payload=payload,
+                prev_event=self.head,
+                created_at=when,
+            )
             self.head = event["event_id"]
             events.append(event)
         return events

@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 CODES = {
     "MANIFEST_INVALID": "a manifest does not verify under the pinned keys; its reason follows",
     "MANIFEST_UNPINNED": "well-formed manifests signed by a key that is not pinned (one finding per key): their "
-                         "objects are not checked",
+    "objects are not checked",
     "MISSING": "an object a committed manifest lists is not in the store",
     "SIZE_MISMATCH": "an object's size differs from its manifest entry",
     "HASH_MISMATCH": "an object's sha256 differs from its manifest entry",
@@ -50,15 +50,15 @@ CODES = {
     "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
     "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
     "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
-              "and partial writes included; a local crawl's own state excepted)",
+    "and partial writes included; a local crawl's own state excepted)",
 }
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
 
 
 @dataclass(frozen=True)
 class Discrepancy:
-    code: str     # a key of CODES
-    path: str     # the archive path it concerns
+    code: str  # a key of CODES
+    path: str  # the archive path it concerns
     detail: str = ""
     key_id: str | None = None  # MANIFEST_UNPINNED: the key that signs the manifest
 
@@ -84,10 +84,17 @@ class AuditCounts:
         return not self.discrepancies
 
     def as_dict(self) -> dict:
-        return {"manifests": self.manifests, "objects": self.objects, "bytes": self.bytes, "bundles": self.bundles,
-                "merge_inferred": self.merge_inferred, "attestations": self.attestations,
-                "discrepancies": dict(sorted(self.discrepancies.items())),
-                "clean": self.clean, "size_rule": SIZE_RULE}
+        return {
+            "manifests": self.manifests,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "bundles": self.bundles,
+            "merge_inferred": self.merge_inferred,
+            "attestations": self.attestations,
+            "discrepancies": dict(sorted(self.discrepancies.items())),
+            "clean": self.clean,
+            "size_rule": SIZE_RULE,
+        }
 
 
 # the size rule raw bundles were checked with: the one the crawl admits by (pith.parse)
@@ -101,7 +108,7 @@ def parquet_rows(tail: bytes) -> int:
     size = int.from_bytes(tail[-8:-4], "little")
     if size + 8 > len(tail):
         raise ValueError(f"a {size}-byte footer is larger than the {len(tail)} bytes kept")
-    return pq.ParquetFile(pa.BufferReader(b"PAR1" + tail[-8 - size:])).metadata.num_rows
+    return pq.ParquetFile(pa.BufferReader(b"PAR1" + tail[-8 - size :])).metadata.num_rows
 
 
 class _Hashed:
@@ -133,7 +140,7 @@ class Audit:
         self._chain = Chain()
         self._checked: set[tuple[str, str]] = set()
         self._accounted: set[str] = set()  # manifests and what they list, trusted or not
-        self._log_parts = []               # what each trusted manifest adds to its key's log
+        self._log_parts = []  # what each trusted manifest adds to its key's log
 
     def run(self):
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
@@ -152,14 +159,19 @@ class Audit:
                 self._accounted.update(entry["path"] for entry in unpinned["objects"])
                 signature = unpinned["signature"]
                 unpinned_by.setdefault((signature["key_id"], signature.get("public_key_fingerprint")), []).append(
-                    (read.path, len(unpinned["objects"])))
+                    (read.path, len(unpinned["objects"]))
+                )
             else:
                 yield self._found("MANIFEST_INVALID", read.path, getattr(read.error, "reason", str(read.error)))
         for (key_id, fingerprint), manifests in unpinned_by.items():
             more = f" and {len(manifests) - 1} more manifests" if len(manifests) > 1 else ""
-            yield self._found("MANIFEST_UNPINNED", manifests[0][0],
-                              f"signed{more} by {key_id} (fingerprint {fingerprint}), which is not pinned: "
-                              f"{sum(n for _, n in manifests)} objects not checked", key_id=key_id)
+            yield self._found(
+                "MANIFEST_UNPINNED",
+                manifests[0][0],
+                f"signed{more} by {key_id} (fingerprint {fingerprint}), which is not pinned: "
+                f"{sum(n for _, n in manifests)} objects not checked",
+                key_id=key_id,
+            )
         for segment, why in self._chain.breaks(rooted=True):
             yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
         for stored in self.store.list():
@@ -193,12 +205,14 @@ class Audit:
         archive = manifest.get("stats", {}).get("archive", {})
         for table, total in sorted(archive.get("rows", {}).items()):
             if total != rows[table]:
-                yield self._found("ROWS_MISMATCH", path,
-                                  f"{table}: the stats say {total}, its files hold {rows[table]}")
+                yield self._found(
+                    "ROWS_MISMATCH", path, f"{table}: the stats say {total}, its files hold {rows[table]}"
+                )
         attested = self.counts.attestations - attested_before
         if archive.get("verified", attested) != attested:
-            yield self._found("ATTESTATION_INVALID", path,
-                              f"the run archived {archive['verified']} versions and attested {attested}")
+            yield self._found(
+                "ATTESTATION_INVALID", path, f"the run archived {archive['verified']} versions and attested {attested}"
+            )
 
     def _object(self, entry: ObjectInfo, check):
         """Read the object once, hashed as ``check(entry, stream)`` reads it (yielding
@@ -240,8 +254,9 @@ class Audit:
         if verdict.ok and not verdict.merge_confirmed:
             self.counts.merge_inferred += 1
         if not verdict.ok:
-            yield self._found("BUNDLE_REJECTED", entry.path,
-                              f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}")
+            yield self._found(
+                "BUNDLE_REJECTED", entry.path, f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}"
+            )
 
     def _table(self, entry: ObjectInfo, stream):
         tail = b""
@@ -268,8 +283,9 @@ class Audit:
             self.counts.attestations += 1
             mismatch = _unlisted(event["payload"], run_id, by_path)
             if mismatch:
-                yield self._found("ATTESTATION_INVALID", entry.path,
-                                  f"attestation_mismatch at {where}.payload: {mismatch}")
+                yield self._found(
+                    "ATTESTATION_INVALID", entry.path, f"attestation_mismatch at {where}.payload: {mismatch}"
+                )
             try:
                 self._chain.follow(event, where)
             except Rejected as exc:

@@ -72,6 +72,7 @@ def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_k
 class CommittedArchive:
     """The committed state of an archive under a keyring: verified manifests (in run
     order), the objects they list (path -> ObjectInfo) and the manifests not trusted."""
+
     store: ObjectStore
     keyring: Keyring
     manifests: list[dict]
@@ -84,10 +85,15 @@ class CommittedArchive:
         manifests, untrusted = committed.manifests, committed.untrusted
         if not manifests:
             why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
-            raise NothingCommitted(f"{store.uri}: no manifest verifies under the trusted keys "
-                                   f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}",
-                                   [read.error.unpinned["signature"]["key_id"] for read in untrusted
-                                    if getattr(read.error, "unpinned", None)])
+            raise NothingCommitted(
+                f"{store.uri}: no manifest verifies under the trusted keys "
+                f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}",
+                [
+                    read.error.unpinned["signature"]["key_id"]
+                    for read in untrusted
+                    if getattr(read.error, "unpinned", None)
+                ],
+            )
         return cls(store, keyring, manifests, union(manifests), untrusted)
 
     def table_files(self, table: str) -> list[ObjectInfo]:
@@ -96,15 +102,18 @@ class CommittedArchive:
 
     def under(self, prefix: str) -> list[ObjectInfo]:
         """The committed objects under ``prefix``, by path."""
-        return sorted((info for path, info in self.objects.items() if path.startswith(prefix)),
-                      key=lambda info: info.path)
+        return sorted(
+            (info for path, info in self.objects.items() if path.startswith(prefix)), key=lambda info: info.path
+        )
 
 
 def check_digest(entry: ObjectInfo, sha256: str, size: int) -> None:
     """ObjectAltered unless ``sha256`` and ``size`` are what the manifest entry lists."""
     if (sha256, size) != (entry.sha256, entry.size):
-        raise ObjectAltered(f"{entry.path} does not match its manifest entry: sha256 {sha256} "
-                            f"({size} bytes) where {entry.sha256} ({entry.size} bytes) was committed")
+        raise ObjectAltered(
+            f"{entry.path} does not match its manifest entry: sha256 {sha256} "
+            f"({size} bytes) where {entry.sha256} ({entry.size} bytes) was committed"
+        )
 
 
 def read_entry(store: ObjectStore, entry: ObjectInfo) -> bytes:

@@ -38,8 +38,9 @@ class Committer:
         a new chain). Returns the chain's head."""
         head = chain_head_of(self.store, manifests, self.signer)
         self._feed = AttestationFeed(self.signer, self.store.uri, head)
-        self._log = LogAppender(self.signer, self.store.uri,
-                                read_log(self.store, key_logs(manifests).get(self.signer.key_id), Frontier()))
+        self._log = LogAppender(
+            self.signer, self.store.uri, read_log(self.store, key_logs(manifests).get(self.signer.key_id), Frontier())
+        )
         return head
 
     def commit(self, segment: Segment, stats: dict | None, params: dict | None) -> str:
@@ -55,17 +56,22 @@ class Committer:
                 segment.record(info)
         segment.record(self._publish_key())
         manifest = build_manifest(
-            run_id=segment.run_id, worker=self.worker, started_at=segment.started_at,
-            objects=segment.objects(), params=params or {},
-            stats={**(stats or {}), "archive": segment.archive_stats()})
+            run_id=segment.run_id,
+            worker=self.worker,
+            started_at=segment.started_at,
+            objects=segment.objects(),
+            params=params or {},
+            stats={**(stats or {}), "archive": segment.archive_stats()},
+        )
         return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
 
     def _publish_key(self) -> ObjectInfo:
         """Store this signer's key document, or keep the one an earlier run stored for
         the same key (written before key documents named their role)."""
         try:
-            return self.store.put_bytes(layout.key_document(self.signer.key_id),
-                                        canon(self.signer.archive_key_document()) + b"\n")
+            return self.store.put_bytes(
+                layout.key_document(self.signer.key_id), canon(self.signer.archive_key_document()) + b"\n"
+            )
         except ObjectExists as exc:
             try:
                 stored = key_from_entry(json.loads(self.store.get_bytes(exc.existing.path)), ARCHIVE)

@@ -46,5 +46,7 @@ class CommittedHistory:
                     records.append(entry)
                 elif entry.table == "events":
                     events.append(entry)
-        return ((batch for entry in records for batch in table_batches(self.store, entry, RECORD_COLUMNS)),
-                (batch for entry in events for batch in table_batches(self.store, entry, EVENT_COLUMNS)))
+        return (
+            (batch for entry in records for batch in table_batches(self.store, entry, RECORD_COLUMNS)),
+            (batch for entry in events for batch in table_batches(self.store, entry, EVENT_COLUMNS)),
+        )

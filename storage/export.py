@@ -36,8 +36,14 @@ logger = logging.getLogger(__name__)
 
 README = "README.md"
 BAG_CHECKSUMS = ("sha256", "sha512")
-BAG_PREFIXES = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.LOGS}/",
-                f"{layout.CHECKPOINTS}/", f"{layout.KEYS}/")
+BAG_PREFIXES = (
+    f"{layout.TABLES}/",
+    f"{layout.RAW}/",
+    f"{layout.ATTESTATIONS}/",
+    f"{layout.LOGS}/",
+    f"{layout.CHECKPOINTS}/",
+    f"{layout.KEYS}/",
+)
 FOLDERS = {  # what each exported folder holds, for the README
     layout.TABLES: "Parquet tables, Hive-partitioned (schema below)",
     layout.RAW: "the exact bytes of every verified bundle version, named by their sha256",
@@ -60,13 +66,14 @@ class BundleRejected(ExportError):
 @dataclass(frozen=True)
 class ExportSummary:
     destination: str
-    objects: int          # files written, the README included
+    objects: int  # files written, the README included
     bytes: int
     bundle_versions: int  # rows of the records table
 
 
-def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None,
-               on_object=None) -> ExportSummary:
+def export_bag(
+    store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None, on_object=None
+) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
     bundles, attestations, keys and manifests and README.md, with sha256 and sha512
     manifests. The bag is built next to ``out`` and renamed into place when whole.
@@ -99,8 +106,9 @@ def export_bag(store: ObjectStore, keyring: Keyring, out, *, organization: str |
     return ExportSummary(str(out), files, size, _rows(entries, "records"))
 
 
-def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False,
-                   on_object=None) -> ExportSummary:
+def export_dataset(
+    store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False, on_object=None
+) -> ExportSummary:
     """Write the committed tables (and with ``with_raw`` the raw bundles) and README.md
     to ``dest``, a folder or S3 prefix. The README depends only on what is exported, so
     an interrupted export can be run again into the same place; a destination holding
@@ -122,8 +130,9 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
     try:
         dest.put_bytes(README, readme)
     except ObjectExists:
-        raise ExportError(f"{dest.uri} holds another export (its {README} differs): "
-                          "give an empty destination") from None
+        raise ExportError(
+            f"{dest.uri} holds another export (its {README} differs): give an empty destination"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="pith-export-") as spool:
         local = Path(spool) / "object"
         for done, entry in enumerate(entries, len(raws) + 1):
@@ -134,11 +143,13 @@ def export_dataset(store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, w
                 on_object(done, total)
     dest.flush()
     logger.info("exported %d objects from %s to %s", len(entries), store.uri, dest.uri)
-    return ExportSummary(dest.uri, len(entries) + 1, sum(e.size for e in entries) + len(readme),
-                         _rows(entries, "records"))
+    return ExportSummary(
+        dest.uri, len(entries) + 1, sum(e.size for e in entries) + len(readme), _rows(entries, "records")
+    )
 
 
 # --- copying ---------------------------------------------------------------------
+
 
 def _stream_to_file(store: ObjectStore, entry: ObjectInfo, target: Path) -> None:
     """Copy one committed object to a new local file, checking it against its entry."""
@@ -155,8 +166,10 @@ def _stream_to_file(store: ObjectStore, entry: ObjectInfo, target: Path) -> None
 def _check_bundle(entry: ObjectInfo, data: bytes, keyring: Keyring) -> None:
     verdict = verify_bundle(data, keyring)
     if not verdict.ok:
-        raise BundleRejected(f"{entry.path} does not verify ({verdict.reason} at {verdict.path or '<document>'}: "
-                             f"{verdict.detail}): nothing exported; audit the archive")
+        raise BundleRejected(
+            f"{entry.path} does not verify ({verdict.reason} at {verdict.path or '<document>'}: "
+            f"{verdict.detail}): nothing exported; audit the archive"
+        )
 
 
 def _copy_manifest(archive: CommittedArchive, path: str, staging: Path) -> int:
@@ -179,7 +192,8 @@ def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> d
         "External-Description": (
             f"Pith open graph bundles (signed arXiv paper records) verified and archived by pith-archiver: "
             f"{_rows(entries, 'records')} bundle versions from {len(archive.manifests)} committed runs, as "
-            f"Parquet tables, exact raw bundles, signed manifests and keys. See data/{README}."),
+            f"Parquet tables, exact raw bundles, signed manifests and keys. See data/{README}."
+        ),
         "Internal-Sender-Identifier": archive.store.uri,
         "Bagging-Date": datetime.now(timezone.utc).date().isoformat(),
         "Bag-Software-Agent": f"pith-archiver {version()} (bagit.py {bagit.VERSION})",
@@ -190,24 +204,38 @@ def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> d
 
 # --- the dataset README --------------------------------------------------------------
 
+
 def dataset_readme(archive: CommittedArchive, entries: list[ObjectInfo], manifest_bytes: int | None = None) -> str:
     """What a reader needs without the archiver: contents, counts, provenance, schema.
     A function of the archive's committed state and of what is exported only
     (``entries``, and the manifests when ``manifest_bytes`` says how large they are)."""
-    return "\n".join([*_intro(archive), *_contents(archive, entries, manifest_bytes), *_provenance(archive),
-                      *_schema(), *_reading()]) + "\n"
+    return (
+        "\n".join(
+            [
+                *_intro(archive),
+                *_contents(archive, entries, manifest_bytes),
+                *_provenance(archive),
+                *_schema(),
+                *_reading(),
+            ]
+        )
+        + "\n"
+    )
 
 
 def _intro(archive: CommittedArchive) -> list[str]:
     last = archive.manifests[-1]
     return [
-        "# Pith open graph bundles: an offline dataset", "",
+        "# Pith open graph bundles: an offline dataset",
+        "",
         "Signed records of arXiv papers from the [Pith](https://pith.science) registry, crawled and verified by "
         "pith-archiver (every hash and Ed25519 signature checked against pinned keys, the merged state "
-        "recomputed) and exported from its archive.", "",
+        "recomputed) and exported from its archive.",
+        "",
         f"- source archive: `{archive.store.uri}`",
         f"- committed runs: {len(archive.manifests)}, the last `{last['run_id']}` (committed {last['committed_at']})",
-        f"- exported by pith-archiver {version()}; table schema version {SCHEMA_VERSION}", "",
+        f"- exported by pith-archiver {version()}; table schema version {SCHEMA_VERSION}",
+        "",
     ]
 
 
@@ -223,14 +251,19 @@ def _contents(archive: CommittedArchive, entries: list[ObjectInfo], manifest_byt
         what = f"the `{table}` table ({_rows(entries, table)} rows)" if table in TABLES else FOLDERS[folder]
         lines.append(f"| `{folder}/` | {what} | {files} | {size} |")
     if manifest_bytes is not None:
-        lines.append(f"| `{layout.MANIFESTS}/` | {FOLDERS[layout.MANIFESTS]} | {len(archive.manifests)} "
-                     f"| {manifest_bytes} |")
-    lines += ["", f"`{layout.TABLES}/{TABLES['records'].name}` holds one row per bundle version "
-                  f"({_rows(entries, 'records')} here); `{layout.RAW}/<aa>/<raw_sha256>.json` is the file a "
-                  "row's `raw_path` names, when raw bundles are included.",
-              "Only objects listed by committed manifests are here, so the folders may be read whole. Not "
-              f"included: `{layout.QUARANTINE}/` (the bytes of rejected bundles; the `verifications` table "
-              "records every rejection and its reason).", ""]
+        lines.append(
+            f"| `{layout.MANIFESTS}/` | {FOLDERS[layout.MANIFESTS]} | {len(archive.manifests)} | {manifest_bytes} |"
+        )
+    lines += [
+        "",
+        f"`{layout.TABLES}/{TABLES['records'].name}` holds one row per bundle version "
+        f"({_rows(entries, 'records')} here); `{layout.RAW}/<aa>/<raw_sha256>.json` is the file a "
+        "row's `raw_path` names, when raw bundles are included.",
+        "Only objects listed by committed manifests are here, so the folders may be read whole. Not "
+        f"included: `{layout.QUARANTINE}/` (the bytes of rejected bundles; the `verifications` table "
+        "records every rejection and its reason).",
+        "",
+    ]
     return lines
 
 
@@ -242,32 +275,51 @@ def _folder(path: str) -> str:
 
 
 def _provenance(archive: CommittedArchive) -> list[str]:
-    lines = ["## Provenance", "", "| run | worker | started | committed | software | signed by | verified | rejected |",
-             "| --- | --- | --- | --- | --- | --- | ---: | ---: |"]
+    lines = [
+        "## Provenance",
+        "",
+        "| run | worker | started | committed | software | signed by | verified | rejected |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: |",
+    ]
     for manifest in archive.manifests:
         stats = (manifest.get("stats") or {}).get("archive") or {}
         software = manifest.get("software") or {}
-        lines.append(f"| `{manifest['run_id']}` | {manifest.get('worker', '')} | {manifest.get('started_at', '')} "
-                     f"| {manifest.get('committed_at', '')} | {software.get('name', '')} {software.get('version', '')} "
-                     f"| `{manifest['signature']['key_id']}` | {stats.get('verified', '')} "
-                     f"| {stats.get('rejected', '')} |")
+        lines.append(
+            f"| `{manifest['run_id']}` | {manifest.get('worker', '')} | {manifest.get('started_at', '')} "
+            f"| {manifest.get('committed_at', '')} | {software.get('name', '')} {software.get('version', '')} "
+            f"| `{manifest['signature']['key_id']}` | {stats.get('verified', '')} "
+            f"| {stats.get('rejected', '')} |"
+        )
     signers = sorted({(m["signature"]["key_id"], m["signature"]["public_key_fingerprint"]) for m in archive.manifests})
-    lines += ["", "Manifests were signed by: " + ", ".join(f"`{key}` (fingerprint {fp})" for key, fp in signers) + ".",
-              "Each manifest is canonical JSON signed with Ed25519 over the SHA-256 of the manifest without its "
-              "signature. They were trusted for this export because they verify under the archiver keys the "
-              "exporter trusted; every raw bundle was verified when archived and again for this export, "
-              "under the registry keys the exporter trusted (`pith-archiver audit` re-checks a whole archive "
-              "against keys pinned elsewhere).", ""]
+    lines += [
+        "",
+        "Manifests were signed by: " + ", ".join(f"`{key}` (fingerprint {fp})" for key, fp in signers) + ".",
+        "Each manifest is canonical JSON signed with Ed25519 over the SHA-256 of the manifest without its "
+        "signature. They were trusted for this export because they verify under the archiver keys the "
+        "exporter trusted; every raw bundle was verified when archived and again for this export, "
+        "under the registry keys the exporter trusted (`pith-archiver audit` re-checks a whole archive "
+        "against keys pinned elsewhere).",
+        "",
+    ]
     return lines
 
 
 def _schema() -> list[str]:
-    lines = [f"## Schema (version {SCHEMA_VERSION})", "",
-             "Each Parquet file also carries its column meanings (field metadata `doc`) and the schema version.", ""]
+    lines = [
+        f"## Schema (version {SCHEMA_VERSION})",
+        "",
+        "Each Parquet file also carries its column meanings (field metadata `doc`) and the schema version.",
+        "",
+    ]
     for spec in TABLES.values():
-        lines += [f"### `{spec.name}`", "", f"Partitioned by `{spec.partition}` (a directory level, "
-                  f"`{spec.partition}=<value>`): {spec.partition_doc}.", "",
-                  "| column | type | meaning |", "| --- | --- | --- |"]
+        lines += [
+            f"### `{spec.name}`",
+            "",
+            f"Partitioned by `{spec.partition}` (a directory level, `{spec.partition}=<value>`): {spec.partition_doc}.",
+            "",
+            "| column | type | meaning |",
+            "| --- | --- | --- |",
+        ]
         for field in spec.columns:
             kind = f"{field.type}{'' if field.nullable else ', not null'}"
             meaning = field.metadata[b"doc"].decode("utf-8").replace("|", "\\|")
@@ -277,8 +329,17 @@ def _schema() -> list[str]:
 
 
 def _reading() -> list[str]:
-    return ["## Reading", "", "```sql", "-- DuckDB, from this folder",
-            "SELECT year, count(*) FROM read_parquet('tables/records/**/*.parquet', hive_partitioning = true)",
-            "GROUP BY year ORDER BY year;", "```", "", "```python",
-            "import pyarrow.dataset as ds",
-            'records = ds.dataset("tables/records", partitioning="hive").to_table()', "```"]
+    return [
+        "## Reading",
+        "",
+        "```sql",
+        "-- DuckDB, from this folder",
+        "SELECT year, count(*) FROM read_parquet('tables/records/**/*.parquet', hive_partitioning = true)",
+        "GROUP BY year ORDER BY year;",
+        "```",
+        "",
+        "```python",
+        "import pyarrow.dataset as ds",
+        'records = ds.dataset("tables/records", partitioning="hive").to_table()',
+        "```",
+    ]

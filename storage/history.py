@@ -32,10 +32,11 @@ def event_digest(event_id: str) -> bytes:
 @dataclass(slots=True)
 class Version:
     """A record's current version: what the next version is judged against."""
-    bundle: bytes                  # bundle_sha256 as 32 bytes
-    built_at: datetime             # _EARLIEST when the bundle gave none
+
+    bundle: bytes  # bundle_sha256 as 32 bytes
+    built_at: datetime  # _EARLIEST when the bundle gave none
     fetched_at: datetime
-    events: frozenset[bytes]       # its event ids, as digests
+    events: frozenset[bytes]  # its event ids, as digests
 
     @property
     def order(self) -> tuple[datetime, datetime]:
@@ -72,18 +73,24 @@ class History:
         since this history was read."""
         self.db.execute("BEGIN")
         for table in records:
-            accepted = (table.column("accepted_as_current").to_pylist() if "accepted_as_current" in table.column_names
-                        else [None] * table.num_rows)
+            accepted = (
+                table.column("accepted_as_current").to_pylist()
+                if "accepted_as_current" in table.column_names
+                else [None] * table.num_rows
+            )
             for number, bundle, built, fetched, current in zip(
-                    *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted):
+                *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted
+            ):
                 self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle),))
                 if current is not False:
                     self._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
         for table in events:  # the events of the versions just made current (``fresh``)
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
-                self.db.execute("INSERT OR IGNORE INTO events SELECT ?, ? WHERE EXISTS "
-                                "(SELECT 1 FROM current WHERE number = ? AND bundle = ? AND fresh)",
-                                (number, event_digest(event_id), number, bytes.fromhex(bundle)))
+                self.db.execute(
+                    "INSERT OR IGNORE INTO events SELECT ?, ? WHERE EXISTS "
+                    "(SELECT 1 FROM current WHERE number = ? AND bundle = ? AND fresh)",
+                    (number, event_digest(event_id), number, bytes.fromhex(bundle)),
+                )
         self.db.execute("UPDATE current SET fresh = 0 WHERE fresh")
         self.db.execute("COMMIT")
         logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
@@ -97,25 +104,36 @@ class History:
             self._store(number, version, fresh=True)
 
     def _store(self, number: str, version: Version, fresh: bool = False) -> None:
-        self.db.execute("INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?)",
-                        (number, version.bundle, _micros(version.built_at), _micros(version.fetched_at), fresh))
+        self.db.execute(
+            "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?)",
+            (number, version.bundle, _micros(version.built_at), _micros(version.fetched_at), fresh),
+        )
         self.db.execute("DELETE FROM events WHERE number = ?", (number,))
         self.db.executemany("INSERT INTO events VALUES (?, ?)", ((number, event) for event in version.events))
 
     def archived(self, bundle_sha256: str) -> bool:
-        return self.db.execute("SELECT 1 FROM versions WHERE bundle = ?", (bytes.fromhex(bundle_sha256),)
-                               ).fetchone() is not None
+        return (
+            self.db.execute("SELECT 1 FROM versions WHERE bundle = ?", (bytes.fromhex(bundle_sha256),)).fetchone()
+            is not None
+        )
 
     def current(self, pith_number: str) -> Version | None:
-        row = self.db.execute("SELECT bundle, built_at, fetched_at FROM current WHERE number = ?",
-                              (pith_number,)).fetchone()
+        row = self.db.execute(
+            "SELECT bundle, built_at, fetched_at FROM current WHERE number = ?", (pith_number,)
+        ).fetchone()
         if row is None:
             return None
         events = self.db.execute("SELECT event FROM events WHERE number = ?", (pith_number,))
         return Version(row[0], _from_micros(row[1]), _from_micros(row[2]), frozenset(e for (e,) in events))
 
-    def objection(self, pith_number: str, bundle_sha256: str, events: frozenset[bytes],
-                  built_at: datetime | None, fetched_at: datetime) -> str | None:
+    def objection(
+        self,
+        pith_number: str,
+        bundle_sha256: str,
+        events: frozenset[bytes],
+        built_at: datetime | None,
+        fetched_at: datetime,
+    ) -> str | None:
         """Why this version of the record may not be its current one (it is not
         append-only), or None when it may (or already is)."""
         current = self.current(pith_number)
@@ -123,14 +141,20 @@ class History:
             return None
         missing = len(current.events - events)
         if missing:
-            return (f"lacks {missing} of the {len(current.events)} events of the current version "
-                    f"{current.bundle.hex()}")
+            return f"lacks {missing} of the {len(current.events)} events of the current version {current.bundle.hex()}"
         if (built_at or _EARLIEST, fetched_at) < current.order:
             return f"built before the current version {current.bundle.hex()}"
         return None
 
-    def add(self, pith_number: str, bundle_sha256: str, events: frozenset[bytes], built_at: datetime | None,
-            fetched_at: datetime, current: bool) -> None:
+    def add(
+        self,
+        pith_number: str,
+        bundle_sha256: str,
+        events: frozenset[bytes],
+        built_at: datetime | None,
+        fetched_at: datetime,
+        current: bool,
+    ) -> None:
         """A version archived by this run; ``current`` when it passed ``objection``."""
         self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
         if current:

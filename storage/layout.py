@@ -20,7 +20,7 @@ CHECKPOINTS = "checkpoints"
 LOGS = "log"
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
-TEMP_PREFIX = ".tmp-"                      # partial writes; never a final object name
+TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.]+-[0-9a-f]{8}$")
@@ -83,7 +83,7 @@ def manifest(run_id: str) -> str:
 
 
 def is_manifest(path: str) -> bool:
-    name = path[len(MANIFESTS) + 1:] if path.startswith(f"{MANIFESTS}/") else ""
+    name = path[len(MANIFESTS) + 1 :] if path.startswith(f"{MANIFESTS}/") else ""
     return name.endswith(".json") and bool(_RUN_ID.match(name[:-5]))
 
 
@@ -97,7 +97,7 @@ def attestation_feed(run_id: str) -> str:
 
 
 def is_attestation_feed(path: str) -> bool:
-    name = path[len(ATTESTATIONS) + 1:] if path.startswith(f"{ATTESTATIONS}/") else ""
+    name = path[len(ATTESTATIONS) + 1 :] if path.startswith(f"{ATTESTATIONS}/") else ""
     return name.endswith(".jsonl") and bool(_RUN_ID.match(name[:-6]))
 
 

@@ -45,12 +45,16 @@ class ManifestInvalid(Exception):
 def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats: dict, params: dict) -> dict:
     """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries."""
     return {
-        "manifest_type": MANIFEST_TYPE, "manifest_version": MANIFEST_VERSION,
-        "run_id": layout.check_run_id(run_id), "worker": worker,
-        "started_at": started_at, "committed_at": utc_now(),
+        "manifest_type": MANIFEST_TYPE,
+        "manifest_version": MANIFEST_VERSION,
+        "run_id": layout.check_run_id(run_id),
+        "worker": worker,
+        "started_at": started_at,
+        "committed_at": utc_now(),
         "software": {"name": "pith-archiver", "version": version()},
         "table_schema_version": SCHEMA_VERSION,
-        "crawl": params, "stats": stats,
+        "crawl": params,
+        "stats": stats,
         "objects": [info.entry() for info in sorted(objects, key=lambda info: info.path)],
     }
 
@@ -121,17 +125,25 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
     for index, entry in enumerate(_require(manifest, "objects", list)):
         _check_entry(entry, index)
     try:
-        keyring.check_signature(signature, bytes.fromhex(claimed), "signature", "manifest_signature_invalid",
-                                SIGNATURE_MEMBERS | {"manifest_sha256"}, role=ARCHIVE)
+        keyring.check_signature(
+            signature,
+            bytes.fromhex(claimed),
+            "signature",
+            "manifest_signature_invalid",
+            SIGNATURE_MEMBERS | {"manifest_sha256"},
+            role=ARCHIVE,
+        )
     except Rejected as exc:
-        raise ManifestInvalid(exc.reason, exc.path, exc.detail,
-                              manifest if exc.reason == "unknown_key" else None) from None
+        raise ManifestInvalid(
+            exc.reason, exc.path, exc.detail, manifest if exc.reason == "unknown_key" else None
+        ) from None
     return manifest
 
 
 @dataclass
 class ManifestRead:
     """One file under manifests/: the verified manifest, or why it is not trusted."""
+
     path: str
     manifest: dict | None = None
     error: ManifestInvalid | StorageError | None = None
@@ -159,6 +171,7 @@ def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
 class Committed:
     """The manifests of an archive, each read and verified once: those readers may
     trust (in run id order) and the reads that failed."""
+
     manifests: list[dict]
     untrusted: list[ManifestRead]
 
@@ -192,6 +205,11 @@ def union(manifests) -> dict[str, ObjectInfo]:
         for info in listed(manifest):
             known = objects.setdefault(info.path, info)
             if known.sha256 != info.sha256:
-                logger.error("%s is listed with sha256 %s by %s and %s before",
-                             info.path, info.sha256, manifest["run_id"], known.sha256)
+                logger.error(
+                    "%s is listed with sha256 %s by %s and %s before",
+                    info.path,
+                    info.sha256,
+                    manifest["run_id"],
+                    known.sha256,
+                )
     return objects

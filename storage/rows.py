@@ -16,7 +16,7 @@ def _text(value) -> str | None:
 
 
 def _integer(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63 else None
 
 
 def _texts(value) -> list[str] | None:
@@ -52,8 +52,9 @@ def _paper(bundle: dict) -> dict:
     return {}
 
 
-def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetime, run_id: str,
-               accepted_as_current: bool = True) -> dict:
+def record_row(
+    verdict, *, raw_sha256: str, url: str | None, fetched_at: datetime, run_id: str, accepted_as_current: bool = True
+) -> dict:
     """The ``records`` row of a verified bundle version."""
     bundle = verdict.bundle
     record = bundle["canonical_record"]
@@ -62,11 +63,15 @@ def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetim
     authors_text = _text(paper.get("authors_text"))
     return {
         "year": int(metadata["submitted_at"][:4]),
-        "pith_number": verdict.pith_number, "short_pith_number": _text(bundle.get("short_pith_number")),
-        "source_kind": _text(source.get("kind")), "source_id": _text(source.get("id")),
+        "pith_number": verdict.pith_number,
+        "short_pith_number": _text(bundle.get("short_pith_number")),
+        "source_kind": _text(source.get("kind")),
+        "source_id": _text(source.get("id")),
         "source_version": _integer(source.get("version")),
-        "canonical_sha256": verdict.canonical_sha256, "bundle_sha256": verdict.bundle_sha256,
-        "state_sha256": verdict.state_sha256, "raw_sha256": raw_sha256,
+        "canonical_sha256": verdict.canonical_sha256,
+        "bundle_sha256": verdict.bundle_sha256,
+        "state_sha256": verdict.state_sha256,
+        "raw_sha256": raw_sha256,
         "title": _text(paper.get("title")),
         "authors": authors_text.split(", ") if authors_text else [],
         "authors_text": authors_text,
@@ -75,9 +80,14 @@ def record_row(verdict, *, raw_sha256: str, url: str | None, fetched_at: datetim
         "license": _text(metadata.get("license")),
         "title_canon_sha256": _text(metadata.get("title_canon_sha256")),
         "abstract_canon_sha256": _text(metadata.get("abstract_canon_sha256")),
-        "submitted_at": timestamp(metadata["submitted_at"]), "built_at": timestamp(bundle.get("built_at")),
-        "event_count": len(bundle["events"]), "fetched_at": _utc(fetched_at), "source_url": url,
-        "raw_path": layout.raw_bundle(raw_sha256), "accepted_as_current": accepted_as_current, "run_id": run_id,
+        "submitted_at": timestamp(metadata["submitted_at"]),
+        "built_at": timestamp(bundle.get("built_at")),
+        "event_count": len(bundle["events"]),
+        "fetched_at": _utc(fetched_at),
+        "source_url": url,
+        "raw_path": layout.raw_bundle(raw_sha256),
+        "accepted_as_current": accepted_as_current,
+        "run_id": run_id,
         **merge_facts(verdict),
     }
 
@@ -86,9 +96,11 @@ def merge_facts(verdict) -> dict:
     """The merge columns of a verified version (all null for anything else)."""
     if not verdict.ok:
         return {}
-    return {"merge_confirmed": verdict.merge_confirmed,
-            "merge_inferred_types": list(verdict.inferred_types) or None,
-            "merge_inferred_match": verdict.merge_inferred_match}
+    return {
+        "merge_confirmed": verdict.merge_confirmed,
+        "merge_inferred_types": list(verdict.inferred_types) or None,
+        "merge_inferred_match": verdict.merge_inferred_match,
+    }
 
 
 def event_rows(verdict, *, run_id: str) -> list[dict]:
@@ -96,47 +108,94 @@ def event_rows(verdict, *, run_id: str) -> list[dict]:
     rows = []
     for index, event in enumerate(verdict.bundle["events"]):
         signer, signature = _dict(event.get("signer")), _dict(event.get("signature"))
-        rows.append({
-            "event_type": event["event_type"], "event_id": event["event_id"],
-            "pith_number": verdict.pith_number, "bundle_sha256": verdict.bundle_sha256,
-            "event_index": index, "target": _text(event.get("target")),
-            "created_at": timestamp(event.get("created_at")), "signed_at": timestamp(signature.get("signed_at")),
-            "signer_id": _text(signer.get("signer_id")), "signer_type": _text(signer.get("signer_type")),
-            "key_id": _text(signature.get("key_id")), "prev_event": _text(event.get("prev_event")),
-            "supersedes": _texts(event.get("supersedes")),
-            "payload_json": canon(event["payload"], verdict.exact).decode("utf-8"), "run_id": run_id,
-        })
+        rows.append(
+            {
+                "event_type": event["event_type"],
+                "event_id": event["event_id"],
+                "pith_number": verdict.pith_number,
+                "bundle_sha256": verdict.bundle_sha256,
+                "event_index": index,
+                "target": _text(event.get("target")),
+                "created_at": timestamp(event.get("created_at")),
+                "signed_at": timestamp(signature.get("signed_at")),
+                "signer_id": _text(signer.get("signer_id")),
+                "signer_type": _text(signer.get("signer_type")),
+                "key_id": _text(signature.get("key_id")),
+                "prev_event": _text(event.get("prev_event")),
+                "supersedes": _texts(event.get("supersedes")),
+                "payload_json": canon(event["payload"], verdict.exact).decode("utf-8"),
+                "run_id": run_id,
+            }
+        )
     return rows
 
 
 def alias_rows(verdict, *, run_id: str) -> list[dict]:
     """One ``aliases`` row per source alias of a verified bundle version."""
-    return [{"alias_kind": _text(alias.get("alias_kind")), "pith_number": verdict.pith_number,
-             "alias_value": _text(alias.get("alias_value")), "created_at": timestamp(alias.get("created_at")),
-             "bundle_sha256": verdict.bundle_sha256, "run_id": run_id}
-            for alias in verdict.bundle["source_aliases"]]
+    return [
+        {
+            "alias_kind": _text(alias.get("alias_kind")),
+            "pith_number": verdict.pith_number,
+            "alias_value": _text(alias.get("alias_value")),
+            "created_at": timestamp(alias.get("created_at")),
+            "bundle_sha256": verdict.bundle_sha256,
+            "run_id": run_id,
+        }
+        for alias in verdict.bundle["source_aliases"]
+    ]
 
 
 def attestation_row(event: dict) -> dict:
     """The ``attestations`` row of one storage attestation this archive signed."""
     payload = event["payload"]
-    return {"key_id": event["signature"]["key_id"], "event_id": event["event_id"],
-            "pith_number": event["subject_pith_number"], "bundle_sha256": payload["bundle_sha256"],
-            "canonical_sha256": payload["canonical_sha256"], "raw_path": payload["raw_path"],
-            "raw_sha256": payload["raw_sha256"], "size": payload["size"], "storage_uri": payload["storage_uri"],
-            "stored_at": timestamp(payload["stored_at"]), "signed_at": timestamp(event["signature"]["signed_at"]),
-            "prev_event": event["prev_event"], "run_id": payload["run_id"]}
+    return {
+        "key_id": event["signature"]["key_id"],
+        "event_id": event["event_id"],
+        "pith_number": event["subject_pith_number"],
+        "bundle_sha256": payload["bundle_sha256"],
+        "canonical_sha256": payload["canonical_sha256"],
+        "raw_path": payload["raw_path"],
+        "raw_sha256": payload["raw_sha256"],
+        "size": payload["size"],
+        "storage_uri": payload["storage_uri"],
+        "stored_at": timestamp(payload["stored_at"]),
+        "signed_at": timestamp(event["signature"]["signed_at"]),
+        "prev_event": event["prev_event"],
+        "run_id": payload["run_id"],
+    }
 
 
-def verification_row(verdict, *, url: str, raw_sha256: str | None, size: int | None, raw_path: str | None,
-                     fetched_at: datetime, run_id: str, duplicate: bool = False, equivocation=None) -> dict:
+def verification_row(
+    verdict,
+    *,
+    url: str,
+    raw_sha256: str | None,
+    size: int | None,
+    raw_path: str | None,
+    fetched_at: datetime,
+    run_id: str,
+    duplicate: bool = False,
+    equivocation=None,
+) -> dict:
     """The ``verifications`` row of any fetch: verified, rejected or failed;
     ``equivocation`` (a pith.split_view.Equivocation) names the copy it forks from."""
     fetched = _utc(fetched_at)
-    return {"fetch_date": fetched.date().isoformat(), "url": url, "pith_number": verdict.pith_number,
-            "status": verdict.status, "reason": verdict.reason or None, "detail_path": verdict.path or None,
-            "detail": verdict.detail or None, "raw_sha256": raw_sha256, "size": size, "raw_path": raw_path,
-            "bundle_sha256": verdict.bundle_sha256, "duplicate": duplicate,
-            "other_url": equivocation and equivocation.other_url,
-            "other_bundle_sha256": equivocation and equivocation.other_bundle_sha256,
-            "fetched_at": fetched, "run_id": run_id, **merge_facts(verdict)}
+    return {
+        "fetch_date": fetched.date().isoformat(),
+        "url": url,
+        "pith_number": verdict.pith_number,
+        "status": verdict.status,
+        "reason": verdict.reason or None,
+        "detail_path": verdict.path or None,
+        "detail": verdict.detail or None,
+        "raw_sha256": raw_sha256,
+        "size": size,
+        "raw_path": raw_path,
+        "bundle_sha256": verdict.bundle_sha256,
+        "duplicate": duplicate,
+        "other_url": equivocation and equivocation.other_url,
+        "other_bundle_sha256": equivocation and equivocation.other_bundle_sha256,
+        "fetched_at": fetched,
+        "run_id": run_id,
+        **merge_facts(verdict),
+    }

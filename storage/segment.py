@@ -48,13 +48,25 @@ class Segment:
     ``rows_lock``, the writer's lock over the row budget every segment's tables share;
     what the uploads report changes under the segment's own lock."""
 
-    def __init__(self, run_id: str, store: ObjectStore, uploader: BoundedUploader, failure: RunFailure, *,
-                 policy: RollPolicy, spool_dir: str, budget: RowBudget, rows_lock: threading.Lock):
+    def __init__(
+        self,
+        run_id: str,
+        store: ObjectStore,
+        uploader: BoundedUploader,
+        failure: RunFailure,
+        *,
+        policy: RollPolicy,
+        spool_dir: str,
+        budget: RowBudget,
+        rows_lock: threading.Lock,
+    ):
         self.run_id = run_id
         self.started_at = utc_now()
         self.store = store
-        self.tables = {name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
-                       for name, spec in TABLES.items()}
+        self.tables = {
+            name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
+            for name, spec in TABLES.items()
+        }
         self.owed: list[Stored] = []
         self.counts = Counter()
         self.stored_at: dict[str, str] = {}  # raw path -> when the store acknowledged it
@@ -116,11 +128,16 @@ class Segment:
             if info.table is not None:
                 rows[info.table] += info.rows
         counts = self.counts
-        return {"verified": counts["verified"], "duplicates": counts["duplicates"],
-                "rejected": counts["rejected"], "failed": counts["failed"],
-                "not_append_only": counts["not_append_only"], "objects": len(objects),
-                "bytes": sum(info.size for info in objects),
-                "rows": {name: rows[name] for name in TABLES}}
+        return {
+            "verified": counts["verified"],
+            "duplicates": counts["duplicates"],
+            "rejected": counts["rejected"],
+            "failed": counts["failed"],
+            "not_append_only": counts["not_append_only"],
+            "objects": len(objects),
+            "bytes": sum(info.size for info in objects),
+            "rows": {name: rows[name] for name in TABLES},
+        }
 
     # --- upload jobs -------------------------------------------------------------
     def _put_bytes(self, path: str, data: bytes, keep_existing: bool) -> ObjectInfo:

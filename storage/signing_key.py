@@ -41,6 +41,10 @@ def load_or_create(path: str | os.PathLike | None) -> Signer:
         return Signer.load(path)
     signer = new_signer()
     signer.save(path)
-    logger.warning("created the archiver signing key %s at %s (keep it safe; its public key is "
-                   "published in the archive under keys/)", signer.key_id, path)
+    logger.warning(
+        "created the archiver signing key %s at %s (keep it safe; its public key is "
+        "published in the archive under keys/)",
+        signer.key_id,
+        path,
+    )
     return signer

@@ -10,7 +10,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-SPOOL_PREFIX = "pith-spool-"   # then the writing process's id: a dead one's folder can go
+SPOOL_PREFIX = "pith-spool-"  # then the writing process's id: a dead one's folder can go
 
 
 def sweep_spools(spool_dir=None) -> list[str]:
@@ -19,7 +19,7 @@ def sweep_spools(spool_dir=None) -> list[str]:
     folder of a live process, or one not named by a process, stays."""
     removed = []
     for folder in Path(spool_dir or tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*-*"):
-        pid = folder.name[len(SPOOL_PREFIX):].partition("-")[0]
+        pid = folder.name[len(SPOOL_PREFIX) :].partition("-")[0]
         if not pid.isdigit() or int(pid) == os.getpid() or not folder.is_dir():
             continue
         try:

@@ -53,6 +53,7 @@ class ObjectInfo:
     a table file also its table and row count. Writers and readers keep it typed:
     ``entry()`` and ``from_entry`` are the one conversion to and from a manifest's
     JSON entry."""
+
     path: str
     sha256: str
     size: int
@@ -74,6 +75,7 @@ class ObjectInfo:
 @dataclass(frozen=True)
 class StoredObject:
     """One listing row: what the store itself reports, no content read."""
+
     path: str
     size: int
     modified: datetime
@@ -90,6 +92,7 @@ def hash_file(local_path) -> tuple[str, int]:
 
 class ObjectStore(ABC):
     """The operations the archive needs, on paths relative to the archive root."""
+
     uri: str
 
     def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
@@ -169,6 +172,7 @@ class LocalStore(ObjectStore):
         def copy(out):
             with open(local_path, "rb") as source:
                 shutil.copyfileobj(source, out, CHUNK)
+
         return self._create(path, copy)
 
     def _create(self, path: str, write) -> bool:
@@ -237,7 +241,6 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot sync {folder}: {exc}") from exc
 
-
     def probe(self):
         if self.root.exists() and not self.root.is_dir():
             raise StorageError(f"{self.root} is not a folder")
@@ -262,9 +265,17 @@ class S3Store(ObjectStore):
 
     CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent write, retry
 
-    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
-                 max_attempts: int = 10, multipart_threshold: int = 16 * MiB,
-                 multipart_chunksize: int = 16 * MiB, max_concurrency: int = 4):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        max_attempts: int = 10,
+        multipart_threshold: int = 16 * MiB,
+        multipart_chunksize: int = 16 * MiB,
+        max_concurrency: int = 4,
+    ):
         import boto3
         from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
@@ -272,15 +283,18 @@ class S3Store(ObjectStore):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
-        config = Config(retries={"mode": "adaptive", "max_attempts": max_attempts},
-                        max_pool_connections=32)  # upload pool threads x multipart parts
+        config = Config(
+            retries={"mode": "adaptive", "max_attempts": max_attempts}, max_pool_connections=32
+        )  # upload pool threads x multipart parts
         self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
         self.endpoint_url = self._client.meta.endpoint_url  # as resolved from the argument or the chain
         for operation in ("PutObject", "CompleteMultipartUpload"):
             self._client.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
-        self._transfer = TransferConfig(multipart_threshold=multipart_threshold,
-                                        multipart_chunksize=multipart_chunksize,
-                                        max_concurrency=max_concurrency)
+        self._transfer = TransferConfig(
+            multipart_threshold=multipart_threshold,
+            multipart_chunksize=multipart_chunksize,
+            max_concurrency=max_concurrency,
+        )
 
     def _key(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
@@ -290,15 +304,29 @@ class S3Store(ObjectStore):
 
     def _create_bytes(self, path, data, sha256) -> bool:
         checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
-        return self._conditional(path, lambda: self._client.put_object(
-            Bucket=self.bucket, Key=self._key(path), Body=data, IfNoneMatch="*",
-            ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum))
+        return self._conditional(
+            path,
+            lambda: self._client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                Body=data,
+                IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=checksum,
+            ),
+        )
 
     def _create_file(self, path, local_path, sha256) -> bool:
         def upload():  # upload_fileobj, unlike upload_file, lets the 412 ClientError through
             with open(local_path, "rb") as source:
-                self._client.upload_fileobj(source, self.bucket, self._key(path), Config=self._transfer,
-                                            ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+                self._client.upload_fileobj(
+                    source,
+                    self.bucket,
+                    self._key(path),
+                    Config=self._transfer,
+                    ExtraArgs={"ChecksumAlgorithm": "SHA256"},
+                )
+
         return self._conditional(path, upload)
 
     def _conditional(self, path: str, write) -> bool:
@@ -315,7 +343,7 @@ class S3Store(ObjectStore):
                 if code != "ConditionalRequestConflict":
                     raise self._error("write", path, exc) from exc
                 logger.info("%s: concurrent write of %s, retrying", self.uri, path)
-                time.sleep(0.05 * 2 ** attempt)
+                time.sleep(0.05 * 2**attempt)
             except BotoCoreError as exc:
                 raise self._error("write", path, exc) from exc
         raise StorageError(f"{self.uri}: writes of {path} kept conflicting")
@@ -339,9 +367,10 @@ class S3Store(ObjectStore):
         root = f"{self.prefix}/" if self.prefix else ""
         try:
             for page in self._client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.bucket, Prefix=root + prefix):
+                Bucket=self.bucket, Prefix=root + prefix
+            ):
                 for item in page.get("Contents", ()):
-                    yield StoredObject(item["Key"][len(root):], item["Size"], item["LastModified"])
+                    yield StoredObject(item["Key"][len(root) :], item["Size"], item["LastModified"])
         except (BotoCoreError, ClientError) as exc:
             raise self._error("list", prefix or "/", exc) from exc
 
@@ -365,8 +394,12 @@ class S3Store(ObjectStore):
             self._client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code"))
-            why = {"404": "does not exist", "NoSuchBucket": "does not exist",
-                   "403": "refuses these credentials", "AccessDenied": "refuses these credentials"}.get(code, exc)
+            why = {
+                "404": "does not exist",
+                "NoSuchBucket": "does not exist",
+                "403": "refuses these credentials",
+                "AccessDenied": "refuses these credentials",
+            }.get(code, exc)
             raise StorageError(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
         except BotoCoreError as exc:
             raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None

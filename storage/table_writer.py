@@ -23,11 +23,12 @@ class RollPolicy:
     """When a partition's buffered rows become a row group, and when its file is done.
     A file is finished after the row group that reaches ``max_rows`` or ``max_bytes``
     (compressed, on disk), and when the run ends: never one file per bundle."""
+
     max_rows: int = 50_000
     max_bytes: int = 64 * MiB
     row_group_rows: int = 10_000
-    row_group_bytes: int = 8 * MiB   # in memory, estimated from the buffered values
-    buffer_bytes: int = 16 * MiB     # all partitions of all tables sharing a RowBudget
+    row_group_bytes: int = 8 * MiB  # in memory, estimated from the buffered values
+    buffer_bytes: int = 16 * MiB  # all partitions of all tables sharing a RowBudget
 
 
 class RowBudget:
@@ -53,8 +54,9 @@ class RowBudget:
     def charge(self, size: int) -> None:
         self.used += size
         while self.used > self.limit:
-            writer, part = max(((w, part) for w in self._writers for part in w._parts.values()),
-                               key=lambda pair: pair[1].buffer_bytes)
+            writer, part = max(
+                ((w, part) for w in self._writers for part in w._parts.values()), key=lambda pair: pair[1].buffer_bytes
+            )
             if not part.buffer:
                 break
             writer._write_group(part)
@@ -79,6 +81,7 @@ def _approx_size(row: dict) -> int:
 @dataclass
 class _Part:
     """One partition's open spool file and its not yet written rows."""
+
     spool: Path
     handle: object
     writer: pq.ParquetWriter
@@ -92,8 +95,15 @@ class TableWriter:
     one row group of rows in memory per partition. A finished file is handed to
     ``emit(path, spool_file, rows)``, which stores it and then owns (deletes) it."""
 
-    def __init__(self, spec: TableSpec, run_id: str, emit, policy: RollPolicy = RollPolicy(),
-                 spool_dir=None, budget: RowBudget | None = None):
+    def __init__(
+        self,
+        spec: TableSpec,
+        run_id: str,
+        emit,
+        policy: RollPolicy = RollPolicy(),
+        spool_dir=None,
+        budget: RowBudget | None = None,
+    ):
         """``budget`` is shared with the run's other tables (default: this one's own)."""
         self.spec = spec
         self.run_id = layout.check_run_id(run_id)
@@ -145,8 +155,9 @@ class TableWriter:
 
     def _write_group(self, part: _Part) -> None:
         if part.buffer:
-            part.writer.write_table(pa.Table.from_pylist(part.buffer, schema=self._schema),
-                                    row_group_size=len(part.buffer))
+            part.writer.write_table(
+                pa.Table.from_pylist(part.buffer, schema=self._schema), row_group_size=len(part.buffer)
+            )
             part.rows_in_file += len(part.buffer)
             self._budget.used -= part.buffer_bytes
             part.buffer, part.buffer_bytes = [], 0

@@ -35,6 +35,7 @@ class LogBroken(StorageError):
 class LogPart:
     """What one commit added to a key's log: manifest entries of its feed, leaves file
     and checkpoint (the latter two absent for runs committed before logs existed)."""
+
     run_id: str
     feed: ObjectInfo | None
     leaves: ObjectInfo | None
@@ -106,7 +107,7 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
 def add_leaves(into, leaves: bytes) -> None:
     """Append concatenated 32-byte leaf inputs to a Tree or Frontier."""
     for at in range(0, len(leaves), HASH_SIZE):
-        into.append(leaf_hash(leaves[at:at + HASH_SIZE]))
+        into.append(leaf_hash(leaves[at : at + HASH_SIZE]))
 
 
 def read_log(store: ObjectStore, log: KeyLog | None, into):
@@ -116,8 +117,9 @@ def read_log(store: ObjectStore, log: KeyLog | None, into):
         log.starts[part.run_id] = into.size
         add_leaves(into, part_leaves(store, part))
         if part.size is not None and part.size != into.size:
-            raise LogBroken(f"{part.checkpoint.path} names {part.size} leaves where the log of "
-                            f"{log.key_id} has {into.size}")
+            raise LogBroken(
+                f"{part.checkpoint.path} names {part.size} leaves where the log of {log.key_id} has {into.size}"
+            )
     return into
 
 
@@ -137,8 +139,11 @@ class LogAppender:
         written = [store.put_bytes(layout.log_leaves(self.signer.key_id, run_id), leaves)]
         add_leaves(self.frontier, leaves)
         note = sign_checkpoint(Checkpoint(self.origin, self.frontier.size, self.frontier.root()), self.signer)
-        written.append(_put_replacing_orphan(store, layout.checkpoint(self.signer.key_id, self.frontier.size),
-                                             note.encode("utf-8")))
+        written.append(
+            _put_replacing_orphan(
+                store, layout.checkpoint(self.signer.key_id, self.frontier.size), note.encode("utf-8")
+            )
+        )
         return written
 
 
@@ -160,5 +165,3 @@ def latest_checkpoints(store: ObjectStore, manifests) -> dict[str, bytes]:
         if log.latest:
             notes[key_id] = read_entry(store, log.latest.checkpoint)
     return notes
-
-

@@ -56,8 +56,10 @@ def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tup
     except Rejected as exc:
         raise LogBroken(f"{log.latest.checkpoint.path}: {exc}") from None
     if (checkpoint.size, checkpoint.root) != (tree.size, tree.root()):
-        raise LogBroken(f"{log.latest.checkpoint.path} signs {checkpoint.size} leaves and a root the "
-                        f"{tree.size} committed leaves of {log.key_id} do not give")
+        raise LogBroken(
+            f"{log.latest.checkpoint.path} signs {checkpoint.size} leaves and a root the "
+            f"{tree.size} committed leaves of {log.key_id} do not give"
+        )
     return tree, note
 
 
@@ -110,8 +112,11 @@ def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) ->
             for part in log.parts:
                 leaves = part_leaves(store, part)
                 if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
-                    found.append(Discrepancy("LOG_BROKEN", part.leaves.path,
-                                             f"{key_id}: not the content hashes of {part.feed.path}"))
+                    found.append(
+                        Discrepancy(
+                            "LOG_BROKEN", part.leaves.path, f"{key_id}: not the content hashes of {part.feed.path}"
+                        )
+                    )
                 add_leaves(frontier, leaves)
                 if part.checkpoint:
                     why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
@@ -144,8 +149,9 @@ def log_findings(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], 
         yield from check_consistency(store, keyring, logs, note, source)
 
 
-def check_consistency(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], note: bytes,
-                      source: str) -> list[Discrepancy]:
+def check_consistency(
+    store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], note: bytes, source: str
+) -> list[Discrepancy]:
     """Whether the archive's log of the key that signed the checkpoint ``note`` (read
     from ``source``) extends it: nothing when it does; LOG_ROLLED_BACK or LOG_FORKED,
     naming the key and both sizes, when it does not."""
@@ -159,10 +165,20 @@ def check_consistency(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyL
     except StorageError as exc:
         return [Discrepancy("LOG_BROKEN", source, f"{key.key_id}: {exc}")]
     if tree.size < saved.size:
-        return [Discrepancy("LOG_ROLLED_BACK", source, f"{key.key_id}: the archive's log has {tree.size} leaves, "
-                                                      f"behind the checkpoint's {saved.size}")]
+        return [
+            Discrepancy(
+                "LOG_ROLLED_BACK",
+                source,
+                f"{key.key_id}: the archive's log has {tree.size} leaves, behind the checkpoint's {saved.size}",
+            )
+        ]
     if not verify_consistency(saved.size, tree.size, tree.consistency_proof(saved.size), saved.root, tree.root()):
-        return [Discrepancy("LOG_FORKED", source, f"{key.key_id}: the archive's log of {tree.size} leaves does "
-                                                 f"not extend the checkpoint of {saved.size}")]
+        return [
+            Discrepancy(
+                "LOG_FORKED",
+                source,
+                f"{key.key_id}: the archive's log of {tree.size} leaves does not extend the checkpoint of {saved.size}",
+            )
+        ]
     logger.info("%s: the log of %s grew from %d to %d leaves", source, key.key_id, saved.size, tree.size)
     return []

@@ -41,7 +41,8 @@ class BoundedUploader:
         Raises TimeoutError when they do not fit within ``timeout`` seconds."""
         with self._changed:
             fits = self._changed.wait_for(
-                lambda: self._bytes == 0 or self._bytes + size <= self.max_bytes_in_flight, timeout)
+                lambda: self._bytes == 0 or self._bytes + size <= self.max_bytes_in_flight, timeout
+            )
             if not fits:
                 raise TimeoutError(f"{self._bytes} bytes in flight; {size} more do not fit")
             self._bytes += size

@@ -33,9 +33,20 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 def crawl_into(tmp_path, corpus_dir, resolver: str, out: str, *args):
     """Crawl everything reachable from one real record at ``resolver`` into ``out``."""
-    result = run_cli_crawl(tmp_path, "--resolver", resolver, "--keyring", str(corpus_dir / KEYRING_NAME),
-                           "--no-default-keys", "--out", out, "-s", "AUTOTHROTTLE_ENABLED=false", *args,
-                           f"pith:2019:{REAL}")
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        resolver,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        out,
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        *args,
+        f"pith:2019:{REAL}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -88,8 +99,9 @@ def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawle
 def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
     first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
     crawl_into(tmp_path, corpus_dir, mirror().url, first, "--s3-endpoint-url", s3_endpoint)
-    with serve_process(first, "--s3-endpoint-url", s3_endpoint, "--keyring", str(corpus_dir / KEYRING_NAME),
-                       "--trust-archive-keys") as (_, url):
+    with serve_process(
+        first, "--s3-endpoint-url", s3_endpoint, "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"
+    ) as (_, url):
         result = crawl_into(tmp_path, corpus_dir, url, second, "--s3-endpoint-url", s3_endpoint)
     assert (result.stat("verified"), result.stat("rejected")) == (43, 0)
     versions_a, raw_a = archived(S3Store(s3_bucket, "a", endpoint_url=s3_endpoint))
@@ -103,8 +115,12 @@ def test_the_catalog_from_the_tables_is_the_corpus_catalog(crawled, corpus_catal
     assert catalog.suffixes == corpus_catalog.suffixes
     for suffix in corpus_catalog.suffixes:
         ours, theirs = catalog.entry(suffix), corpus_catalog.entry(suffix)
-        assert (ours.pith_number, ours.built_at, ours.version, ours.cites) == \
-               (theirs.pith_number, theirs.built_at, theirs.version, theirs.cites)
+        assert (ours.pith_number, ours.built_at, ours.version, ours.cites) == (
+            theirs.pith_number,
+            theirs.built_at,
+            theirs.version,
+            theirs.cites,
+        )
         assert sorted(ours.aliases) == sorted(theirs.aliases)
         assert catalog.cited_by(suffix) == corpus_catalog.cited_by(suffix)
     assert catalog.signing_key_id == corpus_catalog.signing_key_id
@@ -161,7 +177,8 @@ def test_altered_raw_bytes_are_not_served(tmp_path, crawled, corpus_keyring):
         assert fetch(f"{server.url}/pith/{victim}/bundle.json")[0] == 404
         status, body = fetch(f"{server.url}/pith/{source.catalog.suffixes[1]}/bundle.json")
     assert status == 200 and body == crawled.get_bytes(
-        source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw.path)
+        source.versions[source.catalog.entry(source.catalog.suffixes[1]).pith_number].raw.path
+    )
 
 
 def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):
@@ -181,8 +198,9 @@ def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_
     assert missing.exit_code == 2 and "neither a folder nor s3://" in missing.output
 
 
-def test_a_stalled_store_does_not_stall_the_served_mirror(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint,
-                                                          fault_proxy, corpus_keyring):
+def test_a_stalled_store_does_not_stall_the_served_mirror(
+    tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint, fault_proxy, corpus_keyring
+):
     """Bundles of an S3 archive are read off the event loop: while the store holds one
     read, other clients are still answered."""
     crawl_into(tmp_path, corpus_dir, mirror().url, f"s3://{s3_bucket}/a", "--s3-endpoint-url", s3_endpoint)
@@ -200,4 +218,4 @@ def test_a_stalled_store_does_not_stall_the_served_mirror(tmp_path, corpus_dir, 
         assert fetch(f"{server.url}/pith/{other}/bundle.json") == (200, raws[other])  # read meanwhile
         assert not held.done()
         proxy.release()
-        assert held.result(30)[0] != 200                    # the held read was dropped: no bytes to serve
+        assert held.result(30)[0] != 200  # the held read was dropped: no bytes to serve

@@ -35,8 +35,10 @@ RUN = "20261122T053000Z-w0-0123abcd"
 @pytest.fixture(scope="module")
 def verified(real_raw, registry_keyring):
     """(url, raw, verdict) of each real bundle."""
-    return [(f"https://pith.science/pith/{suffix}/bundle.json", raw, verify_bundle(raw, registry_keyring))
-            for suffix, raw in sorted(real_raw.items())]
+    return [
+        (f"https://pith.science/pith/{suffix}/bundle.json", raw, verify_bundle(raw, registry_keyring))
+        for suffix, raw in sorted(real_raw.items())
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +51,9 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected, test_signer, test_keyring, tmp_path,
-                                                      registry_keyring):
+def test_a_run_archives_verified_and_rejected_bundles(
+    store, verified, rejected, test_signer, test_keyring, tmp_path, registry_keyring
+):
     uploader = BoundedUploader(max_bytes_in_flight=20_000, workers=2)  # tighter than two bundles
     writer = ArchiveWriter(store, test_signer, run_id=RUN, uploader=uploader).open()
     stored = [writer.add_verified(raw, verdict, url, FETCHED).result(30) for url, raw, verdict in verified]
@@ -67,7 +70,10 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
     assert quarantined.path == layout.quarantined(sha(bad)) and store.get_bytes(quarantined.path) == bad
     reason = json.loads(store.get_bytes(layout.quarantine_reason(sha(bad))))
     assert (reason["reason"], reason["path"], reason["raw_sha256"]) == (
-        "event_hash_mismatch", "events[1].content_sha256", sha(bad))
+        "event_hash_mismatch",
+        "events[1].content_sha256",
+        sha(bad),
+    )
     # every manifest entry matches its object; nothing else lies in the archive
     tables = {}
     for entry in manifest["objects"]:
@@ -79,8 +85,13 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
     assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
     assert len(tables["records"]) == 2  # one file per year, not one per bundle
     assert manifest["stats"]["pages"] == 4 and manifest["crawl"] == {"seeds": ["https://pith.science/"]}
-    assert manifest["stats"]["archive"]["rows"] == {"records": 3, "events": 6, "aliases": 18, "verifications": 4,
-                                                    "attestations": 3}
+    assert manifest["stats"]["archive"]["rows"] == {
+        "records": 3,
+        "events": 6,
+        "aliases": 18,
+        "verifications": 4,
+        "attestations": 3,
+    }
     assert (manifest["stats"]["archive"]["verified"], manifest["stats"]["archive"]["rejected"]) == (3, 1)
 
     filesystem, base = arrow_filesystem(store)
@@ -93,16 +104,26 @@ def test_a_run_archives_verified_and_rejected_bundles(store, verified, rejected,
     folder = local_copy(store, tmp_path / "copy")
     events, verifications, aliases, records = (
         f"read_parquet('{folder}/tables/{name}/**/*.parquet', hive_partitioning=true)"
-        for name in ("events", "verifications", "aliases", "records"))
+        for name in ("events", "verifications", "aliases", "records")
+    )
     assert duckdb.sql(f"SELECT event_type, count(*) FROM {events} GROUP BY 1 ORDER BY 1").fetchall() == [
-        ("graph_snapshot", 3), ("record_created", 3)]
+        ("graph_snapshot", 3),
+        ("record_created", 3),
+    ]
     assert duckdb.sql(f"SELECT status, reason, count(*) FROM {verifications} GROUP BY ALL ORDER BY 1").fetchall() == [
-        ("rejected", "event_hash_mismatch", 1), ("verified", None, 3)]
+        ("rejected", "event_hash_mismatch", 1),
+        ("verified", None, 3),
+    ]
     assert duckdb.sql(f"SELECT alias_value FROM {aliases} WHERE alias_kind = 'doi' ORDER BY 1").fetchall() == [
-        ("10.48550/arxiv.1811.05233",), ("10.48550/arxiv.1901.02244",), ("10.48550/arxiv.1904.12043",)]
-    assert duckdb.sql(f"SELECT source_id FROM {records} WHERE primary_category = 'cs.DC' "
-                      "OR list_contains(cross_categories, 'cs.DC') ORDER BY 1").fetchall() == [
-        ("1901.02244",), ("1904.12043",)]
+        ("10.48550/arxiv.1811.05233",),
+        ("10.48550/arxiv.1901.02244",),
+        ("10.48550/arxiv.1904.12043",),
+    ]
+    assert duckdb.sql(
+        f"SELECT source_id FROM {records} WHERE primary_category = 'cs.DC' "
+        "OR list_contains(cross_categories, 'cs.DC') ORDER BY 1"
+    ).fetchall() == [("1901.02244",), ("1904.12043",)]
+
 
 def test_a_bundle_version_is_archived_once(store, verified, test_signer, test_keyring):
     first = ArchiveWriter(store, test_signer).open()
@@ -161,8 +182,9 @@ def test_the_roll_policy_reaches_the_files(store, verified, test_signer):
     for url, raw, verdict in verified:
         writer.add_verified(raw, verdict, url, FETCHED)
     manifest = json.loads(store.get_bytes(writer.commit()))
-    rows = sorted(e["rows"] for e in manifest["objects"]
-                  if e["path"].startswith("tables/events/event_type=record_created/"))
+    rows = sorted(
+        e["rows"] for e in manifest["objects"] if e["path"].startswith("tables/events/event_type=record_created/")
+    )
     assert rows == [1, 2]
 
 
@@ -179,6 +201,7 @@ def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring, re
 
 # --- checkpoints: a long run commits as it goes ----------------------------------------
 
+
 def run_of(manifest_path: str) -> str:
     return manifest_path.rsplit("/", 1)[1].removesuffix(".json")
 
@@ -188,14 +211,19 @@ def records_by_manifest(store, keyring) -> dict[str, list[str]]:
     found = {}
     for manifest in committed_manifests(store, keyring):
         found[manifest["run_id"]] = [
-            version for entry in manifest["objects"] if entry.get("table") == "records"
-            for version in pq.read_table(pa.BufferReader(store.get_bytes(entry["path"]))).column(
-                "bundle_sha256").to_pylist()]
+            version
+            for entry in manifest["objects"]
+            if entry.get("table") == "records"
+            for version in pq.read_table(pa.BufferReader(store.get_bytes(entry["path"])))
+            .column("bundle_sha256")
+            .to_pylist()
+        ]
     return found
 
 
-def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, verified, test_signer, test_keyring,
-                                                                        registry_keyring):
+def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
+    store, verified, test_signer, test_keyring, registry_keyring
+):
     writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     (url1, raw1, v1), (url2, raw2, v2), (url3, raw3, v3) = verified
     writer.add_verified(raw1, v1, url1, FETCHED)
@@ -205,7 +233,7 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, ve
     # committed already: readable, attested, and what a later run dedups against
     assert records_by_manifest(store, test_keyring) == {RUN: [v1.bundle_sha256]}
     writer.add_verified(raw2, v2, url2, FETCHED)
-    assert writer.add_verified(raw1, v1, url1, FETCHED).result(30) is None   # in the first segment: a duplicate
+    assert writer.add_verified(raw1, v1, url1, FETCHED).result(30) is None  # in the first segment: a duplicate
     second = writer.checkpoint()
     writer.add_verified(raw3, v3, url3, FETCHED)
     last = writer.commit()
@@ -214,9 +242,9 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, ve
     assert len({first, second, last}) == 3 and len(manifests) == 3
     by_run = records_by_manifest(store, test_keyring)
     assert sorted(v for versions in by_run.values() for v in versions) == sorted(
-        v.bundle_sha256 for _, _, v in verified)                              # each version listed once
-    assert [manifests[run_of(p)]["stats"]["archive"]["verified"] for p in (first, second, last)] \
-        == [1, 1, 1]
+        v.bundle_sha256 for _, _, v in verified
+    )  # each version listed once
+    assert [manifests[run_of(p)]["stats"]["archive"]["verified"] for p in (first, second, last)] == [1, 1, 1]
     assert manifests[run_of(second)]["stats"]["archive"]["duplicates"] == 1
     assert writer.counts()["verified"] == 3
     # one chain over the three segments, in order
@@ -226,11 +254,12 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(store, ve
     assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
 
 
-def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corpus_keyring, test_signer,
-                                                         test_keyring):
+def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corpus_keyring, test_signer, test_keyring):
     """Checkpoints run in a thread while the crawl keeps adding: nothing falls between."""
-    versions = [(f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
-                for suffix, raw in corpus_raws(corpus_dir).items()]
+    versions = [
+        (f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
+        for suffix, raw in corpus_raws(corpus_dir).items()
+    ]
     writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096)).open()
     with ThreadPoolExecutor(2) as pool:
         checkpoints = []
@@ -249,10 +278,10 @@ def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
     writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     url, raw, verdict = verified[0]
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
-    store.put_bytes(layout.manifest(RUN), b"squatted")   # the checkpoint's manifest name is taken
+    store.put_bytes(layout.manifest(RUN), b"squatted")  # the checkpoint's manifest name is taken
     with pytest.raises(StorageError):
         writer.checkpoint()
-    with pytest.raises(StorageError, match="failed"):   # its versions are in the history: nothing may follow
+    with pytest.raises(StorageError, match="failed"):  # its versions are in the history: nothing may follow
         writer.add_verified(*verified[1][1:3], verified[1][0], FETCHED)
     with pytest.raises(StorageError):
         writer.commit()
@@ -261,12 +290,12 @@ def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
 def test_refresh_learns_what_another_writer_committed_since(store, verified, test_signer, test_keyring):
     (url1, raw1, v1), (url2, raw2, v2), _ = verified
     ours = ArchiveWriter(store, test_signer).open()
-    theirs = ArchiveWriter(store, test_signer, worker="w1").open()   # started before the other's checkpoint
+    theirs = ArchiveWriter(store, test_signer, worker="w1").open()  # started before the other's checkpoint
     ours.add_verified(raw1, v1, url1, FETCHED)
     ours.checkpoint()
     assert theirs.refresh() == 1
-    assert theirs.refresh() == 0                                # read once
-    assert theirs.add_verified(raw1, v1, url1, FETCHED).result(30) is None   # now a duplicate
+    assert theirs.refresh() == 0  # read once
+    assert theirs.add_verified(raw1, v1, url1, FETCHED).result(30) is None  # now a duplicate
     assert theirs.add_verified(raw2, v2, url2, FETCHED).result(30) is not None
     theirs.commit()
     ours.commit()
@@ -279,12 +308,12 @@ def test_spool_folders_of_dead_processes_are_swept(tmp_path, store, test_signer)
     left = tmp_path / f"pith-spool-{dead.stdout.strip()}-abc123"
     left.mkdir()
     (left / "records-x.parquet").write_bytes(b"half a file")
-    alive = tmp_path / f"pith-spool-{os.getppid()}-def456"   # a live process's
+    alive = tmp_path / f"pith-spool-{os.getppid()}-def456"  # a live process's
     alive.mkdir()
     unnamed = tmp_path / "pith-spool-notapid"
     unnamed.mkdir()
     writer = ArchiveWriter(store, test_signer, spool_dir=tmp_path)
-    assert left.exists() and not any(store.list())   # making a writer touches nothing
+    assert left.exists() and not any(store.list())  # making a writer touches nothing
     writer.open()
     assert not left.exists() and alive.exists() and unnamed.exists()
     writer.abort()

@@ -33,14 +33,16 @@ OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
 
 # --- an independent check: json, hashlib and PyNaCl only, no pith code -------------
 
+
 def independently_verified(line: bytes, key_document: dict) -> dict:
     """The attestation on ``line`` if it holds under the key document, by the rules of
     PITH-FORMAT.md alone; AssertionError or BadSignatureError otherwise."""
     event = json.loads(line)
     assert line == json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     content = {k: v for k, v in event.items() if k not in ("signature", "content_sha256", "event_id")}
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":"),
-                                       ensure_ascii=False).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
     assert event["content_sha256"] == digest and event["event_id"] == "sha256:" + digest
     raw_key = base64.b64decode(key_document["public_key_b64"])
     assert hashlib.sha256(raw_key).hexdigest()[:32] == key_document["fingerprint_sha256_hex"]
@@ -50,7 +52,10 @@ def independently_verified(line: bytes, key_document: dict) -> dict:
     assert signature["public_key_fingerprint"] == key_document["fingerprint_sha256_hex"]
     VerifyKey(raw_key).verify(bytes.fromhex(digest), base64.b64decode(signature["signature_b64"]))
     assert (event["event_type"], event["target"], event["signer"]["signer_type"]) == (
-        "storage_attestation", "storage", "archive")
+        "storage_attestation",
+        "storage",
+        "archive",
+    )
     return event
 
 
@@ -62,8 +67,17 @@ def feed_lines(store, manifest) -> list[bytes]:
 
 def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_catalog, mirror):
     archive = tmp_path / "archive"
-    result = run_cli_crawl(tmp_path, "--resolver", mirror().url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                           "--no-default-keys", "--out", str(archive), corpus_catalog.suffixes[0])
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        mirror().url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(archive),
+        corpus_catalog.suffixes[0],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("archived") == len(corpus_catalog)
 
@@ -78,15 +92,20 @@ def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_
     events = [independently_verified(line, key_document) for line in lines]
     assert len(events) == len(corpus_catalog)
     assert [e["prev_event"] for e in events] == [None] + [e["event_id"] for e in events[:-1]]
-    records = {r["bundle_sha256"]: r for r in
-               ds.dataset(archive / "tables" / "records", partitioning="hive").to_table().to_pylist()}
+    records = {
+        r["bundle_sha256"]: r
+        for r in ds.dataset(archive / "tables" / "records", partitioning="hive").to_table().to_pylist()
+    }
     for event in events:
         payload = event["payload"]
         stored = (archive / payload["raw_path"]).read_bytes()
         assert (hashlib.sha256(stored).hexdigest(), len(stored)) == (payload["raw_sha256"], payload["size"])
         record = records[payload["bundle_sha256"]]
         assert (record["raw_path"], record["canonical_sha256"], record["pith_number"]) == (
-            payload["raw_path"], payload["canonical_sha256"], event["subject_pith_number"])
+            payload["raw_path"],
+            payload["canonical_sha256"],
+            event["subject_pith_number"],
+        )
         assert payload["run_id"] == manifest["run_id"] and event["created_at"] == payload["stored_at"]
         assert payload["storage_uri"] == f"{archive.as_uri()}/{payload['raw_path']}"
         assert event["signer"]["signer_id"] == archive.as_uri()
@@ -117,8 +136,11 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
 
     result = verify(first, second)
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines() == [f"VERIFIED    feed  {first}  3 attestations",
-                                          f"VERIFIED    feed  {second}  1 attestations", "2 verified, 0 rejected"]
+    assert result.output.splitlines() == [
+        f"VERIFIED    feed  {first}  3 attestations",
+        f"VERIFIED    feed  {second}  1 attestations",
+        "2 verified, 0 rejected",
+    ]
     assert verify(second).exit_code == 0  # it continues a feed not given: taken as it is
     whole = verify(archive / "attestations")  # a folder: its feeds, in order
     assert whole.exit_code == 0 and whole.output.splitlines()[-1] == "2 verified, 0 rejected", whole.output
@@ -126,11 +148,14 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
     lines = first.read_bytes().splitlines(keepends=True)
     ids = [json.loads(line)["event_id"] for line in lines]
     for name, changed, reason in [
-            ("dropped.jsonl", [lines[0], lines[2]], f"chain_broken at lines[1].prev_event: expected {ids[0]}"),
-            ("reordered.jsonl", [lines[0], lines[2], lines[1]],
-             f"chain_broken at lines[1].prev_event: expected {ids[0]}"),
-            ("flipped.jsonl", [lines[0], lines[1].replace(b'"size":', b'"size":1'), lines[2]],
-             "event_hash_mismatch at lines[1].content_sha256")]:
+        ("dropped.jsonl", [lines[0], lines[2]], f"chain_broken at lines[1].prev_event: expected {ids[0]}"),
+        ("reordered.jsonl", [lines[0], lines[2], lines[1]], f"chain_broken at lines[1].prev_event: expected {ids[0]}"),
+        (
+            "flipped.jsonl",
+            [lines[0], lines[1].replace(b'"size":', b'"size":1'), lines[2]],
+            "event_hash_mismatch at lines[1].content_sha256",
+        ),
+    ]:
         (tmp_path / name).write_bytes(b"".join(changed))
         result = verify(tmp_path / name, second)
         assert result.exit_code == 1 and reason in result.output, (name, result.output)
@@ -147,8 +172,8 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
 def test_the_chain_continues_across_runs_per_key(store, real_raw, registry_keyring, test_signer, test_keyring):
     raws = [raw for _, raw in sorted(real_raw.items())]
     write_run(store, test_signer, registry_keyring, raws[:2])
-    write_run(store, OTHER, registry_keyring, raws[2:])          # another worker, its own key and chain
-    write_run(store, test_signer, registry_keyring, raws[2:])    # a new version for this key: chained on
+    write_run(store, OTHER, registry_keyring, raws[2:])  # another worker, its own key and chain
+    write_run(store, test_signer, registry_keyring, raws[2:])  # a new version for this key: chained on
 
     ours = sorted(committed_manifests(store, test_keyring), key=lambda m: m["committed_at"])  # ids: by the second
     first, second = ([json.loads(line) for line in feed_lines(store, m)] for m in ours)
@@ -168,15 +193,19 @@ def test_the_chain_continues_across_runs_per_key(store, real_raw, registry_keyri
     assert alone.breaks(rooted=False) == []
     [(segment, why)] = alone.breaks(rooted=True)
     assert (segment.source, segment.where, why) == (
-        "second", "lines[0]", f"names {first[1]['event_id']}, which ends no feed of test-key-1")
+        "second",
+        "lines[0]",
+        f"names {first[1]['event_id']}, which ends no feed of test-key-1",
+    )
 
     filesystem, base = arrow_filesystem(store)
     table = ds.dataset(f"{base}/tables/attestations", filesystem=filesystem, partitioning="hive").to_table()
     assert sorted(table.column("key_id").to_pylist()) == ["test-key-1"] * 3 + ["test-key-2"]
 
 
-def test_attestations_verify_as_events_and_merge_into_storage_attestations(tmp_path, real_raw, real_docs,
-                                                                           registry_keyring, test_signer):
+def test_attestations_verify_as_events_and_merge_into_storage_attestations(
+    tmp_path, real_raw, real_docs, registry_keyring, test_signer
+):
     store = LocalStore(tmp_path / "archive")
     write_run(store, test_signer, registry_keyring, list(real_raw.values()))
     [feed] = (tmp_path / "archive" / "attestations").glob("*.jsonl")
@@ -184,8 +213,10 @@ def test_attestations_verify_as_events_and_merge_into_storage_attestations(tmp_p
     keyring = Keyring.build([tmp_path / "archive" / layout.key_document(test_signer.key_id)], default_keys=False)
     for attestation in attestations:
         bundle = next(d for d in real_docs.values() if d["pith_number"] == attestation["subject_pith_number"])
-        assert check_event(attestation, keyring, "attestation", bundle["pith_number"], role=ARCHIVE) == \
-            attestation["content_sha256"]
+        assert (
+            check_event(attestation, keyring, "attestation", bundle["pith_number"], role=ARCHIVE)
+            == attestation["content_sha256"]
+        )
         state = merge(bundle["pith_number"], bundle["source_aliases"], bundle["events"] + [attestation]).state
         assert state["current"]["storage_attestations"] == [entry(attestation)]
         assert state["current"]["graph_snapshots"] == bundle["state"]["current"]["graph_snapshots"]

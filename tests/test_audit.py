@@ -34,8 +34,10 @@ def overwrite(store, request):
 def archived(store, corpus_dir, corpus_keyring, test_signer):
     """Two committed runs of five corpus records; returns their manifests."""
     raws = list(corpus_raws(corpus_dir).values())[:5]
-    return [json.loads(store.get_bytes(write_run(store, test_signer, corpus_keyring, part)))
-            for part in (raws[:3], raws[3:])]
+    return [
+        json.loads(store.get_bytes(write_run(store, test_signer, corpus_keyring, part)))
+        for part in (raws[:3], raws[3:])
+    ]
 
 
 def audit(store, corpus_keyring, test_signer) -> tuple[list[tuple[str, str, str]], Audit]:
@@ -88,7 +90,8 @@ def test_a_manifest_with_a_bad_signature(store, archived, overwrite, corpus_keyr
     assert found[0] == ("MANIFEST_INVALID", layout.manifest(manifest["run_id"]), "manifest_signature_invalid")
     # what only that run listed is now unaccounted for; the key document the first run lists is not
     assert {(code, path) for code, path, _ in found[1:]} == {
-        ("ORPHAN", e["path"]) for e in manifest["objects"] if not e["path"].startswith("keys/")}
+        ("ORPHAN", e["path"]) for e in manifest["objects"] if not e["path"].startswith("keys/")
+    }
     assert run.counts.manifests == 1
 
 
@@ -104,8 +107,12 @@ def test_a_broken_chain(store, archived, overwrite, corpus_keyring, test_signer)
     found, _ = audit(store, corpus_keyring, test_signer)
     assert found == [
         ("ATTESTATION_INVALID", layout.manifest(manifest["run_id"]), "the run archived 2 versions and attested 1"),
-        ("CHAIN_BROKEN", feed["path"],
-         f"lines[0].prev_event: names {json.loads(dropped)['event_id']}, which ends no feed of test-key-1")]
+        (
+            "CHAIN_BROKEN",
+            feed["path"],
+            f"lines[0].prev_event: names {json.loads(dropped)['event_id']}, which ends no feed of test-key-1",
+        ),
+    ]
 
 
 def test_a_table_with_a_wrong_row_count(store, archived, overwrite, corpus_keyring, test_signer):
@@ -116,7 +123,8 @@ def test_a_table_with_a_wrong_row_count(store, archived, overwrite, corpus_keyri
     found, _ = audit(store, corpus_keyring, test_signer)
     assert found == [
         ("ROWS_MISMATCH", table["path"], f"{table['rows'] - 1} rows, listed as {table['rows']}"),
-        ("ROWS_MISMATCH", layout.manifest(manifest["run_id"]), "events: the stats say 6, its files hold 7")]
+        ("ROWS_MISMATCH", layout.manifest(manifest["run_id"]), "events: the stats say 6, its files hold 7"),
+    ]
 
 
 def test_an_orphan(store, archived, corpus_keyring, test_signer):
@@ -136,11 +144,22 @@ def test_row_counts_come_from_the_footer_alone(store, archived):
 
 # --- the command -----------------------------------------------------------------------
 
+
 def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror, monkeypatch):
     archive = tmp_path / "archive"
-    crawl = run_cli_crawl(tmp_path, "--resolver", mirror().url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                          "--no-default-keys", "--out", str(archive), "--max-records", "6",
-                          corpus_catalog.suffixes[0])
+    crawl = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        mirror().url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(archive),
+        "--max-records",
+        "6",
+        corpus_catalog.suffixes[0],
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     [key_document] = (archive / "keys").glob("*.json")
     keys = ["--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys"]
@@ -157,8 +176,10 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
     assert untrusted.exit_code == 1
     finding, summary = untrusted.stdout.splitlines()
     assert finding.startswith("MANIFEST_UNPINNED manifests/")
-    assert (f"to check them, pass --keyring {archive}/keys/{key_document.name} after checking its fingerprint, "
-            "or --trust-archive-keys") in finding
+    assert (
+        f"to check them, pass --keyring {archive}/keys/{key_document.name} after checking its fingerprint, "
+        "or --trust-archive-keys"
+    ) in finding
     assert summary.startswith("1 discrepancies (MANIFEST_UNPINNED 1) in 0 manifests")
     assert runner.invoke(main, ["audit", str(archive), *keys, "--trust-archive-keys"]).exit_code == 0
     # on the crawling machine its own key is trusted with no option
@@ -171,29 +192,45 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
     assert damaged.exit_code == 1
     lines = [json.loads(line) for line in damaged.stdout.splitlines()]
     path = raw.relative_to(archive).as_posix()
-    assert [(line["code"], line["path"]) for line in lines[:-1]] == [
-        ("SIZE_MISMATCH", path), ("BUNDLE_REJECTED", path)]
+    assert [(line["code"], line["path"]) for line in lines[:-1]] == [("SIZE_MISMATCH", path), ("BUNDLE_REJECTED", path)]
     assert lines[-1]["summary"]["discrepancies"] == {"BUNDLE_REJECTED": 1, "SIZE_MISMATCH": 1}
     assert lines[-1]["summary"]["clean"] is False
 
 
-def test_the_command_on_s3_and_its_usage_errors(s3_endpoint, s3_bucket, corpus_dir, corpus_keyring, test_signer,
-                                                tmp_path):
-    write_run(S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint), test_signer, corpus_keyring,
-              list(corpus_raws(corpus_dir).values())[:2])
+def test_the_command_on_s3_and_its_usage_errors(
+    s3_endpoint, s3_bucket, corpus_dir, corpus_keyring, test_signer, tmp_path
+):
+    write_run(
+        S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint),
+        test_signer,
+        corpus_keyring,
+        list(corpus_raws(corpus_dir).values())[:2],
+    )
     key_document = tmp_path / "archive-key.json"
     key_document.write_text(json.dumps(test_signer.public_document()))
     runner = CliRunner()
-    result = runner.invoke(main, ["audit", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", s3_endpoint,
-                                  "--keyring", str(corpus_dir / KEYRING_NAME), "--keyring", str(key_document)])
+    result = runner.invoke(
+        main,
+        [
+            "audit",
+            f"s3://{s3_bucket}/archive",
+            "--s3-endpoint-url",
+            s3_endpoint,
+            "--keyring",
+            str(corpus_dir / KEYRING_NAME),
+            "--keyring",
+            str(key_document),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "2 bundles, 2 attestations" in result.output
     assert runner.invoke(main, ["audit", str(tmp_path / "nowhere")]).exit_code == 2
     assert runner.invoke(main, ["audit", str(tmp_path), "--no-default-keys"]).exit_code == 2
 
 
-def test_the_audit_reads_each_manifest_once(fault_proxy, s3_bucket, s3_endpoint, corpus_dir, corpus_keyring,
-                                            test_signer, tmp_path):
+def test_the_audit_reads_each_manifest_once(
+    fault_proxy, s3_bucket, s3_endpoint, corpus_dir, corpus_keyring, test_signer, tmp_path
+):
     """The log checks, --checkpoint's included, use the manifests the audit verified:
     one GET of each manifest in the whole command."""
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
@@ -205,10 +242,21 @@ def test_the_audit_reads_each_manifest_once(fault_proxy, s3_bucket, s3_endpoint,
     key_document = tmp_path / "archive-key.json"
     key_document.write_text(json.dumps(test_signer.public_document()))
     proxy = fault_proxy()
-    result = CliRunner().invoke(main, ["audit", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", proxy.url,
-                                       "--keyring", str(corpus_dir / KEYRING_NAME), "--keyring", str(key_document),
-                                       "--checkpoint", str(saved)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "audit",
+            f"s3://{s3_bucket}/archive",
+            "--s3-endpoint-url",
+            proxy.url,
+            "--keyring",
+            str(corpus_dir / KEYRING_NAME),
+            "--keyring",
+            str(key_document),
+            "--checkpoint",
+            str(saved),
+        ],
+    )
     assert result.exit_code == 0, result.output
     reads = Counter(r.path.partition("?")[0] for r in proxy.log if r.method == "GET" and "/manifests/" in r.path)
     assert sorted(reads.values()) == [1, 1], reads
-

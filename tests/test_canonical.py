@@ -30,16 +30,30 @@ def has_float(value) -> bool:
 
 TEXTS = [
     "plain ascii",
-    "é ñ ü ß",                                  # Latin-1 range, written raw
-    "中文 日本語 한국어",                          # BMP CJK
-    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 😀 \U0010ffff",                    # astral plane, up to the last code point
-    "".join(map(chr, range(0x20))),             # every C0 control: \\uXXXX or the short escapes
-    "\x7f\x80\x9f",                             # DEL and C1 controls: written raw
-    "\u2028\u2029\ufeff\ufffe\uffff",           # separators, BOM, non-characters: raw
+    "é ñ ü ß",  # Latin-1 range, written raw
+    "中文 日本語 한국어",  # BMP CJK
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 😀 \U0010ffff",  # astral plane, up to the last code point
+    "".join(map(chr, range(0x20))),  # every C0 control: \\uXXXX or the short escapes
+    "\x7f\x80\x9f",  # DEL and C1 controls: written raw
+    "\u2028\u2029\ufeff\ufffe\uffff",  # separators, BOM, non-characters: raw
     '"quoted" \\back\\slash/ solidus',
 ]
-FLOATS = [0.0, -0.0, 1.0, 0.1, 1e16, 1e-7, 5e-324, 1e22, 1e21, 123456789.125,
-          1.7976931348623157e308, -2.5e-308, 2.0 ** 53, 0.30000000000000004]
+FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    0.1,
+    1e16,
+    1e-7,
+    5e-324,
+    1e22,
+    1e21,
+    123456789.125,
+    1.7976931348623157e308,
+    -2.5e-308,
+    2.0**53,
+    0.30000000000000004,
+]
 INTS = [0, -1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**63) - 1, 10**30, -(10**40)]
 ORDERED_KEYS = {"\uffff": 1, "\U00010000": 2, "a": 3, "A": 4, "é": 5, "": 6, "aa": 7, "\x00": 8}
 
@@ -77,9 +91,9 @@ def test_sha256_is_over_the_canonical_bytes():
 # --- hypothesis: arbitrary JSON values --------------------------------------------------
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-json_values = st.recursive(scalars,
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-                           max_leaves=20)
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=20
+)
 
 
 @settings(max_examples=300, deadline=None)

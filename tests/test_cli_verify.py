@@ -63,7 +63,7 @@ def test_lines_and_closing_count(corpus, real_docs):
     result = verify_cli(str(corpus))
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert len(lines) == 5                         # four bundles, notes.txt skipped, the count
+    assert len(lines) == 5  # four bundles, notes.txt skipped, the count
     verified = [line for line in lines if line.startswith("VERIFIED")]
     assert sorted(line.split()[1] for line in verified) == sorted(doc["pith_number"] for doc in real_docs.values())
     (rejected,) = [line for line in lines if line.startswith("REJECTED")]
@@ -97,13 +97,16 @@ def test_all_verified_exits_zero(real_docs):
     assert result.stdout.splitlines()[-1] == f"{len(paths)} verified, 0 rejected"
 
 
-@pytest.mark.parametrize("args", [
-    ["--no-such-option"],
-    ["--max-bytes", "0"],
-    ["--max-depth", "1"],
-    ["--no-default-keys"],                        # nothing left to trust
-    ["--keyring", "/nonexistent/keys.json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--no-such-option"],
+        ["--max-bytes", "0"],
+        ["--max-depth", "1"],
+        ["--no-default-keys"],  # nothing left to trust
+        ["--keyring", "/nonexistent/keys.json"],
+    ],
+)
 def test_usage_errors_exit_two(args):
     result = verify_cli(*args)
     assert result.exit_code == 2
@@ -119,17 +122,20 @@ def test_directory_without_bundles_is_a_usage_error(tmp_path):
 
 def test_unreadable_path_is_counted_and_partial(tmp_path):
     result = verify_cli(str(real_bundle_paths()[0]), str(tmp_path / "missing.json"))
-    assert result.exit_code == 3                   # some could not be read, none rejected
+    assert result.exit_code == 3  # some could not be read, none rejected
     assert result.stdout.splitlines()[1].startswith("UNREADABLE")
     assert result.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 unreadable"
 
 
-@pytest.mark.parametrize("mutation, args, reason", [
-    (None, ["--max-bytes", "4096"], "too_large"),     # a real bundle is ~13 KB
-    (None, ["--max-depth", "4"], "too_deep"),         # and 8 deep
-    ("invalid_utf8", [], "invalid_utf8"),
-    ("nan_literal", [], "non_finite_number"),
-])
+@pytest.mark.parametrize(
+    "mutation, args, reason",
+    [
+        (None, ["--max-bytes", "4096"], "too_large"),  # a real bundle is ~13 KB
+        (None, ["--max-depth", "4"], "too_deep"),  # and 8 deep
+        ("invalid_utf8", [], "invalid_utf8"),
+        ("nan_literal", [], "non_finite_number"),
+    ],
+)
 def test_limits_and_hostile_bytes(tmp_path, real_raw, mutation, args, reason):
     raw = next(iter(real_raw.values()))
     path = tmp_path / "doc.json"
@@ -159,16 +165,24 @@ def test_exit_codes_from_a_real_process(corpus):
     """The installed entry point, as a shell would see it."""
     command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "verify"]
     real = [str(p) for p in real_bundle_paths()]
-    codes = [subprocess.run(command + args, capture_output=True, timeout=60).returncode
-             for args in (real, [str(corpus)], ["--max-depth", "0"])]
+    codes = [
+        subprocess.run(command + args, capture_output=True, timeout=60).returncode
+        for args in (real, [str(corpus)], ["--max-depth", "0"])
+    ]
     assert codes == [0, 1, 2]
 
 
 # --- through the real command line, in a subprocess -------------------------------
 
+
 def run_verify(*args) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "pith_archiver", "verify", *map(str, args)],
-                            check=False, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-m", "pith_archiver", "verify", *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert "Traceback" not in result.stderr, result.stderr
     return result
 
@@ -182,14 +196,17 @@ def test_a_corpus_folder_skips_its_index_and_keyring(corpus_dir):
     assert f"SKIPPED     {corpus_dir / 'corpus.json'}  not a bundle (a corpus index)" in lines
     assert f"SKIPPED     {corpus_dir / KEYRING_NAME}  not a bundle (a keyring)" in lines
     assert sum(line.startswith("VERIFIED") for line in lines) == len(bundles)
-    assert result.stderr == ""                                   # no progress on a pipe
+    assert result.stderr == ""  # no progress on a pipe
 
 
 def test_progress_on_a_terminal(corpus_dir):
     """stderr on a pseudo-terminal: the progress bar is drawn there, stdout keeps the lines."""
     leader, follower = pty.openpty()
-    with subprocess.Popen([sys.executable, "-m", "pith_archiver", "verify", "--keyring", str(corpus_dir / KEYRING_NAME),
-                           str(corpus_dir)], stdout=subprocess.PIPE, stderr=follower) as child:
+    with subprocess.Popen(
+        [sys.executable, "-m", "pith_archiver", "verify", "--keyring", str(corpus_dir / KEYRING_NAME), str(corpus_dir)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    ) as child:
         os.close(follower)
         stdout, _ = child.communicate(timeout=120)
     drawn = b""
@@ -218,8 +235,9 @@ def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
     verified = [line for line in lines if line.startswith("VERIFIED")]
-    assert [line.split()[-1] for line in verified if " feed " not in line] == \
-        [str(p) for p in sorted((archive / layout.RAW).rglob("*.json"))]
+    assert [line.split()[-1] for line in verified if " feed " not in line] == [
+        str(p) for p in sorted((archive / layout.RAW).rglob("*.json"))
+    ]
     feed_lines = [line.split() for line in verified if " feed " in line]
     assert [line[2] for line in feed_lines] == [str(p) for p in feeds]
     assert sorted(int(line[3]) for line in feed_lines) == [2, 3]  # runs in one second: names need not sort by run
@@ -231,7 +249,7 @@ def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus
 
     without_its_key = run_verify("--keyring", corpus_dir / KEYRING_NAME, archive)
     assert without_its_key.returncode == 1
-    assert without_its_key.stdout.count("unknown_key") == 2   # both feeds; the bundles still verify
+    assert without_its_key.stdout.count("unknown_key") == 2  # both feeds; the bundles still verify
 
 
 def test_a_record_page_is_not_a_bundle(mirror, corpus_dir, corpus_catalog):
@@ -239,9 +257,11 @@ def test_a_record_page_is_not_a_bundle(mirror, corpus_dir, corpus_catalog):
     suffix = min(corpus_raws(corpus_dir))
     page, bundle = links_for(suffix, server.url)["resolver"], links_for(suffix, server.url)["bundle"]
     alone = run_verify("--keyring", corpus_dir / KEYRING_NAME, page)
-    assert alone.returncode == 4                                 # nothing could be verified
-    assert alone.stdout.splitlines() == [f"SKIPPED     {page}  not a bundle (text/html)",
-                                         "0 verified, 0 rejected, 1 skipped (not bundles)"]
+    assert alone.returncode == 4  # nothing could be verified
+    assert alone.stdout.splitlines() == [
+        f"SKIPPED     {page}  not a bundle (text/html)",
+        "0 verified, 0 rejected, 1 skipped (not bundles)",
+    ]
     beside = run_verify("--keyring", corpus_dir / KEYRING_NAME, page, bundle)
     assert beside.returncode == 0
     assert beside.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 skipped (not bundles)"
@@ -265,9 +285,10 @@ def test_jobs_keep_the_input_order(many):
     two = run_verify("--jobs", "2", "--keyring", many / KEYRING_NAME, many)
     assert one.returncode == two.returncode == 1
     assert two.stdout == one.stdout
-    sources = [line.split()[-1] if line.startswith("VERIFIED") else line.split()[2]
-               for line in one.stdout.splitlines()[:-1]]
-    assert sources == sorted(sources)                            # the folder's sorted order
+    sources = [
+        line.split()[-1] if line.startswith("VERIFIED") else line.split()[2] for line in one.stdout.splitlines()[:-1]
+    ]
+    assert sources == sorted(sources)  # the folder's sorted order
     assert one.stdout.splitlines()[-1].endswith("1 rejected, 1 skipped (not bundles)")
 
 
@@ -280,7 +301,7 @@ def test_quiet_prints_only_what_failed_and_the_summary(many, tmp_path):
     assert "m-bad.json" in lines[0] and str(missing) in lines[1]
     assert lines[-1].endswith(", 1 rejected, 1 unreadable, 1 skipped (not bundles)")
     assert result.stderr == ""
-    clean = run_verify("-q")                                     # the shipped real bundles
+    clean = run_verify("-q")  # the shipped real bundles
     assert (clean.returncode, clean.stdout) == (0, f"{len(real_bundle_paths())} verified, 0 rejected\n")
 
 
@@ -306,13 +327,20 @@ def test_exit_status_for_each_outcome(tmp_path, real_raw):
 
 
 def test_help_lists_every_command_without_importing_them():
-    code = ("import sys; from click.testing import CliRunner; from pith_archiver.cli import COMMANDS, main; "
-            "out = CliRunner().invoke(main, ['--help']).output; "
-            "print(all(name in out and text in out for name, (_, text) in COMMANDS.items()), "
-            "sorted(m for m in ('scrapy', 'pyarrow', 'boto3', 'twisted') if m in sys.modules))")
+    code = (
+        "import sys; from click.testing import CliRunner; from pith_archiver.cli import COMMANDS, main; "
+        "out = CliRunner().invoke(main, ['--help']).output; "
+        "print(all(name in out and text in out for name, (_, text) in COMMANDS.items()), "
+        "sorted(m for m in ('scrapy', 'pyarrow', 'boto3', 'twisted') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert result.stdout.split(maxsplit=1) == ["True", "[]\n"], result.stdout + result.stderr
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pith_archiver", "verify"],
-                         check=False, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pith_archiver", "verify"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
     assert run.returncode == 0 and not imported & {"scrapy", "pyarrow", "boto3", "twisted"}

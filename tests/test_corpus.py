@@ -21,8 +21,11 @@ from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
 
 def minted(corpus_dir) -> dict[str, dict]:
     real = {p.name for p in FIXTURES.glob("*.bundle.json")}
-    return {p.name.split(".")[0]: json.loads(p.read_bytes())
-            for p in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json")) if p.name not in real}
+    return {
+        p.name.split(".")[0]: json.loads(p.read_bytes())
+        for p in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json"))
+        if p.name not in real
+    }
 
 
 def shape(value):
@@ -33,8 +36,10 @@ def shape(value):
 
 
 def test_whole_corpus_verifies_with_the_cli_under_its_keyring(corpus_dir):
-    result = CliRunner().invoke(main, ["verify", "--no-default-keys", "--keyring", str(corpus_dir / KEYRING_NAME),
-                                       str(corpus_dir / BUNDLES_DIR)])
+    result = CliRunner().invoke(
+        main,
+        ["verify", "--no-default-keys", "--keyring", str(corpus_dir / KEYRING_NAME), str(corpus_dir / BUNDLES_DIR)],
+    )
     assert result.exit_code == 0, result.output
     assert f"{SMALL_CORPUS_RECORDS + 3} verified, 0 rejected" in result.output
 
@@ -67,9 +72,14 @@ def test_minted_records_have_the_registry_shape(corpus_dir, real_docs):
         assert shape(snapshot["paper"]) == shape(real_snapshot["paper"])
         arxiv = bundle["canonical_record"]["source"]["id"]
         aliases = {a["alias_kind"]: a["alias_value"] for a in bundle["source_aliases"]}
-        assert aliases == {"arxiv": arxiv, "arxiv_version": f"{arxiv}v{bundle['source']['version']}",
-                           "doi": f"10.48550/arxiv.{arxiv}", "pith_short_8": suffix[:8],
-                           "pith_short_12": suffix[:12], "pith_short_16": suffix[:16]}
+        assert aliases == {
+            "arxiv": arxiv,
+            "arxiv_version": f"{arxiv}v{bundle['source']['version']}",
+            "doi": f"10.48550/arxiv.{arxiv}",
+            "pith_short_8": suffix[:8],
+            "pith_short_12": suffix[:12],
+            "pith_short_16": suffix[:16],
+        }
         paper = snapshot["paper"]
         assert bundle["canonical_record"]["metadata"]["title_canon_sha256"] == text_sha256(paper["title"])
         raw = (corpus_dir / BUNDLES_DIR / f"{suffix}.bundle.json").read_bytes()
@@ -112,8 +122,9 @@ def test_same_seed_gives_the_same_bytes_and_another_seed_does_not(tmp_path):
     outputs = {}
     for name, seed in (("a", 11), ("b", 11), ("c", 12)):
         generate_corpus(tmp_path / name, 12, seed)
-        outputs[name] = {p.relative_to(tmp_path / name): p.read_bytes()
-                         for p in (tmp_path / name).rglob("*") if p.is_file()}
+        outputs[name] = {
+            p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*") if p.is_file()
+        }
     assert outputs["a"] == outputs["b"]
     assert len(outputs["a"]) == 12 + 3 + 2  # bundles, keyring.json, corpus.json
     minted_a = {k for k in outputs["a"] if k.parts[0] == BUNDLES_DIR} - {k for k in outputs["c"]}

@@ -36,8 +36,18 @@ COMMIT_SEEDS = 12  # the commit points need a run to commit, not a long one
 
 
 def crawl_args(server, corpus_dir, out: list[str], *extra: str, seeds=(REAL,)) -> list[str]:
-    return ["--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys", *out,
-            "-s", "AUTOTHROTTLE_ENABLED=false", *extra, *seeds]
+    return [
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        *out,
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        *extra,
+        *seeds,
+    ]
 
 
 def start_crawl(tmp_path: Path, args: list[str], name: str):
@@ -48,8 +58,13 @@ def start_crawl(tmp_path: Path, args: list[str], name: str):
     spool.mkdir(exist_ok=True)
     env = {**os.environ, **isolated_home(tmp_path), "TMPDIR": str(spool)}
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "pith_archiver", "crawl", "-v", "--progress", "off", *args],
-                                   env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pith_archiver", "crawl", "-v", "--progress", "off", *args],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     return process, log
 
 
@@ -70,7 +85,6 @@ def sigkill(process, log: Path) -> str | None:
     return found and found.group(1)
 
 
-
 def expected_numbers(catalog, suffixes=None) -> list[str]:
     return sorted(catalog.entry(suffix).pith_number for suffix in suffixes or catalog.suffixes)
 
@@ -81,12 +95,13 @@ def check_killed_run(store, keyring, bundle_keyring, killed: str) -> list[str]:
     the checkpoint of its key's log, named by the tree size, which the next commit
     replaces, or its key document, which the next commit lists)."""
     check = audit_archive(store, keyring, bundle_keyring)
-    assert check.codes() <= {"ORPHAN"}, check.discrepancies   # no manifest torn or untrusted
+    assert check.codes() <= {"ORPHAN"}, check.discrepancies  # no manifest torn or untrusted
     assert all(manifest["run_id"] != killed for manifest in check.manifests)
     paths = check.paths("ORPHAN")
     assert paths, "the killed run left nothing behind: the kill came too early to prove anything"
-    assert all(path.startswith(("raw/", "quarantine/", "checkpoints/", "keys/")) or killed in path
-               for path in paths), paths
+    assert all(path.startswith(("raw/", "quarantine/", "checkpoints/", "keys/")) or killed in path for path in paths), (
+        paths
+    )
     return paths
 
 
@@ -107,12 +122,20 @@ def check_recovered(store, keyring, bundle_keyring, expected: list[str], killed:
     return {"orphans_collected": len(leftovers), "manifests": len(check.manifests)}
 
 
-def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir, corpus_catalog, corpus_keyring,
-                                                             mirror, figures):
+def test_sigkill_while_fetching_then_resume_with_the_jobdir(
+    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures
+):
     server = mirror(faults=FaultPlan(latency_ms=60))
     store = LocalStore(tmp_path / "archive")
-    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--jobdir", str(tmp_path / "job"),
-                      "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+    args = crawl_args(
+        server,
+        corpus_dir,
+        ["--out", str(store.root)],
+        "--jobdir",
+        str(tmp_path / "job"),
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+    )
     process, log = start_crawl(tmp_path, args, "killed")
     fetched = lambda: sum(r.document == "bundle" and r.status == 200 for r in server.requests)  # noqa: E731
     wait_for(lambda: fetched() >= 10 and any((store.root / "raw").rglob("*.json")), process, "bundles archived")
@@ -128,20 +151,23 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(tmp_path, corpus_dir
     server.set_faults(FaultPlan())
     resumed = run_cli_crawl(tmp_path, *args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    found = check_recovered(store, archiver_keyring(tmp_path), corpus_keyring, expected_numbers(corpus_catalog),
-                            [killed])
+    found = check_recovered(
+        store, archiver_keyring(tmp_path), corpus_keyring, expected_numbers(corpus_catalog), [killed]
+    )
     assert resumed.stat("jobdir_reset") == 1  # the killed run's torn queue was dropped, not half-resumed
     figures.add("crash:while_fetching", kills=1, orphans_after_kill=len(before), records_lost=0, **found)
 
 
-def test_sigkill_after_checkpoints_keeps_what_they_committed(tmp_path, corpus_dir, corpus_catalog, corpus_keyring,
-                                                              mirror, figures):
+def test_sigkill_after_checkpoints_keeps_what_they_committed(
+    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures
+):
     """A long crawl commits every --commit-every bundles: killed, it loses only the
     segment under way, and the rerun stores none of the committed versions again."""
     server = mirror(faults=FaultPlan(latency_ms=60))
     store = LocalStore(tmp_path / "archive")
-    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--commit-every", "5",
-                      "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+    args = crawl_args(
+        server, corpus_dir, ["--out", str(store.root)], "--commit-every", "5", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2"
+    )
     process, log = start_crawl(tmp_path, args, "killed")
     wait_for(lambda: len(list(store.root.glob("manifests/*.json"))) >= 2, process, "two checkpoints")
     sigkill(process, log)
@@ -150,7 +176,7 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(tmp_path, corpus_di
     committed = {manifest["run_id"] for manifest in committed_manifests(store, keyring)}
     killed = [run for run in RUN_ID.findall(log.read_text()) if run not in committed]
     check = audit_archive(store, keyring, corpus_keyring)
-    assert check.codes() <= {"ORPHAN"}, check.discrepancies   # what the checkpoints committed is whole
+    assert check.codes() <= {"ORPHAN"}, check.discrepancies  # what the checkpoints committed is whole
     kept = check.numbers()
     assert len(kept) == len(set(kept)) >= 10 and len(committed) >= 2
 
@@ -172,14 +198,20 @@ S3_POINTS = {  # the stalled PUT, and what must already be stored when the crawl
 
 
 @pytest.mark.parametrize("point", sorted(S3_POINTS))
-def test_sigkill_during_the_commit_then_rerun(point, tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror,
-                                              fault_proxy, s3_bucket, s3_endpoint, figures):
+def test_sigkill_during_the_commit_then_rerun(
+    point, tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
+):
     stalled, stored_first = S3_POINTS[point]
     proxy = fault_proxy(FaultRule("stall", methods=("PUT",), path=stalled))
     server = mirror()
     seeds = sorted(corpus_catalog.suffixes)[:COMMIT_SEEDS]
-    args = crawl_args(server, corpus_dir, ["--out", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", proxy.url],
-                      "--no-follow", seeds=seeds)
+    args = crawl_args(
+        server,
+        corpus_dir,
+        ["--out", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", proxy.url],
+        "--no-follow",
+        seeds=seeds,
+    )
     process, log = start_crawl(tmp_path, args, "killed")
     stored = lambda: any(r.status == 200 and re.search(stored_first, r.path) for r in proxy.log)  # noqa: E731
     wait_for(lambda: proxy.stalled.is_set() and stored(), process, f"the {point} moment")
@@ -205,8 +237,15 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path, corpus_dir, corpus_ca
     answered, or the first table file of the commit), each resuming the same job."""
     server = mirror(faults=FaultPlan(latency_ms=15))
     store = LocalStore(tmp_path / "archive")
-    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--jobdir", str(tmp_path / "job"),
-                      "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+    args = crawl_args(
+        server,
+        corpus_dir,
+        ["--out", str(store.root)],
+        "--jobdir",
+        str(tmp_path / "job"),
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+    )
     rng = random.Random(int(os.environ.get("PITH_CRASH_SEED", "6")))
     killed, moments = [], []
     for attempt in range(KILLS):

@@ -54,7 +54,8 @@ def test_crawl_archives_exact_bytes_tables_and_a_signed_manifest(tmp_path, stati
 
     records = table(store, "records")
     assert sorted(records.column("pith_number").to_pylist()) == sorted(
-        f"pith:{'2018' if s.startswith('6VA') else '2019'}:{s}" for s in suffixes)
+        f"pith:{'2018' if s.startswith('6VA') else '2019'}:{s}" for s in suffixes
+    )
     assert set(table(store, "verifications").column("status").to_pylist()) == {"verified"}
     assert table(store, "events").num_rows == 6
 
@@ -62,7 +63,8 @@ def test_crawl_archives_exact_bytes_tables_and_a_signed_manifest(tmp_path, stati
     con = duckdb.connect()
     count, titles = con.execute(
         "SELECT count(*), count(title) FROM read_parquet(?, hive_partitioning=true)",
-        [f"{folder}/tables/records/**/*.parquet"]).fetchone()
+        [f"{folder}/tables/records/**/*.parquet"],
+    ).fetchone()
     assert (count, titles) == (3, 3)
 
 
@@ -83,7 +85,8 @@ def test_a_tampered_bundle_is_quarantined_and_counted(tmp_path, static_site, sto
     rows = table(store, "verifications").to_pylist()
     rejected = [row for row in rows if row["status"] == "rejected"]
     assert [(r["reason"], r["detail_path"], r["raw_sha256"]) for r in rejected] == [
-        ("canonical_hash_mismatch", "canonical_sha256", digest)]
+        ("canonical_hash_mismatch", "canonical_sha256", digest)
+    ]
     assert table(store, "records").num_rows == 2
 
 
@@ -111,8 +114,18 @@ def test_a_bundle_that_cannot_be_fetched_gets_a_failed_row(tmp_path, static_site
         bundle.unlink()
     else:
         bundle.write_bytes(b" " * 2_000_000 + bundle.read_bytes())
-    result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "archive"), suffixes[0],
-                           "-s", "DOWNLOAD_MAXSIZE=1000000", "--max-failures", "50%")
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        base,
+        "--out",
+        str(tmp_path / "archive"),
+        suffixes[0],
+        "-s",
+        "DOWNLOAD_MAXSIZE=1000000",
+        "--max-failures",
+        "50%",
+    )
     assert result.returncode == 3, result.stderr[-3000:]
     reason = "fetch_failed" if failure == "missing" else "too_large"
     assert result.stat(f"bundle_failures/{reason}") == 1

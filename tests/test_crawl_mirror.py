@@ -14,13 +14,29 @@ from mirror.source import KEYRING_NAME
 from tests.plugins.crawling import isolated_home, run_cli_crawl
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
-FAST_RETRIES = ["-s", "PITH_RETRY_BACKOFF_BASE=0.01", "-s", "PITH_RETRY_AFTER_MAX=1",
-                "-s", "AUTOTHROTTLE_ENABLED=false"]
+FAST_RETRIES = [
+    "-s",
+    "PITH_RETRY_BACKOFF_BASE=0.01",
+    "-s",
+    "PITH_RETRY_AFTER_MAX=1",
+    "-s",
+    "AUTOTHROTTLE_ENABLED=false",
+]
 
 
 def crawl(tmp_path, corpus_dir, server, *args):
-    return run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                         "--no-default-keys", "--out", str(tmp_path / "archive"), *FAST_RETRIES, *args)
+    return run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(tmp_path / "archive"),
+        *FAST_RETRIES,
+        *args,
+    )
 
 
 def records(tmp_path) -> list[dict]:
@@ -41,14 +57,22 @@ def test_one_seed_reaches_the_whole_corpus_on_the_mirror_in_use(tmp_path, corpus
     # the bundles name https://pith.science; every fetch still went to the mirror in use
     fetched = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
     assert fetched == set(corpus_catalog.suffixes)
-    assert {r["pith_number"] for r in records(tmp_path)} == {corpus_catalog.entry(s).pith_number
-                                                             for s in corpus_catalog.suffixes}
+    assert {r["pith_number"] for r in records(tmp_path)} == {
+        corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes
+    }
 
 
 def test_alias_seeds_resolve_through_the_resolver(tmp_path, corpus_dir, mirror):
     server = mirror()
-    seeds = ["pith:RLLQL635", "RLLQL6357CWN", "1904.12043", "1904.12043v2", "arXiv:1904.12043",
-             "10.48550/arxiv.1904.12043", "https://doi.org/10.48550/arxiv.1904.12043"]
+    seeds = [
+        "pith:RLLQL635",
+        "RLLQL6357CWN",
+        "1904.12043",
+        "1904.12043v2",
+        "arXiv:1904.12043",
+        "10.48550/arxiv.1904.12043",
+        "https://doi.org/10.48550/arxiv.1904.12043",
+    ]
     result = crawl(tmp_path, corpus_dir, server, "--no-follow", *seeds)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified"), result.stat("seeds_unresolved")) == (1, 1, 0)
@@ -73,8 +97,9 @@ def test_sitemap_index_seed_finds_every_record(tmp_path, corpus_dir, corpus_cata
 def test_fallback_mirror_serves_what_the_primary_cannot(tmp_path, corpus_dir, mirror):
     primary = mirror(faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
     secondary = mirror()
-    result = crawl(tmp_path, corpus_dir, primary, "--max-records", "5", "--mirror", secondary.url,
-                   "-s", "RETRY_TIMES=1", REAL)
+    result = crawl(
+        tmp_path, corpus_dir, primary, "--max-records", "5", "--mirror", secondary.url, "-s", "RETRY_TIMES=1", REAL
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("verified"), result.stat("mirror_fallbacks")) == (5, 5)
     assert {r.status for r in primary.requests if r.path.endswith("/bundle.json")} == {500}
@@ -128,8 +153,16 @@ def test_wrong_content_type_changes_nothing(tmp_path, corpus_dir, mirror):
 
 def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, corpus_catalog, mirror):
     looping, huge = twelve(corpus_catalog)[4:6]
-    _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(redirect_loop={looping}, oversize={huge}),
-                                "-s", "DOWNLOAD_MAXSIZE=4000000", "--max-failures", "2")
+    _, result = run_with_faults(
+        tmp_path,
+        corpus_dir,
+        mirror,
+        FaultPlan(redirect_loop={looping}, oversize={huge}),
+        "-s",
+        "DOWNLOAD_MAXSIZE=4000000",
+        "--max-failures",
+        "2",
+    )
     assert result.returncode == 3, result.stderr[-3000:]  # done with failures, within the budget
     assert result.stat("bundle_failures/too_large") == 1
     assert result.stat("bundle_failures/fetch_failed") == 1
@@ -151,13 +184,36 @@ def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mir
     server = mirror(faults=FaultPlan(latency_ms=150))
     jobdir = tmp_path / "job"
     stats_file = tmp_path / "stats-first.json"
-    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", server.url, "--keyring",
-               str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"), "--jobdir", str(jobdir),
-               "--progress", "off", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2", "-s", "AUTOTHROTTLE_ENABLED=false",
-               REAL]
+    command = [
+        sys.executable,
+        "-m",
+        "pith_archiver",
+        "crawl",
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--out",
+        str(tmp_path / "archive"),
+        "--jobdir",
+        str(jobdir),
+        "--progress",
+        "off",
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        REAL,
+    ]
     env = {**__import__("os").environ, **isolated_home(tmp_path)}
-    first = subprocess.Popen([*command, "--stats-json", str(stats_file)], env=env, cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [*command, "--stats-json", str(stats_file)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while sum(r.document == "bundle" and r.status == 200 for r in server.requests) < 8:
         assert time.monotonic() < deadline and first.poll() is None, "the first crawl never got going"
@@ -171,8 +227,18 @@ def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mir
     assert stopped["finish_reason"] == "shutdown"
     assert 0 < stopped["pith/archived"] < len(corpus_catalog)
 
-    resumed = run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                            "--out", str(tmp_path / "archive"), "--jobdir", str(jobdir), REAL)
+    resumed = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--out",
+        str(tmp_path / "archive"),
+        "--jobdir",
+        str(jobdir),
+        REAL,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert stopped["pith/archived"] + resumed.stat("archived") == len(corpus_catalog)
     numbers = [r["pith_number"] for r in records(tmp_path)]

@@ -37,8 +37,13 @@ def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
 def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
     base, suffixes, _ = static_site
     suffix = "RLLQL6357CWNZYHNBMCYD3UK5B"
-    forms = [suffix, f"pith:2019:{suffix}", f"{base}/pith/{suffix}", f"{base}/pith/{suffix}/bundle.json",
-             f"https://pith.science/pith/{suffix}/bundle.json"]
+    forms = [
+        suffix,
+        f"pith:2019:{suffix}",
+        f"{base}/pith/{suffix}",
+        f"{base}/pith/{suffix}/bundle.json",
+        f"https://pith.science/pith/{suffix}/bundle.json",
+    ]
     result = crawl(tmp_path, base, "--no-follow", *forms)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("records_found") == 1
@@ -84,8 +89,17 @@ def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_si
     result = crawl(tmp_path, base, "--no-follow", "--check-state", suffixes[0])
     assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 1
-    sampled = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "other"), "--no-follow",
-                            "--check-state-sample", "0%", suffixes[0])
+    sampled = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        base,
+        "--out",
+        str(tmp_path / "other"),
+        "--no-follow",
+        "--check-state-sample",
+        "0%",
+        suffixes[0],
+    )
     assert sampled.stat("verified") == 1
     assert sampled.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
 
@@ -109,10 +123,29 @@ def test_scrapy_crawl_from_a_checkout_runs_the_same_job(tmp_path, static_site):
     checkout = Path(__file__).resolve().parents[1]
     stats = tmp_path / "stats.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "pith", "-a", f"seeds={suffixes[0]}", "-a", f"resolver={base}",
-         "-s", f"PITH_ARCHIVE={tmp_path / 'archive'}", "-s", f"PITH_STATS_FILE={stats}", "-s", "PITH_PROGRESS=off"],
-        cwd=checkout, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "pith",
+            "-a",
+            f"seeds={suffixes[0]}",
+            "-a",
+            f"resolver={base}",
+            "-s",
+            f"PITH_ARCHIVE={tmp_path / 'archive'}",
+            "-s",
+            f"PITH_STATS_FILE={stats}",
+            "-s",
+            "PITH_PROGRESS=off",
+        ],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     values = json.loads(stats.read_text())
     assert values["pith/verified"] == values["pith/archived"] == 3

@@ -22,8 +22,10 @@ from tests.test_crash_resume import crawl_args, expected_numbers, start_crawl, w
 
 REAL = sorted(path.name.split(".")[0] for path in FIXTURES.glob("*.bundle.json"))
 # every mutation that needs no re-signing; too_large is never fetched whole (DOWNLOAD_MAXSIZE)
-CASES = sorted([name for name, mutation in MUTATIONS.items() if not mutation.resign]
-               + [name for name in RAW_MUTATIONS if name != "too_large"])
+CASES = sorted(
+    [name for name, mutation in MUTATIONS.items() if not mutation.resign]
+    + [name for name in RAW_MUTATIONS if name != "too_large"]
+)
 
 
 def made_up_suffix(name: str) -> str:
@@ -55,8 +57,12 @@ def verdicts(archive: Path) -> set[tuple]:
 
 
 def stored(archive: Path) -> set[str]:
-    return {str(path.relative_to(archive)) for folder in ("raw", "quarantine") for path in (archive / folder).rglob("*")
-            if path.is_file()}
+    return {
+        str(path.relative_to(archive))
+        for folder in ("raw", "quarantine")
+        for path in (archive / folder).rglob("*")
+        if path.is_file()
+    }
 
 
 def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_site):
@@ -67,8 +73,18 @@ def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_si
     results = {}
     for workers in ("0", "2"):
         out = tmp_path / f"archive-{workers}"
-        results[workers] = run_cli_crawl(tmp_path, "--resolver", f"{base}/tampered", "--seeds-file", str(seeds),
-                                         "--no-follow", "--out", str(out), "--verify-workers", workers)
+        results[workers] = run_cli_crawl(
+            tmp_path,
+            "--resolver",
+            f"{base}/tampered",
+            "--seeds-file",
+            str(seeds),
+            "--no-follow",
+            "--out",
+            str(out),
+            "--verify-workers",
+            workers,
+        )
         assert results[workers].returncode == 1, results[workers].stderr[-3000:]  # rejections, nothing else
     inline, pooled = results["0"], results["2"]
     assert (inline.stat("verify_workers"), pooled.stat("verify_workers")) == (0, 2)
@@ -92,15 +108,26 @@ def verifier_processes(crawl_pid: int) -> list[int]:
     return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
-def test_a_verifier_process_killed_mid_bundle_loses_nothing(tmp_path, corpus_dir, corpus_catalog, corpus_keyring,
-                                                             mirror):
+def test_a_verifier_process_killed_mid_bundle_loses_nothing(
+    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror
+):
     server = mirror(faults=FaultPlan(latency_ms=50))
     store = LocalStore(tmp_path / "archive")
     stats = tmp_path / "stats.json"
     # every record a seed: fetching goes on while the verifier is stopped (links wait for verdicts)
-    args = crawl_args(server, corpus_dir, ["--out", str(store.root)], "--verify-workers", "1", "--no-follow",
-                      "--stats-json", str(stats), "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
-                      seeds=sorted(corpus_catalog.suffixes))
+    args = crawl_args(
+        server,
+        corpus_dir,
+        ["--out", str(store.root)],
+        "--verify-workers",
+        "1",
+        "--no-follow",
+        "--stats-json",
+        str(stats),
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+        seeds=sorted(corpus_catalog.suffixes),
+    )
     process, log = start_crawl(tmp_path, args, "crawl")
     fetched = lambda: sum(r.document == "bundle" and r.status == 200 for r in server.requests)  # noqa: E731
     wait_for(lambda: fetched() >= 3 and verifier_processes(process.pid), process, "a verifier at work")

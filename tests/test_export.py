@@ -19,16 +19,24 @@ from tests.plugins.archives import corpus_raws, tampered, write_run
 from tests.plugins.s3 import arrow_filesystem
 
 SIGNER = Signer.from_seed("archiver-1", bytes(32))
-EXPORTED = (f"{layout.TABLES}/", f"{layout.RAW}/", f"{layout.ATTESTATIONS}/", f"{layout.LOGS}/",
-            f"{layout.CHECKPOINTS}/", f"{layout.KEYS}/")
+EXPORTED = (
+    f"{layout.TABLES}/",
+    f"{layout.RAW}/",
+    f"{layout.ATTESTATIONS}/",
+    f"{layout.LOGS}/",
+    f"{layout.CHECKPOINTS}/",
+    f"{layout.KEYS}/",
+)
 
 
 def fill(store, corpus_dir, corpus_keyring) -> list[str]:
     """Two committed runs (one with a rejected bundle), then a crashed one; the
     committed runs' manifest paths."""
     raws = list(corpus_raws(corpus_dir).values())
-    manifests = [write_run(store, SIGNER, corpus_keyring, raws[:6], rejected=[tampered(raws[6])]),
-                 write_run(store, SIGNER, corpus_keyring, raws[7:10])]
+    manifests = [
+        write_run(store, SIGNER, corpus_keyring, raws[:6], rejected=[tampered(raws[6])]),
+        write_run(store, SIGNER, corpus_keyring, raws[7:10]),
+    ]
     write_run(store, SIGNER, corpus_keyring, raws[10:12], commit=False)
     return manifests
 
@@ -87,15 +95,27 @@ def test_an_altered_bag_does_not_validate(tmp_path, corpus_dir, corpus_keyring):
     assert any(getattr(d, "path", "").endswith(victim.name) for d in caught.value.details)
 
 
-def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, corpus_keyring, s3_bucket,
-                                                        s3_endpoint):
+def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, corpus_keyring, s3_bucket, s3_endpoint):
     archive = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     fill(archive, corpus_dir, corpus_keyring)
     SIGNER.save(tmp_path / "archiver-1.key")
-    result = CliRunner().invoke(main, ["export", f"s3://{s3_bucket}/archive", "--bag", str(tmp_path / "bag"),
-                                       "--s3-endpoint-url", s3_endpoint, "--source-organization", "Example",
-                                       "--keyring", str(corpus_dir / KEYRING_NAME),
-                                       "--signing-key", str(tmp_path / "archiver-1.key")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            f"s3://{s3_bucket}/archive",
+            "--bag",
+            str(tmp_path / "bag"),
+            "--s3-endpoint-url",
+            s3_endpoint,
+            "--source-organization",
+            "Example",
+            "--keyring",
+            str(corpus_dir / KEYRING_NAME),
+            "--signing-key",
+            str(tmp_path / "archiver-1.key"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "exported 9 bundle versions" in result.output
     bagit.Bag(str(tmp_path / "bag")).validate()
@@ -129,12 +149,27 @@ def test_a_parquet_dataset_in_a_folder_or_an_s3_prefix(tmp_path, corpus_dir, cor
 def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, corpus_dir, corpus_keyring):
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
-    result = CliRunner().invoke(main, ["export", str(archive.root), "--format", "parquet", "--to", str(tmp_path / "d"),
-                                       "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            str(archive.root),
+            "--format",
+            "parquet",
+            "--to",
+            str(tmp_path / "d"),
+            "--keyring",
+            str(corpus_dir / KEYRING_NAME),
+            "--trust-archive-keys",
+        ],
+    )
     assert result.exit_code == 0, result.output
     exported = {s.path for s in LocalStore(tmp_path / "d").list()}
-    assert exported == {p for p in CommittedArchive.read(archive, trusted(archive, corpus_keyring)).objects
-                        if p.startswith(f"{layout.TABLES}/")} | {"README.md"}
+    assert exported == {
+        p
+        for p in CommittedArchive.read(archive, trusted(archive, corpus_keyring)).objects
+        if p.startswith(f"{layout.TABLES}/")
+    } | {"README.md"}
     readme = (tmp_path / "d" / "README.md").read_text()
     assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
 
@@ -151,12 +186,15 @@ def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path
     assert list((tmp_path / "exports").iterdir()) == []  # no bag, no half-made staging folder
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give either --bag OUT or --format parquet --to DEST"),
-    (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet --to DEST"),
-    (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
-    (["--bag", "b", "--with-raw"], "--with-raw goes with --to"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give either --bag OUT or --format parquet --to DEST"),
+        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet --to DEST"),
+        (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
+        (["--bag", "b", "--with-raw"], "--with-raw goes with --to"),
+    ],
+)
 def test_export_usage_errors(tmp_path, args, message):
     result = CliRunner().invoke(main, ["export", str(tmp_path), *args])
     assert result.exit_code == 2 and message in result.output

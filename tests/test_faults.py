@@ -81,7 +81,7 @@ def test_truncate_sends_half_the_body_then_closes(mirror, corpus_dir):
     with pytest.raises(http.client.IncompleteRead) as caught:
         fetch(server.url, BUNDLE)
     full = (corpus_dir / "bundles" / f"{REAL}.bundle.json").read_bytes()
-    assert caught.value.partial == full[:len(full) // 2]
+    assert caught.value.partial == full[: len(full) // 2]
     assert server.requests[-1].fault == "truncate"
 
 
@@ -158,8 +158,9 @@ def test_set_faults_swaps_the_plan_and_restarts_its_counters(mirror):
     assert statuses(server.url, [BUNDLE]) == [200]
 
 
-@pytest.mark.parametrize("bad", [{"error_rate": 1.5}, {"drop_rate": -0.1}, {"error_status": 404},
-                                 {"latency_ms": -1}, {"paths": "("}])
+@pytest.mark.parametrize(
+    "bad", [{"error_rate": 1.5}, {"drop_rate": -0.1}, {"error_status": 404}, {"latency_ms": -1}, {"paths": "("}]
+)
 def test_impossible_plans_are_refused(bad):
     with pytest.raises(ValueError):
         FaultPlan(**bad)

@@ -19,8 +19,19 @@ from click.testing import CliRunner
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
-from crawler.frontier import (CLAIMED, FULL, SEEN, Frontier, FrontierError, RefusedEntry, RequestNotSerializable,
-                              SigningKeyInUse, connect, frontier_settings, serializer)
+from crawler.frontier import (
+    CLAIMED,
+    FULL,
+    SEEN,
+    Frontier,
+    FrontierError,
+    RefusedEntry,
+    RequestNotSerializable,
+    SigningKeyInUse,
+    connect,
+    frontier_settings,
+    serializer,
+)
 import crawler.frontier as frontier_package
 from crawler.frontier.client import worker_id
 from crawler.seen import SeenStore
@@ -42,15 +53,20 @@ REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 # --- tasks, not requests -----------------------------------------------------------------
 
+
 def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
     """Every kind of request the spider queues in a shared frontier as a task."""
-    spider = PithSpider(seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1",
-                        mirrors=["http://127.0.0.1:2/m"])
+    spider = PithSpider(
+        seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1", mirrors=["http://127.0.0.1:2/m"]
+    )
     spider.seen = SeenStore()  # what a crawler gives it when no frontier does the claiming
     spider.seen.open()
-    requests = [*spider.seed_requests(), spider.bundle_request(spider.resolver.base, REAL, 3),
-                spider.alias_request("RLLQL635", 1),  # a record page continues its bundle's task: no task of its own
-                spider.sitemap_request("http://127.0.0.1:2/m/sitemap-3.xml")]
+    requests = [
+        *spider.seed_requests(),
+        spider.bundle_request(spider.resolver.base, REAL, 3),
+        spider.alias_request("RLLQL635", 1),  # a record page continues its bundle's task: no task of its own
+        spider.sitemap_request("http://127.0.0.1:2/m/sitemap-3.xml"),
+    ]
     return spider, requests
 
 
@@ -71,15 +87,18 @@ def test_a_sitemap_on_none_of_the_crawls_resolvers_is_no_task():
         serializer.task_of(spider.sitemap_request("http://127.0.0.1:3/sitemap.xml"), spider.sources)
 
 
-@pytest.mark.parametrize("entry, reason", [
-    (pickle.dumps({"url": "http://127.0.0.1:1/"}), "not_json"),
-    (b'{"url": "http://127.0.0.1:1/", "_class": "os.system"}', "unknown_field"),
-    (b'{"kind": "page", "suffix": "' + REAL.encode() + b'", "depth": 0, "callback": "__init__"}', "unknown_field"),
-    (b'{"kind": "page", "suffix": "' + REAL.encode() + b'\\n", "depth": 0}', "bad_suffix"),
-    (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/s.xml", "depth": 0}', "unknown_field"),
-    (b'{"kind": ["bundle"]}', "unknown_kind"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": 1e3}', "wrong_type"),
-])
+@pytest.mark.parametrize(
+    "entry, reason",
+    [
+        (pickle.dumps({"url": "http://127.0.0.1:1/"}), "not_json"),
+        (b'{"url": "http://127.0.0.1:1/", "_class": "os.system"}', "unknown_field"),
+        (b'{"kind": "page", "suffix": "' + REAL.encode() + b'", "depth": 0, "callback": "__init__"}', "unknown_field"),
+        (b'{"kind": "page", "suffix": "' + REAL.encode() + b'\\n", "depth": 0}', "bad_suffix"),
+        (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/s.xml", "depth": 0}', "unknown_field"),
+        (b'{"kind": ["bundle"]}', "unknown_kind"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": 1e3}', "wrong_type"),
+    ],
+)
 def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, reason):
     with pytest.raises(RefusedEntry) as refused:
         serializer.loads(entry)
@@ -87,6 +106,7 @@ def test_what_redis_holds_is_checked_before_it_becomes_a_request(entry, reason):
 
 
 # --- settings -----------------------------------------------------------------------------
+
 
 def test_a_redis_url_becomes_scrapy_redis_settings_with_our_serializer():
     settings = frontier_settings("redis://10.0.0.5:6380/3", key="crawl-2026")
@@ -98,8 +118,17 @@ def test_a_redis_url_becomes_scrapy_redis_settings_with_our_serializer():
     assert settings["SCHEDULER_PERSIST"] is True
 
 
-@pytest.mark.parametrize("url", ["", "http://127.0.0.1:6379/0", "redis://127.0.0.1:6379/zero",
-                                 "redis://127.0.0.1:99999/0", "redis:///0", "unix://"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "http://127.0.0.1:6379/0",
+        "redis://127.0.0.1:6379/zero",
+        "redis://127.0.0.1:99999/0",
+        "redis:///0",
+        "unix://",
+    ],
+)
 def test_what_is_not_a_redis_url_is_refused(url):
     with pytest.raises(FrontierError, match="not a Redis URL"):
         frontier_settings(url)
@@ -116,14 +145,17 @@ def test_the_project_turns_pith_frontier_into_those_settings():
         load_object(addon)().update_settings(settings)
     assert settings["SCHEDULER"] == "crawler.frontier.FrontierScheduler"
     assert (settings["REDIS_URL"], settings["SCHEDULER_DUPEFILTER_KEY"]) == (
-        "redis://127.0.0.1:6379/2", "c1:dupefilter")
+        "redis://127.0.0.1:6379/2",
+        "c1:dupefilter",
+    )
 
 
 def test_the_redis_scripts_ship_with_the_package():
     """A non-editable install holds only the data files pyproject.toml names."""
     package = Path(frontier_package.__file__).parent
-    globs = tomllib.loads((package.parents[1] / "pyproject.toml").read_text("utf-8"))[
-        "tool"]["setuptools"]["package-data"]["crawler.frontier"]
+    globs = tomllib.loads((package.parents[1] / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["crawler.frontier"]
     scripts = set((package / "lua").iterdir())
     assert len(scripts) == 10 and {path for glob in globs for path in package.glob(glob)} == scripts
 
@@ -135,19 +167,34 @@ def test_one_worker_name_fits_run_ids_and_the_frontiers_keys(name):
     assert worker_id(name).startswith(named[:48] + ".") and "|" not in worker_id(name)
 
 
-@pytest.mark.parametrize("args, code, said", [
-    (["--frontier", "http://127.0.0.1:6379/0"], 2, "not a Redis URL"),
-    (["--frontier", "redis://127.0.0.1:6379/0", "--jobdir", "job"], 2, "--jobdir"),
-])
+@pytest.mark.parametrize(
+    "args, code, said",
+    [
+        (["--frontier", "http://127.0.0.1:6379/0"], 2, "not a Redis URL"),
+        (["--frontier", "redis://127.0.0.1:6379/0", "--jobdir", "job"], 2, "--jobdir"),
+    ],
+)
 def test_crawl_refuses_a_frontier_it_cannot_use(tmp_path, args, code, said):
-    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path),
-                                       *args, REAL])
+    result = CliRunner().invoke(
+        main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path), *args, REAL]
+    )
     assert (result.exit_code, said in result.output) == (code, True), result.output
 
 
 def test_crawl_says_when_the_frontier_is_unreachable(tmp_path, refused_port):
-    result = CliRunner().invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path),
-                                       "--frontier", f"redis://127.0.0.1:{refused_port}/0", REAL])
+    result = CliRunner().invoke(
+        main,
+        [
+            "crawl",
+            "--resolver",
+            "http://127.0.0.1:1",
+            "--out",
+            str(tmp_path),
+            "--frontier",
+            f"redis://127.0.0.1:{refused_port}/0",
+            REAL,
+        ],
+    )
     assert result.exit_code == 2 and "cannot reach the frontier" in result.output, result.output
     assert result.output.count("\n") == 1  # one line, before the crawl starts
 
@@ -158,6 +205,7 @@ def test_an_unreachable_frontier_is_a_named_error(refused_port):
 
 
 # --- the ledger -----------------------------------------------------------------------------
+
 
 def workers(redis_url, *names, lease=30.0) -> list[Frontier]:
     return [Frontier(connect(redis_url), "t", name, lease) for name in names]
@@ -180,10 +228,10 @@ def test_a_task_is_taken_once_however_often_it_is_queued(redis_url):
     assert a.push([(bundle, b'{"copy": 1}', -20, None), (bundle, b'{"copy": 2}', -20, None)], "t:dupefilter") == 2
     assert b.pop(8) == [(bundle, b'{"copy": 1}')]  # b holds it: the second copy is dropped
     assert a.pop(8) == [] and b.pop(8) == []
-    assert a.drain() == (0, 2, 0)                  # nothing queued, both busy, none dead
+    assert a.drain() == (0, 2, 0)  # nothing queued, both busy, none dead
     assert b.release([bundle]) == 1
     a.push([(bundle, b'{"copy": 3}', -20, None)], "t:dupefilter")
-    assert a.pop(8) == []                          # done and committed: a stale copy
+    assert a.pop(8) == []  # done and committed: a stale copy
 
 
 def test_requests_pass_the_shared_duplicate_filter_as_they_are_queued(redis_url):
@@ -202,10 +250,10 @@ def test_the_tasks_of_a_worker_that_stopped_go_to_a_survivor(redis_url):
     sitemap = "sitemap:http://127.0.0.1:1/sitemap.xml"
     a.push([(sitemap, b'{"url": "sitemap"}', -30, "f1"), (f"p:{REAL}", b'{"url": "page"}', -10, None)], "t:df")
     assert a.pop(1) == [(sitemap, b'{"url": "sitemap"}')]
-    assert b.recover() == []                       # a is alive: nothing to take
-    assert a.leave() == 3                          # the sitemap it holds, the bundle and page it claimed
+    assert b.recover() == []  # a is alive: nothing to take
+    assert a.leave() == 3  # the sitemap it holds, the bundle and page it claimed
     assert dict(b.recover()) == {f"b:{REAL}": b"4", f"p:{REAL}": b"4", sitemap: b'{"url": "sitemap"}'}
-    assert b.drain() == (1, 1, 0)                  # a is gone; the page it queued is still there
+    assert b.drain() == (1, 1, 0)  # a is gone; the page it queued is still there
     assert b.pop(8) == [(f"p:{REAL}", b'{"url": "page"}')]
 
 
@@ -221,13 +269,13 @@ def test_a_lapsed_lease_is_a_dead_worker(redis_url):
 def test_one_signing_key_serves_one_live_worker(redis_url):
     a, b = workers(redis_url, "a", "b", lease=0.2)
     a.sign_as("key-1")
-    a.sign_as("key-1")                             # its own again: fine
+    a.sign_as("key-1")  # its own again: fine
     b.sign_as("key-2")
     with pytest.raises(SigningKeyInUse, match="in use by the live worker a"):
         b.sign_as("key-1")
     a.leave()
-    b.sign_as("key-1")                             # a left: the key is free
-    time.sleep(0.3)                                # b's lease lapses: it is dead
+    b.sign_as("key-1")  # a left: the key is free
+    time.sleep(0.3)  # b's lease lapses: it is dead
     a.sign_as("key-1")
 
 
@@ -235,19 +283,56 @@ def test_one_signing_key_serves_one_live_worker(redis_url):
 
 # few requests in flight per worker: a worker holds the tasks it has queued for download, and
 # with about one request per record a worker holding 32 would leave the other little to take
-SETTINGS = ["-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2", "-s", "CONCURRENT_REQUESTS=4",
-            "-s", "PITH_FRONTIER_IDLE_CLOSE=1", "-s", "PITH_FRONTIER_LEASE=2", "-s", "PITH_FRONTIER_POLL=0.1"]
+SETTINGS = [
+    "-s",
+    "AUTOTHROTTLE_ENABLED=false",
+    "-s",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+    "-s",
+    "CONCURRENT_REQUESTS=4",
+    "-s",
+    "PITH_FRONTIER_IDLE_CLOSE=1",
+    "-s",
+    "PITH_FRONTIER_LEASE=2",
+    "-s",
+    "PITH_FRONTIER_POLL=0.1",
+]
 
 
 def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url, *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "pith_archiver", "crawl", "-v", "--resolver", server.url, "--no-default-keys",
-               "--keyring", str(corpus_dir / KEYRING_NAME), "--out", str(tmp_path / "archive"),
-               "--frontier", redis_url, "--worker", name, "--signing-key", str(tmp_path / f"{name}.key"),
-               "--progress", "off", "--stats-json", str(tmp_path / f"{name}.json"), *SETTINGS,
-               "-s", f"USER_AGENT=worker-{name}", *extra, REAL]
+    command = [
+        sys.executable,
+        "-m",
+        "pith_archiver",
+        "crawl",
+        "-v",
+        "--resolver",
+        server.url,
+        "--no-default-keys",
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--out",
+        str(tmp_path / "archive"),
+        "--frontier",
+        redis_url,
+        "--worker",
+        name,
+        "--signing-key",
+        str(tmp_path / f"{name}.key"),
+        "--progress",
+        "off",
+        "--stats-json",
+        str(tmp_path / f"{name}.json"),
+        *SETTINGS,
+        "-s",
+        f"USER_AGENT=worker-{name}",
+        *extra,
+        REAL,
+    ]
     log = (tmp_path / f"{name}.log").open("w")
-    return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **isolated_home(tmp_path)})
+    return subprocess.Popen(
+        command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **isolated_home(tmp_path)}
+    )
 
 
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
@@ -269,12 +354,15 @@ def committed_records(tmp_path: Path, *names: str) -> dict[str, list[str]]:
 
 
 def bundles_served(server, name: str) -> int:
-    return sum(r.document == "bundle" and r.status == 200 and r.headers.get("user-agent") == f"worker-{name}"
-               for r in server.requests)
+    return sum(
+        r.document == "bundle" and r.status == 200 and r.headers.get("user-agent") == f"worker-{name}"
+        for r in server.requests
+    )
 
 
-def test_two_workers_share_one_crawl_and_archive_every_record_once(tmp_path, corpus_dir, corpus_catalog, mirror,
-                                                                   redis_url):
+def test_two_workers_share_one_crawl_and_archive_every_record_once(
+    tmp_path, corpus_dir, corpus_catalog, mirror, redis_url
+):
     # slow answers (a record costs one request) keep the first worker busy while the second starts
     server = mirror(faults=FaultPlan(latency_ms=180))
     processes = {name: start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("a", "b")}
@@ -282,18 +370,19 @@ def test_two_workers_share_one_crawl_and_archive_every_record_once(tmp_path, cor
 
     every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
     by_worker = committed_records(tmp_path, "a", "b")
-    assert sorted(by_worker["a"] + by_worker["b"]) == every          # all of them, each once
+    assert sorted(by_worker["a"] + by_worker["b"]) == every  # all of them, each once
     assert all(stats[name]["pith/archived"] == len(by_worker[name]) > 0 for name in "ab")
     assert sum(stats[name].get("pith/records_found", 0) for name in "ab") == len(every)
     assert bundles_served(server, "a") + bundles_served(server, "b") == len(every)  # none fetched twice
-    assert connect(redis_url).hlen("pith:owner") == 0                # every task done and released
+    assert connect(redis_url).hlen("pith:owner") == 0  # every task done and released
 
 
 def wait_for(condition, *running: subprocess.Popen, timeout: float = 60):
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline and all(p.poll() is None for p in running), \
+        assert time.monotonic() < deadline and all(p.poll() is None for p in running), (
             "the crawl ended before both workers got going"
+        )
         time.sleep(0.02)
 
 
@@ -311,9 +400,9 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_cata
 
     every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
     by_worker = committed_records(tmp_path, "doomed", "survivor")
-    assert list(by_worker) == ["survivor"]                            # the killed worker committed nothing
-    assert sorted(by_worker["survivor"]) == every                     # yet every record is there, once
-    assert stats["pith/frontier_recovered"] >= 5                      # at least what it had archived
+    assert list(by_worker) == ["survivor"]  # the killed worker committed nothing
+    assert sorted(by_worker["survivor"]) == every  # yet every record is there, once
+    assert stats["pith/frontier_recovered"] >= 5  # at least what it had archived
     assert bundles_served(server, "doomed") >= 5
 
 
@@ -338,10 +427,10 @@ def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_di
 
     every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
     by_worker = committed_records(tmp_path, "doomed", "survivor")
-    assert len(by_worker["doomed"]) >= 4                                # its checkpoints survived it
-    assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every   # each record once in the union
+    assert len(by_worker["doomed"]) >= 4  # its checkpoints survived it
+    assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every  # each record once in the union
     assert stats["pith/frontier_recovered"] >= len(by_worker["doomed"])
-    assert stats["pith/already_archived"] >= len(by_worker["doomed"])   # fetched again, not stored again
+    assert stats["pith/already_archived"] >= len(by_worker["doomed"])  # fetched again, not stored again
 
 
 def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirror, redis_url):
@@ -356,6 +445,6 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     assert "in use by the live worker first." in said and "Traceback" not in said
     assert not list((tmp_path / "archive" / "manifests").glob("*-second-*"))  # it committed nothing
     assert bundles_served(server, "second") == 0
-    assert first.poll() is None   # the refusal was made while the first was alive
+    assert first.poll() is None  # the refusal was made while the first was alive
     first.kill()
     first.wait()

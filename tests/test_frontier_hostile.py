@@ -51,12 +51,17 @@ def bystander():
 def injection(url: str, task: str) -> bytes:
     """The reproduced attack: a request for a host outside the crawl, with allow_offsite,
     a PUT, a metadata-token header and a body, handed to the bundle callback."""
-    return json.dumps({
-        "url": url + "/latest/api/token", "method": "PUT", "body": "steal",
-        "headers": {"X-aws-ec2-metadata-token-ttl-seconds": ["21600"]},
-        "callback": "parse_bundle", "dont_filter": True,
-        "meta": {"allow_offsite": True, "pith_task": task, "pith_suffix": REAL, "pith_depth": 0},
-    }).encode()
+    return json.dumps(
+        {
+            "url": url + "/latest/api/token",
+            "method": "PUT",
+            "body": "steal",
+            "headers": {"X-aws-ec2-metadata-token-ttl-seconds": ["21600"]},
+            "callback": "parse_bundle",
+            "dont_filter": True,
+            "meta": {"allow_offsite": True, "pith_task": task, "pith_suffix": REAL, "pith_depth": 0},
+        }
+    ).encode()
 
 
 def queue(redis_url, task: str, data: bytes, owner_arg: bytes) -> None:
@@ -75,14 +80,17 @@ def held_by_dead_worker(redis_url, task: str, owner_arg: bytes) -> None:
 
 
 def test_an_injected_request_reaches_nothing_and_a_well_formed_task_is_archived(
-        tmp_path, corpus_dir, corpus_catalog, mirror, redis_url, bystander):
+    tmp_path, corpus_dir, corpus_catalog, mirror, redis_url, bystander
+):
     other_url, hits = bystander
     server = mirror()
     good, spoilt, other = [s for s in sorted(corpus_catalog.suffixes) if s != REAL][:3]
     hostile = {
         "unknown_field": ("sitemap:x", injection(other_url, "sitemap:x")),
-        "unknown_base": ("sitemap:" + other_url + "/s.xml",
-                         json.dumps({"kind": "sitemap", "base": other_url, "path": "/s.xml"}).encode()),
+        "unknown_base": (
+            "sitemap:" + other_url + "/s.xml",
+            json.dumps({"kind": "sitemap", "base": other_url, "path": "/s.xml"}).encode(),
+        ),
         "bad_suffix": ("b:../../latest", b'{"kind": "bundle", "suffix": "../../latest", "depth": 0}'),
         "bad_alias": ("alias:x", json.dumps({"kind": "alias", "alias": other_url, "depth": 0}).encode()),
         "task_mismatch": (f"b:{other}", json.dumps({"kind": "page", "suffix": REAL, "depth": 0}).encode()),
@@ -99,33 +107,45 @@ def test_an_injected_request_reaches_nothing_and_a_well_formed_task_is_archived(
     worker = start_worker(tmp_path, "w", server, corpus_dir, redis_url, "--no-follow")
     stats = finish(worker, tmp_path, "w")
 
-    assert hits == []                                                  # nothing reached the bystander
-    assert {key.rpartition("/")[2]: n for key, n in stats.items() if key.startswith("pith/frontier_refused/")} \
-        == {**dict.fromkeys(hostile, 1), "unknown_field": 2, "bad_suffix": 2, "wrong_type": 1}
+    assert hits == []  # nothing reached the bystander
+    assert {key.rpartition("/")[2]: n for key, n in stats.items() if key.startswith("pith/frontier_refused/")} == {
+        **dict.fromkeys(hostile, 1),
+        "unknown_field": 2,
+        "bad_suffix": 2,
+        "wrong_type": 1,
+    }
     log = (tmp_path / "w.log").read_text()
-    assert "refused a frontier entry (unknown_field: ['body', 'callback', 'dont_filter', 'headers', 'meta', " \
-           "'method', 'url'])" in log and "Traceback" not in log
+    assert (
+        "refused a frontier entry (unknown_field: ['body', 'callback', 'dont_filter', 'headers', 'meta', "
+        "'method', 'url'])"
+        in log
+        and "Traceback" not in log
+    )
     # the seed and the well-formed task were archived, nothing else
     assert sorted(committed_records(tmp_path, "w")["w"]) == sorted(
-        corpus_catalog.entry(s).pith_number for s in (REAL, good))
+        corpus_catalog.entry(s).pith_number for s in (REAL, good)
+    )
     assert not any(SECRET.encode() in path.read_bytes() for path in (tmp_path / "archive").rglob("*") if path.is_file())
-    assert connect(redis_url).hlen("pith:owner") == 0                   # refused tasks do not linger
+    assert connect(redis_url).hlen("pith:owner") == 0  # refused tasks do not linger
 
 
-@pytest.mark.parametrize("entry, reason", [
-    (b"[]", "not_an_object"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": 0, "meta": {}}', "unknown_field"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'"}', "missing_field"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": true}', "wrong_type"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": -1}', "bad_depth"),
-    (b'{"kind": "bundle", "suffix": "' + REAL.lower().encode() + b'", "depth": 0}', "bad_suffix"),
-    (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/a b.xml"}', "bad_path"),
-    (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "@evil/s.xml"}', "bad_path"),
-    (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/secrets.json"}', "bad_path"),
-    (b'{"kind": "alias", "alias": "../../etc", "depth": 0}', "bad_alias"),
-    (b'{"kind": "state", "suffix": "x"}', "unknown_kind"),
-    (b'{"kind": "page", "suffix": "' + REAL.encode() + b'", "depth": 0}' + b" " * 5000, "too_large"),
-])
+@pytest.mark.parametrize(
+    "entry, reason",
+    [
+        (b"[]", "not_an_object"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": 0, "meta": {}}', "unknown_field"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'"}', "missing_field"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": true}', "wrong_type"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.encode() + b'", "depth": -1}', "bad_depth"),
+        (b'{"kind": "bundle", "suffix": "' + REAL.lower().encode() + b'", "depth": 0}', "bad_suffix"),
+        (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/a b.xml"}', "bad_path"),
+        (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "@evil/s.xml"}', "bad_path"),
+        (b'{"kind": "sitemap", "base": "http://127.0.0.1:1", "path": "/secrets.json"}', "bad_path"),
+        (b'{"kind": "alias", "alias": "../../etc", "depth": 0}', "bad_alias"),
+        (b'{"kind": "state", "suffix": "x"}', "unknown_kind"),
+        (b'{"kind": "page", "suffix": "' + REAL.encode() + b'", "depth": 0}' + b" " * 5000, "too_large"),
+    ],
+)
 def test_an_entry_that_does_not_fit_the_schema_is_refused_by_name(entry, reason):
     with pytest.raises(RefusedEntry) as refused:
         serializer.loads(entry)

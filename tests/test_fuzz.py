@@ -36,8 +36,9 @@ EXAMPLES = int(os.environ.get("PITH_FUZZ_EXAMPLES", "150"))
 REAL = {path.name: path.read_bytes() for path in real_bundle_paths()}
 REGISTRY = Keyring.default()
 UNHASHED = ("bundle_signature", "signed_at")
-FUZZ = settings(max_examples=EXAMPLES, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 def corpus_files() -> list[Path]:
@@ -68,6 +69,7 @@ def check(raw: bytes):
 
 # --- the corpus ------------------------------------------------------------------------------
 
+
 def test_every_corpus_file_has_an_expected_verdict():
     names = {str(path.relative_to(CORPUS)) for path in corpus_files()}
     assert names == set(EXPECTED), "add the file to expected.json, or remove the stale entry"
@@ -81,9 +83,35 @@ def test_corpus_replays_to_its_expected_verdict(name):
 
 # --- byte mutation ---------------------------------------------------------------------------
 
-TOKENS = [b"{", b"}", b"[", b"]", b'"', b",", b":", b"\\", b"\\u", b"\\ud800", b"\\udc00", b"\x00", b"\xff",
-          b"\xc0\x80", b"\xed\xa0\x80", b"\xef\xbb\xbf", b"NaN", b"-Infinity", b"-0", b"1e400", b"1e-400",
-          b"9" * 4301, b"[" * (DEFAULT_MAX_DEPTH + 1), b"null", b"true", b'"pith_number":', b" \t\r\n"]
+TOKENS = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b",",
+    b":",
+    b"\\",
+    b"\\u",
+    b"\\ud800",
+    b"\\udc00",
+    b"\x00",
+    b"\xff",
+    b"\xc0\x80",
+    b"\xed\xa0\x80",
+    b"\xef\xbb\xbf",
+    b"NaN",
+    b"-Infinity",
+    b"-0",
+    b"1e400",
+    b"1e-400",
+    b"9" * 4301,
+    b"[" * (DEFAULT_MAX_DEPTH + 1),
+    b"null",
+    b"true",
+    b'"pith_number":',
+    b" \t\r\n",
+]
 SEEDS = [*REAL.values(), *(path.read_bytes() for path in corpus_files() if path.stat().st_size < 200_000)]
 
 
@@ -98,18 +126,18 @@ def mutated_bytes(draw) -> bytes:
         elif kind == "byte" and at < len(data):
             data[at] = draw(st.integers(0, 255))
         elif kind == "delete":
-            del data[at:at + draw(st.integers(1, 64))]
+            del data[at : at + draw(st.integers(1, 64))]
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "duplicate":
-            data[at:at] = data[at:at + draw(st.integers(1, 256))]
+            data[at:at] = data[at : at + draw(st.integers(1, 256))]
         elif kind == "token":
             data[at:at] = draw(st.sampled_from(TOKENS))
         elif kind == "truncate":
             del data[at:]
         elif kind == "splice":
             other = draw(st.sampled_from(SEEDS))
-            data[at:] = other[draw(st.integers(0, len(other))):]
+            data[at:] = other[draw(st.integers(0, len(other))) :]
     return bytes(data)
 
 
@@ -123,18 +151,35 @@ def test_byte_mutations_never_escape_and_never_verify_changed(raw):
 # --- structure mutation ----------------------------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10 ** 30), max_value=10 ** 30)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=20)
+    max_leaves=20,
+)
+
+
 def nested(depth: int):
     return [] if depth <= 1 else [nested(depth - 1)]
 
 
-hostile_values = st.sampled_from([
-    nested(DEFAULT_MAX_DEPTH), 10 ** 4000, -0.0, 5e-324, 1e308, "\ud7ff\ue000\U0010ffff", "\x00", "a" * 100_000,
-    {"": None}, [], {},
-])
+hostile_values = st.sampled_from(
+    [
+        nested(DEFAULT_MAX_DEPTH),
+        10**4000,
+        -0.0,
+        5e-324,
+        1e308,
+        "\ud7ff\ue000\U0010ffff",
+        "\x00",
+        "a" * 100_000,
+        {"": None},
+        [],
+        {},
+    ]
+)
 
 
 @st.composite
@@ -199,8 +244,13 @@ MEMORY_FACTOR = 48  # bytes of peak memory per byte of input, at worst
 def test_memory_stays_within_a_constant_factor_of_the_input(shape):
     """Peak resident memory of a fresh process verifying the shape that costs the
     parser most per byte (each object its own dict, pairs first on the reference path)."""
-    probe = subprocess.run([sys.executable, "-c", RSS_PROBE.format(shape=WORST_SHAPES[shape])],
-                           capture_output=True, text=True, timeout=120, check=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE.format(shape=WORST_SHAPES[shape])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     reason, size, grown = probe.stdout.split()
     assert reason in ("too_deep", "schema_violation", "not_compact")
     assert int(grown) <= MEMORY_FACTOR * int(size), f"{shape}: {int(grown) / int(size):.1f} bytes per byte"

@@ -30,10 +30,13 @@ def versions(corpus_dir, corpus_keyring):
     rollback with new bytes), and a successor of the successor built before it."""
     original = next(iter(corpus_raws(corpus_dir).values()))
     successor = extended(original, "2026-06-10T00:00:00Z")
-    found = {"original": original, "successor": successor,
-             "fork": extended(original, "2026-06-12T00:00:00Z"),
-             "rollback": rebuilt(original, "2026-06-13T00:00:00Z"),
-             "backdated": extended(successor, "2026-06-09T00:00:00Z")}
+    found = {
+        "original": original,
+        "successor": successor,
+        "fork": extended(original, "2026-06-12T00:00:00Z"),
+        "rollback": rebuilt(original, "2026-06-13T00:00:00Z"),
+        "backdated": extended(successor, "2026-06-09T00:00:00Z"),
+    }
     verdicts = {name: verify_bundle(raw, corpus_keyring) for name, raw in found.items()}
     assert all(v.ok for v in verdicts.values()), verdicts
     assert len({v.bundle_sha256 for v in verdicts.values()}) == 5
@@ -67,8 +70,10 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     second.commit()
 
     third = ArchiveWriter(store, test_signer).open()
-    stored = {name: add(third, versions, name, minute) for minute, name in
-              enumerate(["fork", "rollback", "backdated", "original"], start=2)}
+    stored = {
+        name: add(third, versions, name, minute)
+        for minute, name in enumerate(["fork", "rollback", "backdated", "original"], start=2)
+    }
     assert third.counts()["not_append_only"] == 4
     third.commit()
     # every new version's bytes are stored, as evidence; the original again is a duplicate
@@ -79,20 +84,39 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     sha = {name: verdict.bundle_sha256 for name, (_, verdict) in versions.items()}
     records = read_table(store, "records")
     assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
-        sha["original"]: True, sha["successor"]: True, sha["fork"]: False, sha["rollback"]: False,
-        sha["backdated"]: False}
+        sha["original"]: True,
+        sha["successor"]: True,
+        sha["fork"]: False,
+        sha["rollback"]: False,
+        sha["backdated"]: False,
+    }
     assert current_version(records, number) == sha["successor"]
-    flagged = {(r["bundle_sha256"], r["status"], r["duplicate"]): r["detail"]
-               for r in read_table(store, "verifications") if r["reason"] == "not_append_only"}
-    assert set(flagged) == {(sha["fork"], "verified", False), (sha["rollback"], "verified", False),
-                            (sha["backdated"], "verified", False), (sha["original"], "verified", True)}
-    assert flagged[(sha["fork"], "verified", False)] == \
-        f"lacks 1 of the 3 events of the current version {sha['successor']}"
+    flagged = {
+        (r["bundle_sha256"], r["status"], r["duplicate"]): r["detail"]
+        for r in read_table(store, "verifications")
+        if r["reason"] == "not_append_only"
+    }
+    assert set(flagged) == {
+        (sha["fork"], "verified", False),
+        (sha["rollback"], "verified", False),
+        (sha["backdated"], "verified", False),
+        (sha["original"], "verified", True),
+    }
+    assert (
+        flagged[(sha["fork"], "verified", False)]
+        == f"lacks 1 of the 3 events of the current version {sha['successor']}"
+    )
     assert flagged[(sha["backdated"], "verified", False)] == f"built before the current version {sha['successor']}"
 
     # a later run still sees the successor as current, and the fork as archived
-    history = History.from_tables((batch for entry in CommittedArchive.read(store, test_keyring).table_files("records")
-                                   for batch in table_batches(store, entry, RECORD_COLUMNS)), ())
+    history = History.from_tables(
+        (
+            batch
+            for entry in CommittedArchive.read(store, test_keyring).table_files("records")
+            for batch in table_batches(store, entry, RECORD_COLUMNS)
+        ),
+        (),
+    )
     assert history.current(number).bundle.hex() == sha["successor"]
     assert history.archived(sha["fork"])
 
@@ -111,8 +135,14 @@ def test_an_append_only_successor_in_the_same_run_becomes_current(tmp_path, vers
 
 def test_files_without_the_column_count_as_accepted(versions):
     raw, verdict = versions["original"]
-    old = pa.table({"pith_number": [verdict.pith_number], "bundle_sha256": [verdict.bundle_sha256],
-                    "built_at": [T0], "fetched_at": [T0]})
+    old = pa.table(
+        {
+            "pith_number": [verdict.pith_number],
+            "bundle_sha256": [verdict.bundle_sha256],
+            "built_at": [T0],
+            "fetched_at": [T0],
+        }
+    )
     history = History.from_tables([old], [])
     assert history.current(verdict.pith_number).bundle.hex() == verdict.bundle_sha256
     assert history.archived(verdict.bundle_sha256)
@@ -129,9 +159,20 @@ def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_
         served.mkdir(exist_ok=True)
         (served / f"{suffix}.bundle.json").write_bytes(versions[name][0])
         server = mirror(directory=served)
-        results.setdefault(name, []).append(run_cli_crawl(
-            tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys",
-            "--no-follow", "--out", str(archive), suffix))
+        results.setdefault(name, []).append(
+            run_cli_crawl(
+                tmp_path,
+                "--resolver",
+                server.url,
+                "--keyring",
+                str(corpus_dir / KEYRING_NAME),
+                "--no-default-keys",
+                "--no-follow",
+                "--out",
+                str(archive),
+                suffix,
+            )
+        )
     for runs in results.values():
         for result in runs:
             assert result.returncode == 0, result.stderr[-3000:]
@@ -144,5 +185,8 @@ def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_
     records = ds.dataset(archive / layout.TABLES / "records", partitioning="hive").to_table().to_pylist()
     sha = {name: versions[name][1].bundle_sha256 for name in ("original", "successor", "fork")}
     assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
-        sha["original"]: True, sha["successor"]: True, sha["fork"]: False}
+        sha["original"]: True,
+        sha["successor"]: True,
+        sha["fork"]: False,
+    }
     assert current_version(records, number) == sha["successor"]

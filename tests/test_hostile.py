@@ -26,11 +26,19 @@ REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, ELSEWHERE, NEXT_DOOR = (letter * 26 for letter in "ABCDEFGH")
 BOMB_FILE = Path(__file__).parent / "fuzz_corpus" / "http" / "gzip-in-gzip-32GiB-of-zeros.gz"
 REQUEST_SHAPE = re.compile(
-    r"^/(robots\.txt|pith-mirrors\.json|pith-signing-key\.json|pith/[A-Z2-7]{26}(/bundle\.json|/state\.json)?)$")
+    r"^/(robots\.txt|pith-mirrors\.json|pith-signing-key\.json|pith/[A-Z2-7]{26}(/bundle\.json|/state\.json)?)$"
+)
 TRICKS = [  # links a hostile record page carries: none may become a request
-    "/pith/../../../etc/passwd", "/pith/..%2F..%2Fkeyring.json/bundle.json", "/pith/%2e%2e/%2e%2e/etc/passwd",
-    f"/pith/{REAL[:-1]}%2F", f"/pith/{REAL[:-1]}1", f"/pith/{REAL.lower()}", "pith:2019:../../../etc/passwd",
-    f"/pith/{REAL[:-2]}\\..", "/pith/ＲＬＬＱＬ６３５７ＣＷＮＺＹＨＮＢＭＣＹＤ３ＵＫ５Ｂ", f"https://evil.invalid/pith/{ELSEWHERE}",
+    "/pith/../../../etc/passwd",
+    "/pith/..%2F..%2Fkeyring.json/bundle.json",
+    "/pith/%2e%2e/%2e%2e/etc/passwd",
+    f"/pith/{REAL[:-1]}%2F",
+    f"/pith/{REAL[:-1]}1",
+    f"/pith/{REAL.lower()}",
+    "pith:2019:../../../etc/passwd",
+    f"/pith/{REAL[:-2]}\\..",
+    "/pith/ＲＬＬＱＬ６３５７ＣＷＮＺＹＨＮＢＭＣＹＤ３ＵＫ５Ｂ",
+    f"https://evil.invalid/pith/{ELSEWHERE}",
 ]
 
 
@@ -111,7 +119,7 @@ def hostile_routes(elsewhere: Site) -> dict:
         "/pith-mirrors.json": (200, json_headers(), json.dumps(manifest).encode()),
         bundle(BOMB_IN_BOMB): (200, json_headers(("Content-Encoding", "gzip, gzip")), BOMB_FILE.read_bytes()),
         bundle(BOMB): (200, json_headers(("Content-Encoding", "gzip")), one_gib),
-        bundle(HUGE): (200, json_headers(("Content-Length", str(10 ** 15))), b"{" * 4096),
+        bundle(HUGE): (200, json_headers(("Content-Length", str(10**15))), b"{" * 4096),
         bundle(DEEP): (200, json_headers(), b"[" * 100_000 + b"]" * 100_000),
         bundle(AWAY): (302, [("Location", elsewhere.url("localhost") + bundle(AWAY))], b""),
         # the resolver's own host, another port: another service, not the crawl
@@ -124,9 +132,20 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     elsewhere = sites({bundle(s): (200, json_headers(), b"{}") for s in (AWAY, FAILING, NEXT_DOOR)})
     site = sites(hostile_routes(elsewhere))
     seeds = [REAL, BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, NEXT_DOOR]
-    result = run_cli_crawl(tmp_path, "--resolver", site.url(), "--out", str(tmp_path / "archive"),
-                           "-s", "RETRY_TIMES=1", "-s", "PITH_RETRY_BACKOFF_BASE=0.01", "--max-failures", "100",
-                           *seeds)
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        site.url(),
+        "--out",
+        str(tmp_path / "archive"),
+        "-s",
+        "RETRY_TIMES=1",
+        "-s",
+        "PITH_RETRY_BACKOFF_BASE=0.01",
+        "--max-failures",
+        "100",
+        *seeds,
+    )
     assert result.returncode == 1, result.stderr[-3000:]  # too_deep rejected; the failures are within the budget
 
     assert elsewhere.requests == []  # no redirect, manifest or link took the crawl to another host
@@ -137,21 +156,42 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     rows = ds.dataset(tmp_path / "archive" / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
     outcome = {urlsplit(row["url"]).path.split("/")[2]: (row["status"], row["reason"]) for row in rows}
     assert outcome == {
-        REAL: ("verified", None), DEEP: ("rejected", "too_deep"),
-        BOMB_IN_BOMB: ("failed", "too_large"), BOMB: ("failed", "too_large"), HUGE: ("failed", "too_large"),
-        AWAY: ("failed", "fetch_failed"), FAILING: ("failed", "fetch_failed"), ELSEWHERE: ("failed", "fetch_failed"),
+        REAL: ("verified", None),
+        DEEP: ("rejected", "too_deep"),
+        BOMB_IN_BOMB: ("failed", "too_large"),
+        BOMB: ("failed", "too_large"),
+        HUGE: ("failed", "too_large"),
+        AWAY: ("failed", "fetch_failed"),
+        FAILING: ("failed", "fetch_failed"),
+        ELSEWHERE: ("failed", "fetch_failed"),
         NEXT_DOOR: ("failed", "fetch_failed"),
     }
     assert (result.stat("verified"), result.stat("rejected/too_deep")) == (1, 1)
     assert (result.stat("bundle_failures/too_large"), result.stat("bundle_failures/fetch_failed")) == (3, 4)
-    figures.add("hostile:resolver", inputs=len(seeds) + len(TRICKS) + 1, bomb_bytes=BOMB_FILE.stat().st_size,
-                bomb_inflates_to=32 << 30, requests=len(site.requests), requests_elsewhere=0)
+    figures.add(
+        "hostile:resolver",
+        inputs=len(seeds) + len(TRICKS) + 1,
+        bomb_bytes=BOMB_FILE.stat().st_size,
+        bomb_inflates_to=32 << 30,
+        requests=len(site.requests),
+        requests_elsewhere=0,
+    )
 
 
-@pytest.mark.parametrize("seed", [
-    "../../etc/passwd", "pith:2019:../../../etc/passwd", f"{REAL[:-1]}%2F", f"{REAL[:-1]}1", REAL.lower(),
-    "10.1234/../../../robots.txt", "https://doi.org/10.1234/./x", f"http://x/pith/..%2F{REAL}", "pith:RLLQL63/",
-])
+@pytest.mark.parametrize(
+    "seed",
+    [
+        "../../etc/passwd",
+        "pith:2019:../../../etc/passwd",
+        f"{REAL[:-1]}%2F",
+        f"{REAL[:-1]}1",
+        REAL.lower(),
+        "10.1234/../../../robots.txt",
+        "https://doi.org/10.1234/./x",
+        f"http://x/pith/..%2F{REAL}",
+        "pith:RLLQL63/",
+    ],
+)
 def test_path_tricks_in_seeds_are_usage_errors_before_any_request(seed, sites):
     site = sites({})
     outcome = CliRunner().invoke(main, ["crawl", "--resolver", site.url(), "--out", "unused", seed])

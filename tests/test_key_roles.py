@@ -31,16 +31,27 @@ REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043
 def cli(tmp_path, *args, config: str = "config") -> subprocess.CompletedProcess:
     """``pith-archiver ARGS`` on the machine whose config folder is tmp_path/CONFIG."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / config)}
-    return subprocess.run([sys.executable, "-m", "pith_archiver", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pith_archiver", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 def on_a_terminal(tmp_path, *args) -> str:
     """What ``pith-archiver ARGS`` writes to stderr when stderr is a terminal."""
     leader, follower = pty.openpty()
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "120"}
-    process = subprocess.Popen([sys.executable, "-m", "pith_archiver", *map(str, args)], stdout=subprocess.PIPE,
-                               stderr=follower, cwd=tmp_path, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pith_archiver", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=tmp_path,
+        env=env,
+    )
     os.close(follower)
     written = b""
     while True:
@@ -84,6 +95,7 @@ def forged(signer: Signer) -> bytes:
 
 
 # --- key roles (13.1) --------------------------------------------------------------------
+
 
 def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, static_site):
     base, suffixes, _ = static_site
@@ -129,15 +141,20 @@ def test_the_crawl_rejects_a_forgery_by_a_pinned_archive_key(tmp_path, static_si
     key_document.write_text(json.dumps(stolen.archive_key_document()))
     (root / "pith" / REAL / "bundle.json").write_bytes(forged(stolen))
     archive = tmp_path / "archive"
-    run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--keyring", str(key_document), "--no-follow",
-                  REAL)
+    run_cli_crawl(
+        tmp_path, "--resolver", base, "--out", str(archive), "--keyring", str(key_document), "--no-follow", REAL
+    )
     [row] = [row for row in _verifications(archive) if row["url"].endswith("/bundle.json")]
     assert (row["status"], row["reason"], row["detail_path"]) == (
-        "rejected", "wrong_key_role", "events[0].payload.receipt.key_id")
+        "rejected",
+        "wrong_key_role",
+        "events[0].payload.receipt.key_id",
+    )
     assert not list((archive / layout.RAW).rglob("*.json"))
 
 
 # --- one size rule (13.4) ----------------------------------------------------------------
+
 
 def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, static_site):
     base, suffixes, root = static_site
@@ -156,7 +173,8 @@ def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, s
     others = [s for s in suffixes if s != REAL]
     for suffix, padding in ((others[0], 8192), (others[1], 12 << 20)):
         (root / "pith" / suffix / "bundle.json").write_bytes(
-            (FIXTURES / f"{suffix}.bundle.json").read_bytes().replace(b"{", b"{" + b" " * padding, 1))
+            (FIXTURES / f"{suffix}.bundle.json").read_bytes().replace(b"{", b"{" + b" " * padding, 1)
+        )
     archive = tmp_path / "archive"
     result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--no-follow", *others)
     assert list((archive / layout.MANIFESTS).glob("*.json")), result.stderr[-3000:]
@@ -170,16 +188,23 @@ def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, s
 
 def _verifications(archive) -> list[dict]:
     import pyarrow.dataset as ds
+
     return ds.dataset(archive / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
 
 
 # --- an audit with no blind spots (13.5) --------------------------------------------------
 
+
 def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = crawl(tmp_path, base, suffixes[0])
-    planted = {"keys/someone-else.json": b"{}", "manifests/notes.txt": b"hello", "unknown/x.bin": b"\0" * 3,
-               "raw/bundles/ab/" + "ab" * 32 + ".json": b"{}", "raw/bundles/ab/.tmp-killed-write": b"{"}
+    planted = {
+        "keys/someone-else.json": b"{}",
+        "manifests/notes.txt": b"hello",
+        "unknown/x.bin": b"\0" * 3,
+        "raw/bundles/ab/" + "ab" * 32 + ".json": b"{}",
+        "raw/bundles/ab/.tmp-killed-write": b"{",
+    }
     for path, data in planted.items():
         (archive / path).parent.mkdir(parents=True, exist_ok=True)
         (archive / path).write_bytes(data)
@@ -192,6 +217,7 @@ def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, st
 
 
 # --- your own archive, no ceremony (12.4) -------------------------------------------------
+
 
 def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_site):
     base, suffixes, _ = static_site
@@ -210,16 +236,23 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
     finding, summary = elsewhere.stdout.splitlines()
     key_id = machine_signer(tmp_path).key_id
     assert finding.startswith("MANIFEST_UNPINNED manifests/") and f"signed by {key_id} (fingerprint " in finding
-    assert f"pass --keyring {archive}/keys/{key_id}.json after checking its fingerprint, or --trust-archive-keys" \
+    assert (
+        f"pass --keyring {archive}/keys/{key_id}.json after checking its fingerprint, or --trust-archive-keys"
         in finding
+    )
     private = tmp_path / "config" / "pith-archiver" / "signing-key.json"
-    for options in (["--keyring", archive / layout.key_document(key_id)], ["--trust-archive-keys"],
-                    ["--signing-key", private], ["--keyring", private]):  # a private key file: its public half
+    for options in (
+        ["--keyring", archive / layout.key_document(key_id)],
+        ["--trust-archive-keys"],
+        ["--signing-key", private],
+        ["--keyring", private],
+    ):  # a private key file: its public half
         pinned = cli(tmp_path, "audit", archive, *options, config="elsewhere")
         assert pinned.returncode == 0, (options, pinned.stdout, pinned.stderr)
 
 
 # --- exit status and one-line errors (12.1, 12.2 for audit, serve, export) --------------------
+
 
 def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_path, static_site):
     base, suffixes, _ = static_site
@@ -228,11 +261,13 @@ def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_p
     assert "no archive folder at" in one_error_line(cli(tmp_path, "audit", tmp_path / "nowhere"), 2)
     assert "notjson.json" in one_error_line(cli(tmp_path, "audit", archive, "--keyring", tmp_path / "notjson.json"), 2)
     assert "--signing-key" in one_error_line(cli(tmp_path, "audit", archive, "--signing-key", tmp_path / "none"), 2)
-    assert "notjson.json" in one_error_line(cli(tmp_path, "export", archive, "--bag", tmp_path / "b", "--keyring",
-                                                tmp_path / "notjson.json"), 2)
+    assert "notjson.json" in one_error_line(
+        cli(tmp_path, "export", archive, "--bag", tmp_path / "b", "--keyring", tmp_path / "notjson.json"), 2
+    )
     assert "already exists" in one_error_line(cli(tmp_path, "export", archive, "--bag", tmp_path), 2)
-    assert "no manifest verifies" in one_error_line(cli(tmp_path, "export", archive, "--bag", tmp_path / "b",
-                                                        config="elsewhere"), 2)
+    assert "no manifest verifies" in one_error_line(
+        cli(tmp_path, "export", archive, "--bag", tmp_path / "b", config="elsewhere"), 2
+    )
     assert "no manifest verifies" in one_error_line(cli(tmp_path, "serve", archive, config="elsewhere"), 2)
     down = cli(tmp_path, "audit", "s3://no-such-bucket/archive", "--s3-endpoint-url", "http://127.0.0.1:9")
     assert "audit stopped" in one_error_line(down, 4)

@@ -48,8 +48,9 @@ def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     key_file = tmp_path / "archive-key.json"
     assert CliRunner().invoke(main, ["keys", "generate", "--out", str(key_file), "--key-id", "w1-key"]).exit_code == 0
     archive = tmp_path / "archive"
-    result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--signing-key", str(key_file),
-                           suffixes[0])
+    result = run_cli_crawl(
+        tmp_path, "--resolver", base, "--out", str(archive), "--signing-key", str(key_file), suffixes[0]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     signer = Signer.load(key_file)
     [manifest] = committed_manifests(LocalStore(archive), Keyring([signer.pinned()]))

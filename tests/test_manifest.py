@@ -10,8 +10,16 @@ from pith.signing import Signer
 from storage import layout
 from storage.audit import Audit
 from storage.committed import CommittedArchive
-from storage.manifest import (ManifestInvalid, build_manifest, commit_manifest, committed_manifests, read_committed,
-                              read_manifests, sign_manifest, verify_manifest)
+from storage.manifest import (
+    ManifestInvalid,
+    build_manifest,
+    commit_manifest,
+    committed_manifests,
+    read_committed,
+    read_manifests,
+    sign_manifest,
+    verify_manifest,
+)
 from storage.stores import LocalStore, ObjectExists
 
 RUN = "20261122T053000Z-w0-0123abcd"
@@ -20,8 +28,14 @@ RUN = "20261122T053000Z-w0-0123abcd"
 def manifest_for(store, signer, run_id=RUN, paths=("raw/bundles/ab/one.json",), stats=None):
     """Write ``paths`` with small contents and return the signed manifest listing them."""
     entries = [store.put_bytes(path, path.encode()) for path in paths]
-    body = build_manifest(run_id=run_id, worker="w0", started_at="2026-11-22T05:30:00Z", objects=entries,
-                          stats=stats or {"fetched": len(paths)}, params={"seeds": ["https://pith.science/"]})
+    body = build_manifest(
+        run_id=run_id,
+        worker="w0",
+        started_at="2026-11-22T05:30:00Z",
+        objects=entries,
+        stats=stats or {"fetched": len(paths)},
+        params={"seeds": ["https://pith.science/"]},
+    )
     return sign_manifest(body, signer)
 
 
@@ -44,18 +58,26 @@ def test_a_signed_manifest_verifies(test_signer, test_keyring, tmp_path):
     assert verify_manifest(json.dumps(manifest, indent=2).encode(), test_keyring) == manifest
 
 
-@pytest.mark.parametrize("change, reason", [
-    (lambda m: m["objects"][0].update(sha256="0" * 64), "manifest_hash_mismatch"),
-    (lambda m: m["stats"].update(fetched=99), "manifest_hash_mismatch"),
-    (lambda m: m["objects"].pop(), "manifest_hash_mismatch"),
-    (lambda m: m["signature"].update(signature_b64=m["signature"]["signature_b64"][::-1]),
-     "manifest_signature_invalid"),
-    (lambda m: m["signature"].update(key_id="someone-else"), "unknown_key"),
-    (lambda m: m["signature"].update(signed_message="bundle_sha256_bytes"), "schema_violation"),
-    # the signature block is outside the hash: nothing may ride in it unsigned
-    (lambda m: m["signature"].update(note="unsigned payload"), "schema_violation"),
-    (lambda m: m["signature"].update(signature_b64=spare_bits(m["signature"]["signature_b64"])), "schema_violation"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        (lambda m: m["objects"][0].update(sha256="0" * 64), "manifest_hash_mismatch"),
+        (lambda m: m["stats"].update(fetched=99), "manifest_hash_mismatch"),
+        (lambda m: m["objects"].pop(), "manifest_hash_mismatch"),
+        (
+            lambda m: m["signature"].update(signature_b64=m["signature"]["signature_b64"][::-1]),
+            "manifest_signature_invalid",
+        ),
+        (lambda m: m["signature"].update(key_id="someone-else"), "unknown_key"),
+        (lambda m: m["signature"].update(signed_message="bundle_sha256_bytes"), "schema_violation"),
+        # the signature block is outside the hash: nothing may ride in it unsigned
+        (lambda m: m["signature"].update(note="unsigned payload"), "schema_violation"),
+        (
+            lambda m: m["signature"].update(signature_b64=spare_bits(m["signature"]["signature_b64"])),
+            "schema_violation",
+        ),
+    ],
+)
 def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path, change, reason):
     manifest = json.loads(canon(manifest_for(LocalStore(tmp_path), test_signer)))
     change(manifest)
@@ -66,10 +88,14 @@ def test_an_altered_manifest_does_not_verify(test_signer, test_keyring, tmp_path
 
 @pytest.mark.parametrize("table, rows", [("records", None), (None, 3), ("records", -1), (7, 3)])
 def test_a_table_entry_needs_its_table_and_row_count(test_signer, test_keyring, table, rows):
-    entry = {"path": "tables/records/year=2019/part.parquet", "sha256": "ab" * 32, "size": 10, "table": table,
-             "rows": rows}
-    body = build_manifest(run_id=RUN, worker="w0", started_at="2026-11-22T05:30:00Z", objects=[], stats={},
-                          params={})
+    entry = {
+        "path": "tables/records/year=2019/part.parquet",
+        "sha256": "ab" * 32,
+        "size": 10,
+        "table": table,
+        "rows": rows,
+    }
+    body = build_manifest(run_id=RUN, worker="w0", started_at="2026-11-22T05:30:00Z", objects=[], stats={}, params={})
     signed = sign_manifest({**body, "objects": [{k: v for k, v in entry.items() if v is not None}]}, test_signer)
     with pytest.raises(ManifestInvalid) as caught:
         verify_manifest(canon(signed), test_keyring)
@@ -124,13 +150,21 @@ def audit_orphans(store, keyring) -> list[str]:
 
 def test_what_no_committed_manifest_lists_is_an_orphan(store, test_signer, test_keyring):
     commit_manifest(store, manifest_for(store, test_signer, paths=("raw/bundles/ab/one.json", "tables/t/p.parquet")))
-    leftovers = ["raw/bundles/cd/crashed.json", "tables/t/part-crashed.parquet", "quarantine/ef/x.json",
-                 "attestations/crashed.jsonl", "manifests/.tmp-abc", "keys/other.json"]
+    leftovers = [
+        "raw/bundles/cd/crashed.json",
+        "tables/t/part-crashed.parquet",
+        "quarantine/ef/x.json",
+        "attestations/crashed.jsonl",
+        "manifests/.tmp-abc",
+        "keys/other.json",
+    ]
     for path in leftovers:
         store.put_bytes(path, b"left behind")
     assert audit_orphans(store, test_keyring) == sorted(leftovers)
-    assert sorted(CommittedArchive.read(store, test_keyring).objects) == ["raw/bundles/ab/one.json",
-                                                                          "tables/t/p.parquet"]
+    assert sorted(CommittedArchive.read(store, test_keyring).objects) == [
+        "raw/bundles/ab/one.json",
+        "tables/t/p.parquet",
+    ]
 
 
 def test_the_objects_of_a_manifest_signed_by_an_unpinned_key_are_not_orphans(store, test_signer, test_keyring):

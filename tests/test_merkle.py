@@ -77,7 +77,7 @@ def test_inclusion_proofs_match_and_verify(trees):
             assert verify_inclusion(leaf_hash(data[m]), m, n, proof, root)
             # (the size itself is bound by the signed checkpoint: against its root, a proof
             # for leaf m may also fit another size, as RFC 9162 allows)
-            assert not verify_inclusion(leaf_hash(data[m]), m, n, proof, mth(data[:n + 1]))
+            assert not verify_inclusion(leaf_hash(data[m]), m, n, proof, mth(data[: n + 1]))
             assert not verify_inclusion(leaf_hash(data[(m + 1) % n]), m, n, proof, root) or n == 1
             if proof:
                 assert not verify_inclusion(leaf_hash(data[m]), m, n, proof[:-1], root)
@@ -96,15 +96,23 @@ def test_consistency_proofs_match_and_verify(trees):
                 other = mth(entries(m + 1)[1:])  # a tree of m other leaves
                 assert not verify_consistency(m, n, proof, other, mth(data[:n]))
                 assert not verify_consistency(m, n, proof[:-1], mth(data[:m]), mth(data[:n]))
-                assert not verify_consistency(m, n, proof, mth(data[:m]), mth(data[:n + 1]))
+                assert not verify_consistency(m, n, proof, mth(data[:m]), mth(data[: n + 1]))
     assert not verify_consistency(3, 2, [], mth(data[:3]), mth(data[:2]))
 
 
 def test_known_answers():
     """Fixed values for a few trees of the entries b"" and b"\\x00".."\\x06" (computed
     with the plain definitions above), so a change of hashing is caught."""
-    leaves = [b"", b"\x00", b"\x10", b"\x20\x21", b"\x30\x31", b"\x40\x41\x42\x43",
-              b"\x50\x51\x52\x53\x54\x55\x56\x57", b"\x60\x61\x62\x63\x64\x65\x66\x67\x68\x69\x6a\x6b\x6c\x6d\x6e\x6f"]
+    leaves = [
+        b"",
+        b"\x00",
+        b"\x10",
+        b"\x20\x21",
+        b"\x30\x31",
+        b"\x40\x41\x42\x43",
+        b"\x50\x51\x52\x53\x54\x55\x56\x57",
+        b"\x60\x61\x62\x63\x64\x65\x66\x67\x68\x69\x6a\x6b\x6c\x6d\x6e\x6f",
+    ]
     tree = Tree(leaf_hash(leaf) for leaf in leaves)
     assert leaf_hash(b"").hex() == "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"
     assert node_hash(leaf_hash(b""), leaf_hash(b"\x00")) == mth(leaves[:2])

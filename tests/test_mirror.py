@@ -72,6 +72,7 @@ def stored(corpus_dir, suffix) -> bytes:
 
 # --- records -------------------------------------------------------------------------
 
+
 def test_bundle_is_served_as_its_exact_stored_bytes(server, corpus_dir, corpus_catalog, corpus_keyring):
     for suffix in corpus_catalog.suffixes[:5] + [REAL]:
         status, headers, body = get(f"{server.url}/pith/{suffix}/bundle.json")
@@ -115,10 +116,15 @@ def test_record_page_links_bundle_state_cites_and_cited_by(server, corpus_catalo
 def test_real_record_page_shows_what_the_registry_page_shows(server):
     page = get(f"{server.url}/pith/{REAL}")[2].decode("utf-8")
     registry_page = (FIXTURES / f"{REAL}.page.txt").read_text("utf-8")
-    for fact in ("pith:RLLQL635", "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B",
-                 "Dynamic Mini-batch SGD for Elastic Distributed Training: Learning in the Limbo of Resources",
-                 "arxiv:1904.12043 v2 · 2019-04-26 · cs.LG · cs.CV · cs.DC · stat.ML",
-                 "8ad705fb7df8acdce0ed0b0581ee8ae874c821720c471a4e77342528ea10c2f7", "download bundle", "merged state"):
+    for fact in (
+        "pith:RLLQL635",
+        "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B",
+        "Dynamic Mini-batch SGD for Elastic Distributed Training: Learning in the Limbo of Resources",
+        "arxiv:1904.12043 v2 · 2019-04-26 · cs.LG · cs.CV · cs.DC · stat.ML",
+        "8ad705fb7df8acdce0ed0b0581ee8ae874c821720c471a4e77342528ea10c2f7",
+        "download bundle",
+        "merged state",
+    ):
         assert fact in registry_page and fact in page
 
 
@@ -147,25 +153,38 @@ def test_following_links_from_one_record_reaches_every_record(server, corpus_cat
 
 # --- aliases -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("alias", [
-    "RLLQL635", "RLLQL6357CWN", "RLLQL6357CWNZYHN", "pith:RLLQL635", "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B",
-    "1904.12043", "1904.12043v2", "10.48550/arxiv.1904.12043", "10.48550%2Farxiv.1904.12043",
-    "10.48550/ARXIV.1904.12043",
-])
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        "RLLQL635",
+        "RLLQL6357CWN",
+        "RLLQL6357CWNZYHN",
+        "pith:RLLQL635",
+        "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B",
+        "1904.12043",
+        "1904.12043v2",
+        "10.48550/arxiv.1904.12043",
+        "10.48550%2Farxiv.1904.12043",
+        "10.48550/ARXIV.1904.12043",
+    ],
+)
 def test_aliases_redirect_to_the_canonical_url_keeping_the_document(server, alias):
     for tail in ("", "/bundle.json", "/state.json"):
         status, headers, _ = get(f"{server.url}/pith/{alias}{tail}", follow=False)
         assert (status, headers["Location"]) == (301, f"{server.url}/pith/{REAL}{tail}")
-    status, headers, _ = get(f"{server.url}/resolve?id={urllib.parse.quote(urllib.parse.unquote(alias), safe='')}",
-                              follow=False)
+    status, headers, _ = get(
+        f"{server.url}/resolve?id={urllib.parse.quote(urllib.parse.unquote(alias), safe='')}", follow=False
+    )
     assert (status, headers["Location"]) == (301, f"{server.url}/pith/{REAL}")
 
 
 def test_bare_arxiv_id_names_the_latest_version(server, corpus_catalog):
     versions = {}
     for suffix in corpus_catalog.suffixes:
-        arxiv, version = re.fullmatch(r"(.+)v(\d+)", next(a for a in corpus_catalog.entry(suffix).aliases
-                                                          if re.search(r"v\d+$", a))).groups()
+        arxiv, version = re.fullmatch(
+            r"(.+)v(\d+)", next(a for a in corpus_catalog.entry(suffix).aliases if re.search(r"v\d+$", a))
+        ).groups()
         versions.setdefault(arxiv, {})[int(version)] = suffix
     arxiv, by_version = next((a, v) for a, v in versions.items() if len(v) > 1)
     for version, suffix in by_version.items():
@@ -173,7 +192,8 @@ def test_bare_arxiv_id_names_the_latest_version(server, corpus_catalog):
     latest = by_version[max(by_version)]
     assert get(f"{server.url}/pith/{arxiv}", follow=False)[1]["Location"] == f"{server.url}/pith/{latest}"
     assert get(f"{server.url}/pith/10.48550/arxiv.{arxiv}", follow=False)[1]["Location"] == (
-        f"{server.url}/pith/{latest}")
+        f"{server.url}/pith/{latest}"
+    )
 
 
 def test_well_known_alias_redirects_to_the_well_known_url(server):
@@ -181,25 +201,48 @@ def test_well_known_alias_redirects_to_the_well_known_url(server):
     assert (status, headers["Location"]) == (301, f"{server.url}/.well-known/pith/{REAL}/bundle.json")
 
 
-@pytest.mark.parametrize("path", [
-    "/pith/ZZZZZZZZZZZZZZZZZZZZZZZZZZ", "/pith/rllql6357cwnzyhnbmcyd3uk5b", "/pith/RLLQL6357CWNZYHNBMCYD3UK5",
-    "/pith/RLLQL63",
-    "/pith/pith:2020:RLLQL6357CWNZYHNBMCYD3UK5B", "/pith/1904.99999", "/pith/", "/resolve?id=nothing", "/resolve",
-    "/pith/RLLQL6357CWNZYHNBMCYD3UK5B/other.json", "/.well-known/pith/RLLQL6357CWNZYHNBMCYD3UK5B/state.json",
-    "/sitemap-1.xml", "/nothing",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/pith/ZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+        "/pith/rllql6357cwnzyhnbmcyd3uk5b",
+        "/pith/RLLQL6357CWNZYHNBMCYD3UK5",
+        "/pith/RLLQL63",
+        "/pith/pith:2020:RLLQL6357CWNZYHNBMCYD3UK5B",
+        "/pith/1904.99999",
+        "/pith/",
+        "/resolve?id=nothing",
+        "/resolve",
+        "/pith/RLLQL6357CWNZYHNBMCYD3UK5B/other.json",
+        "/.well-known/pith/RLLQL6357CWNZYHNBMCYD3UK5B/state.json",
+        "/sitemap-1.xml",
+        "/nothing",
+    ],
+)
 def test_unknown_ids_and_paths_are_404(server, path):
     assert get(server.url + path)[0] == 404
 
 
 # --- safety --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("target", [
-    "/pith/../keyring.json", "/pith/%2e%2e/keyring.json", "/pith/..%2Fkeyring.json/bundle.json",
-    "/.well-known/pith/..%2F..%2Fkeyring.json/bundle.json", "/pith/%2E%2E%2Fbundles%2FRLLQL6357CWNZYHNBMCYD3UK5B",
-    "/keyring.json", "/corpus.json", "/bundles/RLLQL6357CWNZYHNBMCYD3UK5B.bundle.json", "/pith/%00/bundle.json",
-    "/pith/RLLQL6357CWNZYHNBMCYD3UK5B.bundle.json", "//etc/passwd", "/pith//etc/passwd",
-])
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/pith/../keyring.json",
+        "/pith/%2e%2e/keyring.json",
+        "/pith/..%2Fkeyring.json/bundle.json",
+        "/.well-known/pith/..%2F..%2Fkeyring.json/bundle.json",
+        "/pith/%2E%2E%2Fbundles%2FRLLQL6357CWNZYHNBMCYD3UK5B",
+        "/keyring.json",
+        "/corpus.json",
+        "/bundles/RLLQL6357CWNZYHNBMCYD3UK5B.bundle.json",
+        "/pith/%00/bundle.json",
+        "/pith/RLLQL6357CWNZYHNBMCYD3UK5B.bundle.json",
+        "//etc/passwd",
+        "/pith//etc/passwd",
+    ],
+)
 def test_no_path_reads_outside_the_served_records(server, target):
     status, _, body = raw_request(server.url, "GET", target)
     assert status == 404
@@ -219,13 +262,15 @@ def test_other_methods_and_malformed_requests_are_refused(server):
 
 # --- validators, coding, HEAD, keep-alive -----------------------------------------------
 
+
 def test_etag_and_last_modified_answer_conditional_requests_with_304(server, corpus_catalog):
     url = f"{server.url}/pith/{corpus_catalog.suffixes[2]}/bundle.json"
     status, headers, body = get(url)
     assert headers["ETag"] == '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     built = corpus_catalog.entry(corpus_catalog.suffixes[2]).built_at
-    assert headers["Last-Modified"] == formatdate(calendar.timegm(time.strptime(built, "%Y-%m-%dT%H:%M:%SZ")),
-                                                  usegmt=True)
+    assert headers["Last-Modified"] == formatdate(
+        calendar.timegm(time.strptime(built, "%Y-%m-%dT%H:%M:%SZ")), usegmt=True
+    )
     assert get(url, {"If-None-Match": headers["ETag"]})[0] == 304
     assert get(url, {"If-None-Match": f'"other", W/{headers["ETag"]}'})[0] == 304
     assert get(url, {"If-None-Match": '"other"'})[0] == 200
@@ -243,10 +288,21 @@ def test_gzip_when_asked_with_its_own_etag(server, corpus_dir):
     assert gzip.decompress(body) == stored(corpus_dir, REAL)
     plain = get(url)[1]
     assert plain["Content-Encoding"] is None and plain["ETag"] != headers["ETag"]
-    assert raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json",
-                       {"Accept-Encoding": "gzip", "If-None-Match": headers["ETag"]})[0] == 304
-    assert raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json",
-                       {"Accept-Encoding": "gzip;q=0"})[1]["Content-Encoding"] is None
+    assert (
+        raw_request(
+            server.url,
+            "GET",
+            f"/pith/{REAL}/bundle.json",
+            {"Accept-Encoding": "gzip", "If-None-Match": headers["ETag"]},
+        )[0]
+        == 304
+    )
+    assert (
+        raw_request(server.url, "GET", f"/pith/{REAL}/bundle.json", {"Accept-Encoding": "gzip;q=0"})[1][
+            "Content-Encoding"
+        ]
+        is None
+    )
 
 
 def test_head_sends_the_headers_without_the_body(server, corpus_dir):
@@ -271,6 +327,7 @@ def test_one_connection_carries_many_requests(server, corpus_catalog):
 
 # --- site documents ------------------------------------------------------------------------
 
+
 def test_signing_key_and_mirror_manifest(server, corpus_catalog):
     status, headers, body = get(f"{server.url}/pith-signing-key.json")
     assert status == 200 and headers["Content-Type"] == "application/json"
@@ -282,10 +339,16 @@ def test_signing_key_and_mirror_manifest(server, corpus_catalog):
     (entry,) = manifest["mirrors"]
     assert entry["base_url"] == server.url and entry["status"] == "primary"
     assert {k["key_id"] for k in manifest["public_keys"]} == {
-        corpus_signer(SMALL_CORPUS_SEED).key_id, "pith-v1-2026-05"}
+        corpus_signer(SMALL_CORPUS_SEED).key_id,
+        "pith-v1-2026-05",
+    }
     suffix = corpus_catalog.suffixes[0]
-    for field, document in (("record_url", None), ("bundle_url", "bundle"), ("state_url", "state"),
-                            ("well_known_bundle_url", "bundle")):
+    for field, document in (
+        ("record_url", None),
+        ("bundle_url", "bundle"),
+        ("state_url", "state"),
+        ("well_known_bundle_url", "bundle"),
+    ):
         status, _, _ = get(entry[field].format(suffix=suffix))
         assert status == 200
         assert server.requests[-1].document == (document or "page")
@@ -343,6 +406,7 @@ def test_robots_allows_all_and_names_the_sitemap_or_disallows_what_is_asked(mirr
 
 # --- other folders, the command line -------------------------------------------------------
 
+
 def test_a_folder_of_bundles_alone_is_served(mirror, tmp_path, corpus_dir, corpus_catalog):
     for suffix in corpus_catalog.suffixes[:6] + [REAL]:
         shutil.copy(corpus_dir / BUNDLES_DIR / f"{suffix}.bundle.json", tmp_path)
@@ -364,6 +428,7 @@ def test_verify_command_reads_bundles_from_the_mirror(server, corpus_dir, corpus
 def test_serve_prints_its_url_first_and_stops_on_sigterm(corpus_dir):
     with serve_process(corpus_dir, "--port", "0") as (process, url):
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
-        assert get(f"{url}/pith/{REAL}/bundle.json")[2] == (
-            corpus_dir / BUNDLES_DIR / f"{REAL}.bundle.json").read_bytes()
+        assert (
+            get(f"{url}/pith/{REAL}/bundle.json")[2] == (corpus_dir / BUNDLES_DIR / f"{REAL}.bundle.json").read_bytes()
+        )
     assert process.returncode == 0

@@ -74,8 +74,9 @@ def read_answer(sock: socket.socket) -> bytes:
     while b"\r\n\r\n" not in data:
         data += sock.recv(65536)
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     while len(body) < length:
         body += sock.recv(65536)
     return head + b"\r\n\r\n" + body
@@ -194,6 +195,7 @@ def test_300_slow_connections_under_ulimit_256_leave_room_for_a_legitimate_get(c
     descriptors: descriptor_room(256), 144) keeps descriptors free (a surplus is turned
     away with 503, or waits in the kernel's queue), the header deadline cuts the slow
     ones, and a client asking properly gets its bundle within the deadline."""
+
     def lower_open_file_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
@@ -213,6 +215,7 @@ def test_300_slow_connections_under_ulimit_256_leave_room_for_a_legitimate_get(c
                     except OSError:
                         pass
                 time.sleep(0.2)
+
         trickler = threading.Thread(target=trickle, daemon=True)
         trickler.start()
         began = time.monotonic()

@@ -23,8 +23,23 @@ def nested(depth: int, leaf: bytes = b"1") -> bytes:
     return leaf
 
 
-@pytest.mark.parametrize("raw", [b"", b" ", b'{"a":1', b'{"a":}', b"[1,]", b"{'a':1}", b"[1 2]",
-                                 b'{"a":1}x', b"\xef\xbb\xbf{}", b'["tab\there"]', b"[01]", b"[.5]"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b" ",
+        b'{"a":1',
+        b'{"a":}',
+        b"[1,]",
+        b"{'a':1}",
+        b"[1 2]",
+        b'{"a":1}x',
+        b"\xef\xbb\xbf{}",
+        b'["tab\there"]',
+        b"[01]",
+        b"[.5]",
+    ],
+)
 def test_malformed(raw):
     assert rejection(raw) == ("malformed_json", "")
 
@@ -35,8 +50,9 @@ def test_truncated_real_bundle_at_every_tenth(real_raw):
         assert rejection(raw[: len(raw) * cut // 10]) == ("malformed_json", "")
 
 
-@pytest.mark.parametrize("raw", [b'["\xff"]', b'{"\xc3":1}', b'["\xc0\xaf"]', b'["\xed\xa0\x80"]',
-                                 b'["\xf4\x90\x80\x80"]', b'["ok"]\x80'])
+@pytest.mark.parametrize(
+    "raw", [b'["\xff"]', b'{"\xc3":1}', b'["\xc0\xaf"]', b'["\xed\xa0\x80"]', b'["\xf4\x90\x80\x80"]', b'["ok"]\x80']
+)
 def test_invalid_utf8(raw):
     """Stray, truncated and overlong sequences, CESU-encoded surrogates, past U+10FFFF."""
     assert rejection(raw) == ("invalid_utf8", "")
@@ -51,8 +67,19 @@ def test_surrogate_pair_is_one_character():
     assert parse(b'["\\ud83d\\ude00"]').data == ["\U0001f600"]
 
 
-@pytest.mark.parametrize("raw", [b"[NaN]", b"[Infinity]", b"[-Infinity]", b'{"a":{"b":NaN}}', b"[1e400]",
-                                 b"[-1e400]", b"[1.5e999]", b' [ 1e400 ] '])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[NaN]",
+        b"[Infinity]",
+        b"[-Infinity]",
+        b'{"a":{"b":NaN}}',
+        b"[1e400]",
+        b"[-1e400]",
+        b"[1.5e999]",
+        b' [ 1e400 ] ',
+    ],
+)
 def test_non_finite(raw):
     assert rejection(raw) == ("non_finite_number", "")
 
@@ -61,13 +88,16 @@ def test_underflow_reads_as_zero_like_the_reference():
     assert parse(b"[1e-400]").data == json.loads(b"[1e-400]") == [0.0]
 
 
-@pytest.mark.parametrize("raw, key", [
-    (b'{"a":1,"a":2}', "a"),
-    (b'{"a":1,"a":1}', "a"),                       # same value twice is still two members
-    (b'{"x":{"b":[],"c":0,"b":[]}}', "b"),
-    (b'[{"ok":1},{"k":true,"k":false}]', "k"),
-    (b'{ "a" : 1 , "a" : 2 }', "a"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        (b'{"a":1,"a":2}', "a"),
+        (b'{"a":1,"a":1}', "a"),  # same value twice is still two members
+        (b'{"x":{"b":[],"c":0,"b":[]}}', "b"),
+        (b'[{"ok":1},{"k":true,"k":false}]', "k"),
+        (b'{ "a" : 1 , "a" : 2 }', "a"),
+    ],
+)
 def test_duplicate_keys(raw, key):
     assert rejection(raw) == ("duplicate_key", key)
 
@@ -113,9 +143,11 @@ def container_depth(value) -> int:
 
 
 bracket_text = st.text(alphabet='[]{}"\\ab', max_size=6)
-bracketed = st.recursive(st.none() | st.integers() | bracket_text,
-                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(bracket_text, inner, max_size=3),
-                         max_leaves=12)
+bracketed = st.recursive(
+    st.none() | st.integers() | bracket_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(bracket_text, inner, max_size=3),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,7 +195,7 @@ def test_big_integers_read_exactly(number):
     raw = json.dumps({"n": number}, separators=(",", ":")).encode()
     document = parse(raw)
     assert document.data == {"n": number}
-    assert document.exact is False      # the fast serializer cannot write them
+    assert document.exact is False  # the fast serializer cannot write them
 
 
 def test_integer_past_the_interpreter_digit_limit_is_malformed():
@@ -178,15 +210,17 @@ def test_compact_real_bundles_take_the_fast_path(real_raw, real_docs):
         assert document.exact is True
 
 
-@pytest.mark.parametrize("layout", [{"indent": 2}, {"indent": "\t"}, {"separators": (", ", ": ")},
-                                    {"separators": (",", ":"), "ensure_ascii": True}])
+@pytest.mark.parametrize(
+    "layout",
+    [{"indent": 2}, {"indent": "\t"}, {"separators": (", ", ": ")}, {"separators": (",", ":"), "ensure_ascii": True}],
+)
 def test_other_layouts_take_the_reference_path_and_read_the_same(real_raw, real_docs, layout):
     """Whitespace or escapes orjson would not write disprove the fast path's premise:
     the reference path takes over (exact is then False) and reads the same document."""
     for suffix, doc in real_docs.items():
         raw = json.dumps(doc, **layout).encode()
         if raw == real_raw[suffix]:
-            continue                        # ensure_ascii on an ASCII bundle: the same bytes
+            continue  # ensure_ascii on an ASCII bundle: the same bytes
         document = parse(raw, Limits(compact=False))
         assert document.data == doc
         assert document.exact is False

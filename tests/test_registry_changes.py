@@ -26,12 +26,19 @@ from tests.plugins.crawling import isolated_home, run_cli_crawl
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 from tests.tamper import MUTATIONS, tampered, wholly_resigned, with_new_event
 
-NEW_EVENT_TYPES = ["author_attestation", "timestamp_anchor", "storage_attestation", "citation_signature",
-                   "replication_record", "correction"]
-ROTATION = "2026-07-01T00:00:00Z"     # the corpus key retires; every corpus bundle was built before
-REBUILT_AT = "2026-08-01T00:00:00Z"   # bundles the registry rebuilt after the rotation
-NEW_KEY = Signer.from_seed("pith-test-registry-2026-07",
-                           hashlib.sha256(b"pith-archiver test registry key after rotation").digest())
+NEW_EVENT_TYPES = [
+    "author_attestation",
+    "timestamp_anchor",
+    "storage_attestation",
+    "citation_signature",
+    "replication_record",
+    "correction",
+]
+ROTATION = "2026-07-01T00:00:00Z"  # the corpus key retires; every corpus bundle was built before
+REBUILT_AT = "2026-08-01T00:00:00Z"  # bundles the registry rebuilt after the rotation
+NEW_KEY = Signer.from_seed(
+    "pith-test-registry-2026-07", hashlib.sha256(b"pith-archiver test registry key after rotation").digest()
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,23 +62,40 @@ def crawl(tmp_path, server, suffixes, *keyrings, archive="archive"):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(suffixes) + "\n")
     keys = [arg for path in keyrings for arg in ("--keyring", str(path))]
-    return run_cli_crawl(tmp_path, "--resolver", server.url, "--seeds-file", str(seeds), "--no-follow",
-                         "--no-default-keys", *keys, "--out", str(tmp_path / archive))
+    return run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--seeds-file",
+        str(seeds),
+        "--no-follow",
+        "--no-default-keys",
+        *keys,
+        "--out",
+        str(tmp_path / archive),
+    )
 
 
 def audit(tmp_path, *keyrings, archive="archive"):
     keys = [arg for path in keyrings for arg in ("--keyring", str(path))]
-    return subprocess.run([sys.executable, "-m", "pith_archiver", "audit", str(tmp_path / archive),
-                           "--no-default-keys", *keys], capture_output=True, text=True, cwd=tmp_path,
-                          env={**isolated_home(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pith_archiver", "audit", str(tmp_path / archive), "--no-default-keys", *keys],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**isolated_home(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
 
 
 def rows(tmp_path, table: str, archive="archive") -> list[dict]:
-    return ds.dataset(tmp_path / archive / "tables" / table, format="parquet",
-                      partitioning="hive").to_table().to_pylist()
+    return (
+        ds.dataset(tmp_path / archive / "tables" / table, format="parquet", partitioning="hive").to_table().to_pylist()
+    )
 
 
 # --- new event types ----------------------------------------------------------------
+
 
 def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path, corpus_dir, raws, mirror):
     signer = corpus_signer(SMALL_CORPUS_SEED)
@@ -91,8 +115,11 @@ def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path
     assert set(records) == set(suffixes)
     for suffix, event_type in zip(suffixes, NEW_EVENT_TYPES):
         row = records[suffix]
-        assert (row["merge_confirmed"], row["merge_inferred_types"], row["merge_inferred_match"]) == \
-            (False, [event_type], True)
+        assert (row["merge_confirmed"], row["merge_inferred_types"], row["merge_inferred_match"]) == (
+            False,
+            [event_type],
+            True,
+        )
     assert {(records[s]["merge_confirmed"], records[s]["merge_inferred_types"]) for s in suffixes[6:]} == {(True, None)}
     verifications = [row for row in rows(tmp_path, "verifications") if row["merge_confirmed"] is False]
     assert sorted(t for row in verifications for t in row["merge_inferred_types"]) == sorted(NEW_EVENT_TYPES)
@@ -104,6 +131,7 @@ def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path
 
 
 # --- key rotation ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def rotated(tmp_path, corpus_dir, raws, mirror):
@@ -128,8 +156,10 @@ def test_a_rotation_is_reported_up_front_and_in_the_summary(tmp_path, corpus_dir
     server, suffixes = rotated
     result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]
-    notice = (f"notice: the registry announces signing key {NEW_KEY.key_id} (fingerprint {NEW_KEY.fingerprint}), "
-              "which is not pinned")
+    notice = (
+        f"notice: the registry announces signing key {NEW_KEY.key_id} (fingerprint {NEW_KEY.fingerprint}), "
+        "which is not pinned"
+    )
     assert notice in result.stderr
     assert f"keys pin {server.url}/pith-signing-key.json --fingerprint {NEW_KEY.fingerprint}" in result.stderr
     assert result.stats[f"pith/announced_keys/unpinned/{NEW_KEY.key_id}"] == NEW_KEY.fingerprint
@@ -147,9 +177,10 @@ def test_most_bundles_unknown_key_says_the_registry_probably_rotated(tmp_path, c
     server = mirror(site(tmp_path / "site", corpus_dir, bundles, key_document={"keys": [NEW_KEY.public_document()]}))
     result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
     assert result.returncode == 1
-    assert (f"key rotation: 4 of 5 bundles are signed by keys not pinned ({NEW_KEY.key_id} 4): the registry has "
-            f"probably rotated its key; it announces {NEW_KEY.key_id} (fingerprint {NEW_KEY.fingerprint})") \
-        in result.stdout
+    assert (
+        f"key rotation: 4 of 5 bundles are signed by keys not pinned ({NEW_KEY.key_id} 4): the registry has "
+        f"probably rotated its key; it announces {NEW_KEY.key_id} (fingerprint {NEW_KEY.fingerprint})"
+    ) in result.stdout
 
 
 def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rotated):
@@ -166,8 +197,10 @@ def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rota
     wrong = runner.invoke(main, ["keys", "pin", url, "--fingerprint", "0" * 32, "--keyring", str(keyring)])
     assert wrong.exit_code == 2
     assert f"no key with fingerprint {'0' * 32} (it offers: {NEW_KEY.key_id} {NEW_KEY.fingerprint})" in wrong.output
-    pinned = runner.invoke(main, ["keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint,
-                                  "--not-before", ROTATION, "--keyring", str(keyring)])
+    pinned = runner.invoke(
+        main,
+        ["keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint, "--not-before", ROTATION, "--keyring", str(keyring)],
+    )
     assert pinned.exit_code == 0, pinned.output
     old = corpus_signer(SMALL_CORPUS_SEED).key_id
     retired = runner.invoke(main, ["keys", "retire", old, "--at", ROTATION, "--keyring", str(keyring)])
@@ -197,21 +230,33 @@ def test_a_retired_key_keeps_what_it_signed_before(tmp_path, corpus_dir, raws):
     keyring = tmp_path / "keyring.json"
     shutil.copy(corpus_dir / KEYRING_NAME, keyring)
     old = corpus_signer(SMALL_CORPUS_SEED)
-    assert CliRunner().invoke(main, ["keys", "retire", old.key_id, "--at", ROTATION,
-                                     "--keyring", str(keyring)]).exit_code == 0
+    assert (
+        CliRunner().invoke(main, ["keys", "retire", old.key_id, "--at", ROTATION, "--keyring", str(keyring)]).exit_code
+        == 0
+    )
     suffix, raw = next(iter(raws.items()))
     late = json.loads(raw)
     late["built_at"] = REBUILT_AT
     (tmp_path / "before.json").write_bytes(raw)
     (tmp_path / "after.json").write_bytes(compact_json(sign_bundle(late, old, REBUILT_AT)))
-    result = CliRunner().invoke(main, ["verify", "--no-default-keys", "--keyring", str(keyring),
-                                       str(tmp_path / "before.json"), str(tmp_path / "after.json")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--no-default-keys",
+            "--keyring",
+            str(keyring),
+            str(tmp_path / "before.json"),
+            str(tmp_path / "after.json"),
+        ],
+    )
     assert result.exit_code == 1
     assert f"VERIFIED    {json.loads(raw)['pith_number']}" in result.output
     assert f"key_retired at bundle_signature.key_id: {old.key_id} retired at {ROTATION}" in result.output
 
 
 # --- versions this archiver does not know --------------------------------------------------
+
 
 def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, mirror):
     signer = corpus_signer(SMALL_CORPUS_SEED)
@@ -223,8 +268,10 @@ def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, 
     result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
     assert result.returncode == 1
     assert (result.stat("verified"), result.stat("rejected/unsupported_version")) == (2, 2)
-    assert ("unknown versions: bundle_version=2.0 1, merge_version=pith-open-graph-merge-v2 1: this archiver does "
-            "not know them; upgrade pith-archiver") in result.stdout
+    assert (
+        "unknown versions: bundle_version=2.0 1, merge_version=pith-open-graph-merge-v2 1: this archiver does "
+        "not know them; upgrade pith-archiver"
+    ) in result.stdout
     quarantined = [row for row in rows(tmp_path, "verifications") if row["reason"] == "unsupported_version"]
     assert sorted(row["detail_path"] for row in quarantined) == ["bundle_version", "merge_version"]
     assert all(row["raw_path"].startswith("quarantine/") for row in quarantined)
@@ -233,21 +280,34 @@ def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, 
 
 # --- keyring windows ------------------------------------------------------------------------
 
+
 def test_a_key_pinned_twice_keeps_the_narrower_window():
     entry = NEW_KEY.public_document()
-    ring = Keyring([key_from_entry({**entry, "not_before": "2026-01-01T00:00:00Z"}),
-                    key_from_entry({**entry, "rotates_at": "2027-01-01T00:00:00Z"}),
-                    key_from_entry({**entry, "not_after": "2028-01-01T00:00:00Z"})])
+    ring = Keyring(
+        [
+            key_from_entry({**entry, "not_before": "2026-01-01T00:00:00Z"}),
+            key_from_entry({**entry, "rotates_at": "2027-01-01T00:00:00Z"}),
+            key_from_entry({**entry, "not_after": "2028-01-01T00:00:00Z"}),
+        ]
+    )
     key = ring.get(NEW_KEY.key_id)
-    assert (key.document()["not_before"], key.document()["not_after"]) == \
-        ("2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z")
+    assert (key.document()["not_before"], key.document()["not_after"]) == (
+        "2026-01-01T00:00:00Z",
+        "2027-01-01T00:00:00Z",
+    )
 
 
-@pytest.mark.parametrize("window, message", [
-    ({"not_after": "soon"}, "not_after 'soon' is not an RFC 3339 timestamp with a zone"),
-    ({"not_before": "2026-07-01T00:00:00"}, "not_before '2026-07-01T00:00:00' is not an RFC 3339 timestamp"),
-    ({"not_before": "2027-01-01T00:00:00Z", "not_after": "2026-01-01T00:00:00Z"}, "not_before is not before its end"),
-])
+@pytest.mark.parametrize(
+    "window, message",
+    [
+        ({"not_after": "soon"}, "not_after 'soon' is not an RFC 3339 timestamp with a zone"),
+        ({"not_before": "2026-07-01T00:00:00"}, "not_before '2026-07-01T00:00:00' is not an RFC 3339 timestamp"),
+        (
+            {"not_before": "2027-01-01T00:00:00Z", "not_after": "2026-01-01T00:00:00Z"},
+            "not_before is not before its end",
+        ),
+    ],
+)
 def test_a_bad_window_is_a_keyring_error(tmp_path, window, message):
     path = tmp_path / "keys.json"
     path.write_text(json.dumps({"keys": [{**NEW_KEY.public_document(), **window}]}))

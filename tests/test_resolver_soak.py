@@ -39,19 +39,52 @@ def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, fig
     tampered, looping, endless = set(rng.sample(catalog.suffixes, 2)), *rng.sample(catalog.suffixes, 2)
     while looping in tampered or endless in tampered:
         looping, endless = rng.sample(catalog.suffixes, 2)
-    plan = FaultPlan(latency_ms=5, error_rate=0.05, error_status=500, rate_limit_every=29, retry_after=1,
-                     drop_rate=0.04, truncate_rate=0.04, fail_first=1, wrong_content_type=True, tamper=tampered,
-                     redirect_loop={looping}, oversize={endless}, oversize_bytes=4 * MAX_BYTES, seed=SEED)
+    plan = FaultPlan(
+        latency_ms=5,
+        error_rate=0.05,
+        error_status=500,
+        rate_limit_every=29,
+        retry_after=1,
+        drop_rate=0.04,
+        truncate_rate=0.04,
+        fail_first=1,
+        wrong_content_type=True,
+        tamper=tampered,
+        redirect_loop={looping},
+        oversize={endless},
+        oversize_bytes=4 * MAX_BYTES,
+        seed=SEED,
+    )
     server = mirror(corpus_dir, faults=plan)
-    result = run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                           "--no-default-keys", "--out", str(tmp_path / "archive"), "sitemap",
-                           "-s", "RETRY_TIMES=12", "-s", "PITH_RETRY_BACKOFF_BASE=0.01",
-                           "-s", "PITH_RETRY_AFTER_MAX=0.05", "-s", "AUTOTHROTTLE_ENABLED=false",
-                           "-s", f"DOWNLOAD_MAXSIZE={MAX_BYTES}", "--max-failures", "10", timeout=600)
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(tmp_path / "archive"),
+        "sitemap",
+        "-s",
+        "RETRY_TIMES=12",
+        "-s",
+        "PITH_RETRY_BACKOFF_BASE=0.01",
+        "-s",
+        "PITH_RETRY_AFTER_MAX=0.05",
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        "-s",
+        f"DOWNLOAD_MAXSIZE={MAX_BYTES}",
+        "--max-failures",
+        "10",
+        timeout=600,
+    )
     assert result.returncode == 1, result.stderr[-3000:]  # the tampered bundles are rejections
     injected = Counter(r.fault for r in server.requests if r.fault)
-    assert all(injected[kind] > 0 for kind in (*TRANSIENT, "wrong_content_type", "tamper", "redirect_loop",
-                                                "oversize")), injected
+    assert all(
+        injected[kind] > 0 for kind in (*TRANSIENT, "wrong_content_type", "tamper", "redirect_loop", "oversize")
+    ), injected
 
     # every good record is archived, once
     good = set(catalog.suffixes) - tampered - {looping, endless}
@@ -59,10 +92,14 @@ def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, fig
     assert sorted(numbers) == sorted(catalog.entry(suffix).pith_number for suffix in good)
 
     # every failure is counted: retries, verdicts, fetch failures, in the stats...
-    retried = {key.rpartition("/")[2]: count for key, count in result.stats.items()
-               if key.startswith("retry/reason_count/")}
+    retried = {
+        key.rpartition("/")[2]: count for key, count in result.stats.items() if key.startswith("retry/reason_count/")
+    }
     assert (retried.get("HTTP 503", 0), retried.get("HTTP 429", 0), retried.get("HTTP 500", 0)) == (
-        injected["fail_first"], injected["rate_limit"], injected["error"])
+        injected["fail_first"],
+        injected["rate_limit"],
+        injected["error"],
+    )
     assert retried.get("scrapy.exceptions.ResponseDataLossError", 0) == injected["truncate"]
     # a dropped connection that had carried an earlier request is retried by the HTTP
     # client itself (Twisted does so for idempotent requests), the others by Scrapy
@@ -76,11 +113,24 @@ def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, fig
     assert result.stat("bundle_failures/fetch_failed") == result.stat("bundle_failures/too_large") == 1
     assert result.stat("pages_fetched") == 0  # the sitemap lists every record: no page is needed
     # ... and in the verifications table, one row per bundle, naming what happened
-    rows = {urlsplit(row["url"]).path.split("/")[-2]: row for row in table(tmp_path, "verifications")
-            if urlsplit(row["url"]).path.endswith("/bundle.json")}
+    rows = {
+        urlsplit(row["url"]).path.split("/")[-2]: row
+        for row in table(tmp_path, "verifications")
+        if urlsplit(row["url"]).path.endswith("/bundle.json")
+    }
     assert {suffix: rows[suffix]["reason"] for suffix in tampered | {looping, endless}} == {
-        **{suffix: "canonical_hash_mismatch" for suffix in tampered}, looping: "fetch_failed", endless: "too_large"}
+        **{suffix: "canonical_hash_mismatch" for suffix in tampered},
+        looping: "fetch_failed",
+        endless: "too_large",
+    }
     assert {rows[suffix]["status"] for suffix in good} == {"verified"}
-    figures.add("resolver:soak", records=len(catalog), requests=len(server.requests), **dict(injected),
-                retries=result.stats.get("retry/count", 0), drops_retried_by_the_client=injected["drop"] - dropped,
-                archived=len(numbers), records_lost=0)
+    figures.add(
+        "resolver:soak",
+        records=len(catalog),
+        requests=len(server.requests),
+        **dict(injected),
+        retries=result.stats.get("retry/count", 0),
+        drops_retried_by_the_client=injected["drop"] - dropped,
+        archived=len(numbers),
+        records_lost=0,
+    )

@@ -23,8 +23,18 @@ from tests.plugins.mirror import serve_process
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pith", "crawler", "pipelines", "storage", "mirror", "pith_archiver", "bench")
 CODE_CARRYING_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "jsonpickle"}
-DANGEROUS_CALLS = {"eval", "exec", "os.system", "os.popen", "pickle.loads", "pickle.load", "yaml.load",
-                   "marshal.loads", "subprocess.getoutput", "subprocess.getstatusoutput"}
+DANGEROUS_CALLS = {
+    "eval",
+    "exec",
+    "os.system",
+    "os.popen",
+    "pickle.loads",
+    "pickle.load",
+    "yaml.load",
+    "marshal.loads",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+}
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 
@@ -43,22 +53,32 @@ def unsafe_uses(source: str, filename: str = "<source>") -> list[str]:
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-            found += [f"{filename}:{node.lineno}: imports {n}" for n in names
-                      if n.split(".")[0] in CODE_CARRYING_MODULES]
+            found += [
+                f"{filename}:{node.lineno}: imports {n}" for n in names if n.split(".")[0] in CODE_CARRYING_MODULES
+            ]
         elif isinstance(node, ast.Call):
             if _name(node.func) in DANGEROUS_CALLS:
                 found.append(f"{filename}:{node.lineno}: calls {_name(node.func)}")
-            if any(k.arg == "shell" and not (isinstance(k.value, ast.Constant) and not k.value.value)
-                   for k in node.keywords):
+            if any(
+                k.arg == "shell" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in node.keywords
+            ):
                 found.append(f"{filename}:{node.lineno}: {_name(node.func)}(shell=...)")
     return found
 
 
 def test_the_scan_finds_what_it_looks_for():
-    bad = ("import pickle\nfrom marshal import loads\nimport os, subprocess\n"
-           "eval(x)\nos.system('ls ' + name)\nsubprocess.run(cmd, shell=True)\nsubprocess.run(cmd, shell=False)\n")
+    bad = (
+        "import pickle\nfrom marshal import loads\nimport os, subprocess\n"
+        "eval(x)\nos.system('ls ' + name)\nsubprocess.run(cmd, shell=True)\nsubprocess.run(cmd, shell=False)\n"
+    )
     assert [line.split(": ", 1)[1] for line in unsafe_uses(bad)] == [
-        "imports pickle", "imports marshal", "calls eval", "calls os.system", "subprocess.run(shell=...)"]
+        "imports pickle",
+        "imports marshal",
+        "calls eval",
+        "calls os.system",
+        "subprocess.run(shell=...)",
+    ]
 
 
 def test_no_code_carrying_formats_shell_commands_or_eval_in_the_source_tree():
@@ -82,6 +102,7 @@ def test_the_shared_frontier_carries_json_never_pickle():
 
 # --- the mirror serves its records and nothing else ------------------------------------------
 
+
 def raw_get(url: str, target: bytes) -> tuple[int, bytes]:
     """Send ``target`` byte for byte on a fresh socket; (status, body)."""
     parts = urlsplit(url)
@@ -95,13 +116,24 @@ def raw_get(url: str, target: bytes) -> tuple[int, bytes]:
 
 
 ESCAPES = [
-    b"/../outside/secret.json", b"/pith/../../outside/secret.json", b"/pith/..%2F..%2Foutside%2Fsecret.json",
-    b"/pith/%2e%2e/%2e%2e/outside/secret.json", b"/pith/%252e%252e%252f%252e%252e%252foutside%252fsecret.json",
-    b"/.well-known/pith/..%2f..%2foutside%2fsecret.json/bundle.json", b"/pith/..\\..\\outside\\secret.json",
-    b"/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/bundle.json", b"/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA",
-    b"/bundles/AAAAAAAAAAAAAAAAAAAAAAAAAA.bundle.json", b"/keyring.json", b"/corpus.json", b"/secret.json",
-    b"/pith/" + REAL.encode() + b"%00/bundle.json", b"/pith/" + REAL.encode() + b"/../../outside/secret.json",
-    b"http://127.0.0.1/../outside/secret.json", b"//outside/secret.json", b"/%2e%2e/outside/secret.json",
+    b"/../outside/secret.json",
+    b"/pith/../../outside/secret.json",
+    b"/pith/..%2F..%2Foutside%2Fsecret.json",
+    b"/pith/%2e%2e/%2e%2e/outside/secret.json",
+    b"/pith/%252e%252e%252f%252e%252e%252foutside%252fsecret.json",
+    b"/.well-known/pith/..%2f..%2foutside%2fsecret.json/bundle.json",
+    b"/pith/..\\..\\outside\\secret.json",
+    b"/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/bundle.json",
+    b"/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA",
+    b"/bundles/AAAAAAAAAAAAAAAAAAAAAAAAAA.bundle.json",
+    b"/keyring.json",
+    b"/corpus.json",
+    b"/secret.json",
+    b"/pith/" + REAL.encode() + b"%00/bundle.json",
+    b"/pith/" + REAL.encode() + b"/../../outside/secret.json",
+    b"http://127.0.0.1/../outside/secret.json",
+    b"//outside/secret.json",
+    b"/%2e%2e/outside/secret.json",
 ]
 
 
@@ -137,9 +169,14 @@ def test_the_mirror_never_serves_outside_its_records(planted):
 
 # --- secrets never logged -------------------------------------------------------------------------
 
+
 def spellings(secret: bytes) -> list[str]:
-    return [secret.hex(), base64.b64encode(secret).decode(), base64.urlsafe_b64encode(secret).decode().rstrip("="),
-            base64.b32encode(secret).decode().rstrip("=")]
+    return [
+        secret.hex(),
+        base64.b64encode(secret).decode(),
+        base64.urlsafe_b64encode(secret).decode().rstrip("="),
+        base64.b32encode(secret).decode().rstrip("="),
+    ]
 
 
 def test_no_secret_reaches_a_log_line_the_stats_or_the_archive(tmp_path, static_site, s3_endpoint, s3_bucket):
@@ -147,16 +184,31 @@ def test_no_secret_reaches_a_log_line_the_stats_or_the_archive(tmp_path, static_
     secret key appear in no output, no stats, and no archived object."""
     base, suffixes, _ = static_site
     key_file = tmp_path / "keys" / "archiver.json"
-    result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--signing-key", str(key_file),
-                           "--out", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", s3_endpoint,
-                           "-s", "LOG_LEVEL=DEBUG")
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        base,
+        suffixes[0],
+        "--signing-key",
+        str(key_file),
+        "--out",
+        f"s3://{s3_bucket}/archive",
+        "--s3-endpoint-url",
+        s3_endpoint,
+        "-s",
+        "LOG_LEVEL=DEBUG",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "botocore" in result.stderr  # the S3 client did log, at length
     assert key_file.stat().st_mode & 0o077 == 0  # the key file is the user's alone
     seed = base64.b64decode(json.loads(key_file.read_text())["seed_b64"])
     forbidden = [*spellings(seed), "pith-test-secret"]
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
-    texts = {"stdout": result.stdout, "stderr": result.stderr, "stats": json.dumps(result.stats, default=str),
-             **{stored.path: store.get_bytes(stored.path).decode("latin-1") for stored in store.list()}}
+    texts = {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "stats": json.dumps(result.stats, default=str),
+        **{stored.path: store.get_bytes(stored.path).decode("latin-1") for stored in store.list()},
+    }
     assert len(texts) > 10
     assert [(where, secret) for where, text in texts.items() for secret in forbidden if secret in text] == []

@@ -32,18 +32,23 @@ def test_max_records_stops_the_sitemap_walk(tmp_path, corpus_dir, corpus_catalog
 
 
 @pytest.mark.parametrize("seed", ["sitemap", "another host"])
-def test_max_records_stops_the_sitemap_walk_of_a_shared_frontier(tmp_path, corpus_dir, corpus_catalog, mirror,
-                                                                redis_url, seed):
+def test_max_records_stops_the_sitemap_walk_of_a_shared_frontier(
+    tmp_path, corpus_dir, corpus_catalog, mirror, redis_url, seed
+):
     """The resolver's sitemap is a task of the frontier; one on an --allow-host host is no
     task (an entry names none but the worker's own resolver and mirrors): read alone."""
     server = mirror(sitemap_page_size=PAGE_SIZE)
-    seeds = ["sitemap"] if seed == "sitemap" else [
-        server.url.replace("127.0.0.1", "localhost") + "/sitemap.xml", "--allow-host", "localhost"]
-    stats = finish(start_worker(tmp_path, "w", server, corpus_dir, redis_url, "--max-records", str(BUDGET), *seeds),
-                   tmp_path, "w")
+    seeds = (
+        ["sitemap"]
+        if seed == "sitemap"
+        else [server.url.replace("127.0.0.1", "localhost") + "/sitemap.xml", "--allow-host", "localhost"]
+    )
+    stats = finish(
+        start_worker(tmp_path, "w", server, corpus_dir, redis_url, "--max-records", str(BUDGET), *seeds), tmp_path, "w"
+    )
     assert len(committed_records(tmp_path, "w")["w"]) == stats["pith/archived"] == BUDGET
     fetched = sitemaps_fetched(server)
     assert fetched <= 1 + math.ceil(BUDGET / PAGE_SIZE) + 1 < every_sitemap(corpus_catalog) // 4
     assert stats["pith/sitemaps_skipped_max_records"] == every_sitemap(corpus_catalog) - fetched
-    assert stats["scheduler/dequeued/redis"] >= BUDGET                 # the records it found were shared
+    assert stats["scheduler/dequeued/redis"] >= BUDGET  # the records it found were shared
     assert ("this worker reads it alone" in (tmp_path / "w.log").read_text()) == (seed != "sitemap")

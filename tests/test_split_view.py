@@ -24,6 +24,7 @@ BUILT = "2026-06-10T00:00:00Z"
 
 # --- the comparison ----------------------------------------------------------------
 
+
 def test_copies_compare_by_their_event_ids_in_order():
     assert compare(["a", "b"], ["a", "b"]) == Comparison(SAME, 2)
     assert compare(["a"], ["a", "b", "c"]) == Comparison(EXTENDS, 1)
@@ -36,9 +37,14 @@ def test_copies_compare_by_their_event_ids_in_order():
 
 def test_minted_versions_compare_as_their_histories(corpus_dir):
     original = next(iter(corpus_raws(corpus_dir).values()))
-    ids = {name: event_ids(json.loads(raw)) for name, raw in {
-        "original": original, "successor": extended(original, BUILT),
-        "fork": extended(original, BUILT, replace_last=True)}.items()}
+    ids = {
+        name: event_ids(json.loads(raw))
+        for name, raw in {
+            "original": original,
+            "successor": extended(original, BUILT),
+            "fork": extended(original, BUILT, replace_last=True),
+        }.items()
+    }
     assert compare(ids["original"], ids["successor"]).relation == EXTENDS
     assert compare(ids["original"], ids["fork"]) == Comparison(FORK, len(ids["original"]) - 1)
     assert compare(ids["successor"], ids["fork"]).relation == FORK
@@ -64,17 +70,35 @@ def served(tmp_path, corpus_dir):
         bytes_served = {}
         for suffix, kind in zip(suffixes, kinds, strict=True):
             raw = raws[suffix]
-            bytes_served[suffix] = {"same": raw, "extension": extended(raw, BUILT),
-                                    "fork": extended(raw, BUILT, replace_last=True)}[kind]
+            bytes_served[suffix] = {
+                "same": raw,
+                "extension": extended(raw, BUILT),
+                "fork": extended(raw, BUILT, replace_last=True),
+            }[kind]
             (folder / f"{suffix}.bundle.json").write_bytes(bytes_served[suffix])
         return folder, bytes_served
+
     return serve
 
 
 def cross_checked(tmp_path, corpus_dir, primary, second, count: int, suffixes, *args):
-    return run_cli_crawl(tmp_path, "--resolver", primary.url, "--mirror", second.url, "--cross-check", str(count),
-                         "--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys", "--no-follow",
-                         "--out", str(tmp_path / "archive"), *args, *suffixes)
+    return run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        primary.url,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(count),
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--no-follow",
+        "--out",
+        str(tmp_path / "archive"),
+        *args,
+        *suffixes,
+    )
 
 
 def table(tmp_path, name) -> list[dict]:
@@ -95,11 +119,18 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
 
     assert result.returncode == 1, result.stderr[-3000:]
     assert (result.stat("cross_check/records"), result.stat("cross_check/copies")) == (SEEDS, SEEDS)
-    assert (result.stat("cross_check/same"), result.stat("cross_check/extends"), result.stat("cross_check/fork"),
-            result.stat("equivocations"), result.stat("rejected")) == (2, 2, 2, 2, 0)
+    assert (
+        result.stat("cross_check/same"),
+        result.stat("cross_check/extends"),
+        result.stat("cross_check/fork"),
+        result.stat("equivocations"),
+        result.stat("rejected"),
+    ) == (2, 2, 2, 2, 0)
     assert "2 split views: resolvers served forked histories of a record" in result.stderr
-    assert "cross-check: 6 records, 6 copies from other sources (0 failed): same 2, extends 2, split views 2" \
+    assert (
+        "cross-check: 6 records, 6 copies from other sources (0 failed): same 2, extends 2, split views 2"
         in result.stdout
+    )
     # every record was fetched once from each resolver
     for server in (primary, second):
         assert sorted(r.record for r in server.requests if r.document == "bundle") == suffixes
@@ -122,13 +153,25 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
         kept = {(tmp_path / "archive" / raw_bundle(archived[sha]["raw_sha256"])).read_bytes() for sha in copies}
         assert kept == {corpus_raws(corpus_dir)[suffix], bytes_served[suffix]}
         # the resolver's stays the record's current version
-        assert (archived[row["other_bundle_sha256"]]["accepted_as_current"],
-                archived[row["bundle_sha256"]]["accepted_as_current"]) == (True, False)
+        assert (
+            archived[row["other_bundle_sha256"]]["accepted_as_current"],
+            archived[row["bundle_sha256"]]["accepted_as_current"],
+        ) == (True, False)
 
     # the audit finds the archive whole: two verified copies of a record are no discrepancy
     [key_document] = (tmp_path / "archive" / "keys").glob("*.json")
-    audit = CliRunner().invoke(main, ["audit", str(tmp_path / "archive"), "--keyring", str(corpus_dir / KEYRING_NAME),
-                                      "--no-default-keys", "--keyring", str(key_document)])
+    audit = CliRunner().invoke(
+        main,
+        [
+            "audit",
+            str(tmp_path / "archive"),
+            "--keyring",
+            str(corpus_dir / KEYRING_NAME),
+            "--no-default-keys",
+            "--keyring",
+            str(key_document),
+        ],
+    )
     assert audit.exit_code == 0, audit.output
 
 
@@ -137,8 +180,11 @@ def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_d
     primary, second = mirror(), mirror(directory=folder)
     result = cross_checked(tmp_path, corpus_dir, primary, second, SEEDS, sorted(bytes_served))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (result.stat("cross_check/same"), result.stat("cross_check/extends"),
-            result.stat("equivocations")) == (4, 2, 0)
+    assert (result.stat("cross_check/same"), result.stat("cross_check/extends"), result.stat("equivocations")) == (
+        4,
+        2,
+        0,
+    )
     assert "split views 0" in result.stdout and "split views:" not in result.stderr
     rows = table(tmp_path, "verifications")
     assert not [row for row in rows if row["reason"] == "equivocation" or row["other_url"]]
@@ -163,8 +209,12 @@ def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_di
     second = mirror(directory=folder, faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
     result = cross_checked(tmp_path, corpus_dir, primary, second, 3, sorted(bytes_served), "-s", "RETRY_TIMES=0")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (result.stat("cross_check/records"), result.stat("cross_check/failures"), result.stat("verified"),
-            result.stat("equivocations")) == (3, 3, SEEDS, 0)
+    assert (
+        result.stat("cross_check/records"),
+        result.stat("cross_check/failures"),
+        result.stat("verified"),
+        result.stat("equivocations"),
+    ) == (3, 3, SEEDS, 0)
     assert "cross-check: 3 records, 0 copies from other sources (3 failed)" in result.stdout
 
 
@@ -174,11 +224,25 @@ def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mi
     folder, bytes_served = served(["fork"] * SEEDS)
     primary, second = mirror(), mirror(directory=folder)
     suffixes = sorted(bytes_served)
-    first = run_cli_crawl(tmp_path, "--resolver", primary.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                          "--no-default-keys", "--no-follow", "--out", str(tmp_path / "archive"), *suffixes)
+    first = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        primary.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--no-follow",
+        "--out",
+        str(tmp_path / "archive"),
+        *suffixes,
+    )
     assert (first.returncode, first.stat("archived")) == (0, SEEDS), first.stderr[-3000:]
     again = cross_checked(tmp_path, corpus_dir, primary, second, 2, suffixes)
     assert again.returncode == 1, again.stderr[-3000:]
-    assert (again.stat("not_modified"), again.stat("cross_check/records"), again.stat("equivocations"),
-            again.stat("already_archived"), again.stat("archived")) == (SEEDS - 2, 2, 2, 2, 2)
-
+    assert (
+        again.stat("not_modified"),
+        again.stat("cross_check/records"),
+        again.stat("equivocations"),
+        again.stat("already_archived"),
+        again.stat("archived"),
+    ) == (SEEDS - 2, 2, 2, 2, 2)

@@ -35,15 +35,27 @@ def flaky(rate: float) -> list[FaultRule]:
     return [*first, *(FaultRule(kind, rate=rate, delay=0.2) for kind in TRANSIENT)]
 
 
-
 def crawl_to(tmp_path, corpus_dir, server, proxy, bucket, *args):
-    return run_cli_crawl(tmp_path, "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-                         "--no-default-keys", "--out", f"s3://{bucket}/archive", "--s3-endpoint-url", proxy.url,
-                         "-s", "AUTOTHROTTLE_ENABLED=false", *args)
+    return run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        f"s3://{bucket}/archive",
+        "--s3-endpoint-url",
+        proxy.url,
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        *args,
+    )
 
 
-def test_a_crawl_survives_a_flaky_store_and_loses_nothing(tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror,
-                                                          fault_proxy, s3_bucket, s3_endpoint, figures):
+def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
+    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
+):
     proxy = fault_proxy(*flaky(FAULT_RATE), seed=11)
     result = crawl_to(tmp_path, corpus_dir, mirror(), proxy, s3_bucket, REAL)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -53,16 +65,23 @@ def test_a_crawl_survives_a_flaky_store_and_loses_nothing(tmp_path, corpus_dir, 
     lost = [r.path for r in proxy.log if r.fault == "reset_after" and r.method == "PUT"]
     assert any(r.status == 412 and r.path in lost for r in proxy.log)
 
-    check = audit_archive(S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint), archiver_keyring(tmp_path),
-                          corpus_keyring)
+    check = audit_archive(
+        S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint), archiver_keyring(tmp_path), corpus_keyring
+    )
     assert check.clean, check.discrepancies
     assert sorted(check.numbers()) == sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
-    figures.add("storage:flaky_crawl", requests=len(proxy.log), **dict(proxy.injected),
-                retried=sum(proxy.injected.values()), records_lost=0)
+    figures.add(
+        "storage:flaky_crawl",
+        requests=len(proxy.log),
+        **dict(proxy.injected),
+        retried=sum(proxy.injected.values()),
+        records_lost=0,
+    )
 
 
-def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(tmp_path, corpus_dir, corpus_catalog, mirror,
-                                                                        fault_proxy, s3_bucket, s3_endpoint, figures):
+def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(
+    tmp_path, corpus_dir, corpus_catalog, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
+):
     proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",)))
     result = crawl_to(tmp_path, corpus_dir, mirror(), proxy, s3_bucket, REAL)
     assert result.returncode == 4
@@ -71,17 +90,21 @@ def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(tmp_pat
     assert "pith/manifest" not in result.stats
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     assert [s.path for s in store.list("manifests/")] == []
-    figures.add("storage:refusing_store", access_denied=proxy.injected["access_denied"], committed=0,
-                bundles_fetched=result.stat("bundles_fetched"))
+    figures.add(
+        "storage:refusing_store",
+        access_denied=proxy.injected["access_denied"],
+        committed=0,
+        bundles_fetched=result.stat("bundles_fetched"),
+    )
     # and it stopped, rather than fetching the whole crawl for nothing
     assert result.stats["finish_reason"] == "storage_failed"
     assert result.stat("bundles_fetched") < len(corpus_catalog)
 
 
 @pytest.mark.parametrize("kind", ["slow_down", "reset"])
-def test_a_store_that_keeps_failing_is_retried_then_nothing_is_committed(kind, fault_proxy, s3_bucket, s3_endpoint,
-                                                                         real_raw, registry_keyring, test_signer,
-                                                                         test_keyring, figures):
+def test_a_store_that_keeps_failing_is_retried_then_nothing_is_committed(
+    kind, fault_proxy, s3_bucket, s3_endpoint, real_raw, registry_keyring, test_signer, test_keyring, figures
+):
     """Retried max_attempts times (botocore counts retries, after the first try), then
     StorageError; commit writes no manifest."""
     proxy = fault_proxy(FaultRule(kind, methods=("PUT",), path=r"/raw/bundles/"))

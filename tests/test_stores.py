@@ -23,7 +23,8 @@ def test_put_bytes_stores_the_exact_bytes(store, real_raw):
         assert store.get_bytes(info.path) == raw
         assert store.digest(info.path) == info
     assert sorted(s.path for s in store.list("raw/")) == sorted(
-        layout.raw_bundle(hashlib.sha256(raw).hexdigest()) for raw in real_raw.values())
+        layout.raw_bundle(hashlib.sha256(raw).hexdigest()) for raw in real_raw.values()
+    )
 
 
 def test_reput_of_the_same_bytes_is_idempotent(store, real_raw):
@@ -44,8 +45,13 @@ def test_put_refuses_to_replace_other_bytes(store):
 
 def test_put_file_streams_large_objects_create_only(store, tmp_path, request):
     if isinstance(store, S3Store):  # 5 MiB is the smallest part S3 allows: force 3 parts
-        store = S3Store(store.bucket, store.prefix, endpoint_url=store.endpoint_url,
-                        multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+        store = S3Store(
+            store.bucket,
+            store.prefix,
+            endpoint_url=store.endpoint_url,
+            multipart_threshold=5 * MiB,
+            multipart_chunksize=5 * MiB,
+        )
     big, other = tmp_path / "big.parquet", tmp_path / "other.parquet"
     big.write_bytes(os.urandom(11 * MiB))
     other.write_bytes(os.urandom(11 * MiB))

@@ -30,9 +30,13 @@ def verdicts(real_raw, registry_keyring):
 
 
 def test_record_rows_of_the_real_bundles(verdicts, real_docs):
-    row = record_row(verdicts["RLLQL6357CWNZYHNBMCYD3UK5B"], raw_sha256="ab" * 32,
-                     url="https://pith.science/pith/RLLQL6357CWNZYHNBMCYD3UK5B/bundle.json",
-                     fetched_at=FETCHED, run_id=RUN)
+    row = record_row(
+        verdicts["RLLQL6357CWNZYHNBMCYD3UK5B"],
+        raw_sha256="ab" * 32,
+        url="https://pith.science/pith/RLLQL6357CWNZYHNBMCYD3UK5B/bundle.json",
+        fetched_at=FETCHED,
+        run_id=RUN,
+    )
     assert row["year"] == 2019
     assert row["pith_number"] == "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
     assert row["short_pith_number"] == "pith:RLLQL635"
@@ -74,16 +78,28 @@ def test_event_rows_of_the_real_bundles(verdicts, real_docs):
 def test_alias_rows_of_the_real_bundles(verdicts):
     rows = alias_rows(verdicts["X4GAYROCRDRF6GSWIGUEQCY32W"], run_id=RUN)
     assert {r["alias_kind"]: r["alias_value"] for r in rows} == {
-        "arxiv": "1901.02244", "arxiv_version": "1901.02244v1", "doi": "10.48550/arxiv.1901.02244",
-        "pith_short_8": "X4GAYROC", "pith_short_12": "X4GAYROCRDRF", "pith_short_16": "X4GAYROCRDRF6GSW"}
+        "arxiv": "1901.02244",
+        "arxiv_version": "1901.02244v1",
+        "doi": "10.48550/arxiv.1901.02244",
+        "pith_short_8": "X4GAYROC",
+        "pith_short_12": "X4GAYROCRDRF",
+        "pith_short_16": "X4GAYROCRDRF6GSW",
+    }
     assert all(r["created_at"].tzinfo is timezone.utc for r in rows)
 
 
 def test_verification_row_of_a_rejected_bundle(real_raw, registry_keyring):
     tampered = real_raw["6VARSBRX6E3HDBTBZP3WZOXG6B"].replace(b'"target":"graph"', b'"target":"graf"', 1)
     verdict = verify_bundle(tampered, registry_keyring)
-    row = verification_row(verdict, url="https://x/b.json", raw_sha256="ef" * 32, size=len(tampered),
-                           raw_path=layout.quarantined("ef" * 32), fetched_at=FETCHED, run_id=RUN)
+    row = verification_row(
+        verdict,
+        url="https://x/b.json",
+        raw_sha256="ef" * 32,
+        size=len(tampered),
+        raw_path=layout.quarantined("ef" * 32),
+        fetched_at=FETCHED,
+        run_id=RUN,
+    )
     assert row["status"] == "rejected" and row["reason"] == "event_hash_mismatch"
     assert row["detail_path"] == "events[1].content_sha256"
     assert row["pith_number"] == "pith:2018:6VARSBRX6E3HDBTBZP3WZOXG6B"
@@ -92,8 +108,13 @@ def test_verification_row_of_a_rejected_bundle(real_raw, registry_keyring):
 
 def test_naive_fetch_times_are_refused(verdicts):
     with pytest.raises(ValueError, match="timezone"):
-        record_row(verdicts["X4GAYROCRDRF6GSWIGUEQCY32W"], raw_sha256="ab" * 32, url=None,
-                   fetched_at=datetime(2026, 1, 1), run_id=RUN)
+        record_row(
+            verdicts["X4GAYROCRDRF6GSWIGUEQCY32W"],
+            raw_sha256="ab" * 32,
+            url=None,
+            fetched_at=datetime(2026, 1, 1),
+            run_id=RUN,
+        )
 
 
 def test_every_column_is_typed_and_documented():
@@ -119,8 +140,14 @@ def test_docs_describe_every_column_and_the_schema_version():
 
 
 def alias(kind, value):
-    return {"alias_kind": kind, "pith_number": "pith:2019:X", "alias_value": value, "created_at": FETCHED,
-            "bundle_sha256": "ab" * 32, "run_id": RUN}
+    return {
+        "alias_kind": kind,
+        "pith_number": "pith:2019:X",
+        "alias_value": value,
+        "created_at": FETCHED,
+        "bundle_sha256": "ab" * 32,
+        "run_id": RUN,
+    }
 
 
 def write(rows, policy, tmp_path):
@@ -170,13 +197,18 @@ def test_few_rows_make_one_file_per_partition(tmp_path):
 def test_odd_partition_values_read_back_in_both_readers(tmp_path):
     write([alias("a/b c=d", "1"), alias(None, "2")], RollPolicy(), tmp_path)
     assert sorted(p.name for p in (tmp_path / "tables" / "aliases").iterdir()) == [
-        f"alias_kind={layout.HIVE_NULL}", "alias_kind=a%2Fb%20c%3Dd"]
+        f"alias_kind={layout.HIVE_NULL}",
+        "alias_kind=a%2Fb%20c%3Dd",
+    ]
     arrow = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
     assert sorted(zip(arrow.column("alias_value").to_pylist(), arrow.column("alias_kind").to_pylist())) == [
-        ("1", "a/b c=d"), ("2", None)]
+        ("1", "a/b c=d"),
+        ("2", None),
+    ]
     glob = tmp_path / "tables" / "aliases" / "**" / "*.parquet"
-    rows = duckdb.sql(f"SELECT alias_value, alias_kind FROM read_parquet('{glob}', hive_partitioning=true) "
-                      "ORDER BY alias_value").fetchall()
+    rows = duckdb.sql(
+        f"SELECT alias_value, alias_kind FROM read_parquet('{glob}', hive_partitioning=true) ORDER BY alias_value"
+    ).fetchall()
     assert rows == [("1", "a/b c=d"), ("2", None)]
 
 
@@ -198,11 +230,11 @@ def test_partitions_of_all_tables_share_one_buffer_budget(tmp_path):
     for i, row in enumerate(rows):
         writers[i % 2].add(row)
         assert budget.used <= policy.buffer_bytes
-    assert budget.used > 0 and emitted == []          # nothing finished yet: only row groups written
+    assert budget.used > 0 and emitted == []  # nothing finished yet: only row groups written
     for writer in writers:
         writer.close()
     assert budget.used == 0 and budget._writers == []  # closed writers leave the budget
     groups = [pq.read_metadata(tmp_path / path).num_row_groups for path in emitted]
-    assert len(emitted) == 30 and max(groups) > 1      # 15 partitions a writer, written in several groups
+    assert len(emitted) == 30 and max(groups) > 1  # 15 partitions a writer, written in several groups
     table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
     assert sorted(table.column("alias_value").to_pylist()) == sorted(r["alias_value"] for r in rows)

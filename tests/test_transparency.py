@@ -44,8 +44,9 @@ def independent_checker():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     tree = ast.parse(CHECKER.read_text("utf-8"))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported == {"base64", "hashlib", "json", "sys", "urllib", "nacl"}
     return module
@@ -114,8 +115,9 @@ def test_every_leaf_of_every_size_proves_independently(seventeen, test_signer):
     checked = 0
     for size in SIZES:
         for proof in proofs_of(store, events, test_signer.key_id, size):
-            assert checker.check(proof, key_document).endswith(f"leaf {proof['leaf_index']} of {size} "
-                                                               f"in the log of test-key-1")
+            assert checker.check(proof, key_document).endswith(
+                f"leaf {proof['leaf_index']} of {size} in the log of test-key-1"
+            )
             assert check_proof(proof, keyring).size == size  # the project's own check agrees
             checked += 1
     assert checked == sum(SIZES)
@@ -131,14 +133,18 @@ def forgeries(proof: dict, events: list[dict], store, size: int):
     if proof["inclusion_proof"]:
         node = bytearray(base64.b64decode(proof["inclusion_proof"][0]))
         node[0] ^= 1
-        yield "tampered path", {**proof, "inclusion_proof": [base64.b64encode(node).decode(),
-                                                             *proof["inclusion_proof"][1:]]}
+        yield (
+            "tampered path",
+            {**proof, "inclusion_proof": [base64.b64encode(node).decode(), *proof["inclusion_proof"][1:]]},
+        )
         yield "path cut short", {**proof, "inclusion_proof": proof["inclusion_proof"][:-1]}
     checkpoint = parse_checkpoint(proof["checkpoint"].partition("\n\n")[0] + "\n")
     yield "checkpoint signed by another key", {**proof, "checkpoint": sign_checkpoint(checkpoint, OTHER)}
     if size < max(SIZES):  # a genuine checkpoint of another size does not fit this proof
-        yield "another checkpoint", {**proof, "checkpoint": note_of(store, "test-key-1", size + 1),
-                                     "tree_size": size + 1}
+        yield (
+            "another checkpoint",
+            {**proof, "checkpoint": note_of(store, "test-key-1", size + 1), "tree_size": size + 1},
+        )
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 8, 13, 17])
@@ -175,18 +181,21 @@ def test_notes_that_are_not_checkpoints_are_named(test_signer, test_keyring):
     assert open_checkpoint(good, test_keyring)[0].size == 5
     cosigned = good + "\u2014 witness.example AAAAAQ" + "A" * 86 + "==\n"
     assert open_checkpoint(cosigned, test_keyring)[0].size == 5  # a witness's cosignature is ignored
-    for bad, reason in [(good.replace("\n5\n", "\n05\n"), "checkpoint_invalid"),
-                        (good.replace("\n\n", "\n"), "checkpoint_invalid"),
-                        (good.replace("\n5\n", "\n6\n"), "checkpoint_signature_invalid"),
-                        (good.replace("test-key-1\n", "test-key-9\n", 1), "unknown_key"),
-                        (good[:-1], "checkpoint_invalid"),
-                        (b"\xff" + good.encode(), "checkpoint_invalid")]:
+    for bad, reason in [
+        (good.replace("\n5\n", "\n05\n"), "checkpoint_invalid"),
+        (good.replace("\n\n", "\n"), "checkpoint_invalid"),
+        (good.replace("\n5\n", "\n6\n"), "checkpoint_signature_invalid"),
+        (good.replace("test-key-1\n", "test-key-9\n", 1), "unknown_key"),
+        (good[:-1], "checkpoint_invalid"),
+        (b"\xff" + good.encode(), "checkpoint_invalid"),
+    ]:
         with pytest.raises(Rejected) as caught:
             open_checkpoint(bad, test_keyring)
         assert caught.value.reason == reason, bad
 
 
 # --- the commands --------------------------------------------------------------------
+
 
 def key_file(tmp_path, signer) -> str:
     path = tmp_path / f"{signer.key_id}.json"
@@ -196,8 +205,9 @@ def key_file(tmp_path, signer) -> str:
 
 def run_checker(proof_path, keys) -> subprocess.CompletedProcess:
     """docs/check_proof.py as a reader would run it."""
-    return subprocess.run([sys.executable, str(CHECKER), str(proof_path), keys], capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, str(CHECKER), str(proof_path), keys], capture_output=True, text=True, check=False
+    )
 
 
 def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_signer):
@@ -210,8 +220,9 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), number, "--json"])
     assert proved.exit_code == 0, proved.output
     proof = json.loads(proved.stdout)
-    assert sorted(proof) == sorted(["pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof",
-                                    "checkpoint"])
+    assert sorted(proof) == sorted(
+        ["pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof", "checkpoint"]
+    )
     assert (proof["pith_number"], proof["leaf_index"], proof["tree_size"]) == (number, 4, 7)
     assert proof["checkpoint"] == note_of(store, test_signer.key_id, 7)
     proof_path = tmp_path / "proof.json"
@@ -249,8 +260,15 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
     runner = CliRunner()
     keys = ["--keyring", key_file(tmp_path, test_signer), "--keyring", key_file(tmp_path, OTHER)]
     saved = []
-    for turn, (signer, part) in enumerate([(test_signer, raws[0:3]), (OTHER, raws[3:5]), (test_signer, raws[5:6]),
-                                           (OTHER, raws[6:10]), (test_signer, raws[10:12])]):
+    for turn, (signer, part) in enumerate(
+        [
+            (test_signer, raws[0:3]),
+            (OTHER, raws[3:5]),
+            (test_signer, raws[5:6]),
+            (OTHER, raws[6:10]),
+            (test_signer, raws[10:12]),
+        ]
+    ):
         logged_run(store, signer, keyring, part, worker=f"w{turn % 2}")
         printed = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root), "--key", signer.key_id])
         assert printed.exit_code == 0, printed.output
@@ -264,17 +282,28 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
         assert logs and all(path.split("/")[1] == key_id for path in logs)
     both = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)])
     assert both.stdout.count("\n\n") == 3 and "\n6\n" in both.stdout
-    audit = runner.invoke(main, ["audit", str(store.root), "--no-default-keys", *keys,
-                                 "--keyring", str(corpus_dir / "keyring.json"),
-                                 *[arg for path in saved for arg in ("--checkpoint", str(path))]])
+    audit = runner.invoke(
+        main,
+        [
+            "audit",
+            str(store.root),
+            "--no-default-keys",
+            *keys,
+            "--keyring",
+            str(corpus_dir / "keyring.json"),
+            *[arg for path in saved for arg in ("--checkpoint", str(path))],
+        ],
+    )
     assert audit.exit_code == 0, audit.output
     assert audit.stdout.startswith("clean: 5 manifests")
 
 
 def drop_newest_run(store, keyring, key_id: str) -> dict:
     """What a rollback does: the newest run's manifest and every object only it lists go."""
-    manifests = sorted((m for m in committed_manifests(store, keyring) if m["signature"]["key_id"] == key_id),
-                       key=lambda m: m["committed_at"])
+    manifests = sorted(
+        (m for m in committed_manifests(store, keyring) if m["signature"]["key_id"] == key_id),
+        key=lambda m: m["committed_at"],
+    )
     newest = manifests[-1]
     kept = {e["path"] for m in manifests[:-1] for e in m["objects"]}
     for entry in newest["objects"]:
@@ -293,8 +322,17 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     saved = tmp_path / "witnessed"
     runner = CliRunner()
     saved.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)]).stdout)
-    args = ["audit", str(store.root), "--no-default-keys", "--keyring", key_file(tmp_path, test_signer),
-            "--keyring", str(corpus_dir / "keyring.json"), "--checkpoint", str(saved)]
+    args = [
+        "audit",
+        str(store.root),
+        "--no-default-keys",
+        "--keyring",
+        key_file(tmp_path, test_signer),
+        "--keyring",
+        str(corpus_dir / "keyring.json"),
+        "--checkpoint",
+        str(saved),
+    ]
     assert runner.invoke(main, args).exit_code == 0
 
     drop_newest_run(store, keyring, test_signer.key_id)
@@ -302,15 +340,20 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     assert plain.exit_code == 0  # without a checkpoint kept outside, the rollback leaves no trace
     rolled = runner.invoke(main, args)
     assert rolled.exit_code == 1
-    assert f"LOG_ROLLED_BACK {saved} test-key-1: the archive's log has 3 leaves, behind the checkpoint's 5" \
+    assert (
+        f"LOG_ROLLED_BACK {saved} test-key-1: the archive's log has 3 leaves, behind the checkpoint's 5"
         in rolled.stdout
+    )
 
     logged_run(store, test_signer, keyring, raws[5:8])  # the log grows again, on another history
     forked = runner.invoke(main, [*args, "--json"])
     assert forked.exit_code == 1
     found = json.loads(forked.stdout.splitlines()[0])
-    assert found == {"code": "LOG_FORKED", "path": str(saved),
-                     "detail": "test-key-1: the archive's log of 6 leaves does not extend the checkpoint of 5"}
+    assert found == {
+        "code": "LOG_FORKED",
+        "path": str(saved),
+        "detail": "test-key-1: the archive's log of 6 leaves does not extend the checkpoint of 5",
+    }
 
     other = tmp_path / "not-a-checkpoint"
     other.write_text("hello\n")
@@ -327,8 +370,7 @@ def test_a_crashed_commits_checkpoint_gives_way(tmp_path, corpus_dir, corpus_key
     assert open_checkpoint(note, Keyring([test_signer.pinned()]))[0].size == 3
 
 
-def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, corpus_dir, corpus_keyring,
-                                                                     test_signer):
+def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, corpus_dir, corpus_keyring, test_signer):
     """An insider swaps two leaves of a run's leaves file and signs the manifest again:
     the leaves no longer match the feed, nor the checkpoint their run signed."""
     store = LocalStore(tmp_path / "archive")
@@ -344,21 +386,34 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
     body = {k: v for k, v in manifest.items() if k != "signature"}
     (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
     runner = CliRunner()
-    audit = runner.invoke(main, ["audit", str(store.root), "--no-default-keys", "--keyring",
-                                 key_file(tmp_path, test_signer), "--keyring", str(corpus_dir / "keyring.json")])
+    audit = runner.invoke(
+        main,
+        [
+            "audit",
+            str(store.root),
+            "--no-default-keys",
+            "--keyring",
+            key_file(tmp_path, test_signer),
+            "--keyring",
+            str(corpus_dir / "keyring.json"),
+        ],
+    )
     assert audit.exit_code == 1
     feed = layout.attestation_feed(manifest["run_id"])
     assert audit.stdout.splitlines()[:2] == [
         f"LOG_BROKEN {entry['path']} test-key-1: not the content hashes of {feed}",
         "LOG_BROKEN checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
-        "another"]
-    proof = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root),
-                                 verify_bundle(raws[3], corpus_keyring).pith_number])
+        "another",
+    ]
+    proof = runner.invoke(
+        main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number]
+    )
     assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
 
 
-def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path, corpus_dir, corpus_keyring,
-                                                                        test_signer):
+def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
+    tmp_path, corpus_dir, corpus_keyring, test_signer
+):
     """An archive whose first run committed before logs existed (no leaves file, no
     checkpoint): the next commit's checkpoint covers its attestations too."""
     store = LocalStore(tmp_path / "archive")
@@ -375,8 +430,16 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(tmp_path
     events = attestations(store, keyring, test_signer.key_id)
     checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
     assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
-    proved = CliRunner().invoke(main, ["prove", "--trust-archive-keys", str(store.root),
-                                       verify_bundle(raws[1], corpus_keyring).pith_number, "--json"])
+    proved = CliRunner().invoke(
+        main,
+        [
+            "prove",
+            "--trust-archive-keys",
+            str(store.root),
+            verify_bundle(raws[1], corpus_keyring).pith_number,
+            "--json",
+        ],
+    )
     assert proved.exit_code == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
 
@@ -388,18 +451,21 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
     archive = tmp_path / "archive"
     keys = ["--keyring", str(corpus_dir / "keyring.json"), "--no-default-keys"]
     server = mirror()
-    first = run_cli_crawl(tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow",
-                          *corpus_catalog.suffixes[:3])
+    first = run_cli_crawl(
+        tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow", *corpus_catalog.suffixes[:3]
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     runner = CliRunner()
     kept = tmp_path / "kept-checkpoint"
     kept.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(archive)]).stdout)
-    second = run_cli_crawl(tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow",
-                           *corpus_catalog.suffixes[:6])
+    second = run_cli_crawl(
+        tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow", *corpus_catalog.suffixes[:6]
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     [key_document] = (archive / "keys").glob("*.json")
-    audit = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document),
-                                 "--checkpoint", str(kept)])
+    audit = runner.invoke(
+        main, ["audit", str(archive), *keys, "--keyring", str(key_document), "--checkpoint", str(kept)]
+    )
     assert audit.exit_code == 0, audit.output
     number = corpus_catalog.entry(corpus_catalog.suffixes[1]).pith_number
     proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(archive), number, "--json"])

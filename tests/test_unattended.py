@@ -18,8 +18,14 @@ REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 
 def cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pith_archiver", *args], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=timeout, env={**os.environ, **isolated_home(tmp_path), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "pith_archiver", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=timeout,
+        env={**os.environ, **isolated_home(tmp_path), **(env or {})},
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -32,6 +38,7 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 @pytest.fixture
 def refused_url():
     import socket
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -47,21 +54,24 @@ def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, ref
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--resolver", "foo"], "--resolver 'foo' is not an http(s) URL"),
-    (["--resolver", "ftp://example.org"], "is not an http(s) URL"),
-    (["--mirror", "127.0.0.1:8080"], "--mirror '127.0.0.1:8080' is not an http(s) URL"),
-    (["--keyring", "notjson.json"], "notjson.json:"),
-    (["--keyring", "empty.json", "--no-default-keys"], "empty.json:"),
-    (["--archive-keyring", "notjson.json"], "--archive-keyring: notjson.json:"),
-    (["--no-default-keys"], "the keyring is empty"),
-    (["--out", "/proc/nope"], "--out: /proc/nope is not a writable folder"),
-    (["--out", "afile"], "is not a folder"),
-    (["--signing-key", "notjson.json"], "--signing-key notjson.json: not a usable signing key"),
-    (["--frontier", "redis://127.0.0.1:1/0"], "--frontier:"),
-    (["-s", "NOEQUALS"], "-s 'NOEQUALS' is not NAME=VALUE"),
-    (["not-a-seed!"], "seed:"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--resolver", "foo"], "--resolver 'foo' is not an http(s) URL"),
+        (["--resolver", "ftp://example.org"], "is not an http(s) URL"),
+        (["--mirror", "127.0.0.1:8080"], "--mirror '127.0.0.1:8080' is not an http(s) URL"),
+        (["--keyring", "notjson.json"], "notjson.json:"),
+        (["--keyring", "empty.json", "--no-default-keys"], "empty.json:"),
+        (["--archive-keyring", "notjson.json"], "--archive-keyring: notjson.json:"),
+        (["--no-default-keys"], "the keyring is empty"),
+        (["--out", "/proc/nope"], "--out: /proc/nope is not a writable folder"),
+        (["--out", "afile"], "is not a folder"),
+        (["--signing-key", "notjson.json"], "--signing-key notjson.json: not a usable signing key"),
+        (["--frontier", "redis://127.0.0.1:1/0"], "--frontier:"),
+        (["-s", "NOEQUALS"], "-s 'NOEQUALS' is not NAME=VALUE"),
+        (["not-a-seed!"], "seed:"),
+    ],
+)
 def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mirror, args, said):
     server = mirror()
     (tmp_path / "notjson.json").write_text("not json")
@@ -79,8 +89,18 @@ def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mir
 
 def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_endpoint, s3_env):
     server = mirror()
-    proc = cli(tmp_path, "crawl", "--resolver", server.url, "--out", "s3://nosuchbucket/x",
-               "--s3-endpoint-url", s3_endpoint, REAL, env=s3_env)
+    proc = cli(
+        tmp_path,
+        "crawl",
+        "--resolver",
+        server.url,
+        "--out",
+        "s3://nosuchbucket/x",
+        "--s3-endpoint-url",
+        s3_endpoint,
+        REAL,
+        env=s3_env,
+    )
     assert proc.returncode == 2
     assert "bucket nosuchbucket does not exist" in one_error_line(proc)
     assert server.requests == []
@@ -91,19 +111,45 @@ def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, s
     keyring stops it before anything is fetched or archived."""
     base, _, _ = static_site
     (tmp_path / "bad.json").write_text("not json")
-    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "pith", "-a", f"resolver={base}", "-a",
-                           f"seeds={REAL}", "-s", f"PITH_ARCHIVE={tmp_path / 'archive'}",
-                           "-s", f"PITH_KEYRINGS={tmp_path / 'bad.json'}"],
-                          capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=120,
-                          env={**os.environ, **isolated_home(tmp_path), "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "pith",
+            "-a",
+            f"resolver={base}",
+            "-a",
+            f"seeds={REAL}",
+            "-s",
+            f"PITH_ARCHIVE={tmp_path / 'archive'}",
+            "-s",
+            f"PITH_KEYRINGS={tmp_path / 'bad.json'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        timeout=120,
+        env={**os.environ, **isolated_home(tmp_path), "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert proc.returncode != 0
     assert "KeyringError" in proc.stderr
     assert not (tmp_path / "archive" / "manifests").exists()
 
 
 def crawl_corpus(tmp_path, corpus_dir, server, *args):
-    return cli(tmp_path, "crawl", "--resolver", server.url, "--keyring", str(corpus_dir / KEYRING_NAME),
-               "--out", "archive", *args)
+    return cli(
+        tmp_path,
+        "crawl",
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--out",
+        "archive",
+        *args,
+    )
 
 
 def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, corpus_dir, mirror):

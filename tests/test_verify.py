@@ -8,8 +8,18 @@ from pathlib import Path
 import pytest
 
 from mirror.record import compact_json
-from tests.tamper import (ADVERTISED, ARCHIVER, MUTATIONS, RAW_MUTATIONS, locate, tampered, windowed_keys,
-                          with_new_event, wholly_resigned, _resigned)
+from tests.tamper import (
+    ADVERTISED,
+    ARCHIVER,
+    MUTATIONS,
+    RAW_MUTATIONS,
+    locate,
+    tampered,
+    windowed_keys,
+    with_new_event,
+    wholly_resigned,
+    _resigned,
+)
 from pith.keyring import ARCHIVE, REGISTRY, Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
@@ -36,6 +46,7 @@ def write_keyring(path: Path, *entries: dict) -> Path:
 
 # --- the real bundles --------------------------------------------------------------------
 
+
 def test_real_bundles_verify(real_raw, real_docs, registry_keyring):
     for suffix, raw in real_raw.items():
         verdict = verify_bundle(raw, registry_keyring)
@@ -59,10 +70,19 @@ def test_real_bundles_verify_through_the_cli(real_docs):
 
 # Codes that other documents or the crawl draw, never verify_bundle; a new code must
 # join this set or get a mutation in tests/tamper.py.
-NOT_FROM_BUNDLES = {"chain_broken", "manifest_hash_mismatch", "manifest_signature_invalid", "fetch_failed",
-                    "not_append_only", "equivocation", "attestation_mismatch", "checkpoint_invalid",
-                    "checkpoint_signature_invalid", "inclusion_proof_invalid",
-                    "merge_unverified"}  # no longer given: see test_new_event_types_are_verified_unconfirmed
+NOT_FROM_BUNDLES = {
+    "chain_broken",
+    "manifest_hash_mismatch",
+    "manifest_signature_invalid",
+    "fetch_failed",
+    "not_append_only",
+    "equivocation",
+    "attestation_mismatch",
+    "checkpoint_invalid",
+    "checkpoint_signature_invalid",
+    "inclusion_proof_invalid",
+    "merge_unverified",
+}  # no longer given: see test_new_event_types_are_verified_unconfirmed
 
 
 def test_catalogue_covers_every_reason_a_bundle_can_draw():
@@ -96,11 +116,12 @@ def test_resigning_mutations_need_a_signer(real_raw):
 
 # --- trust (issue 2, item 5) ---------------------------------------------------------------
 
+
 def test_wholly_resigned_by_an_advertised_key_is_unknown_key(real_docs, registry_keyring):
     forger = Signer.generate("registry-looking-key")
     for doc in real_docs.values():
         forged = wholly_resigned(doc, forger)
-        assert forged["public_keys"][0]["key_id"] == forger.key_id   # it advertises its own key
+        assert forged["public_keys"][0]["key_id"] == forger.key_id  # it advertises its own key
         verdict = verify_bundle(compact_json(forged), registry_keyring)
         assert (verdict.reason, verdict.path) == ("unknown_key", "events[0].payload.receipt.key_id")
 
@@ -115,14 +136,19 @@ def test_pinning_the_same_key_makes_it_verify(real_docs, test_signer, registry_k
     assert (verdict.reason, verdict.path) == ("wrong_key_role", "events[0].payload.receipt.key_id")
 
 
-@pytest.mark.parametrize("name, block", [("receipt_signed_by_impostor", "events[0].payload.receipt"),
-                                         ("event_signed_by_impostor", "events[1].signature"),
-                                         ("bundle_signed_by_impostor", "bundle_signature")])
+@pytest.mark.parametrize(
+    "name, block",
+    [
+        ("receipt_signed_by_impostor", "events[0].payload.receipt"),
+        ("event_signed_by_impostor", "events[1].signature"),
+        ("bundle_signed_by_impostor", "bundle_signature"),
+    ],
+)
 def test_pinned_key_id_signed_by_another_key_is_a_signature_failure(real_raw, registry_keyring, name, block):
     for raw in real_raw.values():
         forged = tampered(raw, name)
         parent, key = locate(json.loads(forged), block)
-        assert parent[key]["key_id"] == "pith-v1-2026-05"      # it claims the pinned key
+        assert parent[key]["key_id"] == "pith-v1-2026-05"  # it claims the pinned key
         verdict = verify_bundle(forged, registry_keyring)
         assert (verdict.reason, verdict.path) == (MUTATIONS[name].reason, f"{block}.signature_b64")
         assert verdict.reason.endswith("_signature_invalid")
@@ -140,7 +166,8 @@ def test_no_default_keys_makes_the_real_bundles_unknown_key(tmp_path, test_signe
     verdicts = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(verdicts) == 3
     assert {(v["status"], v["reason"], v["path"]) for v in verdicts} == {
-        ("rejected", "unknown_key", "events[0].payload.receipt.key_id")}
+        ("rejected", "unknown_key", "events[0].payload.receipt.key_id")
+    }
 
 
 def test_keyring_file_adds_keys(tmp_path, real_docs, test_signer):
@@ -172,17 +199,23 @@ def _wrong_fingerprint(entry):
     return {**entry, "fingerprint_sha256_hex": "0" * 32}
 
 
-@pytest.mark.parametrize("content, message", [
-    (lambda s: {"keys": [_wrong_fingerprint(s.public_document())]}, "fingerprint_sha256_hex does not match"),
-    (lambda s: {"keys": [{**s.public_document(), "public_key_hex": "ab" * 32}]}, "public_key_hex does not match"),
-    (lambda s: {"keys": [{**s.public_document(), "algorithm": "rsa"}]}, "not ed25519"),
-    (lambda s: {"keys": [{**s.public_document(), "public_key_b64": "AAAA"}]}, "32 bytes"),
-    (lambda s: {"keys": [{**ADVERTISED.public_document(), "key_id": "pith-v1-2026-05"}]}, "pinned twice"),
-    (lambda s: {"keys": [{**s.public_document(), "role": "admin"}]}, "role 'admin' is not one of registry, archive"),
-    (lambda s: {"keys": [REGISTRY_DOCUMENT, {**REGISTRY_DOCUMENT, "role": "archive"}]}, "a key has one role"),
-    (lambda s: {"keys": s.public_document()}, "expected"),
-    (lambda s: [s.public_document()], "expected"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (lambda s: {"keys": [_wrong_fingerprint(s.public_document())]}, "fingerprint_sha256_hex does not match"),
+        (lambda s: {"keys": [{**s.public_document(), "public_key_hex": "ab" * 32}]}, "public_key_hex does not match"),
+        (lambda s: {"keys": [{**s.public_document(), "algorithm": "rsa"}]}, "not ed25519"),
+        (lambda s: {"keys": [{**s.public_document(), "public_key_b64": "AAAA"}]}, "32 bytes"),
+        (lambda s: {"keys": [{**ADVERTISED.public_document(), "key_id": "pith-v1-2026-05"}]}, "pinned twice"),
+        (
+            lambda s: {"keys": [{**s.public_document(), "role": "admin"}]},
+            "role 'admin' is not one of registry, archive",
+        ),
+        (lambda s: {"keys": [REGISTRY_DOCUMENT, {**REGISTRY_DOCUMENT, "role": "archive"}]}, "a key has one role"),
+        (lambda s: {"keys": s.public_document()}, "expected"),
+        (lambda s: [s.public_document()], "expected"),
+    ],
+)
 def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, message):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps(content(test_signer)))
@@ -209,18 +242,37 @@ def test_keyring_that_is_not_json_is_a_usage_error(tmp_path):
 
 # --- wrong types (issue 2, item 6) -------------------------------------------------------
 
-@pytest.mark.parametrize("path, value", [
-    ("pith_number", 2019), ("canonical_record", "record"), ("canonical_record.metadata", []),
-    ("canonical_record.metadata.submitted_at", 2019), ("canonical_sha256", "not hex"),
-    ("source_aliases", {}), ("source_aliases[0]", "arxiv"),
-    ("public_keys", None), ("public_keys[0]", 7), ("public_keys[0].public_key_b64", 5),
-    ("events", {}), ("events[1]", "event"), ("events[1].event_type", 5), ("events[1].payload", []),
-    ("events[1].signer", "pith.science"), ("events[1].content_sha256", True), ("events[1].signature", "sig"),
-    ("events[1].signature.signed_message", "something else"), ("events[0].payload.receipt", "receipt"),
-    ("state", []), ("state.current", "current"), ("state.state_sha256", 17),
-    ("bundle_signature", "sig"), ("bundle_signature.bundle_sha256", None),
-    ("bundle_signature.signature_status", "unsigned"),
-])
+
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        ("pith_number", 2019),
+        ("canonical_record", "record"),
+        ("canonical_record.metadata", []),
+        ("canonical_record.metadata.submitted_at", 2019),
+        ("canonical_sha256", "not hex"),
+        ("source_aliases", {}),
+        ("source_aliases[0]", "arxiv"),
+        ("public_keys", None),
+        ("public_keys[0]", 7),
+        ("public_keys[0].public_key_b64", 5),
+        ("events", {}),
+        ("events[1]", "event"),
+        ("events[1].event_type", 5),
+        ("events[1].payload", []),
+        ("events[1].signer", "pith.science"),
+        ("events[1].content_sha256", True),
+        ("events[1].signature", "sig"),
+        ("events[1].signature.signed_message", "something else"),
+        ("events[0].payload.receipt", "receipt"),
+        ("state", []),
+        ("state.current", "current"),
+        ("state.state_sha256", 17),
+        ("bundle_signature", "sig"),
+        ("bundle_signature.bundle_sha256", None),
+        ("bundle_signature.signature_status", "unsigned"),
+    ],
+)
 def test_wrong_type_is_a_schema_violation_at_its_path(real_docs, registry_keyring, path, value):
     doc = json.loads(json.dumps(next(iter(real_docs.values()))))
     parent, key = locate(doc, path)
@@ -244,8 +296,14 @@ def test_missing_members_are_schema_violations(real_docs, registry_keyring):
 
 # --- event types whose merge rule is only inferred ------------------------------------------
 
-NEW_EVENT_TYPES = ["author_attestation", "timestamp_anchor", "storage_attestation", "citation_signature",
-                   "replication_record", "correction"]
+NEW_EVENT_TYPES = [
+    "author_attestation",
+    "timestamp_anchor",
+    "storage_attestation",
+    "citation_signature",
+    "replication_record",
+    "correction",
+]
 
 
 @pytest.mark.parametrize("event_type", NEW_EVENT_TYPES)
@@ -255,8 +313,11 @@ def test_new_event_types_are_verified_unconfirmed(real_raw, ring, test_signer, e
     for raw in real_raw.values():
         verdict = verify_bundle(with_new_event(raw, test_signer, event_type), ring)
         assert (verdict.status, verdict.reason) == ("verified", "")
-        assert (verdict.merge_confirmed, verdict.inferred_types, verdict.merge_inferred_match) == \
-            (False, (event_type,), True)
+        assert (verdict.merge_confirmed, verdict.inferred_types, verdict.merge_inferred_match) == (
+            False,
+            (event_type,),
+            True,
+        )
         assert verdict.as_dict()["inferred_types"] == [event_type]
     confirmed = verify_bundle(next(iter(real_raw.values())), ring)
     assert (confirmed.merge_confirmed, confirmed.inferred_types, confirmed.merge_inferred_match) == (True, (), None)
@@ -275,12 +336,24 @@ def test_a_signed_state_the_inferred_rule_does_not_give_is_kept_and_says_so(real
 
 def test_an_unknown_event_type_is_inferred_too(real_raw, ring, test_signer):
     verdict = verify_bundle(with_new_event(next(iter(real_raw.values())), test_signer, "peer_review"), ring)
-    assert (verdict.status, verdict.inferred_types, verdict.merge_inferred_match) == \
-        ("verified", ("peer_review",), True)
+    assert (verdict.status, verdict.inferred_types, verdict.merge_inferred_match) == (
+        "verified",
+        ("peer_review",),
+        True,
+    )
 
 
-@pytest.mark.parametrize("name", ["receipt_signature_flipped", "event_created_at_changed", "event_signature_flipped",
-                                  "state_count_changed", "built_at_changed", "bundle_signature_flipped"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "receipt_signature_flipped",
+        "event_created_at_changed",
+        "event_signature_flipped",
+        "state_count_changed",
+        "built_at_changed",
+        "bundle_signature_flipped",
+    ],
+)
 def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, test_signer, name):
     """An inferred event type excuses nothing: any other fault is rejected for that fault."""
     attested = with_new_event(next(iter(real_raw.values())), test_signer)
@@ -290,8 +363,7 @@ def test_inferred_merge_still_checks_every_signature_and_hash(real_raw, ring, te
 
 def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "attested.json"
-    bundle.write_bytes(with_new_event(compact_json(next(iter(real_docs.values()))), test_signer,
-                                      "author_attestation"))
+    bundle.write_bytes(with_new_event(compact_json(next(iter(real_docs.values()))), test_signer, "author_attestation"))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
     result = verify_cli("--keyring", str(keys), str(bundle))
     assert result.exit_code == 0, result.output
@@ -299,11 +371,15 @@ def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     assert result.stdout.splitlines()[-1] == "1 verified (1 with a merge rule only inferred), 0 rejected"
     as_json = verify_cli("--json", "--keyring", str(keys), str(bundle))
     line = json.loads(as_json.stdout.splitlines()[0])
-    assert (line["merge_confirmed"], line["inferred_types"], line["merge_inferred_match"]) == \
-        (False, ["author_attestation"], True)
+    assert (line["merge_confirmed"], line["inferred_types"], line["merge_inferred_match"]) == (
+        False,
+        ["author_attestation"],
+        True,
+    )
 
 
 # --- documentation -----------------------------------------------------------------------
+
 
 def test_every_reason_code_is_documented():
     text = DOCS.read_text("utf-8")

@@ -42,8 +42,10 @@ def is_scalar(value) -> bool:
     return not isinstance(value, (dict, list))
 
 
-LEAVES = {suffix: [(path, value) for path, value in walk(json.loads(raw)) if is_scalar(value) and path != UNHASHED]
-          for suffix, raw in REAL.items()}
+LEAVES = {
+    suffix: [(path, value) for path, value in walk(json.loads(raw)) if is_scalar(value) and path != UNHASHED]
+    for suffix, raw in REAL.items()
+}
 PARTS = {suffix: [path for path, _ in walk(json.loads(raw)) if path] for suffix, raw in REAL.items()}
 
 
@@ -84,7 +86,7 @@ def test_every_scalar_nudged_is_rejected(suffix):
             accepted.append(path)
         parent[key] = value
     assert accepted == []
-    assert verify_bundle(compact_json(doc), REGISTRY).ok     # every change was undone
+    assert verify_bundle(compact_json(doc), REGISTRY).ok  # every change was undone
 
 
 @pytest.mark.parametrize("suffix", sorted(REAL))
@@ -100,8 +102,9 @@ def _removal_verifies(suffix: str, path: str) -> bool:
     return verify_bundle(compact_json(doc), REGISTRY).ok
 
 
-any_scalar = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-              | st.text(max_size=30))
+any_scalar = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30)
+)
 
 
 @st.composite
@@ -123,9 +126,12 @@ def test_any_scalar_changed_to_any_value_is_rejected(change):
 # --- the unhashed field ------------------------------------------------------------------
 
 timestamps = st.builds(
-    lambda moment, digits: (moment.strftime("%Y-%m-%dT%H:%M:%S")
-                            + (f".{moment.microsecond:06d}"[: digits + 1] if digits else "") + "Z"),
-    st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31)), st.integers(0, 6))
+    lambda moment, digits: (
+        moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{moment.microsecond:06d}"[: digits + 1] if digits else "") + "Z"
+    ),
+    st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31)),
+    st.integers(0, 6),
+)
 
 
 @settings(max_examples=50, deadline=None)
@@ -135,10 +141,28 @@ def test_signed_at_accepts_any_timestamp_as_documented(suffix, stamp):
     assert verdict_with(suffix, UNHASHED, stamp).ok
 
 
-@pytest.mark.parametrize("value", [
-    None, 0, 1.5, True, [], {}, "", "yesterday", "2026-05-25T22:01:12.941603Z\n", " 2026-05-25T22:01:12Z",
-    "2026-05-25 22:01:12Z", "2026-05-25T22:01:12+00:00", "2026-05-25T22:01:12.Z", "2026-05-25T22:01:12.1234567890Z",
-    "٢٠٢٦-05-25T22:01:12Z", "2026-05-25T22:01:12Z<script>alert(1)</script>", "2026-05-25T22:01:12Z" * 1000])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        0,
+        1.5,
+        True,
+        [],
+        {},
+        "",
+        "yesterday",
+        "2026-05-25T22:01:12.941603Z\n",
+        " 2026-05-25T22:01:12Z",
+        "2026-05-25 22:01:12Z",
+        "2026-05-25T22:01:12+00:00",
+        "2026-05-25T22:01:12.Z",
+        "2026-05-25T22:01:12.1234567890Z",
+        "٢٠٢٦-05-25T22:01:12Z",
+        "2026-05-25T22:01:12Z<script>alert(1)</script>",
+        "2026-05-25T22:01:12Z" * 1000,
+    ],
+)
 def test_signed_at_rejects_anything_but_a_timestamp(value):
     verdict = verdict_with(sorted(REAL)[0], UNHASHED, value)
     assert (verdict.reason, verdict.path) == ("schema_violation", UNHASHED)
@@ -157,12 +181,20 @@ whitespace = st.text(alphabet=" \t\n\r", max_size=3)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(sorted(REAL)), whitespace, whitespace, whitespace, whitespace,
-       st.none() | st.integers(0, 4), st.booleans())
+@given(
+    st.sampled_from(sorted(REAL)),
+    whitespace,
+    whitespace,
+    whitespace,
+    whitespace,
+    st.none() | st.integers(0, 4),
+    st.booleans(),
+)
 def test_whitespace_between_tokens_changes_nothing(suffix, lead, after_comma, around_colon, trail, indent, ascii_only):
     doc = json.loads(REAL[suffix])
-    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only,
-                      separators=("," + after_comma, around_colon + ":" + around_colon))
+    text = json.dumps(
+        doc, indent=indent, ensure_ascii=ascii_only, separators=("," + after_comma, around_colon + ":" + around_colon)
+    )
     raw = (lead + text + trail).encode()
     verdict = verify_bundle(raw, REGISTRY)
     if len(raw) > padded_bound(len(REAL[suffix])):  # the one size rule: padded text is refused by name

@@ -67,12 +67,38 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring)) as (process, url):
         assert process.stdout.readline().strip() == f"keyring {keyring}"
         seed = VirtualCorpus(1, seed=5).catalog.suffixes[0]
-        result = run_cli_crawl(tmp_path, "--resolver", url, "--keyring", str(keyring), "--no-default-keys",
-                               "--out", str(tmp_path / "archive"), "-s", "AUTOTHROTTLE_ENABLED=false",
-                               "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=32", seed, timeout=300)
-        sitemap = run_cli_crawl(tmp_path, "--resolver", url, "--keyring", str(keyring), "--no-default-keys",
-                                "--out", str(tmp_path / "from-sitemap"), "-s", "AUTOTHROTTLE_ENABLED=false",
-                                "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=32", "sitemap", timeout=300)
+        result = run_cli_crawl(
+            tmp_path,
+            "--resolver",
+            url,
+            "--keyring",
+            str(keyring),
+            "--no-default-keys",
+            "--out",
+            str(tmp_path / "archive"),
+            "-s",
+            "AUTOTHROTTLE_ENABLED=false",
+            "-s",
+            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
+            seed,
+            timeout=300,
+        )
+        sitemap = run_cli_crawl(
+            tmp_path,
+            "--resolver",
+            url,
+            "--keyring",
+            str(keyring),
+            "--no-default-keys",
+            "--out",
+            str(tmp_path / "from-sitemap"),
+            "-s",
+            "AUTOTHROTTLE_ENABLED=false",
+            "-s",
+            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
+            "sitemap",
+            timeout=300,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified"), result.stat("archived")) == (1000, 1000, 1000)
     assert result.stat("pages_fetched") == 0  # every bundle names its citing records
@@ -89,6 +115,8 @@ def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):
     assert both.exit_code == 2 and "not both" in both.output
     alone = runner.invoke(main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
     assert alone.exit_code == 2 and "--keyring-out goes with --virtual" in alone.output
-    share = runner.invoke(main, ["crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%",
-                                 "RLLQL6357CWNZYHNBMCYD3UK5B"])
+    share = runner.invoke(
+        main,
+        ["crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%", "RLLQL6357CWNZYHNBMCYD3UK5B"],
+    )
     assert share.exit_code == 2 and "not a percentage" in share.output

@@ -43,7 +43,21 @@ from .scheduler import FrontierScheduler
 from .serializer import BUNDLE, PAGE, record_task
 
 __all__ = [
-    "BUNDLE", "CLAIMED", "FULL", "PAGE", "SEEN", "Frontier", "FrontierAddon", "FrontierError", "FrontierScheduler",
-    "RefusedEntry", "RequestNotSerializable", "SigningKeyInUse", "TaskQueue", "check_url", "connect",
-    "frontier_settings", "record_task",
+    "BUNDLE",
+    "CLAIMED",
+    "FULL",
+    "PAGE",
+    "SEEN",
+    "Frontier",
+    "FrontierAddon",
+    "FrontierError",
+    "FrontierScheduler",
+    "RefusedEntry",
+    "RequestNotSerializable",
+    "SigningKeyInUse",
+    "TaskQueue",
+    "check_url",
+    "connect",
+    "frontier_settings",
+    "record_task",
 ]

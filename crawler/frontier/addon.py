@@ -18,8 +18,13 @@ def check_url(url: str) -> str:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         port_ok = False
-    if parts.scheme not in ("redis", "rediss", "unix") or not port_ok or not (database or "0").isdigit() \
-            or (parts.scheme != "unix" and not parts.hostname) or (parts.scheme == "unix" and not parts.path):
+    if (
+        parts.scheme not in ("redis", "rediss", "unix")
+        or not port_ok
+        or not (database or "0").isdigit()
+        or (parts.scheme != "unix" and not parts.hostname)
+        or (parts.scheme == "unix" and not parts.path)
+    ):
         raise FrontierError(f"not a Redis URL (redis://host:port/db, rediss://... or unix:///path): {url!r}")
     return url
 

@@ -59,14 +59,25 @@ class Frontier:
         self.lease_ms = int(lease * 1000)
         self.prefix = f"{key}:"
         self.known: set[str] = set()  # suffixes claimed by anyone: most links name one already
-        self.full = False             # --max-records reached: claims only ever grow
+        self.full = False  # --max-records reached: claims only ever grow
         self.queue_key = queue_key(key)
         self.seen_key, self.owner_key = self.prefix + "seen", self.prefix + "owner"
         self.workers_key, self.idle_key = self.prefix + "workers", self.prefix + "idle"
         self.recoveries_key = self.prefix + "recoveries"
-        self._claim, self._push, self._pop, self._release, self._heartbeat, self._leave, self._recover, \
-            self._drain, self._signer = (_script(server, name) for name in (
-                "claim", "push", "pop", "release", "heartbeat", "leave", "recover", "drain", "signer"))
+        (
+            self._claim,
+            self._push,
+            self._pop,
+            self._release,
+            self._heartbeat,
+            self._leave,
+            self._recover,
+            self._drain,
+            self._signer,
+        ) = (
+            _script(server, name)
+            for name in ("claim", "push", "pop", "release", "heartbeat", "leave", "recover", "drain", "signer")
+        )
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -74,8 +85,12 @@ class Frontier:
         url = settings.get("PITH_FRONTIER")
         if not url:
             raise NotConfigured("PITH_FRONTIER is not set")
-        return cls(connect(url, settings.getdict("REDIS_PARAMS")), settings.get("PITH_FRONTIER_KEY") or "pith",
-                   worker_id(settings.get("PITH_WORKER")), settings.getfloat("PITH_FRONTIER_LEASE"))
+        return cls(
+            connect(url, settings.getdict("REDIS_PARAMS")),
+            settings.get("PITH_FRONTIER_KEY") or "pith",
+            worker_id(settings.get("PITH_WORKER")),
+            settings.getfloat("PITH_FRONTIER_LEASE"),
+        )
 
     def claim(self, suffixes, depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first
@@ -86,9 +101,10 @@ class Frontier:
         if self.full:
             return [(s, FULL if s in unknown else SEEN) for s in verdicts]
         for start in range(0, len(unknown), 1000):
-            chunk = unknown[start:start + 1000]
-            answers = self._claim(keys=[self.seen_key, self.owner_key],
-                                  args=[self.prefix, self.worker, depth, limit, int(page), *chunk])
+            chunk = unknown[start : start + 1000]
+            answers = self._claim(
+                keys=[self.seen_key, self.owner_key], args=[self.prefix, self.worker, depth, limit, int(page), *chunk]
+            )
             for suffix, answer in zip(chunk, answers):
                 verdicts[suffix] = {1: CLAIMED, 0: SEEN, 2: FULL}[answer]
                 if answer == 2:
@@ -105,15 +121,27 @@ class Frontier:
         pipe = self.server.pipeline(transaction=False)
         for task, data, score, fingerprint in entries:
             adopt = task.partition(":")[0] not in (BUNDLE, PAGE)
-            self._push(keys=[self.queue_key, self.owner_key, dupefilter_key], client=pipe,
-                       args=[self.prefix, self.worker, task, data if adopt else b"", score,
-                             task.encode() + b"\n" + data, fingerprint or ""])
+            self._push(
+                keys=[self.queue_key, self.owner_key, dupefilter_key],
+                client=pipe,
+                args=[
+                    self.prefix,
+                    self.worker,
+                    task,
+                    data if adopt else b"",
+                    score,
+                    task.encode() + b"\n" + data,
+                    fingerprint or "",
+                ],
+            )
         return sum(pipe.execute())
 
     def pop(self, most: int) -> list[tuple[str, bytes]]:
         """Take up to ``most`` tasks nobody alive holds, first first: ``[(task, request data)]``."""
-        members = self._pop(keys=[self.queue_key, self.owner_key, self.workers_key, self.idle_key],
-                            args=[self.prefix, self.worker, most])
+        members = self._pop(
+            keys=[self.queue_key, self.owner_key, self.workers_key, self.idle_key],
+            args=[self.prefix, self.worker, most],
+        )
         return [(task.decode(errors="replace"), data) for task, _, data in (m.partition(b"\n") for m in members)]
 
     def heartbeat(self) -> None:
@@ -126,8 +154,9 @@ class Frontier:
         """Done with ``tasks`` for good: their results are committed, or their entries refused."""
         tasks, released = sorted(tasks), 0
         for start in range(0, len(tasks), 1000):
-            released += self._release(keys=[self.owner_key],
-                                      args=[self.prefix, self.worker, *tasks[start:start + 1000]])
+            released += self._release(
+                keys=[self.owner_key], args=[self.prefix, self.worker, *tasks[start : start + 1000]]
+            )
         return released
 
     def leave(self) -> int:
@@ -137,8 +166,9 @@ class Frontier:
     def recover(self, batch: int = 500) -> list[tuple[str, bytes]]:
         """Take over the tasks of a worker whose lease lapsed: ``[(task, arg)]`` to queue
         again (arg: the depth of a record task, else the request as queued)."""
-        flat = self._recover(keys=[self.workers_key, self.owner_key, self.idle_key],
-                             args=[self.prefix, self.worker, batch])
+        flat = self._recover(
+            keys=[self.workers_key, self.owner_key, self.idle_key], args=[self.prefix, self.worker, batch]
+        )
         return [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
 
     def sign_as(self, key_id: str) -> None:
@@ -147,8 +177,10 @@ class Frontier:
         committed attestation): refused, naming the other worker."""
         holder = self._signer(keys=[self.workers_key, self.prefix + "signers"], args=[self.worker, key_id])
         if holder:
-            raise SigningKeyInUse(f"the signing key {key_id} is in use by the live worker {holder.decode()} "
-                                  "of this crawl: give each worker its own --signing-key")
+            raise SigningKeyInUse(
+                f"the signing key {key_id} is in use by the live worker {holder.decode()} "
+                "of this crawl: give each worker its own --signing-key"
+            )
         self.heartbeat()  # alive from now: a second worker with this key is refused at once
 
     def announce_recovery(self) -> None:

@@ -23,8 +23,7 @@ class TaskQueue(PriorityQueue):
         self.pending: list[tuple] = []
 
     def push(self, request, fingerprint: str | None = None):
-        self.pending.append((request.meta["pith_task"], self._encode_request(request), -request.priority,
-                             fingerprint))
+        self.pending.append((request.meta["pith_task"], self._encode_request(request), -request.priority, fingerprint))
 
     def _encode_request(self, request) -> bytes:
         return self.serializer.dumps(task_of(request, self.spider.sources))

@@ -39,8 +39,8 @@ class FrontierScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         self.local: list = []
         self.order = itertools.count()
-        self.running: set[str] = set()   # tasks this worker popped
-        self.recoveries_seen = 0         # takeovers whose checkpoints the archive has read
+        self.running: set[str] = set()  # tasks this worker popped
+        self.recoveries_seen = 0  # takeovers whose checkpoints the archive has read
         self.closing = False
         self.drained_since: float | None = None
 
@@ -63,8 +63,12 @@ class FrontierScheduler(Scheduler):
     def open(self, spider):
         super().open(spider)
         self.frontier.heartbeat()
-        logger.info("worker %s joined the frontier %s (%d requests queued)", self.frontier.worker,
-                    self.frontier.prefix.rstrip(":"), len(self.queue))
+        logger.info(
+            "worker %s joined the frontier %s (%d requests queued)",
+            self.frontier.worker,
+            self.frontier.prefix.rstrip(":"),
+            len(self.queue),
+        )
 
     def spider_opened(self, spider):
         self.ticker.start(self.poll, now=False)  # the engine's scraper is open only now
@@ -207,5 +211,9 @@ class FrontierScheduler(Scheduler):
         self.closing = True
         self.flush()
         handed_over = self.frontier.leave()
-        logger.info("worker %s left the frontier: %d tasks done, %d handed to the other workers",
-                    self.frontier.worker, self.stats.get_value("pith/frontier_released", 0), handed_over)
+        logger.info(
+            "worker %s left the frontier: %d tasks done, %d handed to the other workers",
+            self.frontier.worker,
+            self.stats.get_value("pith/frontier_released", 0),
+            handed_over,
+        )

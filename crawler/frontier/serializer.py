@@ -19,7 +19,7 @@ from pith.numbers import SUFFIX_RE
 from ..seeds import Seed, SeedError, parse_seed
 from .errors import RefusedEntry, RequestNotSerializable
 
-BUNDLE, PAGE = "b", "p"   # the record tasks: the spider rebuilds them from suffix and depth
+BUNDLE, PAGE = "b", "p"  # the record tasks: the spider rebuilds them from suffix and depth
 
 # kind -> (its task prefix, its fields). A base is one of the worker's own resolver and
 # mirrors, never a URL the entry chooses.
@@ -31,7 +31,7 @@ KINDS = {
 }
 KIND_OF = {prefix: kind for kind, (prefix, _) in KINDS.items()}
 _ANY_FIELD = {"kind"}.union(*(fields for _, fields in KINDS.values()))
-MAX_ENTRY = 4096     # bytes: a task is a few names, the longest a sitemap path
+MAX_ENTRY = 4096  # bytes: a task is a few names, the longest a sitemap path
 MAX_DEPTH = 100_000  # link hops from the seeds
 _SITEMAP_PATH = re.compile(r"/[!-~]*")  # printable ASCII from the base's root on
 
@@ -63,8 +63,9 @@ def check_task(entry) -> dict:
         raise RefusedEntry("bad_suffix", repr(entry["suffix"]))
     if "alias" in entry and not _is_alias(entry["alias"]):
         raise RefusedEntry("bad_alias", repr(entry["alias"]))
-    if "path" in entry and not (_SITEMAP_PATH.fullmatch(entry["path"]) and
-                                urlsplit(entry["path"]).path.endswith(".xml")):
+    if "path" in entry and not (
+        _SITEMAP_PATH.fullmatch(entry["path"]) and urlsplit(entry["path"]).path.endswith(".xml")
+    ):
         raise RefusedEntry("bad_path", repr(entry["path"]))
     return entry
 
@@ -85,7 +86,7 @@ def task_of(request: Request, sources: list[str]) -> dict:
         base = max((b for b in sources if value.startswith(b + "/")), key=len, default=None)
         if base is None:
             raise RequestNotSerializable(f"the sitemap {value} is on none of the crawl's resolvers and mirrors")
-        return {"kind": kind, "base": base, "path": value[len(base):]}
+        return {"kind": kind, "base": base, "path": value[len(base) :]}
     if kind is None:
         raise RequestNotSerializable(f"no task kind of ours: {request.meta['pith_task']!r}")
     return {"kind": kind, KINDS[kind][1][0]: value, "depth": request.meta.get("pith_depth", 0)}

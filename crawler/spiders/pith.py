@@ -10,27 +10,26 @@ the bundle already). A URL template that the resolver redirects is learnt from t
 first redirect, so later URLs are built final and cost no redirect hop.
 """
 
-import hashlib
 import logging
-from collections import deque
 from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, DownloadCancelledError, IgnoreRequest
-from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.exceptions import DontCloseSpider, DownloadCancelledError
 
-from pith.canonical import canon_sha256, sha256_hex
 from pith.graph import names_every_citer
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
 from ..cross_check import CrossCheck
+from ..failures import describe, forbidden_by_robots
 from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
-from ..items import BundleItem, FetchFailureItem, StateCheckItem
-from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, sitemap_locations, suffixes_in
+from ..items import BundleItem, FetchFailureItem
+from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..seen import SeenStore
+from ..sitemaps import SitemapWalk
+from ..state_check import StateCheck
 from ..verifier import Verifier
 from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
 
@@ -38,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
-PRIORITY = {"manifest": 100, "state": 30, "bundle": 20, "fallback": 20, "page": 10, "alias": 10, "sitemap": 5}
+# (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
+PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
 
 def _as_list(value) -> list[str]:
@@ -53,22 +53,26 @@ def _as_bool(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
-def in_sample(suffix: str, share: float) -> bool:
-    """Whether a record is in a ``share`` (0 to 1) of all records: the same records on
-    every run, spread evenly over the suffixes."""
-    return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2 ** 32
-
-
-class PithSpider(CrossCheck, scrapy.Spider):
+class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     name = "pith"
     custom_settings = {}
     frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
-    seen: SeenStore | None = None     # the records taken, when no frontier does it
-    records_open = 0                  # records whose bundle request is under way (with a SeenStore)
-    verifier: Verifier                # parses and verifies each bundle, off the reactor
+    seen: SeenStore | None = None  # the records taken, when no frontier does it
+    records_open = 0  # records whose bundle request is under way (with a SeenStore)
+    verifier: Verifier  # parses and verifies each bundle, off the reactor
 
-    def __init__(self, seeds=None, seeds_file=None, resolver=None, max_records=0, max_depth=-1,
-                 follow=True, mirrors=None, allow_hosts=None, **kwargs):
+    def __init__(
+        self,
+        seeds=None,
+        seeds_file=None,
+        resolver=None,
+        max_records=0,
+        max_depth=-1,
+        follow=True,
+        mirrors=None,
+        allow_hosts=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         texts = _as_list(seeds)
         if seeds_file:
@@ -146,14 +150,20 @@ class PithSpider(CrossCheck, scrapy.Spider):
         stats = self.crawler.stats
         records = stats.get_value("pith/bundles_fetched", 0) + stats.get_value("pith/not_modified", 0)
         if records:
-            stats.set_value("pith/requests_per_record",
-                            round(stats.get_value("downloader/request_count", 0) / records, 3))
+            stats.set_value(
+                "pith/requests_per_record", round(stats.get_value("downloader/request_count", 0) / records, 3)
+            )
 
     # --- start -------------------------------------------------------------------
     async def start(self):
-        yield scrapy.Request(self.resolver.base + "/pith-mirrors.json", callback=self.parse_manifest,
-                             errback=self.manifest_unavailable, priority=PRIORITY["manifest"],
-                             dont_filter=True, meta={"dont_retry": False})
+        yield scrapy.Request(
+            self.resolver.base + "/pith-mirrors.json",
+            callback=self.parse_manifest,
+            errback=self.manifest_unavailable,
+            priority=PRIORITY["manifest"],
+            dont_filter=True,
+            meta={"dont_retry": False},
+        )
 
     def parse_manifest(self, response):
         try:
@@ -163,8 +173,11 @@ class PithSpider(CrossCheck, scrapy.Spider):
             manifest = {}
         self.resolver = self.resolver.with_manifest(manifest)
         for base in mirror_bases(manifest):
-            if base != self.resolver.base and urlsplit(base).hostname in self.allowed_domains \
-                    and base not in self.fallbacks:
+            if (
+                base != self.resolver.base
+                and urlsplit(base).hostname in self.allowed_domains
+                and base not in self.fallbacks
+            ):
                 self.fallbacks.append(base)
         yield from self.records_in(response.body, depth=0)
         yield from self.seed_requests()
@@ -229,9 +242,13 @@ class PithSpider(CrossCheck, scrapy.Spider):
         return self.sitemap_request(task["base"] + task["path"])
 
     def alias_request(self, alias: str, depth: int):
-        return scrapy.Request(self.resolver.base + alias_path(alias), callback=self.parse_page,
-                              priority=PRIORITY["alias"], errback=self.alias_failed,
-                              meta={"pith_depth": depth, "pith_alias": alias, "pith_task": f"alias:{alias}"})
+        return scrapy.Request(
+            self.resolver.base + alias_path(alias),
+            callback=self.parse_page,
+            priority=PRIORITY["alias"],
+            errback=self.alias_failed,
+            meta={"pith_depth": depth, "pith_alias": alias, "pith_task": f"alias:{alias}"},
+        )
 
     def page_wanted(self, depth: int, bundle=None) -> bool:
         """Whether a record's page could name records its bundle does not (the bundle
@@ -239,16 +256,14 @@ class PithSpider(CrossCheck, scrapy.Spider):
         return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
 
     def page_request(self, suffix: str, depth: int, task: str):
-        return scrapy.Request(self.resolver.url("record_url", suffix), callback=self.parse_page,
-                              priority=PRIORITY["page"], errback=self.page_failed, dont_filter=True,
-                              meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"})
-
-    def sitemap_request(self, url: str, seed: bool = True):
-        """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
-        worker that read the index walks those itself, one by one (``next_sitemap``)."""
-        return scrapy.Request(url, callback=self.parse_sitemap, errback=self.sitemap_failed,
-                              priority=PRIORITY["sitemap"], dont_filter=not seed,
-                              meta={"pith_task": f"sitemap:{url}"} if seed else {})
+        return scrapy.Request(
+            self.resolver.url("record_url", suffix),
+            callback=self.parse_page,
+            priority=PRIORITY["page"],
+            errback=self.page_failed,
+            dont_filter=True,
+            meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"},
+        )
 
     def records_in(self, body: bytes, depth: int):
         if not self.follow or (0 <= self.max_depth < depth):
@@ -259,11 +274,22 @@ class PithSpider(CrossCheck, scrapy.Spider):
         resolver = Resolver(base, self.resolver.templates)
         # dont_filter: records are deduplicated by suffix (self.seen); the URL dupefilter
         # would also swallow a redirect loop's second visit silently instead of naming it
-        return scrapy.Request(resolver.url("bundle_url", suffix), callback=self.parse_bundle,
-                              errback=self.bundle_failed, priority=PRIORITY["bundle"], dont_filter=True,
-                              meta={"pith_suffix": suffix, "pith_depth": depth, "pith_conditional": True,
-                                    "pith_tried": [*tried, base], "handle_httpstatus_list": [304],
-                                    "pith_task": record_task(BUNDLE, suffix), "pith_template": "bundle_url"})
+        return scrapy.Request(
+            resolver.url("bundle_url", suffix),
+            callback=self.parse_bundle,
+            errback=self.bundle_failed,
+            priority=PRIORITY["bundle"],
+            dont_filter=True,
+            meta={
+                "pith_suffix": suffix,
+                "pith_depth": depth,
+                "pith_conditional": True,
+                "pith_tried": [*tried, base],
+                "handle_httpstatus_list": [304],
+                "pith_task": record_task(BUNDLE, suffix),
+                "pith_template": "bundle_url",
+            },
+        )
 
     def learn_redirect(self, response, suffix: str) -> None:
         """A URL this spider built from a template was redirected: build the final one
@@ -271,8 +297,12 @@ class PithSpider(CrossCheck, scrapy.Spider):
         ``/pith/<ID>/``, for instance), so the hop is paid once, not per record."""
         kind = response.meta.get("pith_template")
         first = (response.meta.get("redirect_urls") or [None])[0]
-        if kind is None or first is None or base_of(first) != self.resolver.base \
-                or first != self.resolver.url(kind, suffix):
+        if (
+            kind is None
+            or first is None
+            or base_of(first) != self.resolver.base
+            or first != self.resolver.url(kind, suffix)
+        ):
             return
         template = learnt_template(response.url, self.resolver.base, suffix)
         if template is not None and template != dict(self.resolver.templates)[kind]:
@@ -296,8 +326,9 @@ class PithSpider(CrossCheck, scrapy.Spider):
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
-        item = BundleItem(url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth,
-                          verdict=verdict)
+        item = BundleItem(
+            url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
+        )
         if not parsed:
             yield item
             if self.page_wanted(depth):
@@ -307,36 +338,12 @@ class PithSpider(CrossCheck, scrapy.Spider):
         yield item
         for request in copies:
             yield request
-        state = bundle.get("state") if isinstance(bundle, dict) else None
-        if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
-            yield scrapy.Request(
-                Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
-                callback=self.parse_state, errback=self.state_failed, priority=PRIORITY["state"], dont_filter=True,
-                meta={"pith_expected_state": canon_sha256(state), "pith_number": bundle.get("pith_number"),
-                      "pith_bundle_sha256": sha256_hex(response.body), "pith_conditional": True,
-                      "handle_httpstatus_list": [304]})
+        for request in self.state_requests(response, suffix, bundle):
+            yield request
         for request in self.records_in(response.body, depth + 1):
             yield request
         if self.page_wanted(depth, bundle):
             yield self.page_request(suffix, depth, meta["pith_task"])
-
-    def parse_state(self, response):
-        meta = response.meta
-        if response.status == 304:
-            self._stat("not_modified")
-            return
-        try:
-            found = canon_sha256(parse(response.body, self.limits).data)
-            matches, detail = found == meta["pith_expected_state"], ""
-            if not matches:
-                detail = "state.json differs from the bundle's state"
-        except Rejected as rejected:
-            matches, detail = False, f"state.json unreadable: {rejected}"
-        if not matches:
-            self._stat("state_mismatch")
-            logger.warning("%s: %s", response.url, detail)
-        yield StateCheckItem(url=response.url, fetched_at=utc_now(), pith_number=meta.get("pith_number"),
-                             bundle_sha256=meta["pith_bundle_sha256"], matches=matches, detail=detail)
 
     def parse_page(self, response):
         depth = response.meta.get("pith_depth", 0)
@@ -357,86 +364,37 @@ class PithSpider(CrossCheck, scrapy.Spider):
                 self.learn_redirect(response, suffix)
         yield from self.records_in(response.body, depth + 1)
 
-    def parse_sitemap(self, response):
-        records, listed = [], self.state.setdefault("sitemaps_listed", set())
-        for location in sitemap_locations(response.body):
-            path = urlsplit(location).path
-            if path.endswith(".xml"):  # a sitemap index: walk the child on the resolver in use
-                child = self.resolver.base + path
-                if child not in listed:  # an index listing itself, or a child twice, is walked once
-                    listed.add(child)
-                    self.sitemap_walk.append(child)
-            else:
-                records += suffixes_in(path.encode())
-        yield from self.record_requests(records, 0)
-        yield from self.next_sitemap()
-
-    @property
-    def sitemap_walk(self) -> deque:
-        """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
-        return self.state.setdefault("sitemap_walk", deque())
-
-    def next_sitemap(self):
-        """The next sitemap of the walk, requested once the one before it is read: the
-        walk stops as soon as --max-records is reached instead of fetching every page."""
-        if self.sitemap_walk and self.records_full():
-            self._stat("sitemaps_skipped_max_records", len(self.sitemap_walk))
-            self.sitemap_walk.clear()
-        if self.sitemap_walk:
-            yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
-
     # --- failures ------------------------------------------------------------------
     def bundle_failed(self, failure):
         request = failure.request
         meta = request.meta
-        if _forbidden_by_robots(failure):  # a policy, not a failure
+        if forbidden_by_robots(failure):  # a policy, not a failure
             self._stat("robots_forbidden")
             yield from self.record_done()
             return
         remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
         if remaining:
             self._stat("mirror_fallbacks")
-            logger.info("bundle %s failed (%s); trying mirror %s", request.url, _describe(failure), remaining[0])
+            logger.info("bundle %s failed (%s); trying mirror %s", request.url, describe(failure), remaining[0])
             yield self.bundle_request(remaining[0], meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
             return
         # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
         too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
         reason = "too_large" if too_large else "fetch_failed"
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
-        detail = f"body larger than the {limit}-byte limit" if too_large else _describe(failure)
+        detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
         self._stat(f"bundle_failures/{reason}")
         yield from self.record_done()
-        yield FetchFailureItem(url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"),
-                               reason=reason, detail=detail)
+        yield FetchFailureItem(
+            url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"), reason=reason, detail=detail
+        )
         if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
             yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"])
 
-    def state_failed(self, failure):
-        self._stat("state_unavailable")
-        meta = failure.request.meta
-        yield StateCheckItem(url=failure.request.url, fetched_at=utc_now(), pith_number=meta.get("pith_number"),
-                             bundle_sha256=meta["pith_bundle_sha256"], matches=False,
-                             detail=f"state.json unavailable: {_describe(failure)}")
-
     def page_failed(self, failure):
         self._stat("page_failures")
-        logger.info("record page %s failed: %s", failure.request.url, _describe(failure))
-
-    def sitemap_failed(self, failure):
-        self._stat("discovery_failures/sitemap")
-        logger.warning("sitemap %s failed: %s", failure.request.url, _describe(failure))
-        yield from self.next_sitemap()
+        logger.info("record page %s failed: %s", failure.request.url, describe(failure))
 
     def alias_failed(self, failure):
         self._stat("seeds_unresolved")
-        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get("pith_alias"), _describe(failure))
-
-
-def _forbidden_by_robots(failure) -> bool:
-    return bool(failure.check(IgnoreRequest)) and not failure.check(HttpError) and "robots" in str(failure.value)
-
-
-def _describe(failure) -> str:
-    if failure.check(HttpError):
-        return f"HTTP {failure.value.response.status}"
-    return f"{type(failure.value).__name__}: {failure.value}"
+        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get("pith_alias"), describe(failure))

@@ -26,8 +26,17 @@ def corpus_raws(corpus_dir: Path) -> dict[str, bytes]:
     return {p.name.split(".")[0]: p.read_bytes() for p in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json"))}
 
 
-def write_run(store: ObjectStore, signer: Signer, keyring: Keyring, raws, *, rejected=(), worker: str = "w0",
-              fetched_at: datetime = FETCHED_AT, commit: bool = True) -> str | None:
+def write_run(
+    store: ObjectStore,
+    signer: Signer,
+    keyring: Keyring,
+    raws,
+    *,
+    rejected=(),
+    worker: str = "w0",
+    fetched_at: datetime = FETCHED_AT,
+    commit: bool = True,
+) -> str | None:
     """Archive ``raws`` (each must verify under ``keyring``) and quarantine ``rejected``
     in one run; commit it (returns the manifest path) or abort it (leaves orphans)."""
     writer = ArchiveWriter(store, signer, worker=worker).open()
@@ -70,8 +79,9 @@ def extended(raw: bytes, built_at: str, replace_last: bool = False) -> bytes:
     snapshot["graph_snapshot"]["claims"]["count"] += 1
     if replace_last:
         del bundle["events"][-1]
-    bundle["events"].append(new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot,
-                                      built_at, built_at))
+    bundle["events"].append(
+        new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot, built_at, built_at)
+    )
     bundle["built_at"] = built_at
     return compact_json(seal(bundle, signer, built_at))
 

@@ -32,8 +32,18 @@ def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120, env: dict | 
     """``pith-archiver crawl -v ARGS`` (Scrapy's log on stderr) with stats written to a
     file; ``env`` adds to the environment."""
     stats_file = tmp_path / f"stats-{len(list(tmp_path.glob('stats-*.json')))}.json"
-    cmd = [sys.executable, "-m", "pith_archiver", "crawl", "-v", "--progress", "log", "--stats-json", str(stats_file),
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pith_archiver",
+        "crawl",
+        "-v",
+        "--progress",
+        "log",
+        "--stats-json",
+        str(stats_file),
+        *args,
+    ]
     env = {**os.environ, **isolated_home(tmp_path), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
@@ -61,10 +71,12 @@ def build_static_site(root: Path, robots: str = "User-agent: *\nAllow: /\n") -> 
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "bundle.json").write_bytes(raw)
         (root / "pith" / suffix / "state.json").write_text(
-            json.dumps(state, separators=(",", ":"), ensure_ascii=False), "utf-8")
+            json.dumps(state, separators=(",", ":"), ensure_ascii=False), "utf-8"
+        )
         following = suffixes[(index + 1) % len(suffixes)]
         (root / "pith" / suffix / "index.html").write_text(
-            f'<html><body><p>Cited by <a href="https://pith.science/pith/{following}">1 paper</a></p></body></html>')
+            f'<html><body><p>Cited by <a href="https://pith.science/pith/{following}">1 paper</a></p></body></html>'
+        )
     (root / "robots.txt").write_text(robots)
     return suffixes
 

@@ -66,6 +66,7 @@ STALL_LIMIT = 120.0  # seconds a stalled request is held at most, should a test 
 class FaultRule:
     """Inject ``kind`` into this share of the requests matching ``methods`` and ``path``
     (a regex searched in the request path), at most ``limit`` times (0: no bound)."""
+
     kind: str
     rate: float = 1.0
     methods: tuple = ("GET", "HEAD", "PUT", "POST", "DELETE")
@@ -85,13 +86,15 @@ class FaultRule:
 class ProxiedRequest:
     method: str
     path: str
-    status: int             # 0 when no answer was relayed (reset, stall)
+    status: int  # 0 when no answer was relayed (reset, stall)
     fault: str | None
 
 
 def s3_error(code: str, message: str) -> bytes:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-            f"<RequestId>pith-fault-proxy</RequestId><HostId>pith-fault-proxy</HostId></Error>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+        f"<RequestId>pith-fault-proxy</RequestId><HostId>pith-fault-proxy</HostId></Error>"
+    ).encode()
 
 
 class FaultProxy:
@@ -154,8 +157,9 @@ class FaultProxy:
         """Send the request to the upstream server; (status, reason, headers, body)."""
         connection = HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
         try:
-            connection.request(method, target, body=body or None,
-                               headers={k: v for k, v in headers if k.lower() not in HOP_BY_HOP})
+            connection.request(
+                method, target, body=body or None, headers={k: v for k, v in headers if k.lower() not in HOP_BY_HOP}
+            )
             response = connection.getresponse()
             return response.status, response.reason, response.getheaders(), response.read()
         finally:
@@ -172,6 +176,7 @@ class FaultProxy:
 
         class Handler(_ProxyHandler):
             pass
+
         Handler.proxy = proxy
         return Handler
 
@@ -266,12 +271,14 @@ def fault_proxy(s3_endpoint, s3_env):
 
 # --- after the faults: is the archive whole? -----------------------------------------
 
+
 @dataclass
 class ArchiveCheck:
     """What ``pith-archiver audit`` found (storage.audit), and the committed records."""
-    discrepancies: list           # storage.audit.Discrepancy
-    manifests: list[dict]         # the committed (verified) manifests
-    records: list[tuple]          # (pith_number, bundle_sha256) of every committed records row
+
+    discrepancies: list  # storage.audit.Discrepancy
+    manifests: list[dict]  # the committed (verified) manifests
+    records: list[tuple]  # (pith_number, bundle_sha256) of every committed records row
 
     @property
     def clean(self) -> bool:
@@ -302,13 +309,15 @@ def audit_archive(store, archive_keyring, bundle_keyring) -> ArchiveCheck:
     for manifest in manifests:
         for entry in manifest["objects"]:
             if entry.get("table") == "records":
-                table = pq.read_table(pa.BufferReader(store.get_bytes(entry["path"])),
-                                      columns=["pith_number", "bundle_sha256"])
+                table = pq.read_table(
+                    pa.BufferReader(store.get_bytes(entry["path"])), columns=["pith_number", "bundle_sha256"]
+                )
                 records += zip(*(table.column(name).to_pylist() for name in table.column_names))
     return ArchiveCheck(discrepancies, manifests, records)
 
 
 # --- figures ----------------------------------------------------------------------------
+
 
 class Figures:
     def __init__(self):

@@ -72,11 +72,23 @@ def mirror(corpus_dir):
     Record URLs: ``pith.mint.links_for(suffix, server.url)``."""
     runners = []
 
-    def start_mirror(directory=None, faults: FaultPlan | None = None, *, public_url: str | None = None,
-                     log_size: int = 100_000, limits: ServerLimits | None = None, **site_options) -> MirrorServer:
-        server = MirrorServer(CorpusDirectory(directory or corpus_dir), public_url=public_url,
-                              options=SiteOptions(**site_options), faults=faults or FaultPlan(), log_size=log_size,
-                              limits=limits)
+    def start_mirror(
+        directory=None,
+        faults: FaultPlan | None = None,
+        *,
+        public_url: str | None = None,
+        log_size: int = 100_000,
+        limits: ServerLimits | None = None,
+        **site_options,
+    ) -> MirrorServer:
+        server = MirrorServer(
+            CorpusDirectory(directory or corpus_dir),
+            public_url=public_url,
+            options=SiteOptions(**site_options),
+            faults=faults or FaultPlan(),
+            log_size=log_size,
+            limits=limits,
+        )
         runner = BackgroundMirror(server)
         runners.append(runner)
         return runner.start()

@@ -32,9 +32,25 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
         raise RedisUnavailable("redis-server is not installed (bash .ci/run installs it: apt-get install redis-server)")
     port = _free_port()
     with (folder / "redis.log").open("wb") as log:
-        process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                    "--appendonly", "no", "--databases", str(DATABASES), "--dir", str(folder)],
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--databases",
+                str(DATABASES),
+                "--dir",
+                str(folder),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     client = redis.Redis(port=port, socket_timeout=1)
     deadline = time.monotonic() + 30
     while True:

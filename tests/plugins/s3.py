@@ -30,8 +30,9 @@ def s3_endpoint(tmp_path_factory):
     """Start ``python -m moto.server`` and yield its endpoint URL once it answers."""
     port = _free_port()
     log = (tmp_path_factory.mktemp("moto") / "server.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -58,8 +59,18 @@ def s3_endpoint(tmp_path_factory):
 @pytest.fixture
 def s3_env(monkeypatch, tmp_path):
     """Dummy credentials and region; no host AWS config, proxies or instance metadata."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-                 "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "pith-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "pith-test-secret")
@@ -74,6 +85,7 @@ def s3_env(monkeypatch, tmp_path):
 def s3_client(s3_endpoint, s3_env):
     """A plain boto3 client on the test server, to look at objects behind the store."""
     import boto3
+
     return boto3.client("s3", endpoint_url=s3_endpoint)
 
 
@@ -108,9 +120,15 @@ def arrow_filesystem(store):
         return None, str(store.root)
     from urllib.parse import urlparse
     from pyarrow import fs
+
     endpoint = urlparse(store.endpoint_url)
-    s3 = fs.S3FileSystem(access_key="pith-test", secret_key="pith-test-secret", region="us-east-1",
-                         endpoint_override=endpoint.netloc, scheme=endpoint.scheme)
+    s3 = fs.S3FileSystem(
+        access_key="pith-test",
+        secret_key="pith-test-secret",
+        region="us-east-1",
+        endpoint_override=endpoint.netloc,
+        scheme=endpoint.scheme,
+    )
     return s3, f"{store.bucket}/{store.prefix}"
 
 

@@ -1,0 +1,15 @@
+"""Naming a failed request for the log, the stats and the verifications table."""
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.spidermiddlewares.httperror import HttpError
+
+
+def forbidden_by_robots(failure) -> bool:
+    """A request robots.txt forbids: a policy, not a failure."""
+    return bool(failure.check(IgnoreRequest)) and not failure.check(HttpError) and "robots" in str(failure.value)
+
+
+def describe(failure) -> str:
+    if failure.check(HttpError):
+        return f"HTTP {failure.value.response.status}"
+    return f"{type(failure.value).__name__}: {failure.value}"

@@ -1,0 +1,65 @@
+"""Walking a resolver's sitemaps: an index's children one at a time, so that the walk
+stops fetching as soon as --max-records is reached (a spider mixin of ``pith``)."""
+
+import logging
+from collections import deque
+from urllib.parse import urlsplit
+
+import scrapy
+
+from .failures import describe
+from .links import sitemap_locations, suffixes_in
+
+logger = logging.getLogger(__name__)
+
+PRIORITY = 5  # after every record already found
+
+
+class SitemapWalk:
+    """Needs the spider's ``resolver``, ``state``, ``record_requests``, ``records_full``
+    and ``_stat``."""
+
+    def sitemap_request(self, url: str, seed: bool = True):
+        """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
+        worker that read the index walks those itself, one by one (``next_sitemap``)."""
+        return scrapy.Request(
+            url,
+            callback=self.parse_sitemap,
+            errback=self.sitemap_failed,
+            priority=PRIORITY,
+            dont_filter=not seed,
+            meta={"pith_task": f"sitemap:{url}"} if seed else {},
+        )
+
+    def parse_sitemap(self, response):
+        records, listed = [], self.state.setdefault("sitemaps_listed", set())
+        for location in sitemap_locations(response.body):
+            path = urlsplit(location).path
+            if path.endswith(".xml"):  # a sitemap index: walk the child on the resolver in use
+                child = self.resolver.base + path
+                if child not in listed:  # an index listing itself, or a child twice, is walked once
+                    listed.add(child)
+                    self.sitemap_walk.append(child)
+            else:
+                records += suffixes_in(path.encode())
+        yield from self.record_requests(records, 0)
+        yield from self.next_sitemap()
+
+    @property
+    def sitemap_walk(self) -> deque:
+        """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
+        return self.state.setdefault("sitemap_walk", deque())
+
+    def next_sitemap(self):
+        """The next sitemap of the walk, requested once the one before it is read: the
+        walk stops as soon as --max-records is reached instead of fetching every page."""
+        if self.sitemap_walk and self.records_full():
+            self._stat("sitemaps_skipped_max_records", len(self.sitemap_walk))
+            self.sitemap_walk.clear()
+        if self.sitemap_walk:
+            yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
+
+    def sitemap_failed(self, failure):
+        self._stat("discovery_failures/sitemap")
+        logger.warning("sitemap %s failed: %s", failure.request.url, describe(failure))
+        yield from self.next_sitemap()

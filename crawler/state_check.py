@@ -1,0 +1,85 @@
+"""Checking state.json against the state its bundle carries and signs, for the share
+of records PITH_CHECK_STATE asks (a spider mixin of ``pith``)."""
+
+import hashlib
+import logging
+
+import scrapy
+
+from pith.canonical import canon_sha256, sha256_hex
+from pith.parse import parse
+from pith.reasons import Rejected
+from pith.signing import utc_now
+from .failures import describe
+from .items import StateCheckItem
+from .links import Resolver, base_of
+
+logger = logging.getLogger(__name__)
+
+PRIORITY = 30  # before more bundles: a record is finished before new ones are opened
+
+
+def in_sample(suffix: str, share: float) -> bool:
+    """Whether a record is in a ``share`` (0 to 1) of all records: the same records on
+    every run, spread evenly over the suffixes."""
+    return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2**32
+
+
+class StateCheck:
+    """Needs the spider's ``check_state`` (the share), ``resolver``, ``limits`` and ``_stat``."""
+
+    def state_requests(self, response, suffix: str, bundle):
+        """The state.json request of a fetched bundle, when its record is in the
+        PITH_CHECK_STATE sample: compared with the state the bundle carries and signs."""
+        state = bundle.get("state") if isinstance(bundle, dict) else None
+        if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
+            yield scrapy.Request(
+                Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
+                callback=self.parse_state,
+                errback=self.state_failed,
+                priority=PRIORITY,
+                dont_filter=True,
+                meta={
+                    "pith_expected_state": canon_sha256(state),
+                    "pith_number": bundle.get("pith_number"),
+                    "pith_bundle_sha256": sha256_hex(response.body),
+                    "pith_conditional": True,
+                    "handle_httpstatus_list": [304],
+                },
+            )
+
+    def parse_state(self, response):
+        meta = response.meta
+        if response.status == 304:
+            self._stat("not_modified")
+            return
+        try:
+            found = canon_sha256(parse(response.body, self.limits).data)
+            matches, detail = found == meta["pith_expected_state"], ""
+            if not matches:
+                detail = "state.json differs from the bundle's state"
+        except Rejected as rejected:
+            matches, detail = False, f"state.json unreadable: {rejected}"
+        if not matches:
+            self._stat("state_mismatch")
+            logger.warning("%s: %s", response.url, detail)
+        yield StateCheckItem(
+            url=response.url,
+            fetched_at=utc_now(),
+            pith_number=meta.get("pith_number"),
+            bundle_sha256=meta["pith_bundle_sha256"],
+            matches=matches,
+            detail=detail,
+        )
+
+    def state_failed(self, failure):
+        self._stat("state_unavailable")
+        meta = failure.request.meta
+        yield StateCheckItem(
+            url=failure.request.url,
+            fetched_at=utc_now(),
+            pith_number=meta.get("pith_number"),
+            bundle_sha256=meta["pith_bundle_sha256"],
+            matches=False,
+            detail=f"state.json unavailable: {describe(failure)}",
+        )
