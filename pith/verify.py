@@ -356,13 +356,13 @@ def first_difference(expected, found, path: str = "") -> str:
 
 
 _MISSING = object()
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def value_at(doc, path: str):
     """The value a verdict's ``path`` names in ``doc`` (``events[0].payload.receipt.key_id``);
     None when there is none."""
-    for name, index in _STEP.findall(path):
+    for name, index in PATH_STEP.findall(path):
         try:
             doc = doc[int(index)] if index else doc[name]
         except (KeyError, IndexError, TypeError):

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from crawler.key_watch import announced_keys
-from pith.keyring import REGISTRY, REGISTRY_KEY, KeyringError, instant, key_from_entry
+from pith.keyring import REGISTRY, REGISTRY_KEY, Keyring, KeyringError, instant, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
 from storage.signing_key import new_signer
@@ -93,6 +93,8 @@ def _keyring_entries(path: Path) -> list[dict]:
         raise ConfigError(f"--keyring {path}: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
         raise ConfigError(f'--keyring {path}: expected {{"keys": [...]}}')
+    if not all(isinstance(entry, dict) for entry in doc["keys"]):
+        raise ConfigError(f"--keyring {path}: every key entry is an object")
     return doc["keys"]
 
 
@@ -108,16 +110,24 @@ def _write_keyring(path: Path, entry: dict) -> None:
 
 
 def _pin(path: Path, entry: dict) -> None:
+    """Write ``entry`` into the keyring file once the file's keys and it make a keyring
+    (a key_id pinned with other bytes or another role is refused, as Keyring.add does)."""
     try:
-        key = key_from_entry(entry, REGISTRY)
+        Keyring([key_from_entry(known, REGISTRY) for known in _keyring_entries(path)]).add(
+            key_from_entry(entry, REGISTRY)
+        )
     except KeyringError as exc:
-        raise ConfigError(str(exc)) from None
-    for known in _keyring_entries(path):
-        if known.get("key_id") == key.key_id and known.get("public_key_b64") != entry["public_key_b64"]:
-            raise ConfigError(
-                f"--keyring {path}: {key.key_id} is pinned there with another key; find out which is genuine first"
-            )
+        raise ConfigError(f"--keyring {path}: {exc}; find out which is genuine first") from None
     _write_keyring(path, entry)
+
+
+keyring_file_option = click.option(
+    "--keyring",
+    "keyring",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The keyring file to write (created if absent; give it to crawl, verify, audit, serve and export).",
+)
 
 
 @keys.command()
@@ -127,13 +137,7 @@ def _pin(path: Path, entry: dict) -> None:
     required=True,
     help="The key's fingerprint_sha256_hex (32 hex digits), as checked with the registry out of band.",
 )
-@click.option(
-    "--keyring",
-    "keyring",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The keyring file to pin it in (created if absent; give it to crawl, verify and audit).",
-)
+@keyring_file_option
 @click.option("--not-before", callback=_timestamp, help="The key signs nothing built before this time.")
 @click.option(
     "--not-after",
@@ -168,15 +172,7 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
         offered.append(f"{key.key_id} {key.fingerprint}")
         if key.fingerprint == fingerprint:
             window = {name: value for name, value in (("not_before", not_before), ("not_after", not_after)) if value}
-            _pin(
-                keyring,
-                {
-                    **key.document(),
-                    "role": REGISTRY,
-                    **({"rotates_at": entry["rotates_at"]} if entry.get("rotates_at") else {}),
-                    **window,
-                },
-            )
+            _pin(keyring, {**key.document(), "role": REGISTRY, **window})  # rotates_at became not_after
             say(f"pinned {key.key_id} (fingerprint {key.fingerprint}) in {keyring}")
             return
     raise ConfigError(f"{source}: no key with fingerprint {fingerprint} (it offers: {', '.join(offered) or 'none'})")
@@ -187,13 +183,7 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
 @click.option(
     "--at", "at", required=True, callback=_timestamp, help="When the key was retired (the registry's rotation time)."
 )
-@click.option(
-    "--keyring",
-    "keyring",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The keyring file holding the key, or to hold the built-in registry key with its window.",
-)
+@keyring_file_option
 @verbosity_options
 def retire(key_id: str, at: str, keyring: Path, verbosity: int):
     """Give a pinned registry key its retirement time.

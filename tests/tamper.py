@@ -23,7 +23,7 @@ from pith.keyring import REGISTRY, key_from_entry
 from pith.mint import seal, sign_bundle
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
-from pith.verify import EVENT_UNHASHED
+from pith.verify import EVENT_UNHASHED, PATH_STEP
 from mirror.record import compact_json
 
 
@@ -80,13 +80,11 @@ class RawMutation:
 
 # --- paths ---------------------------------------------------------------------------
 
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
 
 def locate(doc, path: str):
     """The container holding ``path`` (verdict syntax: ``events[1].signature``) and the
     key or index of the value in it."""
-    steps = [int(index) if index else name for name, index in _STEP.findall(path)]
+    steps = [int(index) if index else name for name, index in PATH_STEP.findall(path)]
     for step in steps[:-1]:
         doc = doc[step]
     return doc, steps[-1]
@@ -464,6 +462,17 @@ def _resigned(bundle: dict, signer: Signer, keep_state: bool) -> dict:
     state = bundle["state"]
     state["state_sha256"] = canon_sha256({k: v for k, v in state.items() if k != "state_sha256"})
     return sign_bundle(bundle, signer, signed_at)
+
+
+# the event types a state lists but no real bundle holds yet: their merge rule is only inferred
+NEW_EVENT_TYPES = (
+    "author_attestation",
+    "timestamp_anchor",
+    "storage_attestation",
+    "citation_signature",
+    "replication_record",
+    "correction",
+)
 
 
 def with_new_event(

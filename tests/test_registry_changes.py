@@ -24,16 +24,8 @@ from pith_archiver.cli import main
 from tests.plugins.archives import corpus_raws
 from tests.plugins.crawling import isolated_home, run_cli_crawl
 from tests.plugins.mirror import SMALL_CORPUS_SEED
-from tests.tamper import MUTATIONS, tampered, wholly_resigned, with_new_event
+from tests.tamper import NEW_EVENT_TYPES, tampered, wholly_resigned, with_new_event
 
-NEW_EVENT_TYPES = [
-    "author_attestation",
-    "timestamp_anchor",
-    "storage_attestation",
-    "citation_signature",
-    "replication_record",
-    "correction",
-]
 ROTATION = "2026-07-01T00:00:00Z"  # the corpus key retires; every corpus bundle was built before
 REBUILT_AT = "2026-08-01T00:00:00Z"  # bundles the registry rebuilt after the rotation
 NEW_KEY = Signer.from_seed(
@@ -275,7 +267,6 @@ def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, 
     quarantined = [row for row in rows(tmp_path, "verifications") if row["reason"] == "unsupported_version"]
     assert sorted(row["detail_path"] for row in quarantined) == ["bundle_version", "merge_version"]
     assert all(row["raw_path"].startswith("quarantine/") for row in quarantined)
-    assert MUTATIONS["bundle_version_bumped"].reason == "unsupported_version"
 
 
 # --- keyring windows ------------------------------------------------------------------------
@@ -328,3 +319,36 @@ def test_an_event_without_a_date_cannot_pass_a_window():
     with pytest.raises(Rejected) as late:
         key.check_window("events[1].signature.key_id", created_at="2026-07-01T00:00:01Z")
     assert late.value.reason == "key_retired"
+
+
+def test_keys_pin_and_retire_refuse_bad_input_in_one_line(tmp_path):
+    runner = CliRunner()
+    keyring = tmp_path / "keys.json"
+    impostor = {**Signer.from_seed(NEW_KEY.key_id, b"\x07" * 32).public_document()}
+    keyring.write_text(json.dumps({"keys": [impostor]}))
+    document = tmp_path / "announced.json"
+    document.write_text(json.dumps(NEW_KEY.public_document()))
+    not_json = tmp_path / "page.html"
+    not_json.write_text("<html>moved</html>")
+    cases = [
+        (
+            ["pin", str(document), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(keyring)],
+            f"key_id {NEW_KEY.key_id} is pinned twice with different keys",
+        ),
+        (
+            ["pin", str(not_json), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(tmp_path / "k.json")],
+            "not a key document (malformed_json",
+        ),
+        (
+            ["pin", str(tmp_path / "absent.json"), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(keyring)],
+            "No such file or directory",
+        ),
+        (["pin", str(document), "--fingerprint", "xyz", "--keyring", str(keyring)], "32 hex digits"),
+        (["retire", "no-such-key", "--at", ROTATION, "--keyring", str(keyring)], "no key no-such-key there"),
+        (["retire", NEW_KEY.key_id, "--at", "next week", "--keyring", str(keyring)], "an RFC 3339 timestamp"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(main, ["keys", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output, (args, result.output)
+    assert json.loads(keyring.read_text()) == {"keys": [impostor]}  # nothing written by a refused command

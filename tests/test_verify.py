@@ -12,6 +12,7 @@ from tests.tamper import (
     ADVERTISED,
     ARCHIVER,
     MUTATIONS,
+    NEW_EVENT_TYPES,
     RAW_MUTATIONS,
     locate,
     tampered,
@@ -295,15 +296,6 @@ def test_missing_members_are_schema_violations(real_docs, registry_keyring):
 
 
 # --- event types whose merge rule is only inferred ------------------------------------------
-
-NEW_EVENT_TYPES = [
-    "author_attestation",
-    "timestamp_anchor",
-    "storage_attestation",
-    "citation_signature",
-    "replication_record",
-    "correction",
-]
 
 
 @pytest.mark.parametrize("event_type", NEW_EVENT_TYPES)
