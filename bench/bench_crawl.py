@@ -23,6 +23,7 @@ sampled every 50 ms (``ru_maxrss`` would give the largest process only).
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,16 +65,21 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run(cmd, env=None) -> tuple[float, int, float]:
+def run(cmd, env=None, trace: list | None = None) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (MiB, summed over the process and its children) and CPU
-    seconds (the process's and its children's) of one child process."""
+    seconds (the process's and its children's) of one child process; ``trace`` gets
+    (epoch seconds, peak RSS so far in bytes) once a second."""
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak, done = [0], threading.Event()
 
     def sample():
+        last = 0.0
         while not done.wait(0.05):
             peak[0] = max(peak[0], tree_rss(child.pid))
+            if trace is not None and time.time() - last >= 1.0:
+                last = time.time()
+                trace.append((last, peak[0]))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -116,7 +123,7 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
     return server, url, site if virtual else corpus / "keyring.json"
 
 
-def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict) -> dict:
+def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict, trace=None) -> dict:
     out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
     shutil.rmtree(out, ignore_errors=True)
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
@@ -129,7 +136,7 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
             "--resolver",
             url,
             "--progress",
-            "off",
+            "off" if trace is None else "log",
             "--keyring",
             str(keyring),
             "--out",
@@ -142,6 +149,7 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
             *extra,
         ],
         env,
+        trace,
     )
     values = json.loads(stats.read_text())
     return {
@@ -248,17 +256,37 @@ def report(kind: str, n: int, runs: dict) -> None:
         )
 
 
+def peaks_at(log: Path, trace: list, records: int):
+    """Peak RSS up to the moment each of 10k, 100k, 300k and 1M records (those within
+    ``records``) had been archived, from the crawl's progress lines."""
+    archived = []
+    for line in log.read_text().splitlines():
+        match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d).* archived (\d+)", line)
+        if match:
+            stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S").timestamp()  # local time, as logged
+            archived.append((stamp + 1, int(match[2])))  # the line's second, to its end
+    for milestone in (1_000, 10_000, 100_000, 300_000, 1_000_000):
+        when = next((stamp for stamp, count in archived if count >= milestone), None)
+        if milestone <= records and when is not None:
+            yield milestone, max((peak for stamp, peak in trace if stamp <= when), default=0)
+
+
 def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
     """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
     from mirror.virtual import VirtualCatalog
 
     server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
+    log, trace = workdir / f"virtual-{records}.log", []
+    log.unlink(missing_ok=True)
     try:
         seed = VirtualCatalog(11, 1).suffixes[0]
-        m = ours(url, keyring, workdir, f"virtual-{records}", [seed, *pool_args(workers)], env)
+        progress = ["--log-file", str(log), "-s", "PITH_PROGRESS_INTERVAL=5", "-s", "LOG_LEVEL=INFO"]
+        m = ours(url, keyring, workdir, f"virtual-{records}", [seed, *pool_args(workers), *progress], env, trace)
     finally:
         server.terminate()
         server.wait()
+    for milestone, peak in peaks_at(log, trace, records):
+        print(f"virtual {records:>7}: peak RSS {peak / 2**20:.0f} MiB by {milestone} records archived", flush=True)
     print(
         f"virtual {records:>7} workers {workers}:"
         f" {m['records']:>8} archived in {m['time']:.0f} s ({m['cpu']:.0f} s CPU):"

@@ -1,7 +1,9 @@
 """Threads or processes for verification beside a busy crawl thread: a model of the crawl
 in which one thread spends a fixed CPU time per bundle (Scrapy's own work) and each
 bundle is parsed and verified (crawler.verify_worker.Checker) either inline, in a
-thread pool, or in a process pool (as crawler.verifier runs it), at most 64 in flight.
+thread pool, in a ``concurrent.futures`` process pool (the baseline: how the crawl
+handed bundles over before), or by ``crawler.verifier.Verifier``'s worker process over
+its socket, as the crawl runs it now; at most 64 in flight.
 
     python bench/bench_verify_pool.py --corpus DIR [--bundles 3000] [--scrapy-us 1500] [--rounds 2]
 
@@ -11,6 +13,7 @@ the latter is what a crawl thread would have left for Scrapy.
 """
 
 import argparse
+import asyncio
 import multiprocessing
 import sys
 import time
@@ -20,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawler.verify_worker import Checker, check, start  # noqa: E402
+from crawler.verifier import Verifier  # noqa: E402
+from crawler.verify_worker import Checker  # noqa: E402
 from pith.keyring import Keyring  # noqa: E402
 from pith.parse import Limits  # noqa: E402
 
@@ -31,21 +35,52 @@ def busy(microseconds: int) -> None:
         pass
 
 
+_checker = None  # in a concurrent.futures worker
+
+
+def _start(checker: Checker) -> None:
+    global _checker
+    _checker = checker
+
+
+def _check(raw: bytes):
+    return _checker(raw)
+
+
+async def through_verifier(raws: list[bytes], checker: Checker, scrapy_us: int) -> tuple[float, float]:
+    verifier = Verifier(checker, 1)
+    await verifier.verify(b"{}")  # started before the clock matters
+    wall, cpu = time.perf_counter(), time.process_time()
+    pending = deque()
+    for raw in raws:
+        busy(scrapy_us)
+        pending.append(asyncio.ensure_future(verifier.verify(raw)))
+        await asyncio.sleep(0)  # the loop turns, as the reactor's does between callbacks
+        while pending and (pending[0].done() or len(pending) > 64):
+            await pending.popleft()
+    for task in pending:
+        await task
+    verifier.close()
+    return wall, cpu
+
+
 def run(mode: str, workers: int, raws: list[bytes], checker: Checker, scrapy_us: int) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
-    if mode == "inline":
+    if mode == "socket":
+        wall, cpu = asyncio.run(through_verifier(raws, checker, scrapy_us))
+    elif mode == "inline":
         for raw in raws:
             busy(scrapy_us)
             checker(raw)
     else:
         pool = (
             ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn"), initializer=start, initargs=(checker,)
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(checker,)
             )
-            if mode == "process"
+            if mode == "futures"
             else ThreadPoolExecutor(workers)
         )
-        task = check if mode == "process" else checker
+        task = _check if mode == "futures" else checker
         pool.submit(task, b"{}").result()  # started before the clock matters
         wall, cpu = time.perf_counter(), time.process_time()
         pending = deque()
@@ -72,7 +107,7 @@ def main():
     print(f"{len(raws)} bundles, {args.scrapy_us} µs of crawl-thread work each")
     print(f"{'mode':>8} {'workers':>7} {'wall s':>8} {'this CPU s':>12}")
     for _ in range(args.rounds):  # alternated
-        for mode, workers in (("inline", 0), ("thread", 1), ("thread", 2), ("process", 1)):
+        for mode, workers in (("inline", 0), ("thread", 1), ("futures", 1), ("socket", 1)):
             run(mode, workers, raws, checker, args.scrapy_us)
 
 

@@ -1,22 +1,24 @@
-"""Parse and verify fetched bundles off the reactor, in a pool of worker processes.
+"""Parse and verify fetched bundles off the reactor, in worker processes.
 
 Verifying a bundle is ~0.5 ms of Python that holds the GIL (only the Ed25519 checks
 release it), so threads would slow Scrapy's thread rather than free it: the work goes
-to processes (bench/RESULTS.md, "Verification off the reactor"). Handing a bundle to a
-process and taking its verdict back still costs the crawl's process about two thirds
-of what verifying it inline does, so the pool pays only where a core is idle. At most
-``IN_FLIGHT_PER_WORKER`` bundles per worker are queued; past that the spider's callback
-waits, its responses stay in Scrapy's scraper and the engine stops downloading until
-the workers catch up. A worker that dies (killed, out of memory) takes nothing with it:
-the pool is replaced and the bundle verified again.
+to processes (bench/RESULTS.md, "Verification off the reactor"). Each worker has one
+socket to the crawl, read by the reactor itself: a bundle goes down it as its bytes and
+the verdict comes back as JSON, without its parsed tree, which the crawl rebuilds from
+the bytes it holds (``crawler.verify_worker``), so the crawl's thread spends ~0.15 ms
+per bundle instead of the whole check. At most ``IN_FLIGHT_PER_WORKER`` bundles per worker
+are under way; past that the spider's callback waits, its responses stay in Scrapy's
+scraper and the engine stops downloading until the workers catch up. A worker that
+dies (killed, out of memory) takes nothing with it: another is started and its
+bundles are verified again.
 """
 
 import asyncio
+import collections
 import logging
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import socket
 
 from scrapy import signals
 from scrapy.utils.asyncio import is_asyncio_available
@@ -25,36 +27,109 @@ from pith.keyring import KeyringError
 from pith.parse import Limits
 from pith.verify import Verdict
 from .key_watch import crawl_keyring
-from .verify_worker import Checker, check, start
+from .verify_worker import FRAME, Checker, decode, restore, serve
 
 logger = logging.getLogger(__name__)
 
-IN_FLIGHT_PER_WORKER = 4
-ATTEMPTS = 3  # pools a bundle may break before it is verified in the crawl's own thread
+IN_FLIGHT_PER_WORKER = 32
+ATTEMPTS = 3  # workers a bundle may outlive before it is verified in the crawl's own thread
+STOP_WAIT = 5.0  # seconds a closing crawl waits for a worker to finish and exit
 
 
 def default_workers() -> int:
-    """One worker where this process may use three cores or more, else none. One worker
+    """One worker where this process may use two cores or more, else none. One worker
     verifies ~2,000 bundles a second, several times what one crawl thread fetches, so a
-    second never helps; on two cores it takes CPU from the crawl thread and whatever
-    else runs there (measured: bench/RESULTS.md, "Verification off the reactor")."""
+    second never helps (measured: bench/RESULTS.md, "Verification off the reactor")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return 1 if cores >= 3 else 0
+    return 1 if cores >= 2 else 0
+
+
+class WorkerLost(Exception):
+    """The worker holding a bundle died before it answered."""
+
+
+class Worker:
+    """One verifier process and its socket: bundles in, verdicts out, in order."""
+
+    def __init__(self, checker: Checker):
+        ours, theirs = socket.socketpair()
+        self.process = multiprocessing.get_context("spawn").Process(
+            target=serve, args=(theirs, checker), name="pith-verifier", daemon=True
+        )
+        self.process.start()
+        theirs.close()
+        self.pending: collections.deque[asyncio.Future] = collections.deque()
+        self.alive = True
+        self._socket = ours
+        self._writer = None
+        self._reading = None
+        self._opening = asyncio.ensure_future(self._open())
+
+    async def _open(self) -> None:
+        reader, self._writer = await asyncio.open_unix_connection(sock=self._socket)
+        self._reading = asyncio.ensure_future(self._read(reader))
+
+    async def check(self, raw: bytes) -> tuple[Verdict, bool] | None:
+        """The worker's verdict, or None when it could not send one back."""
+        if self._writer is None:
+            await self._opening
+        if not self.alive:
+            raise WorkerLost
+        answer = asyncio.get_running_loop().create_future()
+        self.pending.append(answer)
+        self._writer.writelines((FRAME.pack(len(raw)), raw))
+        return await answer
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                (size,) = FRAME.unpack(await reader.readexactly(FRAME.size))
+                answer = await reader.readexactly(size)
+                self.pending.popleft().set_result(decode(answer) if answer else None)
+        except (asyncio.IncompleteReadError, ConnectionError):  # it died, or we closed it
+            pass
+        self._lost()
+
+    def _lost(self) -> None:
+        self.alive = False
+        while self.pending:
+            answer = self.pending.popleft()
+            if not answer.done():
+                answer.set_exception(WorkerLost())
+
+    def close(self) -> None:
+        """Closing its socket tells the worker to exit; one that does not is killed."""
+        self.alive = False
+        self._opening.cancel()
+        if self._reading is not None:
+            self._reading.cancel()
+        try:
+            self._socket.shutdown(socket.SHUT_WR)  # at once: the reactor may not run again before the join
+        except OSError:  # it died first
+            pass
+        self.process.join(STOP_WAIT)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        if self._writer is not None:
+            self._writer.close()
+        else:
+            self._socket.close()
 
 
 class Verifier:
     """``await verifier.verify(raw)``: the verdict on a bundle's bytes and whether they
     parsed. Settings: PITH_KEYRINGS, PITH_DEFAULT_KEYS, PITH_VERIFY_WORKERS (0: in the
-    crawl's own thread, as before)."""
+    crawl's own thread)."""
 
     def __init__(self, checker: Checker, workers: int):
         self.checker = checker
         self.workers = workers
         self.stats = None  # the crawl's, once it opens
-        self.pool: ProcessPoolExecutor | None = None
+        self.running: list[Worker] = []
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
 
     @classmethod
@@ -72,34 +147,42 @@ class Verifier:
         return verifier
 
     async def verify(self, raw: bytes) -> tuple[Verdict, bool]:
-        if self.workers and self.pool is None and not is_asyncio_available():
+        if self.workers and not self.running and not is_asyncio_available():
             logger.warning("PITH_VERIFY_WORKERS needs Scrapy's asyncio reactor: verifying in the crawl's thread")
             self.workers = 0
         if not self.workers:
             return self.checker(raw)
         async with self.slots:
             for _ in range(ATTEMPTS):
-                pool = self.pool or self._start()
+                worker = self._least_busy()
                 try:
-                    return await asyncio.wrap_future(pool.submit(check, raw))
-                except BrokenProcessPool:
-                    self._replace(pool)
-        logger.warning("%d verifier pools broke on one bundle: verifying it in the crawl's thread", ATTEMPTS)
+                    answer = await worker.check(raw)
+                except WorkerLost:
+                    self._replace(worker)
+                    continue
+                if answer is None:
+                    break
+                verdict, parsed = answer
+                return restore(verdict, parsed, raw, self.checker.limits), parsed
+            else:
+                logger.warning(
+                    "%d verifier processes died holding one bundle: verifying it in the crawl's thread", ATTEMPTS
+                )
         return self.checker(raw)
 
-    def _start(self) -> ProcessPoolExecutor:
-        self.pool = ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=start, initargs=(self.checker,)
-        )
-        return self.pool
+    def _least_busy(self) -> Worker:
+        if len(self.running) < self.workers:
+            self.running.append(Worker(self.checker))
+            return self.running[-1]
+        return min(self.running, key=lambda worker: len(worker.pending))
 
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        """A worker died: every bundle it held comes back as BrokenProcessPool and is
-        submitted again, to one new pool."""
-        if self.pool is broken:
-            logger.warning("a verifier process died; starting a new pool and verifying its bundles again")
-            broken.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
+    def _replace(self, lost: Worker) -> None:
+        """A worker died: each bundle it held comes back as WorkerLost and is sent again,
+        to a new worker started in its place."""
+        if lost in self.running:
+            logger.warning("a verifier process died; starting another and verifying its bundles again")
+            self.running.remove(lost)
+            lost.close()
             if self.stats is not None:
                 self.stats.inc_value("pith/verify_pool_restarts")
 
@@ -108,6 +191,6 @@ class Verifier:
         self.stats.set_value("pith/verify_workers", self.workers)
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        for worker in self.running:
+            worker.close()
+        self.running = []

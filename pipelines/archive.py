@@ -22,6 +22,7 @@ from pith.shipped import version
 from storage.signing_key import load_or_create
 from storage.archive import ArchiveWriter
 from storage.stores import StorageError, open_store
+from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class ArchivePipeline:
         self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
+        self.stats.set_value("pith/arrow_memory_pool", memory_pool())
 
     async def process_item(self, item):
         try:

@@ -155,10 +155,18 @@ class History:
         fetched_at: datetime,
         current: bool,
     ) -> None:
-        """A version archived by this run; ``current`` when it passed ``objection``."""
-        self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
-        if current:
-            self._store(pith_number, Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events))
+        """A version archived by this run; ``current`` when it passed ``objection``.
+        One transaction: SQLite's cost is per transaction, not per statement."""
+        self.db.execute("BEGIN")
+        try:
+            self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+            if current:
+                version = Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events)
+                self._store(pith_number, version)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
 
 def _micros(when: datetime) -> int:

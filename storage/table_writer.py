@@ -18,6 +18,12 @@ from .tables import TableSpec
 logger = logging.getLogger(__name__)
 
 
+def memory_pool() -> str:
+    """The allocator pyarrow encodes with: ``ARROW_DEFAULT_MEMORY_POOL``, read when
+    pyarrow first builds its pool (``pith_archiver.allocators`` sets it for a crawl)."""
+    return pa.default_memory_pool().backend_name
+
+
 @dataclass(frozen=True)
 class RollPolicy:
     """When a partition's buffered rows become a row group, and when its file is done.
@@ -28,7 +34,9 @@ class RollPolicy:
     max_bytes: int = 64 * MiB
     row_group_rows: int = 10_000
     row_group_bytes: int = 8 * MiB  # in memory, estimated from the buffered values
-    buffer_bytes: int = 16 * MiB  # all partitions of all tables sharing a RowBudget
+    # all partitions of all tables sharing a RowBudget (16 MiB held ~25 MiB more at a
+    # 10k-record crawl's peak: bench/RESULTS.md)
+    buffer_bytes: int = 4 * MiB
 
 
 class RowBudget:

@@ -1,6 +1,10 @@
 """The crawler against plain static files: it must not depend on anything only our
 mirror does (no manifest, no alias redirects, no sitemap)."""
 
+import os
+import subprocess
+import sys
+
 from tests.plugins.crawling import run_cli_crawl
 
 
@@ -23,6 +27,9 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
     assert result.stat("redirects_learnt") == 1
     assert result.stats.get("downloader/response_status_count/301") == 1
     assert result.stat("requests_per_record") == 3.333
+    # no port of ours listens: neither Scrapy's telnet console nor its remote control
+    assert "Enabled extensions" in result.stderr
+    assert "listening" not in result.stderr.lower(), result.stderr[-3000:]
 
 
 def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
@@ -48,6 +55,49 @@ def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("records_found") == 1
     assert result.stat("verified") == 1
+
+
+def test_a_crawl_without_a_frontier_loads_no_redis_client(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        base,
+        "--out",
+        str(tmp_path / "archive"),
+        suffixes[0],
+        env={"PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
+    assert {"scrapy", "pyarrow"} <= imported  # the import log is complete
+    assert not imported & {"redis", "scrapy_redis"}
+
+
+def test_pyarrow_encodes_with_the_system_allocator_unless_the_operator_says_otherwise(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    ours = crawl(tmp_path, base, "--no-follow", suffixes[0])
+    theirs = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        base,
+        "--out",
+        str(tmp_path / "b"),
+        suffixes[0],
+        env={"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"},
+    )
+    assert (ours.returncode, theirs.returncode) == (0, 0), ours.stderr[-2000:] + theirs.stderr[-2000:]
+    assert (ours.stats["pith/arrow_memory_pool"], theirs.stats["pith/arrow_memory_pool"]) == ("system", "jemalloc")
+
+
+def test_the_malloc_arenas_are_capped_unless_the_operator_set_them():
+    code = "from pith_archiver.allocators import economise; print(economise())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    capped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    left = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "MALLOC_ARENA_MAX": "8"}, timeout=60
+    )
+    assert (capped.stdout, left.stdout) == ("True\n", "False\n"), capped.stderr + left.stderr
 
 
 def test_bounds_on_the_walk(tmp_path, static_site):

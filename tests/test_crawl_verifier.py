@@ -8,11 +8,14 @@ import json
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.dataset as ds
 
+from crawler.verify_worker import decode, encode
 from mirror.faults import FaultPlan
+from pith.verify import Verdict
 from pith_archiver import FIXTURES
 from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
@@ -145,3 +148,22 @@ def test_a_verifier_process_killed_mid_bundle_loses_nothing(
     check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
     assert check.clean, check.discrepancies
     assert sorted(check.numbers()) == expected_numbers(corpus_catalog)  # every record, exactly once
+
+
+def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the_crawl():
+    verdict = Verdict(
+        "rejected",
+        "state_mismatch",
+        "state.state_sha256",
+        "recomputed 1f, signed 2e",
+        pith_number="pith:2024:ABCDEFGH",
+        merge_confirmed=False,
+        inferred_types=("correction", "timestamp_anchor"),
+        merge_inferred_match=False,
+    )
+    assert decode(encode(verdict, True)) == (verdict, True)
+    assert decode(encode(Verdict("rejected", "malformed_json"), False)) == (
+        Verdict("rejected", "malformed_json"),
+        False,
+    )
+    assert encode(replace(verdict, detail="a lone \ud800 surrogate"), True) == b""  # the crawl judges it itself

@@ -80,6 +80,8 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
             "AUTOTHROTTLE_ENABLED=false",
             "-s",
             "CONCURRENT_REQUESTS_PER_DOMAIN=32",
+            "-s",
+            "PITH_RECORDS_QUEUED=400",
             seed,
             timeout=300,
         )
@@ -96,7 +98,31 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
             "AUTOTHROTTLE_ENABLED=false",
             "-s",
             "CONCURRENT_REQUESTS_PER_DOMAIN=32",
+            "-s",
+            "PITH_RECORDS_QUEUED=400",
             "sitemap",
+            timeout=300,
+        )
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("".join(f"{suffix}\n" for suffix in VirtualCorpus(1000, seed=5).catalog.suffixes))
+        seeded = run_cli_crawl(
+            tmp_path,
+            "--resolver",
+            url,
+            "--keyring",
+            str(keyring),
+            "--no-default-keys",
+            "--out",
+            str(tmp_path / "from-seeds"),
+            "-s",
+            "AUTOTHROTTLE_ENABLED=false",
+            "-s",
+            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
+            "-s",
+            "PITH_RECORDS_QUEUED=400",
+            "--no-follow",
+            "--seeds-file",
+            str(seeds),
             timeout=300,
         )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -104,9 +130,13 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     assert result.stat("pages_fetched") == 0  # every bundle names its citing records
     assert result.stat("requests_per_record") <= 2
     assert result.stats["downloader/request_count"] == 1000 + 3  # robots.txt, the signing key, the manifest
+    assert result.stat("records_open_max") <= 400  # the rest waited on disk, however the callbacks interleaved
     assert sitemap.returncode == 0, sitemap.stderr[-3000:]
     assert (sitemap.stat("verified"), sitemap.stat("archived")) == (1000, 1000)
     assert sitemap.stat("requests_per_record") <= 1.05
+    assert sitemap.stat("records_open_max") == 400
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+    assert (seeded.stat("archived"), seeded.stat("records_open_max")) == (1000, 400)
 
 
 def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):

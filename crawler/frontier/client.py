@@ -8,20 +8,23 @@ in Redis. Keys, under PITH_FRONTIER_KEY (default ``pith``): ``:requests`` (the q
 touch per-worker keys, so the server must be a standalone Redis (not a cluster).
 """
 
+from __future__ import annotations
+
 import os
 import secrets
 import socket
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
-import redis
 from scrapy.exceptions import NotConfigured
-from scrapy_redis import defaults
-from scrapy_redis.connection import get_redis
 
 from ..worker import worker_name
 from .addon import check_url, queue_key
 from .errors import FrontierError, SigningKeyInUse
 from .serializer import BUNDLE, PAGE
+
+if TYPE_CHECKING:
+    import redis
 
 CLAIMED, SEEN, FULL = "claimed", "seen", "full"
 
@@ -35,6 +38,10 @@ def _script(server: redis.Redis, name: str):
 
 def connect(url: str, params: dict | None = None) -> redis.Redis:
     """A client of the Redis at ``url`` that has answered a PING, else FrontierError."""
+    import redis  # only where a frontier is used: a crawl without one never loads the client
+    from scrapy_redis import defaults
+    from scrapy_redis.connection import get_redis
+
     server = get_redis(url=check_url(url), **{**defaults.REDIS_PARAMS, **(params or {})})
     try:
         server.ping()

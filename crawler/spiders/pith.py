@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
+FEED_BATCH = 32  # record requests taken from the SeenStore at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
 
@@ -208,11 +209,17 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def feed(self):
         """Bundle requests for records the SeenStore holds waiting, while fewer than
-        PITH_RECORDS_QUEUED are under way: the rest wait on disk, not in memory."""
+        PITH_RECORDS_QUEUED are under way: the rest wait on disk, not in memory. Taken
+        FEED_BATCH at a time (one SQLite transaction each, not one per record), which
+        leaves the scheduler holding at least PITH_RECORDS_QUEUED - FEED_BATCH."""
         room = self.records_queued - self.records_open if self.seen is not None else 0
-        if room > 0:
-            for suffix, depth in self.seen.take(room):
-                self.records_open += 1
+        if room > 0 and room >= min(FEED_BATCH, self.records_queued):
+            taken = self.seen.take(room)
+            # counted as taken, not as yielded: Scrapy consumes a callback's output
+            # lazily, and another callback's feed() must see the room already used
+            self.records_open += len(taken)
+            self.crawler.stats.max_value("pith/records_open_max", self.records_open)
+            for suffix, depth in taken:
                 yield self.bundle_request(self.resolver.base, suffix, depth)
 
     def record_done(self):
