@@ -8,8 +8,8 @@ import sys
 from tests.plugins.crawling import run_cli_crawl
 
 
-def crawl(tmp_path, base, *args):
-    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / "archive"), *args)
+def crawl(tmp_path, base, *args, out="archive", env=None):
+    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / out), *args, env=env)
 
 
 def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site):
@@ -59,15 +59,7 @@ def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
 
 def test_a_crawl_without_a_frontier_loads_no_redis_client(tmp_path, static_site):
     base, suffixes, _ = static_site
-    result = run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        base,
-        "--out",
-        str(tmp_path / "archive"),
-        suffixes[0],
-        env={"PYTHONPROFILEIMPORTTIME": "1"},
-    )
+    result = crawl(tmp_path, base, suffixes[0], env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
     assert {"scrapy", "pyarrow"} <= imported  # the import log is complete
@@ -77,15 +69,7 @@ def test_a_crawl_without_a_frontier_loads_no_redis_client(tmp_path, static_site)
 def test_pyarrow_encodes_with_the_system_allocator_unless_the_operator_says_otherwise(tmp_path, static_site):
     base, suffixes, _ = static_site
     ours = crawl(tmp_path, base, "--no-follow", suffixes[0])
-    theirs = run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        base,
-        "--out",
-        str(tmp_path / "b"),
-        suffixes[0],
-        env={"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"},
-    )
+    theirs = crawl(tmp_path, base, suffixes[0], out="b", env={"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
     assert (ours.returncode, theirs.returncode) == (0, 0), ours.stderr[-2000:] + theirs.stderr[-2000:]
     assert (ours.stats["pith/arrow_memory_pool"], theirs.stats["pith/arrow_memory_pool"]) == ("system", "jemalloc")
 

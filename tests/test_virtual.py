@@ -66,65 +66,21 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     keyring = tmp_path / "virtual-keyring.json"
     with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring)) as (process, url):
         assert process.stdout.readline().strip() == f"keyring {keyring}"
-        seed = VirtualCorpus(1, seed=5).catalog.suffixes[0]
-        result = run_cli_crawl(
-            tmp_path,
-            "--resolver",
-            url,
-            "--keyring",
-            str(keyring),
-            "--no-default-keys",
-            "--out",
-            str(tmp_path / "archive"),
-            "-s",
-            "AUTOTHROTTLE_ENABLED=false",
-            "-s",
-            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
-            "-s",
-            "PITH_RECORDS_QUEUED=400",
-            seed,
-            timeout=300,
-        )
-        sitemap = run_cli_crawl(
-            tmp_path,
-            "--resolver",
-            url,
-            "--keyring",
-            str(keyring),
-            "--no-default-keys",
-            "--out",
-            str(tmp_path / "from-sitemap"),
-            "-s",
-            "AUTOTHROTTLE_ENABLED=false",
-            "-s",
-            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
-            "-s",
-            "PITH_RECORDS_QUEUED=400",
-            "sitemap",
-            timeout=300,
-        )
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("".join(f"{suffix}\n" for suffix in VirtualCorpus(1000, seed=5).catalog.suffixes))
-        seeded = run_cli_crawl(
-            tmp_path,
-            "--resolver",
-            url,
-            "--keyring",
-            str(keyring),
-            "--no-default-keys",
-            "--out",
-            str(tmp_path / "from-seeds"),
-            "-s",
-            "AUTOTHROTTLE_ENABLED=false",
-            "-s",
-            "CONCURRENT_REQUESTS_PER_DOMAIN=32",
-            "-s",
-            "PITH_RECORDS_QUEUED=400",
-            "--no-follow",
-            "--seeds-file",
-            str(seeds),
-            timeout=300,
-        )
+
+        def crawl(out: str, *args: str):
+            return run_cli_crawl(
+                tmp_path,
+                *("--resolver", url, "--keyring", str(keyring), "--no-default-keys", "--out", str(tmp_path / out)),
+                *("-s", "AUTOTHROTTLE_ENABLED=false", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=32"),
+                *("-s", "PITH_RECORDS_QUEUED=400", *args),
+                timeout=300,
+            )
+
+        result = crawl("archive", VirtualCorpus(1, seed=5).catalog.suffixes[0])
+        sitemap = crawl("from-sitemap", "sitemap")
+        seeded = crawl("from-seeds", "--no-follow", "--seeds-file", str(seeds))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified"), result.stat("archived")) == (1000, 1000, 1000)
     assert result.stat("pages_fetched") == 0  # every bundle names its citing records
