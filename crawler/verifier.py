@@ -16,9 +16,10 @@ bundles are verified again.
 import asyncio
 import collections
 import logging
-import multiprocessing
 import os
 import socket
+import subprocess
+import sys
 
 from scrapy import signals
 from scrapy.utils.asyncio import is_asyncio_available
@@ -27,7 +28,7 @@ from pith.keyring import KeyringError
 from pith.parse import Limits
 from pith.verify import Verdict
 from .key_watch import crawl_keyring
-from .verify_worker import FRAME, Checker, decode, restore, serve
+from .verify_worker import FRAME, Checker, decode, restore
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,16 @@ class Worker:
 
     def __init__(self, checker: Checker):
         ours, theirs = socket.socketpair()
-        self.process = multiprocessing.get_context("spawn").Process(
-            target=serve, args=(theirs, checker), name="pith-verifier", daemon=True
+        configuration = checker.configuration()
+        ours.sendall(FRAME.pack(len(configuration)) + configuration)
+        # the crawl's own import path, and not the working folder's (-P): the same code as here
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", "-m", "crawler.verify_worker", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            env=environment,
         )
-        self.process.start()
         theirs.close()
         self.pending: collections.deque[asyncio.Future] = collections.deque()
         self.alive = True
@@ -110,10 +117,11 @@ class Worker:
             self._socket.shutdown(socket.SHUT_WR)  # at once: the reactor may not run again before the join
         except OSError:  # it died first
             pass
-        self.process.join(STOP_WAIT)
-        if self.process.is_alive():
+        try:
+            self.process.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.join()
+            self.process.wait()
         if self._writer is not None:
             self._writer.close()
         else:

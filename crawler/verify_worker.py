@@ -1,16 +1,21 @@
 """What a verifier process runs: parse a bundle's bytes and verify them (``pith`` only).
 
-Kept apart from ``crawler.verifier`` so that a worker process started with ``spawn``
-imports the protocol core and nothing of Scrapy: it starts fast and stays small.
+Kept apart from ``crawler.verifier`` so that a worker process, started as
+``python -m crawler.verify_worker FD``, imports the protocol core and nothing of
+Scrapy: it starts fast and stays small (no multiprocessing, so no resource-tracker
+process beside it and no re-import of the command line). Its socket's first message
+is its keyring and limits, as JSON.
 """
 
 import signal
+import socket
 import struct
-from dataclasses import replace
+import sys
+from dataclasses import asdict, replace
 
 import orjson
 
-from pith.keyring import Keyring
+from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Verdict, verify_document
@@ -33,6 +38,16 @@ class Checker:
         except Rejected as rejected:
             return Verdict("rejected", rejected.reason, rejected.path, rejected.detail), False
         return verify_document(document.data, self.keyring, document.exact), True
+
+    def configuration(self) -> bytes:
+        """What a worker needs to build the same checker (``Checker.configured``)."""
+        keys = [{**key.document(), "role": key.role} for key in self.keyring]
+        return orjson.dumps({"keys": keys, "limits": asdict(self.limits)})
+
+    @classmethod
+    def configured(cls, configuration: bytes) -> "Checker":
+        settings = orjson.loads(configuration)
+        return cls(Keyring(key_from_entry(entry) for entry in settings["keys"]), Limits(**settings["limits"]))
 
 
 def encode(verdict: Verdict, parsed: bool) -> bytes:
@@ -62,15 +77,21 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
     return verdict
 
 
-def serve(sock, checker: Checker) -> None:
-    """A worker's life: read bundles from ``sock``, answer each with its encoded
-    verdict, in order, until the crawl closes its end."""
+def _messages(incoming):
+    while len(header := incoming.read(FRAME.size)) == FRAME.size:
+        yield incoming.read(FRAME.unpack(header)[0])
+
+
+def serve(sock: socket.socket) -> None:
+    """A worker's life: read its configuration, then bundles from ``sock``, answer each
+    with its encoded verdict, in order, until the crawl closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
-    incoming = sock.makefile("rb")
-    while True:
-        header = incoming.read(FRAME.size)
-        if len(header) < FRAME.size:
-            return
-        raw = incoming.read(FRAME.unpack(header)[0])
+    messages = _messages(sock.makefile("rb"))
+    checker = Checker.configured(next(messages, b"{}"))
+    for raw in messages:
         answer = encode(*checker(raw))
         sock.sendall(FRAME.pack(len(answer)) + answer)
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])))

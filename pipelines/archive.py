@@ -87,12 +87,12 @@ class ArchivePipeline:
     async def open_spider(self):
         def open_writer():
             store = open_store(self.archive, endpoint_url=self.endpoint_url)
+            self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight, workers=store.upload_threads)
             trusted = Keyring.build(self.archive_keyrings, default_keys=False, role=ARCHIVE)  # the other workers' keys
             trusted.add(self.signer.pinned())
             writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
             return writer.open()
 
-        self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight)
         self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
         self.stats.set_value("pith/arrow_memory_pool", memory_pool())

@@ -109,7 +109,7 @@ class ArchiveWriter:
         self._dedup = dedup
         self._history = CommittedHistory(store, keyring or Keyring([signer.pinned()]))
         self._committer = Committer(store, signer, worker)
-        self._uploader = uploader or BoundedUploader()
+        self._uploader = uploader or BoundedUploader(workers=store.upload_threads)
         self._owns_uploader = uploader is None
         self._spool = Spool(spool_dir)
         self._budget = RowBudget(policy.buffer_bytes)

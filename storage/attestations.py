@@ -11,7 +11,10 @@ concurrent workers use keys of their own, and each key has its own chain.
 """
 
 import logging
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from pith.attestation import new_attestation, read_attestation
 from pith.canonical import canon
@@ -47,10 +50,10 @@ class AttestationFeed:
         self.archive_uri = archive_uri
         self.head = head
 
-    def seal(self, owed, run_id: str, stored_at) -> list[dict]:
+    def seal(self, owed, run_id: str, stored_at):
         """Sign attestations of the ``owed`` Stored versions, in order, for the run
-        ``run_id``; ``stored_at`` maps each raw path to when the store acknowledged it."""
-        events = []
+        ``run_id``, one at a time as they are consumed (the chain's head moves with
+        each); ``stored_at`` maps each raw path to when the store acknowledged it."""
         for item in owed:
             when = stored_at[item.raw_path]
             payload = {
@@ -72,12 +75,32 @@ class AttestationFeed:
                 created_at=when,
             )
             self.head = event["event_id"]
-            events.append(event)
-        return events
+            yield event
 
 
-def feed_bytes(events) -> bytes:
-    return b"".join(canon(event) + b"\n" for event in events)
+class FeedSpool:
+    """A run's attestation feed spooled to a local file as its attestations are signed,
+    with their log leaves (the 32 bytes of each ``content_sha256``): a commit of ten
+    thousand versions never holds ten thousand signed events at once."""
+
+    def __init__(self, spool_dir):
+        fd, name = tempfile.mkstemp(prefix="attestations-", suffix=".jsonl", dir=spool_dir)
+        self.path = Path(name)
+        self.leaves = bytearray()
+        self._handle = os.fdopen(fd, "wb")
+
+    def add(self, event: dict) -> dict:
+        """Append ``event`` to the feed; returns it."""
+        self._handle.write(canon(event) + b"\n")
+        self.leaves += bytes.fromhex(event["content_sha256"])
+        return event
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def discard(self) -> None:
+        self._handle.close()
+        self.path.unlink(missing_ok=True)
 
 
 def chain_head(store: ObjectStore, entry: ObjectInfo, keyring: Keyring) -> str:

@@ -6,13 +6,14 @@ it is an orphan no reader trusts."""
 
 import json
 import logging
+from itertools import islice
 
 from pith.canonical import canon
 from pith.keyring import ARCHIVE, KeyringError, key_from_entry
 from pith.merkle import Frontier
 from pith.signing import Signer
 from . import layout
-from .attestations import AttestationFeed, chain_head_of, feed_bytes
+from .attestations import AttestationFeed, FeedSpool, chain_head_of
 from .manifest import build_manifest, commit_manifest, sign_manifest
 from .segment import Segment
 from .stores import ObjectExists, ObjectInfo, ObjectStore
@@ -20,6 +21,8 @@ from .rows import attestation_row
 from .tlog import LogAppender, key_logs, read_log
 
 logger = logging.getLogger(__name__)
+
+SIGN_BATCH = 256  # attestations signed between two takings of the rows lock
 
 
 class Committer:
@@ -47,13 +50,21 @@ class Committer:
         """Commit ``segment``; returns its manifest's path. StorageError, and no
         manifest, if any write of the run failed."""
         segment.settle()  # every raw object stored: now it can be attested
-        attestations = self._feed.seal(segment.owed, segment.run_id, segment.stored_at)
-        segment.close_tables({"attestations": [attestation_row(event) for event in attestations]})
-        segment.settle()
-        if attestations:
-            segment.record(self.store.put_bytes(layout.attestation_feed(segment.run_id), feed_bytes(attestations)))
-            for info in self._log.extend(self.store, segment.run_id, attestations):
-                segment.record(info)
+        feed = FeedSpool(segment.spool_dir)
+        try:
+            signed = self._feed.seal(segment.owed, segment.run_id, segment.stored_at)
+            # signed outside the rows lock, which the crawl's next segment needs meanwhile
+            while batch := [attestation_row(feed.add(event)) for event in islice(signed, SIGN_BATCH)]:
+                segment.add_rows("attestations", batch)
+            segment.close_tables()
+            feed.close()
+            segment.settle()
+            if feed.leaves:
+                segment.record(self.store.put_file(layout.attestation_feed(segment.run_id), feed.path))
+                for info in self._log.extend(self.store, segment.run_id, bytes(feed.leaves)):
+                    segment.record(info)
+        finally:
+            feed.discard()
         segment.record(self._publish_key())
         manifest = build_manifest(
             run_id=segment.run_id,

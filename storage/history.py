@@ -22,6 +22,7 @@ EVENT_COLUMNS = ("pith_number", "bundle_sha256", "event_id")
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
+_DIGEST = 32  # bytes of an event digest
 
 
 def event_digest(event_id: str) -> bytes:
@@ -47,7 +48,9 @@ class History:
     """Every archived bundle version, and each record's current version with its event
     ids, in a temporary SQLite database (SQLite removes it when it is closed): its page
     cache is bounded, so a crawl of the whole registry holds the history on disk, not in
-    memory. Callers serialize their calls (the archive writer's lock)."""
+    memory. A record is one row, its current version's event digests one blob of 32
+    bytes each: a bundle archived is two statements, whatever its number of events.
+    Callers serialize their calls (the archive writer's lock)."""
 
     def __init__(self):
         self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
@@ -55,8 +58,7 @@ class History:
             PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
             CREATE TABLE versions (bundle BLOB PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
-                                  fresh INTEGER) WITHOUT ROWID;
-            CREATE TABLE events (number TEXT, event BLOB, PRIMARY KEY (number, event)) WITHOUT ROWID;
+                                  fresh INTEGER, events BLOB) WITHOUT ROWID;
         """)
 
     @classmethod
@@ -87,9 +89,9 @@ class History:
         for table in events:  # the events of the versions just made current (``fresh``)
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
                 self.db.execute(
-                    "INSERT OR IGNORE INTO events SELECT ?, ? WHERE EXISTS "
-                    "(SELECT 1 FROM current WHERE number = ? AND bundle = ? AND fresh)",
-                    (number, event_digest(event_id), number, bytes.fromhex(bundle)),
+                    # || works on text, which keeps a blob's bytes as they are: cast back to a blob
+                    "UPDATE current SET events = CAST(events || ? AS BLOB) WHERE number = ? AND bundle = ? AND fresh",
+                    (event_digest(event_id), number, bytes.fromhex(bundle)),
                 )
         self.db.execute("UPDATE current SET fresh = 0 WHERE fresh")
         self.db.execute("COMMIT")
@@ -105,11 +107,16 @@ class History:
 
     def _store(self, number: str, version: Version, fresh: bool = False) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?)",
-            (number, version.bundle, _micros(version.built_at), _micros(version.fetched_at), fresh),
+            "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                number,
+                version.bundle,
+                _micros(version.built_at),
+                _micros(version.fetched_at),
+                fresh,
+                b"".join(version.events),
+            ),
         )
-        self.db.execute("DELETE FROM events WHERE number = ?", (number,))
-        self.db.executemany("INSERT INTO events VALUES (?, ?)", ((number, event) for event in version.events))
 
     def archived(self, bundle_sha256: str) -> bool:
         return (
@@ -119,12 +126,13 @@ class History:
 
     def current(self, pith_number: str) -> Version | None:
         row = self.db.execute(
-            "SELECT bundle, built_at, fetched_at FROM current WHERE number = ?", (pith_number,)
+            "SELECT bundle, built_at, fetched_at, events FROM current WHERE number = ?", (pith_number,)
         ).fetchone()
         if row is None:
             return None
-        events = self.db.execute("SELECT event FROM events WHERE number = ?", (pith_number,))
-        return Version(row[0], _from_micros(row[1]), _from_micros(row[2]), frozenset(e for (e,) in events))
+        bundle, built_at, fetched_at, events = row
+        digests = frozenset(events[at : at + _DIGEST] for at in range(0, len(events), _DIGEST))
+        return Version(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
 
     def objection(
         self,
@@ -155,18 +163,10 @@ class History:
         fetched_at: datetime,
         current: bool,
     ) -> None:
-        """A version archived by this run; ``current`` when it passed ``objection``.
-        One transaction: SQLite's cost is per transaction, not per statement."""
-        self.db.execute("BEGIN")
-        try:
-            self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
-            if current:
-                version = Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events)
-                self._store(pith_number, version)
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        """A version archived by this run; ``current`` when it passed ``objection``."""
+        self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+        if current:
+            self._store(pith_number, Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events))
 
 
 def _micros(when: datetime) -> int:

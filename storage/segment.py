@@ -63,6 +63,7 @@ class Segment:
         self.run_id = run_id
         self.started_at = utc_now()
         self.store = store
+        self.spool_dir = spool_dir
         self.tables = {
             name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
             for name, spec in TABLES.items()
@@ -101,12 +102,14 @@ class Segment:
         self.wait()
         self._failure.check()
 
-    def close_tables(self, rows: dict[str, list[dict]]) -> None:
-        """Add the last ``rows`` (table name: rows) and hand over every table file."""
+    def add_rows(self, table: str, rows: list[dict]) -> None:
         with self._rows_lock:
-            for table, added in rows.items():
-                for row in added:
-                    self.tables[table].add(row)
+            for row in rows:
+                self.tables[table].add(row)
+
+    def close_tables(self) -> None:
+        """Hand over every table file, with the rows still buffered."""
+        with self._rows_lock:
             for writer in self.tables.values():
                 writer.close()
 

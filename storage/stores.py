@@ -10,6 +10,7 @@ crash leaves temp files or unlisted objects, never a torn object under a final n
 
 import base64
 import hashlib
+import itertools
 import logging
 import os
 import shutil
@@ -94,6 +95,7 @@ class ObjectStore(ABC):
     """The operations the archive needs, on paths relative to the archive root."""
 
     uri: str
+    upload_threads = 8  # writes a run keeps under way at once
 
     def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
         info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))
@@ -154,38 +156,52 @@ class ObjectStore(ABC):
 
 class LocalStore(ObjectStore):
     """A folder. Writes go to a temp file in the target folder, are fsynced, then
-    hard-linked to the final name, which fails rather than replace an object."""
+    hard-linked to the final name, which fails rather than replace an object. A write
+    is a handful of system calls and little Python: it runs in upload threads beside
+    the crawl's, and what holds the GIL there slows the crawl."""
+
+    upload_threads = 4  # fsyncs overlap (the journal groups them); more only contend for the GIL
 
     def __init__(self, root):
         self.root = Path(root).absolute()
         self.uri = self.root.as_uri()
-        self._unsynced_dirs: set[Path] = set()
+        self._unsynced_dirs: set[str] = set()
+        self._made: set[str] = set()  # folders known to exist
+        self._names = itertools.count()
         self._lock = threading.Lock()
 
     def _target(self, path: str) -> Path:
         return self.root / check_path(path)
 
     def _create_bytes(self, path, data, sha256) -> bool:
-        return self._create(path, lambda out: out.write(data))
+        def write(fd):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+
+        return self._create(path, write)
 
     def _create_file(self, path, local_path, sha256) -> bool:
-        def copy(out):
-            with open(local_path, "rb") as source:
+        def copy(fd):
+            with open(local_path, "rb") as source, open(fd, "wb", closefd=False) as out:
                 shutil.copyfileobj(source, out, CHUNK)
 
         return self._create(path, copy)
 
     def _create(self, path: str, write) -> bool:
-        target = self._target(path)
+        target = f"{self.root}/{check_path(path)}"
+        folder = target.rpartition("/")[0]
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+            if folder not in self._made:
+                self._make(folder)
+            fd, temp = self._temp(folder)
             try:
-                with os.fdopen(fd, "wb") as out:
-                    os.fchmod(out.fileno(), 0o644)
-                    write(out)
-                    out.flush()
-                    os.fsync(out.fileno())
+                try:
+                    os.fchmod(fd, 0o644)
+                    write(fd)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.link(temp, target)
             except FileExistsError:
                 return False
@@ -194,8 +210,26 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot write {path}: {exc}") from exc
         with self._lock:
-            self._unsynced_dirs.update(d for d in target.parents if d == self.root or self.root in d.parents)
+            self._unsynced_dirs.add(folder)
         return True
+
+    def _temp(self, folder: str) -> tuple[int, str]:
+        while True:
+            temp = f"{folder}/{TEMP_PREFIX}{os.getpid()}-{next(self._names)}"
+            try:
+                return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), temp
+            except FileExistsError:  # a killed run's leftover, of a process with the same id
+                continue
+
+    def _make(self, folder: str) -> None:
+        """Create ``folder`` and its parents; each goes to the next flush (a new entry in its parent)."""
+        os.makedirs(folder, exist_ok=True)
+        root = str(self.root)
+        with self._lock:
+            while folder not in self._made and len(folder) > len(root):
+                self._made.add(folder)
+                folder = folder.rpartition("/")[0]
+                self._unsynced_dirs.add(folder)
 
     def read_chunks(self, path, chunk_size=CHUNK):
         try:
@@ -232,7 +266,7 @@ class LocalStore(ObjectStore):
         with self._lock:
             folders, self._unsynced_dirs = self._unsynced_dirs, set()
         try:
-            for folder in sorted(folders, key=lambda d: len(d.parts), reverse=True):
+            for folder in sorted(folders, key=lambda d: d.count("/"), reverse=True):
                 fd = os.open(folder, os.O_RDONLY)
                 try:
                     os.fsync(fd)

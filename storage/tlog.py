@@ -132,10 +132,9 @@ class LogAppender:
         self.origin = log_origin(archive_uri, signer.key_id)
         self.frontier = frontier
 
-    def extend(self, store: ObjectStore, run_id: str, attestations: list[dict]) -> list[ObjectInfo]:
-        """Write the leaves and the checkpoint of ``attestations`` (in chain order);
-        returns their ObjectInfos for the manifest."""
-        leaves = b"".join(bytes.fromhex(event["content_sha256"]) for event in attestations)
+    def extend(self, store: ObjectStore, run_id: str, leaves: bytes) -> list[ObjectInfo]:
+        """Write ``leaves`` (a run's attestations' leaf inputs, in chain order) and the
+        grown log's checkpoint; returns their ObjectInfos for the manifest."""
         written = [store.put_bytes(layout.log_leaves(self.signer.key_id, run_id), leaves)]
         add_leaves(self.frontier, leaves)
         note = sign_checkpoint(Checkpoint(self.origin, self.frontier.size, self.frontier.root()), self.signer)

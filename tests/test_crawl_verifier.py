@@ -2,6 +2,7 @@
 rows and quarantine as in the crawl's own thread, and a worker killed mid-bundle loses
 nothing."""
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -9,12 +10,16 @@ import os
 import signal
 import time
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from crawler.verify_worker import decode, encode
+from crawler.verifier import Worker
+from crawler.verify_worker import Checker, decode, encode
 from mirror.faults import FaultPlan
+from pith.keyring import ARCHIVE, Keyring
+from pith.parse import Limits
 from pith.verify import Verdict
 from pith_archiver import FIXTURES
 from storage.stores import LocalStore
@@ -104,11 +109,11 @@ def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_si
 
 
 def verifier_processes(crawl_pid: int) -> list[int]:
-    """The crawl's verifier workers: its children started by multiprocessing's spawn."""
+    """The crawl's verifier workers: its children running ``crawler.verify_worker``."""
     pids = []
     for task in os.listdir(f"/proc/{crawl_pid}/task"):
         pids += map(int, Path(f"/proc/{crawl_pid}/task/{task}/children").read_text().split())
-    return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [pid for pid in pids if b"crawler.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def test_a_verifier_process_killed_mid_bundle_loses_nothing(
@@ -167,3 +172,42 @@ def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the
         False,
     )
     assert encode(replace(verdict, detail="a lone \ud800 surrogate"), True) == b""  # the crawl judges it itself
+
+
+def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs_in(tmp_path, monkeypatch):
+    """A worker is started by module name on the crawl's import path, not the working
+    folder's (a mirror's ``pith/`` tree there changes nothing), and is sent the crawl's
+    keyring, windows and roles included."""
+    for name in ("pith", "crawler"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the working folder was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    keyring = Keyring.default()
+    registry = next(iter(keyring))
+    utc = timezone.utc
+    windowed = replace(
+        registry,
+        key_id="windowed",
+        not_before=datetime(2020, 1, 1, tzinfo=utc),
+        not_after=datetime(2030, 6, 1, tzinfo=utc),
+    )
+    keyring.add(windowed)
+    keyring.add(replace(registry, key_id="an-archive-key", role=ARCHIVE))
+    checker = Checker(keyring, Limits(max_bytes=1 << 20))
+    configured = Checker.configured(checker.configuration())
+    assert list(configured.keyring) == list(keyring) and configured.limits == checker.limits
+
+    real = (FIXTURES / f"{REAL[0]}.bundle.json").read_bytes()
+    bodies = [(FIXTURES / f"{suffix}.bundle.json").read_bytes() for suffix in REAL]
+    bodies += [tampered(real, name) for name in CASES[:6]] + [b"not json", b"x" * (1 << 20 + 1)]
+
+    async def check_all():
+        worker = Worker(checker)
+        try:
+            return [await worker.check(body) for body in bodies]
+        finally:
+            worker.close()
+
+    expected = [(replace(verdict, bundle=None), parsed) for verdict, parsed in map(checker, bodies)]
+    assert [verdict.ok for verdict, _ in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
+    assert asyncio.run(check_all()) == expected

@@ -14,7 +14,7 @@ from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.committed import CommittedArchive, table_batches
-from storage.history import RECORD_COLUMNS, History
+from storage.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
@@ -115,10 +115,17 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
             for entry in CommittedArchive.read(store, test_keyring).table_files("records")
             for batch in table_batches(store, entry, RECORD_COLUMNS)
         ),
-        (),
+        (
+            batch
+            for entry in CommittedArchive.read(store, test_keyring).table_files("events")
+            for batch in table_batches(store, entry, EVENT_COLUMNS)
+        ),
     )
     assert history.current(number).bundle.hex() == sha["successor"]
     assert history.archived(sha["fork"])
+    # with the successor's events, each once (its 32-byte digests, whatever their bytes)
+    successor = versions["successor"][1].bundle
+    assert history.current(number).events == {event_digest(e["event_id"]) for e in successor["events"]}
 
 
 def test_an_append_only_successor_in_the_same_run_becomes_current(tmp_path, versions, test_signer):
