@@ -111,6 +111,31 @@ def test_local_store_leaves_no_temp_files(tmp_path):
     assert (tmp_path / "raw" / "a.json").stat().st_mode & 0o777 == 0o644
 
 
+def test_a_local_write_steps_over_a_killed_runs_temp_file_and_syncs_new_folders(tmp_path):
+    """Temp names are the process id and a counter: a killed run of a process with the
+    same id may have left one behind, which is neither reused nor removed."""
+    (tmp_path / "raw" / "ab").mkdir(parents=True)
+    leftover = tmp_path / "raw" / "ab" / f"{layout.TEMP_PREFIX}{os.getpid()}-0"
+    leftover.write_bytes(b"a killed run's partial write")
+    store = LocalStore(tmp_path)
+    store.put_bytes("raw/ab/a.json", b"x")
+    store.put_bytes("tables/t/p=1/b.parquet", b"y")
+    assert (tmp_path / "raw" / "ab" / "a.json").read_bytes() == b"x"
+    assert leftover.read_bytes() == b"a killed run's partial write"
+    # the file's folder, and every folder the write created with the one holding it
+    root = str(tmp_path)
+    assert store._unsynced_dirs == {
+        f"{root}/raw/ab",
+        f"{root}/raw",
+        root,
+        f"{root}/tables/t/p=1",
+        f"{root}/tables/t",
+        f"{root}/tables",
+    }
+    store.flush()
+    assert not store._unsynced_dirs
+
+
 def test_a_failing_local_store_raises_storage_error(tmp_path):
     (tmp_path / "file").write_bytes(b"not a folder")
     with pytest.raises(StorageError, match="cannot write"):
