@@ -4,6 +4,7 @@ every PITH_COMMIT_EVERY bundles (a checkpoint, while the crawl goes on) and when
 spider closes. Storage work runs off the reactor thread."""
 
 import logging
+import threading
 from datetime import datetime
 from functools import partial
 
@@ -61,6 +62,9 @@ class ArchivePipeline:
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
         self.checkpointing = None  # the Deferred of the checkpoint under way
+        # bundles are counted as their writes finish, in the upload threads: Scrapy's
+        # inc_value is a read and a write, and two threads between them lose a count
+        self._counting = threading.Lock()
         crawler.signals.connect(self._refresh, signal=pith_signals.frontier_recovered)
 
     @classmethod
@@ -175,9 +179,11 @@ class ArchivePipeline:
         if future.exception() is not None:
             return
         if not verified:
-            self.stats.inc_value("pith/quarantined")
+            key = "pith/quarantined"
         else:
-            self.stats.inc_value("pith/archived" if future.result() is not None else "pith/already_archived")
+            key = "pith/archived" if future.result() is not None else "pith/already_archived"
+        with self._counting:
+            self.stats.inc_value(key)
 
     async def close_spider(self):
         if self.writer is None:
