@@ -57,8 +57,6 @@ class Worker:
 
     def __init__(self, checker: Checker):
         ours, theirs = socket.socketpair()
-        configuration = checker.configuration()
-        ours.sendall(FRAME.pack(len(configuration)) + configuration)
         # the crawl's own import path, and not the working folder's (-P): the same code as here
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
         self.process = subprocess.Popen(
@@ -68,6 +66,11 @@ class Worker:
             env=environment,
         )
         theirs.close()
+        configuration = checker.configuration()  # sent once it runs: a large keyring may not fit the socket's buffer
+        try:
+            ours.sendall(FRAME.pack(len(configuration)) + configuration)
+        except OSError:  # it died at once: its reader sees the socket closed, and another is started
+            pass
         self.pending: collections.deque[asyncio.Future] = collections.deque()
         self.alive = True
         self._socket = ours

@@ -87,7 +87,10 @@ def serve(sock: socket.socket) -> None:
     with its encoded verdict, in order, until the crawl closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
     messages = _messages(sock.makefile("rb"))
-    checker = Checker.configured(next(messages, b"{}"))
+    configuration = next(messages, None)
+    if configuration is None:  # the crawl closed before it began
+        return
+    checker = Checker.configured(configuration)
     for raw in messages:
         answer = encode(*checker(raw))
         sock.sendall(FRAME.pack(len(answer)) + answer)
