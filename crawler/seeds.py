@@ -70,15 +70,46 @@ def _doi_seed(doi: str) -> Seed:
     return Seed("alias", doi)
 
 
-def read_seeds_file(path) -> list[str]:
-    """One seed per line; blank lines and ``#`` comments are ignored."""
-    seeds = []
+def seeds_in_file(path):
+    """The seed texts of a file, one per line, read as they are wanted; blank lines and
+    ``#`` comments are ignored."""
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             line = line.split("#", 1)[0].strip()
             if line:
-                seeds.append(line)
-    return seeds
+                yield line
+
+
+class SeedList:
+    """A crawl's seeds: those given as arguments, then a seeds file's, read from the
+    file again each time they are walked, so a file naming every record of the
+    registry is never held in memory. Every seed is checked when the list is made
+    (SeedError names the first bad one). No seed at all means the resolver's sitemap."""
+
+    def __init__(self, texts=(), path=None):
+        self.path = path
+        self._given = [parse_seed(text) for text in texts]
+        self.count = len(self._given)
+        self.any_sitemap = any(seed.kind == "sitemap" for seed in self._given)
+        if path is not None:
+            for seed in map(parse_seed, seeds_in_file(path)):
+                self.count += 1
+                self.any_sitemap = self.any_sitemap or seed.kind == "sitemap"
+        if not self.count:
+            self._given, self.count, self.any_sitemap = [Seed("sitemap", "")], 1, True
+
+    def __iter__(self):
+        yield from self._given
+        if self.path is not None:
+            yield from map(parse_seed, seeds_in_file(self.path))
+
+    def describe(self) -> dict:
+        """What a manifest records of the seeds: those given, and the file by name and
+        count (not its million lines)."""
+        described = {"seeds": [f"{seed.kind}:{seed.value}" for seed in self._given]}
+        if self.path is not None:
+            described["seeds_file"] = {"path": str(self.path), "seeds": self.count - len(self._given)}
+        return described
 
 
 def alias_path(alias: str) -> str:

@@ -227,7 +227,7 @@ class ArchivePipeline:
     def _spider_args(self) -> dict:
         spider = self.crawler.spider
         return {
-            "seeds": [f"{s.kind}:{s.value}" for s in getattr(spider, "seeds", [])],
+            **(spider.seeds.describe() if hasattr(spider, "seeds") else {"seeds": []}),
             "resolver": getattr(getattr(spider, "resolver", None), "base", None),
             "max_records": getattr(spider, "max_records", 0),
             "max_depth": getattr(spider, "max_depth", -1),

@@ -7,7 +7,7 @@ import click
 
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
-from crawler.seeds import SeedError, parse_seed, read_seeds_file
+from crawler.seeds import SeedError, SeedList
 from .crawl_report import FailureBudget, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
@@ -175,8 +175,7 @@ def crawl(
 
         sys.exit(run_demo(archive, progress, verbosity, max_failures))
     try:
-        for text in [*seeds, *(read_seeds_file(seeds_file) if seeds_file else [])]:
-            parse_seed(text)
+        SeedList(seeds, seeds_file)
     except SeedError as exc:
         raise ConfigError(f"seed: {exc}") from None
     if jobdir and frontier:

@@ -194,12 +194,15 @@ class ArchiveWriter:
                 segment.tables[table].add(row)
             if not duplicate:
                 history.add(number, bundle, events, built_at, fetched_at, current=not objection)
-                segment.owed.append(Stored(number, bundle, verdict.canonical_sha256, raw_path, raw_sha256, len(raw)))
             self._count(segment, "duplicates" if duplicate else "verified")
             if objection:
                 self._count(segment, "not_append_only")
             # tracked before the lock is released: a checkpoint taking this segment waits for it
-            stored = _done(None) if duplicate else segment.submit(raw_path, raw)
+            if duplicate:
+                stored = _done(None)
+            else:
+                owed = Stored(number, bundle, verdict.canonical_sha256, raw_path, raw_sha256, len(raw))
+                stored = segment.submit(raw_path, raw, owed=owed)
         if objection:
             logger.warning(
                 "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection

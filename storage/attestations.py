@@ -2,8 +2,8 @@
 per bundle version a run stores, chained per archiver key across runs.
 
 A run's attestations are signed when it commits (each checkpoint of a long crawl is
-a run of its own), once every object they name is stored, in the order the versions
-were added; they are written before the manifest as
+a run of its own), once every object they name is stored, in the order the store
+acknowledged them; they are written before the manifest as
 ``attestations/<run_id>.jsonl`` (listed in the manifest like any object) and as rows
 of the ``attestations`` table. The chain continues from the last attestation of the
 same key in a committed feed, so one key must not write from two runs at once:
@@ -50,12 +50,11 @@ class AttestationFeed:
         self.archive_uri = archive_uri
         self.head = head
 
-    def seal(self, owed, run_id: str, stored_at):
-        """Sign attestations of the ``owed`` Stored versions, in order, for the run
-        ``run_id``, one at a time as they are consumed (the chain's head moves with
-        each); ``stored_at`` maps each raw path to when the store acknowledged it."""
-        for item in owed:
-            when = stored_at[item.raw_path]
+    def seal(self, owed, run_id: str):
+        """Sign attestations of the ``owed`` versions, ``(Stored, stored_at)`` pairs
+        with when the store acknowledged each, in order, for the run ``run_id``, one at
+        a time as they are consumed (the chain's head moves with each)."""
+        for item, when in owed:
             payload = {
                 "bundle_sha256": item.bundle_sha256,
                 "canonical_sha256": item.canonical_sha256,

@@ -49,10 +49,29 @@ class Committer:
     def commit(self, segment: Segment, stats: dict | None, params: dict | None) -> str:
         """Commit ``segment``; returns its manifest's path. StorageError, and no
         manifest, if any write of the run failed."""
-        segment.settle()  # every raw object stored: now it can be attested
+        try:
+            segment.settle()  # every raw object stored: now it can be attested
+            self._attest(segment)
+            segment.record(self._publish_key())
+            objects = segment.objects()
+            manifest = build_manifest(
+                run_id=segment.run_id,
+                worker=self.worker,
+                started_at=segment.started_at,
+                objects=objects,
+                params=params or {},
+                stats={**(stats or {}), "archive": segment.archive_stats(objects)},
+            )
+            return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
+        finally:
+            segment.ledger.discard()
+
+    def _attest(self, segment: Segment) -> None:
+        """Sign, table, store and log the attestations ``segment`` owes; then close its
+        tables and wait for every upload."""
         feed = FeedSpool(segment.spool_dir)
         try:
-            signed = self._feed.seal(segment.owed, segment.run_id, segment.stored_at)
+            signed = self._feed.seal(segment.ledger.owed(), segment.run_id)
             # signed outside the rows lock, which the crawl's next segment needs meanwhile
             while batch := [attestation_row(feed.add(event)) for event in islice(signed, SIGN_BATCH)]:
                 segment.add_rows("attestations", batch)
@@ -65,16 +84,6 @@ class Committer:
                     segment.record(info)
         finally:
             feed.discard()
-        segment.record(self._publish_key())
-        manifest = build_manifest(
-            run_id=segment.run_id,
-            worker=self.worker,
-            started_at=segment.started_at,
-            objects=segment.objects(),
-            params=params or {},
-            stats={**(stats or {}), "archive": segment.archive_stats()},
-        )
-        return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
 
     def _publish_key(self) -> ObjectInfo:
         """Store this signer's key document, or keep the one an earlier run stored for

@@ -1,7 +1,7 @@
 """A segment of a run: what one manifest lists. Its raw objects and table files are
-stored while the run goes on; the segment tracks the uploads under way, the
-ObjectInfo of each object they stored (typed until the manifest is built) and the
-bundle versions owed an attestation when it commits.
+stored while the run goes on; the segment tracks the uploads under way, and its
+ledger (``storage.ledger``) notes each object they stored and the bundle versions
+owed an attestation when it commits.
 
 Every upload of a run reports a failure to the run's one ``RunFailure``: from then
 on nothing of the run may commit.
@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from pith.signing import utc_now
 from .attestations import Stored
+from .ledger import Ledger
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .table_writer import RollPolicy, RowBudget, TableWriter
 from .tables import TABLES
@@ -44,7 +45,7 @@ class RunFailure:
 
 
 class Segment:
-    """One manifest's worth of a run. ``tables``, ``owed`` and ``counts`` change under
+    """One manifest's worth of a run. ``tables`` and ``counts`` change under
     ``rows_lock``, the writer's lock over the row budget every segment's tables share;
     what the uploads report changes under the segment's own lock."""
 
@@ -68,28 +69,25 @@ class Segment:
             name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
             for name, spec in TABLES.items()
         }
-        self.owed: list[Stored] = []
         self.counts = Counter()
-        self.stored_at: dict[str, str] = {}  # raw path -> when the store acknowledged it
+        self.ledger = Ledger(spool_dir)
         self._uploader = uploader
         self._failure = failure
         self._rows_lock = rows_lock
         self._lock = threading.Lock()
-        self._written: dict[str, ObjectInfo] = {}
         self._pending: set[Future] = set()
 
-    def submit(self, path: str, data: bytes, keep_existing: bool = False) -> Future:
+    def submit(self, path: str, data: bytes, keep_existing: bool = False, owed: Stored | None = None) -> Future:
         """Store ``data`` under ``path``; the future gives its ObjectInfo. With
-        ``keep_existing`` another object already there is listed instead of failing."""
-        future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing)
+        ``keep_existing`` another object already there is listed instead of failing;
+        ``owed``: the bundle version it stores, owed an attestation once stored."""
+        future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing, owed)
         self._track(future)
         return future
 
     def record(self, info: ObjectInfo) -> ObjectInfo:
         """List a stored object in the segment's manifest."""
-        with self._lock:
-            self._written[info.path] = info
-        return info
+        return self.ledger.record(info)
 
     def wait(self) -> None:
         """Wait for every upload under way (none may still read a spool file)."""
@@ -114,18 +112,18 @@ class Segment:
                 writer.close()
 
     def discard(self) -> None:
-        """Drop the table files not yet handed over (an aborted run)."""
+        """Drop the table files not yet handed over, and the ledger (an aborted run)."""
         with self._rows_lock:
             for writer in self.tables.values():
                 writer.discard()
+        self.ledger.discard()
 
     def objects(self) -> list[ObjectInfo]:
-        with self._lock:
-            return list(self._written.values())
+        return self.ledger.objects()
 
-    def archive_stats(self) -> dict:
-        """The manifest's ``stats.archive``: what the segment archived and stored."""
-        objects = self.objects()
+    def archive_stats(self, objects: list[ObjectInfo]) -> dict:
+        """The manifest's ``stats.archive``: what the segment archived and stored
+        (``objects``, as ``objects()`` gives them)."""
         rows = Counter()
         for info in objects:
             if info.table is not None:
@@ -143,19 +141,18 @@ class Segment:
         }
 
     # --- upload jobs -------------------------------------------------------------
-    def _put_bytes(self, path: str, data: bytes, keep_existing: bool) -> ObjectInfo:
+    def _put_bytes(self, path: str, data: bytes, keep_existing: bool, owed: Stored | None) -> ObjectInfo:
         try:
             info = self.store.put_bytes(path, data)
-            self.stored_at[path] = utc_now()
         except ObjectExists as exc:
             if not keep_existing:
                 self._failure.record(exc)
                 raise
-            info = exc.existing  # list what is stored, not what we would have written
+            return self.record(exc.existing)  # list what is stored, not what we would have written
         except BaseException as exc:
             self._failure.record(exc)
             raise
-        return self.record(info)
+        return self.ledger.record(info, owed, utc_now() if owed else None)
 
     def _emit_table(self, path: str, spool, rows: int) -> None:
         self._track(self._uploader.submit(spool.stat().st_size, self._put_table, path, spool, rows))

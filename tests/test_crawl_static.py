@@ -1,6 +1,7 @@
 """The crawler against plain static files: it must not depend on anything only our
 mirror does (no manifest, no alias redirects, no sitemap)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -102,9 +103,14 @@ def test_seeds_file_with_comments(tmp_path, static_site):
     base, suffixes, _ = static_site
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"# two of the three\n{suffixes[0]}\n\n  {suffixes[1]}  # trailing comment\n")
-    result = crawl(tmp_path, base, "--no-follow", "--seeds-file", str(seeds))
-    assert result.stat("records_found") == 2
-    assert result.stat("verified") == 2
+    result = crawl(tmp_path, base, "--no-follow", "--seeds-file", str(seeds), suffixes[2])
+    assert result.stat("records_found") == 3
+    assert result.stat("verified") == 3
+    # the manifest names the file and how many seeds it gave, not each of its lines
+    manifest = json.loads(next((tmp_path / "archive" / "manifests").glob("*.json")).read_text())
+    recorded = manifest["crawl"]["spider_args"]
+    assert recorded["seeds"] == [f"suffix:{suffixes[2]}"]
+    assert recorded["seeds_file"] == {"path": str(seeds), "seeds": 2}
 
 
 def test_robots_txt_is_obeyed(tmp_path, static_site):

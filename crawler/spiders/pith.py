@@ -11,6 +11,7 @@ first redirect, so later URLs are built final and cost no redirect hop.
 """
 
 import logging
+from itertools import islice
 from urllib.parse import urlsplit
 
 import scrapy
@@ -31,7 +32,7 @@ from ..seen import SeenStore
 from ..sitemaps import SitemapWalk
 from ..state_check import StateCheck
 from ..verifier import Verifier
-from ..seeds import Seed, SeedError, alias_path, parse_seed, read_seeds_file
+from ..seeds import SeedError, SeedList, alias_path
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
 FEED_BATCH = 32  # record requests taken from the SeenStore at once
+SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
 
@@ -75,11 +77,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        texts = _as_list(seeds)
-        if seeds_file:
-            texts += read_seeds_file(seeds_file)
         try:
-            self.seeds = [parse_seed(text) for text in texts] or [Seed("sitemap", "")]
+            self.seeds = SeedList(_as_list(seeds), seeds_file or None)
         except SeedError as exc:
             raise ValueError(str(exc)) from None
         self.resolver = Resolver((resolver or DEFAULT_RESOLVER).rstrip("/"))
@@ -92,7 +91,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
-        self.pages = self.follow and not any(seed.kind == "sitemap" for seed in self.seeds)
+        self.pages = self.follow and not self.seeds.any_sitemap
         self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
 
     def allows_port(self, host: str, port: int) -> bool:
@@ -188,12 +187,15 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         yield from self.seed_requests()
 
     def seed_requests(self):
-        yield from self.record_requests([seed.value for seed in self.seeds if seed.kind == "suffix"], depth=0)
-        for seed in self.seeds:
-            if seed.kind == "alias":
-                yield self.alias_request(seed.value, 0)
-            elif seed.kind != "suffix":
-                yield self.sitemap_request(seed.value or self.resolver.base + "/sitemap.xml")
+        """Requests for the seeds, read SEED_BATCH at a time (one claim each)."""
+        seeds = iter(self.seeds)
+        while batch := list(islice(seeds, SEED_BATCH)):
+            yield from self.record_requests([seed.value for seed in batch if seed.kind == "suffix"], depth=0)
+            for seed in batch:
+                if seed.kind == "alias":
+                    yield self.alias_request(seed.value, 0)
+                elif seed.kind == "sitemap":
+                    yield self.sitemap_request(seed.value or self.resolver.base + "/sitemap.xml")
 
     # --- records -------------------------------------------------------------------
     def record_requests(self, suffixes, depth: int):
