@@ -82,17 +82,27 @@ class ConditionalRequestMiddleware:
     """Send If-None-Match / If-Modified-Since for documents fetched by an earlier run.
 
     Validators are remembered only for requests marked ``meta["pith_conditional"]``,
-    and saved only when the archive commits (the ``archive_committed`` signal): a
-    validator saved for a bundle that never reached a manifest would hide it forever.
-    A rejected bundle's are dropped (``bundle_rejected``): a run after its key is
-    pinned, or after an upgrade, must fetch it again rather than hear 304.
+    and saved only when the archive segment holding their bundle commits: a validator
+    saved for a bundle that never reached a manifest would hide it forever. Until its
+    bundle is archived (``bundle_archived``) a validator is held in memory; from then
+    until its segment commits (``checkpoint_committed``, ``archive_committed``) it waits
+    on disk, so a crawl of a million records holds no million validators. A rejected
+    bundle's are dropped (``bundle_rejected``): a run after its key is pinned, or after
+    an upgrade, must fetch it again rather than hear 304.
     """
 
     def __init__(self, path: Path, stats):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS validators (url TEXT PRIMARY KEY, etag TEXT, modified TEXT)")
-        self.pending: dict[str, tuple] = {}
+        # this process's own (a private temporary database): the workers of a frontier
+        # share the validators, and a killed run's waiting ones were never committed
+        self.waiting = sqlite3.connect("", isolation_level=None)
+        self.waiting.executescript("""
+            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
+            CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, segment TEXT);
+        """)
+        self.pending: dict[str, tuple] = {}  # url -> validators, until its bundle is archived
         self.stats = stats
 
     @classmethod
@@ -101,6 +111,8 @@ class ConditionalRequestMiddleware:
         if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
+        crawler.signals.connect(middleware.archived, signal=pith_signals.bundle_archived)
+        crawler.signals.connect(middleware.committed, signal=pith_signals.checkpoint_committed)
         crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)
         crawler.signals.connect(middleware.forget, signal=pith_signals.bundle_rejected)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
@@ -130,17 +142,30 @@ class ConditionalRequestMiddleware:
     def forget(self, url: str) -> None:
         self.pending.pop(url, None)
 
-    def save(self, urls=None):
-        """Persist validators of the committed documents (all pending when not told which)."""
-        keys = list(self.pending) if urls is None else [u for u in urls if u in self.pending]
-        rows = [(url, *self.pending.pop(url)) for url in keys]
-        if rows:
-            self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?)", rows)
-            self.db.commit()
-            logger.debug("saved validators for %d documents", len(rows))
+    def archived(self, url: str, segment: str) -> None:
+        """The bundle fetched from ``url`` is in ``segment``: its validators wait for it."""
+        validators = self.pending.pop(url, None)
+        if validators is not None:
+            self.waiting.execute("INSERT OR REPLACE INTO waiting VALUES (?, ?, ?, ?)", (url, *validators, segment))
+
+    def committed(self, segment: str) -> None:
+        """A checkpoint committed ``segment``: keep the validators of its bundles."""
+        self._keep("WHERE segment = ?", (segment,))
+
+    def save(self):
+        """The crawl's final commit: keep the validators of every archived bundle."""
+        self._keep("", ())
+
+    def _keep(self, where: str, args: tuple) -> None:
+        rows = self.waiting.execute(f"SELECT url, etag, modified FROM waiting {where}", args)
+        self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?)", rows)
+        self.db.commit()
+        kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount
+        logger.debug("saved validators for %d documents", kept)
 
     def close(self, spider=None, reason=None):
         self.db.close()
+        self.waiting.close()
 
 
 class JsonCharsetMiddleware:

@@ -10,3 +10,8 @@ operator_notice = object()
 # a fetched bundle was rejected (``url``): its validators must not be kept, so that the
 # next run fetches it again (after a key is pinned, or an upgrade) instead of a 304
 bundle_rejected = object()
+# a bundle fetched from ``url`` was archived in the segment whose run id is ``segment``:
+# it is committed when that segment is
+bundle_archived = object()
+# a checkpoint committed the segment whose run id is ``segment``; the crawl goes on
+checkpoint_committed = object()

@@ -144,15 +144,21 @@ class ArchivePipeline:
         room = self.uploader.has_room(2 * len(item.body))
         future = add(*args) if room else await run_in_thread(add, *args)
         future.add_done_callback(partial(self._count, verdict.ok))
+        if verdict.ok:
+            self.crawler.signals.send_catch_log(
+                pith_signals.bundle_archived, url=item.url, segment=self.writer.segment_id
+            )
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         verdict.bundle = None
         if self.commit_every and self.checkpointing is None and self.writer.pending_bundles() >= self.commit_every:
+            # the segment it commits: none other can begin before it is switched out
+            segment = self.writer.segment_id
             checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
             self.checkpointing = deferred_from_coro(checkpoint)
-            self.checkpointing.addBoth(self._checkpointed)
+            self.checkpointing.addBoth(self._checkpointed, segment)
 
-    def _checkpointed(self, result):
+    def _checkpointed(self, result, segment: str):
         """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
         stops the crawl (nothing may commit after a failed segment)."""
         self.checkpointing = None
@@ -166,6 +172,7 @@ class ArchivePipeline:
         self.stats.inc_value("pith/checkpoints")
         self.stats.set_value("pith/manifest", result)
         logger.info("checkpoint committed %s", result)
+        self.crawler.signals.send_catch_log(pith_signals.checkpoint_committed, segment=segment)
         return None
 
     def _refresh(self):

@@ -264,6 +264,13 @@ class ArchiveWriter:
             )
             self._count(segment, "failed")
 
+    @property
+    def segment_id(self) -> str:
+        """The run id of the segment adds go into now. Read after an add, it names that
+        add's segment or a later one (a checkpoint may switch between the two)."""
+        with self._lock:
+            return self._segment.run_id
+
     def counts(self) -> dict[str, int]:
         """What the run did so far, over all its segments: verified, duplicates,
         rejected, failed, not_append_only."""

@@ -183,7 +183,12 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(
     rerun = run_cli_crawl(tmp_path, *args, env={"TMPDIR": str(tmp_path / "tmp")})
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert rerun.stat("archived") == len(corpus_catalog) - len(kept)
-    assert rerun.stat("already_archived") == len(kept)
+    # what the checkpoints committed kept its validators: those bundles are not sent
+    # again. A version archived as a checkpoint began may be counted in the next
+    # segment, whose commit the kill prevented: it is fetched again and found archived
+    # (at most the two bundles this crawl has under way, per checkpoint).
+    assert rerun.stat("not_modified") + rerun.stat("already_archived") == len(kept)
+    assert rerun.stat("not_modified") >= len(kept) - 2 * len(committed)
     assert rerun.stat("checkpoints") >= 1
     assert not list((tmp_path / "tmp").glob("pith-spool-*"))  # until the next run sweeps it
     found = check_recovered(store, keyring, corpus_keyring, expected_numbers(corpus_catalog), killed)
