@@ -4,6 +4,8 @@
 (``pith-archiver crawl``) and ``scrapy crawl pith -s NAME=VALUE`` both start from here.
 """
 
+from scrapy.settings import default_settings
+
 from pith.parse import DEFAULT_MAX_BYTES
 from pith.shipped import version
 
@@ -19,6 +21,19 @@ COOKIES_ENABLED = False
 # each run) for an unattended job nobody attaches to.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
+# Those components are left out of Scrapy's base lists too (derived from Scrapy's own,
+# so any other default stays): Scrapy imports every listed component to merge the
+# lists, even one set to None, and the remote control's aiohttp costs every crawl
+# 10 MiB, the cookie middleware's tldextract and requests 2.5 MiB.
+_NEVER_LOADED = {
+    "scrapy.extensions.remote_control.RemoteControl",
+    "scrapy.extensions.telnet.TelnetConsole",
+    "scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
+}
+EXTENSIONS_BASE = {k: v for k, v in default_settings.EXTENSIONS_BASE.items() if k not in _NEVER_LOADED}
+DOWNLOADER_MIDDLEWARES_BASE = {
+    k: v for k, v in default_settings.DOWNLOADER_MIDDLEWARES_BASE.items() if k not in _NEVER_LOADED
+}
 
 # Politeness: adaptive delay, a per-host cap, bounded everything.
 AUTOTHROTTLE_ENABLED = True
