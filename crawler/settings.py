@@ -96,7 +96,7 @@ PITH_WATCH_SIGNING_KEY = True  # compare the resolver's /pith-signing-key.json w
 PITH_SIGNING_KEY = None  # the archiver key file (None: created in the user config folder)
 PITH_WORKER = None  # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
 PITH_VERIFY_WORKERS = None  # processes that parse and verify bundles off the reactor (None: one where the
-# crawl may use 3 cores or more, else 0; 0: in the crawl's own thread)
+# crawl may use 2 cores or more, else 0; 0: in the crawl's own thread)
 PITH_CHECK_STATE = 0.0  # share of records (0 to 1) whose state.json is fetched and compared with
 # the bundle's signed state (--check-state); 0: none
 PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched from every mirror and

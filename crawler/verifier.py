@@ -38,17 +38,14 @@ STOP_WAIT = 5.0  # seconds a closing crawl waits for a worker to finish and exit
 
 
 def default_workers() -> int:
-    """One worker where this process may use three cores or more, else none. One worker
+    """One worker where this process may use two cores or more, else none. One worker
     verifies ~2,000 bundles a second, several times what one crawl thread fetches, so a
-    second never helps (measured: bench/RESULTS.md, "Verification off the reactor").
-    On two cores the second is the upload threads', the kernel's and often a mirror's:
-    there a worker was no faster than verifying inline and cost 20 MiB more (sixth
-    round), and under politeness a crawl waits on requests, not on its thread."""
+    second never helps (measured: bench/RESULTS.md, "Verification off the reactor")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return 1 if cores >= 3 else 0
+    return 1 if cores >= 2 else 0
 
 
 class WorkerLost(Exception):

@@ -124,7 +124,7 @@ def _share(text: str) -> float:
     type=click.IntRange(0),
     default=None,
     help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
-    "[default: 1 with 3 cores or more, else 0].",
+    "[default: 1 with 2 cores or more, else 0].",
 )
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
