@@ -116,6 +116,8 @@ PITH_FRONTIER_KEY = "pith"  # names this crawl's keys in that Redis (one key per
 PITH_FRONTIER_LEASE = 30.0  # seconds without a heartbeat before a worker counts as dead and its tasks move on
 PITH_FRONTIER_IDLE_CLOSE = 5.0  # seconds all workers must stay idle with the queue empty before they close
 PITH_FRONTIER_POLL = 0.25  # seconds between a worker's looks at the shared queue and the others' leases
+PITH_FRONTIER_UNREACHABLE_MAX = 300.0  # seconds a worker goes on without reaching the frontier before it
+# stops (what it archived is committed; its tasks return to the others when its lease runs out)
 
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"

@@ -67,6 +67,9 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     statuses, whys = [], []
     if stats.get("finish_reason") in INTERRUPTED_REASONS:
         return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
+    if stats.get("pith/frontier_lost"):
+        statuses.append(ExitStatus.FAILED)
+        whys.append(f"the frontier was {stats['pith/frontier_lost']}; what was archived is committed")
     if not reached and not failed and shared:
         return CrawlOutcome(ExitStatus.OK, "the other workers had every record", failures, rejections)
     if not reached and not failed and get("records_taken_before"):

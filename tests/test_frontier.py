@@ -46,6 +46,7 @@ from pith_archiver.crawling import project_settings
 from storage.layout import check_run_id, new_run_id
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
+from tests.plugins.redis import start_redis
 from tests.plugins.crawling import isolated_home
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -451,3 +452,30 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     assert first.poll() is None  # the refusal was made while the first was alive
     first.kill()
     first.wait()
+
+
+def test_a_worker_whose_frontier_is_gone_stops_and_commits_what_it_archived(tmp_path, corpus_dir, mirror):
+    """An unattended worker must not wait forever on a Redis that died: it retries for
+    PITH_FRONTIER_UNREACHABLE_MAX seconds, then stops, commits and exits FAILED."""
+    redis_process, redis_url = start_redis(tmp_path)
+    server = mirror(faults=FaultPlan(latency_ms=300))
+    worker = start_worker(
+        tmp_path, "alone", server, corpus_dir, f"{redis_url}/1", "-s", "PITH_FRONTIER_UNREACHABLE_MAX=2"
+    )
+    try:
+        try:
+            wait_for(lambda: bundles_served(server, "alone") >= 2, worker)
+        finally:
+            redis_process.kill()
+            redis_process.wait()
+        code = worker.wait(timeout=90)
+    finally:
+        if worker.poll() is None:  # left running, it would wait on the gone Redis forever
+            worker.kill()
+    log = (tmp_path / "alone.log").read_text()
+    assert code == 4, log[-3000:]
+    assert "frontier unreachable for" in log
+    stats = json.loads((tmp_path / "alone.json").read_text())
+    assert stats["finish_reason"] == "frontier_unreachable"
+    assert stats["pith/frontier_lost"].startswith("unreachable for")
+    assert committed_records(tmp_path, "alone")["alone"]  # what it archived before is committed

@@ -43,6 +43,7 @@ class FrontierScheduler(Scheduler):
         self.recoveries_seen = 0  # takeovers whose checkpoints the archive has read
         self.closing = False
         self.drained_since: float | None = None
+        self.unreachable_since: float | None = None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -54,6 +55,7 @@ class FrontierScheduler(Scheduler):
         settings = crawler.settings
         scheduler.idle_close = settings.getfloat("PITH_FRONTIER_IDLE_CLOSE")
         scheduler.poll = settings.getfloat("PITH_FRONTIER_POLL")
+        scheduler.unreachable_max = settings.getfloat("PITH_FRONTIER_UNREACHABLE_MAX")
         crawler.signals.connect(scheduler.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.archive_committed, signal=pith_signals.archive_committed)
@@ -155,7 +157,23 @@ class FrontierScheduler(Scheduler):
         try:
             self._tick()
         except redis.RedisError as exc:  # a LoopingCall that raises never runs again
+            self.unreachable(exc)
+        else:
+            self.unreachable_since = None
+
+    def unreachable(self, exc: redis.RedisError) -> None:
+        """Retry a frontier that does not answer, for PITH_FRONTIER_UNREACHABLE_MAX
+        seconds; then stop: an unattended worker must not wait forever on a Redis that
+        is gone. What it archived is committed as it closes."""
+        now = time.monotonic()
+        self.unreachable_since = self.unreachable_since or now
+        if self.closing or now - self.unreachable_since < self.unreachable_max:
             logger.error("frontier unreachable, retrying: %s", exc)
+            return
+        logger.error("frontier unreachable for %.0f s, stopping: %s", now - self.unreachable_since, exc)
+        self.stats.set_value("pith/frontier_lost", f"unreachable for {now - self.unreachable_since:.0f} s: {exc}")
+        self.closing = True
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason="frontier_unreachable"))
 
     def _tick(self):
         self.frontier.heartbeat()
@@ -209,8 +227,12 @@ class FrontierScheduler(Scheduler):
         if self.ticker.running:
             self.ticker.stop()
         self.closing = True
-        self.flush()
-        handed_over = self.frontier.leave()
+        try:
+            self.flush()
+            handed_over = self.frontier.leave()
+        except redis.RedisError as exc:  # its tasks return to the others when its lease runs out
+            logger.error("worker %s could not leave the frontier: %s", self.frontier.worker, exc)
+            return
         logger.info(
             "worker %s left the frontier: %d tasks done, %d handed to the other workers",
             self.frontier.worker,
