@@ -71,20 +71,24 @@ def _doi_seed(doi: str) -> Seed:
 
 
 def seeds_in_file(path):
-    """The seed texts of a file, one per line, read as they are wanted; blank lines and
-    ``#`` comments are ignored."""
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                yield line
+    """``(line number, seed text)`` for each seed of a file, read as they are wanted;
+    blank lines and ``#`` comments are ignored. SeedError if it is not UTF-8 text."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                line = line.split("#", 1)[0].strip()
+                if line:
+                    yield number, line
+    except UnicodeDecodeError:
+        raise SeedError(f"{path}: not UTF-8 text") from None
 
 
 class SeedList:
     """A crawl's seeds: those given as arguments, then a seeds file's, read from the
     file again each time they are walked, so a file naming every record of the
     registry is never held in memory. Every seed is checked when the list is made
-    (SeedError names the first bad one). No seed at all means the resolver's sitemap."""
+    (SeedError names the first bad one, and its line). No seed at all means the
+    resolver's sitemap."""
 
     def __init__(self, texts=(), path=None):
         self.path = path
@@ -92,7 +96,11 @@ class SeedList:
         self.count = len(self._given)
         self.any_sitemap = any(seed.kind == "sitemap" for seed in self._given)
         if path is not None:
-            for seed in map(parse_seed, seeds_in_file(path)):
+            for number, text in seeds_in_file(path):
+                try:
+                    seed = parse_seed(text)
+                except SeedError as exc:
+                    raise SeedError(f"{path}, line {number}: {exc}") from None
                 self.count += 1
                 self.any_sitemap = self.any_sitemap or seed.kind == "sitemap"
         if not self.count:
@@ -101,7 +109,8 @@ class SeedList:
     def __iter__(self):
         yield from self._given
         if self.path is not None:
-            yield from map(parse_seed, seeds_in_file(self.path))
+            for _, text in seeds_in_file(self.path):
+                yield parse_seed(text)
 
     def describe(self) -> dict:
         """What a manifest records of the seeds: those given, and the file by name and

@@ -67,12 +67,13 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
     statuses, whys = [], []
     if stats.get("finish_reason") in INTERRUPTED_REASONS:
         return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
-    if stats.get("pith/frontier_lost"):
+    lost = stats.get("pith/frontier_lost")
+    if lost:  # stopped before the crawl was done, whatever it reached
         statuses.append(ExitStatus.FAILED)
-        whys.append(f"the frontier was {stats['pith/frontier_lost']}; what was archived is committed")
-    if not reached and not failed and shared:
+        whys.append(f"the frontier was {lost}: stopped early; rerun once Redis is back")
+    elif not reached and not failed and shared:
         return CrawlOutcome(ExitStatus.OK, "the other workers had every record", failures, rejections)
-    if not reached and not failed and get("records_taken_before"):
+    elif not reached and not failed and get("records_taken_before"):
         return CrawlOutcome(ExitStatus.OK, "the resumed job had nothing left to fetch", failures, rejections)
     if not reached:
         statuses.append(ExitStatus.FAILED)

@@ -12,6 +12,8 @@ import pytest
 
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from pith_archiver.crawl_report import outcome
+from pith_archiver.exit_status import ExitStatus
 from tests.plugins.crawling import isolated_home
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -70,6 +72,8 @@ def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, ref
         (["--frontier", "redis://127.0.0.1:1/0"], "--frontier:"),
         (["-s", "NOEQUALS"], "-s 'NOEQUALS' is not NAME=VALUE"),
         (["not-a-seed!"], "seed:"),
+        (["--seeds-file", "seeds.txt"], "seeds.txt, line 4: 'not-a-seed!' is not a Pith number"),
+        (["--seeds-file", "latin1.txt"], "latin1.txt: not UTF-8 text"),
     ],
 )
 def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mirror, args, said):
@@ -77,8 +81,11 @@ def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mir
     (tmp_path / "notjson.json").write_text("not json")
     (tmp_path / "empty.json").write_text('{"keys": 3}')
     (tmp_path / "afile").write_text("")
+    (tmp_path / "seeds.txt").write_text(f"# two good, then a bad one\n{REAL}\n\nnot-a-seed!\n")
+    (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
     resolver = [] if "--resolver" in args else ["--resolver", server.url]
-    proc = cli(tmp_path, "crawl", *resolver, "--out", "y", *args, *([] if "not-a-seed!" in args else [REAL]))
+    seeds = [] if "not-a-seed!" in args or "--seeds-file" in args else [REAL]
+    proc = cli(tmp_path, "crawl", *resolver, "--out", "y", *args, *seeds)
     assert proc.returncode == 2, proc.stderr
     line = one_error_line(proc)
     assert line.startswith("Error: ") and said in line, line
@@ -219,3 +226,13 @@ def test_the_demo_prints_an_audit_command_that_comes_out_clean(tmp_path):
     audit = cli(tmp_path, *command[1:])
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr
     assert audit.stdout.splitlines()[-1].startswith("clean: ")
+
+
+def test_a_worker_that_lost_its_frontier_fails_even_when_the_others_had_every_record():
+    """A shared worker that fetched nothing is fine when the others took it all, but not
+    when it stopped because the frontier was gone: the crawl may be far from done."""
+    lost = {"pith/frontier_lost": "unreachable for 300 s: Connection refused", "pith/records_found": 0}
+    result = outcome(lost, (0.0, False), shared=True)
+    assert result.status == ExitStatus.FAILED
+    assert "unreachable for 300 s" in result.why
+    assert outcome({"pith/records_found": 0}, (0.0, False), shared=True).status == ExitStatus.OK
