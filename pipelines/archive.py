@@ -6,6 +6,7 @@ spider closes. Storage work runs off the reactor thread."""
 import logging
 import threading
 from datetime import datetime
+from concurrent.futures import Future
 from functools import partial
 
 from scrapy.exceptions import DropItem, NotConfigured
@@ -142,12 +143,10 @@ class ArchivePipeline:
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self.uploader.has_room(2 * len(item.body))
-        future = add(*args) if room else await run_in_thread(add, *args)
+        future, segment = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
         if verdict.ok:
-            self.crawler.signals.send_catch_log(
-                pith_signals.bundle_archived, url=item.url, segment=self.writer.segment_id
-            )
+            self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, segment=segment)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         verdict.bundle = None
@@ -157,6 +156,13 @@ class ArchivePipeline:
             checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
             self.checkpointing = deferred_from_coro(checkpoint)
             self.checkpointing.addBoth(self._checkpointed, segment)
+
+    def _add(self, add, args: tuple) -> tuple[Future, str]:
+        """Add a bundle; the segment it went into, read at once in the same thread (a
+        checkpoint switching segments meanwhile makes it name the next one: its
+        validators are then kept one commit late, never early)."""
+        future = add(*args)
+        return future, self.writer.segment_id
 
     def _checkpointed(self, result, segment: str):
         """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
@@ -171,8 +177,9 @@ class ArchivePipeline:
             return None
         self.stats.inc_value("pith/checkpoints")
         self.stats.set_value("pith/manifest", result)
-        logger.info("checkpoint committed %s", result)
         self.crawler.signals.send_catch_log(pith_signals.checkpoint_committed, segment=segment)
+        # logged once what the commit keeps (its bundles' validators) is kept too
+        logger.info("checkpoint committed %s", result)
         return None
 
     def _refresh(self):

@@ -278,7 +278,7 @@ class ArchiveCheck:
 
     discrepancies: list  # storage.audit.Discrepancy
     manifests: list[dict]  # the committed (verified) manifests
-    records: list[tuple]  # (pith_number, bundle_sha256) of every committed records row
+    records: list[tuple]  # (pith_number, bundle_sha256, run_id) of every committed records row
 
     @property
     def clean(self) -> bool:
@@ -290,8 +290,9 @@ class ArchiveCheck:
     def paths(self, code: str) -> list[str]:
         return sorted(found.path for found in self.discrepancies if found.code == code)
 
-    def numbers(self) -> list[str]:
-        return [number for number, _ in self.records]
+    def numbers(self, runs=None) -> list[str]:
+        """The committed records' Pith Numbers; only those of ``runs`` if given."""
+        return [number for number, _, run in self.records if runs is None or run in runs]
 
 
 def archiver_keyring(tmp_path) -> Keyring:
@@ -310,7 +311,7 @@ def audit_archive(store, archive_keyring, bundle_keyring) -> ArchiveCheck:
         for entry in manifest["objects"]:
             if entry.get("table") == "records":
                 table = pq.read_table(
-                    pa.BufferReader(store.get_bytes(entry["path"])), columns=["pith_number", "bundle_sha256"]
+                    pa.BufferReader(store.get_bytes(entry["path"])), columns=["pith_number", "bundle_sha256", "run_id"]
                 )
                 records += zip(*(table.column(name).to_pylist() for name in table.column_names))
     return ArchiveCheck(discrepancies, manifests, records)
