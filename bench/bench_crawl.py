@@ -9,7 +9,8 @@ Two mirrors, each in its own process (the machine has 2 cores: one serves, one c
 ``static``, ``python -m http.server`` over the corpus laid out as plain files
 (bench/static_site.py: no gzip, no caching, a redirect per directory URL), and
 ``serve``, the project's mirror. Both crawlers use the same Scrapy settings (AutoThrottle
-off, same concurrency, robots.txt on). Ours runs three times: ``bundles`` fetches exactly
+off, same concurrency, robots.txt on). Ours runs with its defaults (conditional
+requests on, as a first crawl: each run starts with no validators). Ours runs three times: ``bundles`` fetches exactly
 the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
 from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
 pages where the bundle does not name its citing records).
@@ -124,8 +125,12 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
 
 
 def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict, trace=None) -> dict:
-    out, stats = workdir / f"archive-{label}", workdir / f"stats-{label}.json"
+    out, stats, cache = workdir / f"archive-{label}", workdir / f"stats-{label}.json", workdir / f"cache-{label}"
     shutil.rmtree(out, ignore_errors=True)
+    # a first crawl each round, as the defaults run it (conditional requests on): its
+    # validators start empty, in a cache of its own, not the last round's
+    shutil.rmtree(cache, ignore_errors=True)
+    env = {**(env or os.environ), "XDG_CACHE_HOME": str(cache)}
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
     elapsed, rss, cpu = run(
         [
@@ -144,8 +149,6 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
             "--stats-json",
             str(stats),
             *sets,
-            "-s",
-            "PITH_CONDITIONAL_REQUESTS=false",
             *extra,
         ],
         env,

@@ -86,6 +86,7 @@ EXTENSIONS = {
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
     "crawler.key_watch.SigningKeyWatch": 100,
+    "crawler.collector.CollectorThreshold": 0,
 }
 
 # Ours.
@@ -109,6 +110,7 @@ PITH_PROGRESS_INTERVAL = 1.0
 PITH_STATS_FILE = None  # write the final stats here as JSON
 PITH_ARCHIVE_KEYRINGS = []  # archiver keys (besides ours) whose manifests count for dedup: the other workers'
 PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload before adds wait
+PITH_GC_THRESHOLD = 10_000  # allocations between young-object collections during a crawl (0: Python's 700)
 PITH_COMMIT_EVERY = 10_000  # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None
