@@ -5,8 +5,8 @@ spider closes. Storage work runs off the reactor thread."""
 
 import logging
 import threading
-from datetime import datetime
 from concurrent.futures import Future
+from datetime import datetime
 from functools import partial
 
 from scrapy.exceptions import DropItem, NotConfigured
