@@ -9,9 +9,9 @@ Two mirrors, each in its own process (the machine has 2 cores: one serves, one c
 ``static``, ``python -m http.server`` over the corpus laid out as plain files
 (bench/static_site.py: no gzip, no caching, a redirect per directory URL), and
 ``serve``, the project's mirror. Both crawlers use the same Scrapy settings (AutoThrottle
-off, same concurrency, robots.txt on). Ours runs with its defaults (conditional
-requests on, as a first crawl: each run starts with no validators). Ours runs three times: ``bundles`` fetches exactly
-the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
+off, same concurrency, robots.txt on); ours keeps its other defaults (conditional
+requests on, each run a first crawl with no validators). Ours runs three times:
+``bundles`` fetches exactly the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
 from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
 pages where the bundle does not name its citing records).
 ``--virtual N`` crawls ``serve --virtual N`` from one seed instead, for memory at scale.

@@ -2,9 +2,10 @@
 
 A crawl allocates a tree of a few hundred containers for every bundle and frees nearly
 all of them by reference counting, yet each 700 allocations (Python's default) start a
-collection that walks the young objects, and every few thousand a full one walks
+collection that walks the young objects, and every few hundred bundles a full one walks
 Scrapy's whole heap: 3 to 4 s of a 10,000-bundle crawl's thread (bench/RESULTS.md,
 "Seventh round"). A larger first threshold collects the same cycles a few MiB later.
+A threshold already higher, or a collector switched off (0), is left as it is.
 """
 
 import gc
@@ -33,7 +34,8 @@ class CollectorThreshold:
 
     def raise_threshold(self) -> None:
         self.before = gc.get_threshold()
-        gc.set_threshold(max(self.threshold, self.before[0]), *self.before[1:])
+        if 0 < self.before[0] < self.threshold:
+            gc.set_threshold(self.threshold, *self.before[1:])
         logger.debug("garbage collector thresholds %s (were %s)", gc.get_threshold(), self.before)
 
     def restore(self) -> None:

@@ -44,13 +44,14 @@ def test_a_crawl_collects_young_objects_less_often_and_puts_it_back(python_thres
     assert gc.get_threshold() == python_thresholds
 
 
-def test_a_threshold_already_higher_is_kept(python_thresholds):
-    gc.set_threshold(50_000, *python_thresholds[1:])
+@pytest.mark.parametrize("theirs", [50_000, 0])  # higher already, or the collector switched off
+def test_the_process_s_own_threshold_is_kept_when_higher_or_off(python_thresholds, theirs):
+    gc.set_threshold(theirs, *python_thresholds[1:])
     crawler, _ = collectors(PITH_GC_THRESHOLD=20_000)
     crawler.signals.send_catch_log(signals.engine_started)
-    assert gc.get_threshold()[0] == 50_000
+    assert gc.get_threshold()[0] == theirs
     crawler.signals.send_catch_log(signals.engine_stopped)
-    assert gc.get_threshold()[0] == 50_000
+    assert gc.get_threshold()[0] == theirs
 
 
 def test_zero_keeps_pythons_collector(python_thresholds):
