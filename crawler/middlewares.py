@@ -17,6 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from . import signals as pith_signals
 from .links import port_of
+from .seen import PAGE_CACHE_KIB
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +95,13 @@ class ConditionalRequestMiddleware:
     def __init__(self, path: Path, stats):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
+        self.db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS validators (url TEXT PRIMARY KEY, etag TEXT, modified TEXT)")
         # this process's own (a private temporary database): the workers of a frontier
         # share the validators, and a killed run's waiting ones were never committed
         self.waiting = sqlite3.connect("", isolation_level=None)
-        self.waiting.executescript("""
-            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
+        self.waiting.executescript(f"""
+            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
             CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, segment TEXT);
         """)
         self.pending: dict[str, tuple] = {}  # url -> validators, until its bundle is archived

@@ -83,7 +83,7 @@ def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
             request = urllib.request.Request(target, headers={"User-Agent": user_agent(), "Accept": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
                 return _read_capped(response, response.length, max_bytes)
-        with open(target, "rb") as handle:
+        with open(target, "rb", buffering=0) as handle:  # one read: a buffer would copy it
             return _read_capped(handle, os.fstat(handle.fileno()).st_size, max_bytes)
     except (OSError, ValueError) as exc:
         raise SourceError(f"{target}: {exc}") from None

@@ -23,6 +23,7 @@ _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _DIGEST = 32  # bytes of an event digest
+PAGE_CACHE_KIB = 256  # SQLite's default, 2 MiB, fills by a few thousand records: the file is on disk
 
 
 def event_digest(event_id: str) -> bytes:
@@ -54,8 +55,8 @@ class History:
 
     def __init__(self):
         self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
-        self.db.executescript("""
-            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
+        self.db.executescript(f"""
+            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
             CREATE TABLE versions (bundle BLOB PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
                                   fresh INTEGER, events BLOB) WITHOUT ROWID;

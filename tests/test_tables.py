@@ -11,11 +11,14 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from pith.canonical import reference_canon
+from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from storage import layout
 from storage.rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from storage.table_writer import RollPolicy, RowBudget, TableWriter
 from storage.tables import SCHEMA_VERSION, TABLES
+from tests.test_verify import with_numbers_json_writers_spell_differently
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
 RUN = "20261122T053000Z-w0-0123abcd"
@@ -73,6 +76,17 @@ def test_event_rows_of_the_real_bundles(verdicts, real_docs):
             assert (row["signer_id"], row["key_id"]) == ("pith.science", "pith-v1-2026-05")
             assert row["supersedes"] == [] and row["prev_event"] is None
             assert row["bundle_sha256"] == verdict.bundle_sha256
+
+
+def test_event_rows_keep_the_reference_spelling_of_numbers(real_raw, test_signer):
+    """A payload's JSON in the rows is its canonical text, numbers spelt as the
+    reference encoder spells them, even where orjson would write them otherwise."""
+    raw = with_numbers_json_writers_spell_differently(next(iter(real_raw.values())), test_signer)
+    verdict = verify_bundle(raw, Keyring([*Keyring.default(), test_signer.pinned(REGISTRY)]))
+    assert verdict.ok and not verdict.exact
+    payload = json.loads(raw)["events"][-1]["payload"]
+    assert event_rows(verdict, run_id=RUN)[-1]["payload_json"] == reference_canon(payload).decode("utf-8")
+    assert "1e-07" in event_rows(verdict, run_id=RUN)[-1]["payload_json"]
 
 
 def test_alias_rows_of_the_real_bundles(verdicts):

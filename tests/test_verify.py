@@ -56,6 +56,26 @@ def test_real_bundles_verify(real_raw, real_docs, registry_keyring):
         assert verdict.pith_number.endswith(":" + suffix)
         assert verdict.bundle_sha256 == real_docs[suffix]["bundle_signature"]["bundle_sha256"]
         assert verdict.state_sha256 == real_docs[suffix]["state"]["state_sha256"]
+        assert verdict.exact is True  # every hash held on orjson's bytes: the rows may use them
+
+
+def with_numbers_json_writers_spell_differently(raw: bytes, signer: Signer) -> bytes:
+    """The bundle with one more event whose payload holds numbers orjson writes otherwise
+    than the reference encoder (1e-07 as 1e-7, 1e-05 as 0.00001) or not at all (past 64
+    bits), every hash and signature made over the reference bytes by ``signer``."""
+    bundle = json.loads(with_new_event(raw, signer, "correction"))
+    bundle["events"][-1]["payload"]["scores"] = [1e-07, 1e-05, 2**70, 0.5]
+    return compact_json(_resigned(bundle, signer, keep_state=False))
+
+
+def test_numbers_orjson_spells_otherwise_still_verify(real_raw, ring, test_signer):
+    """The hashes are checked on orjson's bytes first: where it spells a number otherwise
+    they do not hold there, and the reference encoder's bytes decide, so nothing is
+    falsely rejected; the verdict then says orjson's bytes are not the canonical ones."""
+    for raw in real_raw.values():
+        verdict = verify_bundle(with_numbers_json_writers_spell_differently(raw, test_signer), ring)
+        assert (verdict.status, verdict.reason, verdict.exact) == ("verified", "", False)
+        assert verdict.bundle["events"][-1]["payload"]["scores"] == [1e-07, 1e-05, 2**70, 0.5]
 
 
 def test_real_bundles_verify_through_the_cli(real_docs):
