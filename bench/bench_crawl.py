@@ -18,7 +18,10 @@ pages where the bundle does not name its citing records).
 ``--verify-workers N`` (repeatable) runs ``bundles`` (and the virtual crawl) once per pool
 size of the verifier (PITH_VERIFY_WORKERS; 0: in the crawl's thread); ``--runs`` picks
 which of ours run. Peak RSS is the sum over the crawl process and its verifier workers,
-sampled every 50 ms (``ru_maxrss`` would give the largest process only).
+sampled every 50 ms (``ru_maxrss`` would give the largest process only). That sum counts
+the pages the processes share (the interpreter, libc, OpenSSL) once per process, so the
+peak PSS, which splits each shared page between the processes that map it, is reported
+beside it, sampled every 250 ms.
 """
 
 import argparse
@@ -50,34 +53,59 @@ SETTINGS = {
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants, now."""
-    total, stack = 0, [pid]
+def tree(pid: int) -> list[int]:
+    """A process and all its descendants, now."""
+    found, stack = [], [pid]
     while stack:
         current = stack.pop()
+        found.append(current)
         try:
-            with open(f"/proc/{current}/statm") as handle:
-                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as handle:
                     stack += [int(child) for child in handle.read().split()]
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
+    return found
+
+
+def resident_bytes(pid: int) -> int:
+    """Resident bytes of one process."""
+    with open(f"/proc/{pid}/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def proportional_bytes(pid: int) -> int:
+    """Proportional set size of one process, in bytes."""
+    with open(f"/proc/{pid}/smaps_rollup") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("Pss:")) * 1024
+
+
+def tree_total(pid: int, measure) -> int:
+    """``measure`` summed over a process and all its descendants, now."""
+    total = 0
+    for member in tree(pid):
+        try:
+            total += measure(member)
+        except (FileNotFoundError, ProcessLookupError, StopIteration):  # it has just exited
+            continue
     return total
 
 
-def run(cmd, env=None, trace: list | None = None) -> tuple[float, int, float]:
-    """Wall seconds, peak RSS (MiB, summed over the process and its children) and CPU
-    seconds (the process's and its children's) of one child process; ``trace`` gets
-    (epoch seconds, peak RSS so far in bytes) once a second."""
+def run(cmd, env=None, trace: list | None = None) -> tuple[float, int, int, float]:
+    """Wall seconds, peak RSS and peak PSS (MiB, summed over the process and its
+    children) and CPU seconds (the process's and its children's) of one child process;
+    ``trace`` gets (epoch seconds, peak RSS so far in bytes) once a second."""
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak, done = [0], threading.Event()
+    peak, peak_pss, done = [0], [0], threading.Event()
 
     def sample():
-        last = 0.0
+        last, samples = 0.0, 0
         while not done.wait(0.05):
-            peak[0] = max(peak[0], tree_rss(child.pid))
+            peak[0] = max(peak[0], tree_total(child.pid, resident_bytes))
+            samples += 1
+            if samples % 5 == 0:  # reading smaps costs the kernel more than statm
+                peak_pss[0] = max(peak_pss[0], tree_total(child.pid, proportional_bytes))
             if trace is not None and time.time() - last >= 1.0:
                 last = time.time()
                 trace.append((last, peak[0]))
@@ -90,7 +118,8 @@ def run(cmd, env=None, trace: list | None = None) -> tuple[float, int, float]:
     sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
-    return elapsed, max(peak[0] // 2**20, usage.ru_maxrss // 1024), usage.ru_utime + usage.ru_stime
+    rss = max(peak[0] // 2**20, usage.ru_maxrss // 1024)
+    return elapsed, rss, peak_pss[0] // 2**20, usage.ru_utime + usage.ru_stime
 
 
 def free_port() -> int:
@@ -132,7 +161,7 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
     shutil.rmtree(cache, ignore_errors=True)
     env = {**(env or os.environ), "XDG_CACHE_HOME": str(cache)}
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
-    elapsed, rss, cpu = run(
+    elapsed, rss, pss, cpu = run(
         [
             sys.executable,
             "-m",
@@ -158,6 +187,7 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
     return {
         "time": elapsed,
         "rss": rss,
+        "pss": pss,
         "cpu": cpu,
         "requests": values["downloader/request_count"],
         "records": values.get("pith/archived", 0),
@@ -168,12 +198,13 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
 def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
     urls = workdir / "urls.txt"
     urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-    elapsed, rss, cpu = run(
+    elapsed, rss, pss, cpu = run(
         [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)]
     )
     return {
         "time": elapsed,
         "rss": rss,
+        "pss": pss,
         "cpu": cpu,
         "requests": len(suffixes) + 1,
         "records": len(suffixes),
@@ -254,6 +285,7 @@ def report(kind: str, n: int, runs: dict) -> None:
         print(
             f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
             f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
+            f" {m['pss']:>6.0f} {m['pss'] / med['plain']['pss']:>5.2f}"
             f" {m['cpu']:>6.1f}",
             flush=True,
         )
@@ -325,7 +357,7 @@ def main():
     if args.records:
         print(
             f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-            f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'CPU s':>6}"
+            f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'PSS':>6} {'xPSS':>5} {'CPU s':>6}"
         )
     pools = args.verify_workers or [None]
     for records in args.records:
