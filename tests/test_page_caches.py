@@ -23,5 +23,7 @@ def test_the_crawls_databases_hold_their_page_caches_small(tmp_path):
         "waiting validators": page_cache_kib(validators.waiting),
         "history": page_cache_kib(history.History().db),
     }
+    seen.close()
+    validators.close()
     assert caches == dict.fromkeys(caches, PAGE_CACHE_KIB) == dict.fromkeys(caches, history.PAGE_CACHE_KIB)
     assert PAGE_CACHE_KIB < 2000  # SQLite's default

@@ -56,7 +56,7 @@ def test_real_bundles_verify(real_raw, real_docs, registry_keyring):
         assert verdict.pith_number.endswith(":" + suffix)
         assert verdict.bundle_sha256 == real_docs[suffix]["bundle_signature"]["bundle_sha256"]
         assert verdict.state_sha256 == real_docs[suffix]["state"]["state_sha256"]
-        assert verdict.exact is True  # every hash held on orjson's bytes: the rows may use them
+        assert verdict.exact is True  # no floats: orjson's bytes are the canonical ones, for the rows too
 
 
 def with_numbers_json_writers_spell_differently(raw: bytes, signer: Signer) -> bytes:
@@ -69,9 +69,9 @@ def with_numbers_json_writers_spell_differently(raw: bytes, signer: Signer) -> b
 
 
 def test_numbers_orjson_spells_otherwise_still_verify(real_raw, ring, test_signer):
-    """The hashes are checked on orjson's bytes first: where it spells a number otherwise
-    they do not hold there, and the reference encoder's bytes decide, so nothing is
-    falsely rejected; the verdict then says orjson's bytes are not the canonical ones."""
+    """Parsing notes the floats (and integers past 64 bits): for such a bundle every hash
+    is taken over the reference encoder's bytes, not orjson's, so nothing is falsely
+    rejected, and the verdict says orjson's bytes are not the canonical ones."""
     for raw in real_raw.values():
         verdict = verify_bundle(with_numbers_json_writers_spell_differently(raw, test_signer), ring)
         assert (verdict.status, verdict.reason, verdict.exact) == ("verified", "", False)
