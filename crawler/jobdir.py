@@ -10,6 +10,12 @@ an exclusive lock, while a crawl uses it. A crawl that finds the mark left behin
 nothing is lost, since records the killed run committed are not archived twice (the
 archive deduplicates by bundle_sha256) and conditional requests make re-fetching them
 cheap. A mark whose lock is held means another live crawl uses the directory.
+
+The job directory is a cache of the archive too: it lists the run ids its commits
+wrote (``pith-commits``), and a job resumed against an archive that no longer holds
+one of them (deleted, restored from an older copy, replaced) starts from its seeds
+again the same way, since the records it took are no longer archived
+(``check``, called by the archive pipeline before the scheduler opens the queue).
 """
 
 import fcntl
@@ -22,12 +28,15 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.job import job_dir
 
+from . import signals as pith_signals
 from .seen import FILE_NAME as SEEN_FILE
 
 logger = logging.getLogger(__name__)
 
 MARK = "pith-running.lock"
-FRONTIER_FILES = ("requests.queue", "requests.seen", "spider.state", SEEN_FILE)  # pith-state/ is crash-safe
+COMMITS = "pith-commits"  # the run ids of the manifests this job committed, one a line
+# pith-state/ is crash-safe, and checked against the archive on its own (ConditionalRequestMiddleware)
+FRONTIER_FILES = ("requests.queue", "requests.seen", "spider.state", SEEN_FILE, COMMITS)
 
 
 class JobdirInUse(RuntimeError):
@@ -49,6 +58,8 @@ class JobdirGuard:
         guard = cls(Path(path), crawler.stats)
         guard.claim()  # before the scheduler opens the queue: extensions are built first
         crawler.signals.connect(guard.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(guard.note_commit, signal=pith_signals.checkpoint_committed)
+        crawler.signals.connect(guard.note_commit, signal=pith_signals.archive_committed)
         crawler.signals.connect(guard.spider_closed, signal=signals.spider_closed)
         return guard
 
@@ -68,13 +79,40 @@ class JobdirGuard:
                 "starting again from the seeds (committed records are not archived twice)",
                 self.jobdir,
             )
-            for name in FRONTIER_FILES:
-                target = self.jobdir / name
-                if target.is_dir():
-                    shutil.rmtree(target)
-                else:
-                    target.unlink(missing_ok=True)
-            self.reset = True
+            self._start_over()
+
+    def _start_over(self) -> None:
+        for name in FRONTIER_FILES:
+            target = self.jobdir / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+        self.reset = True
+
+    def commits(self) -> set[str]:
+        """The run ids of the manifests this job committed."""
+        path = self.jobdir / COMMITS
+        return set(path.read_text("utf-8").split()) if path.exists() else set()
+
+    def check(self, present) -> None:
+        """Start over from the seeds when the archive lacks a manifest this job
+        committed (``present``: the run ids of those it holds): the records the job
+        took for them are no longer archived. Before the scheduler opens the queue."""
+        missing = self.commits() - set(present)
+        if missing:
+            logger.warning(
+                "cache did not match the archive: it lacks %d manifests the job in %s committed; "
+                "the job's state dropped, starting again from the seeds",
+                len(missing),
+                self.jobdir,
+            )
+            self._start_over()
+            self.stats.set_value(f"{pith_signals.CACHE_DROPPED}job", len(missing))
+
+    def note_commit(self, segment: str) -> None:
+        with open(self.jobdir / COMMITS, "a", encoding="utf-8") as handle:
+            handle.write(segment + "\n")
 
     def spider_opened(self, spider):
         if self.reset:

@@ -82,6 +82,14 @@ class BackoffRetryMiddleware(RetryMiddleware):
 class ConditionalRequestMiddleware:
     """Send If-None-Match / If-Modified-Since for documents fetched by an earlier run.
 
+    The validators are a cache of the archive, never a truth of their own: each is
+    kept with the run id of the manifest that committed its bundle, and when the
+    archive pipeline has read the archive (``archive_opened``) those whose manifest it
+    no longer trusts or holds (the archive was deleted, emptied, restored from an older
+    copy, replaced, or its key changed) are dropped before the first request, so their
+    records are fetched and archived again instead of heard as 304. Until then, or in a
+    crawl with no archive, no request is made conditional.
+
     Validators are remembered only for requests marked ``meta["pith_conditional"]``,
     and saved only when the archive segment holding their bundle commits: a validator
     saved for a bundle that never reached a manifest would hide it forever. Until its
@@ -96,7 +104,8 @@ class ConditionalRequestMiddleware:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
-        self.db.execute("CREATE TABLE IF NOT EXISTS validators (url TEXT PRIMARY KEY, etag TEXT, modified TEXT)")
+        self.stats = stats
+        self.unbound = self._open_table()
         # this process's own (a private temporary database): the workers of a frontier
         # share the validators, and a killed run's waiting ones were never committed
         self.waiting = sqlite3.connect("", isolation_level=None)
@@ -105,7 +114,21 @@ class ConditionalRequestMiddleware:
             CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, segment TEXT);
         """)
         self.pending: dict[str, tuple] = {}  # url -> validators, until its bundle is archived
-        self.stats = stats
+        self.checked = False  # against the archive: until then no request is conditional
+
+    def _open_table(self) -> int:
+        """Open the validators table; a cache kept before validators named their run
+        cannot be checked against the archive and is dropped: how many it held."""
+        columns = [row[1] for row in self.db.execute("PRAGMA table_info(validators)")]
+        dropped = 0
+        if columns and "run" not in columns:
+            dropped = self.db.execute("SELECT COUNT(*) FROM validators").fetchone()[0]
+            self.db.execute("DROP TABLE validators")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS validators (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, run TEXT)"
+        )
+        self.db.commit()
+        return dropped
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -113,6 +136,7 @@ class ConditionalRequestMiddleware:
         if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
+        crawler.signals.connect(middleware.check, signal=pith_signals.archive_opened)
         crawler.signals.connect(middleware.archived, signal=pith_signals.bundle_archived)
         crawler.signals.connect(middleware.committed, signal=pith_signals.checkpoint_committed)
         crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)
@@ -120,8 +144,24 @@ class ConditionalRequestMiddleware:
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         return middleware
 
+    def check(self, committed: frozenset) -> None:
+        """Drop the validators of bundles whose manifest the archive does not hold (or
+        no longer trusts): ``committed`` are the run ids it does."""
+        with self.db:
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS committed (run TEXT PRIMARY KEY)")
+            self.db.execute("DELETE FROM committed")
+            self.db.executemany("INSERT INTO committed VALUES (?)", ((run,) for run in committed))
+            dropped = self.db.execute("DELETE FROM validators WHERE run NOT IN (SELECT run FROM committed)").rowcount
+        dropped += self.unbound
+        if dropped:
+            self.stats.set_value(f"{pith_signals.CACHE_DROPPED}validators", dropped)
+            logger.warning(
+                "cache did not match the archive: %d validators dropped (their bundles are fetched again)", dropped
+            )
+        self.checked = True
+
     def process_request(self, request, spider=None):
-        if not request.meta.get("pith_conditional"):
+        if not self.checked or not request.meta.get("pith_conditional"):
             return None
         row = self.db.execute("SELECT etag, modified FROM validators WHERE url = ?", (request.url,)).fetchone()
         if row:
@@ -159,8 +199,8 @@ class ConditionalRequestMiddleware:
         self._keep("", ())
 
     def _keep(self, where: str, args: tuple) -> None:
-        rows = self.waiting.execute(f"SELECT url, etag, modified FROM waiting {where}", args)
-        self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?)", rows)
+        rows = self.waiting.execute(f"SELECT url, etag, modified, segment FROM waiting {where}", args)
+        self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?, ?)", rows)
         self.db.commit()
         kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount
         logger.debug("saved validators for %d documents", kept)

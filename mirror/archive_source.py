@@ -62,6 +62,22 @@ def iso(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if moment.microsecond else "%Y-%m-%dT%H:%M:%SZ")
 
 
+class NothingServable(StorageError):
+    """Every committed record of the archive is signed by keys not pinned as registry
+    keys: a mirror of it would answer nothing but 404."""
+
+    def __init__(self, uri: str, signed_by: Counter):
+        super().__init__(f"{uri}: none of its {sum(signed_by.values())} records can be served: {self.why(signed_by)}")
+
+    @staticmethod
+    def why(signed_by: Counter) -> str:
+        keys = ", ".join(f"{key_id} ({count})" for key_id, count in sorted(signed_by.items(), key=str))
+        return (
+            f"they are signed by {keys}, not a pinned registry key; pin it with --keyring FILE "
+            "(a keyring holding that key, its fingerprint checked out of band)"
+        )
+
+
 class ArchiveSource(RecordSource):
     """The committed contents of an archive, served. ``keyring`` pins the archiver keys
     whose manifests are trusted (see storage.committed.reading_keyring)."""
@@ -75,10 +91,24 @@ class ArchiveSource(RecordSource):
         archive = CommittedArchive.read(store, keyring)
         self.versions = served_versions(archive)
         signed_by = _signed_by(archive, pa.array(sorted(v.bundle_sha256 for v in self.versions.values())))
+        withheld = Counter(
+            signed_by.get(version.bundle_sha256)
+            for version in self.versions.values()
+            if not _registry_signed(keyring, signed_by.get(version.bundle_sha256))
+        )
+        if withheld and sum(withheld.values()) == len(self.versions):
+            raise NothingServable(store.uri, withheld)
+        if withheld:
+            logger.warning(
+                "withholding %d of %d records: %s",
+                sum(withheld.values()),
+                len(self.versions),
+                NothingServable.why(withheld),
+            )
         self.versions = {
             number: version
             for number, version in self.versions.items()
-            if _registry_signed(keyring, signed_by.get(version.bundle_sha256), number)
+            if _registry_signed(keyring, signed_by.get(version.bundle_sha256))
         }
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
         wanted = pa.array(sorted(by_bundle), pa.string())
@@ -220,10 +250,7 @@ def _signed_by(archive: CommittedArchive, wanted: pa.Array) -> dict[str, str]:
     return {row["bundle_sha256"]: row["key_id"] for row in rows}
 
 
-def _registry_signed(keyring: Keyring, key_id: str | None, number: str) -> bool:
-    """Whether the tables say a pinned registry key signed this version (else it is logged)."""
+def _registry_signed(keyring: Keyring, key_id: str | None) -> bool:
+    """Whether the tables say a pinned registry key signed this version."""
     key = keyring.get(key_id)
-    if key is not None and key.role == REGISTRY:
-        return True
-    logger.error("not serving %s: its record was signed by %s, not a pinned registry key", number, key_id)
-    return False
+    return key is not None and key.role == REGISTRY

@@ -18,11 +18,13 @@ from scrapy.utils.log import failure_to_exc_info
 from crawler import signals as pith_signals
 from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
+from crawler.jobdir import JobdirGuard
 from crawler.worker import worker_name
 from pith.keyring import ARCHIVE, Keyring
 from pith.shipped import version
 from storage.signing_key import load_or_create
 from storage.archive import ArchiveWriter
+from storage.manifest import present_runs
 from storage.stores import StorageError, open_store
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
@@ -78,6 +80,9 @@ class ArchivePipeline:
         frontier = crawler.get_extension(Frontier)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
             frontier.sign_as(signer.key_id)
+        guard = crawler.get_extension(JobdirGuard)
+        if guard is not None and guard.commits():  # a resumed job: before the scheduler opens its queue
+            guard.check(present_runs(open_store(archive, endpoint_url=settings.get("AWS_ENDPOINT_URL"))))
         return cls(
             crawler,
             archive,
@@ -100,6 +105,9 @@ class ArchivePipeline:
 
         self.writer = await run_in_thread(open_writer)
         self.stats.set_value("pith/run_id", self.writer.run_id)
+        self.crawler.signals.send_catch_log(
+            pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
+        )
         self.stats.set_value("pith/arrow_memory_pool", memory_pool())
 
     async def process_item(self, item):
@@ -214,6 +222,7 @@ class ArchivePipeline:
             await run_in_thread(self.uploader.close)
             logger.error("no bundle was fetched: nothing committed")
             return
+        segment = self.writer.segment_id  # the final manifest's run id
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
@@ -224,7 +233,7 @@ class ArchivePipeline:
             await run_in_thread(self.uploader.close)
         self.stats.set_value("pith/manifest", path)
         logger.info("committed %s", path)
-        self.crawler.signals.send_catch_log(pith_signals.archive_committed)
+        self.crawler.signals.send_catch_log(pith_signals.archive_committed, segment=segment)
 
     def _stats(self) -> dict:
         return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}

@@ -32,11 +32,15 @@ class Checker:
             raw = sources.read(source, self.limits.max_bytes)
         except sources.SourceError as exc:
             return unreadable(source, exc)
+        claimed = sources.claims_bundle(source)
         kind = sources.not_json(raw)
+        if kind and claimed:  # named or placed as a bundle: what it holds instead is a rejection
+            detail = f"{kind} where a bundle was expected (an error page saved in its place?)"
+            return {"source": source, "status": "rejected", "reason": "malformed_json", "path": "", "detail": detail}
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         verdict = verify_bundle(raw, self.keyring, self.limits)
-        kind = "" if verdict.ok else sources.not_a_bundle(verdict.bundle)
+        kind = "" if verdict.ok or claimed else sources.not_a_bundle(verdict.bundle)
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         return {"source": source, **verdict.as_dict()}

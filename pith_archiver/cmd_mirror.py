@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mirror.archive_source import ArchiveSource
+from mirror.archive_source import ArchiveSource, NothingServable
 from mirror.corpus import generate_corpus
 from mirror.faults import FaultPlan
 from mirror.limits import CONNECTION_CAP, ServerLimits
@@ -261,5 +261,7 @@ def _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, 
         return ArchiveSource(store, keyring)
     except NothingCommitted as exc:
         raise nothing_trusted(directory, exc) from None
+    except NothingServable as exc:
+        raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None

@@ -12,7 +12,7 @@ from storage.committed import NothingCommitted
 from storage.stores import StorageError
 from storage.tlog import LogBroken
 from storage.transparency import NotAttested, checkpoint_notes, prove_record
-from .archive_reading import TRUST_HELP, open_archive, trust_options
+from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 
@@ -40,6 +40,8 @@ def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_ar
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     try:
         notes = checkpoint_notes(store, keyring)
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
     except LogBroken as exc:
         raise NoProof(str(exc)) from None
     except StorageError as exc:
@@ -83,7 +85,9 @@ def prove(
         document = prove_record(store, keyring, pith_number)
     except (NotAttested, LogBroken) as exc:
         raise NoProof(str(exc)) from None
-    except (NothingCommitted, StorageError) as exc:
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except StorageError as exc:
         raise RunFailed(str(exc)) from None
     if as_json:
         click.echo(json.dumps(document, ensure_ascii=False))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import click
 
+from crawler.signals import CACHE_DROPPED
 from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET
 
@@ -148,6 +149,20 @@ def registry_changes(stats: dict) -> list[str]:
     return lines
 
 
+CACHES = {
+    "validators": "validators dropped",
+    "job": "the job's state dropped",
+    "frontier": "the frontier's claims dropped",
+}
+
+
+def cache_note(stats: dict) -> str:
+    """One line when state kept outside the archive (a cache of it) did not match the
+    archive and was dropped, so its records were crawled again; "" when it matched."""
+    dropped = [what for cache, what in CACHES.items() if stats.get(f"{CACHE_DROPPED}{cache}")]
+    return f"cache did not match the archive: {', '.join(dropped)}" if dropped else ""
+
+
 def _counts(reasons: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
 
@@ -178,6 +193,8 @@ def report(
         changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
         if changes:
             line += "; registry changed: " + ", ".join(changes)
+        if cache_note(stats):
+            line += f"; {cache_note(stats)}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         click.echo(line, err=result.status != ExitStatus.OK)
@@ -204,6 +221,8 @@ def report(
         )
     for line in registry_changes(stats):
         click.echo(line)
+    if cache_note(stats):
+        click.echo(cache_note(stats))
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
     if manifest and not stats.get("pith/commit_error"):
         click.echo(

@@ -97,6 +97,15 @@ def user_agent() -> str:
     return f"pith-archiver/{pith_archiver.__version__} (+https://github.com/pith-archiver)"
 
 
+def claims_bundle(source: str) -> bool:
+    """Whether a file or URL says by its name or place that it is a bundle
+    (``*.bundle.json``, ``bundle.json``, under an archive's raw/bundles/ or
+    quarantine/): one that cannot be read as a bundle is then rejected, never skipped
+    (an error page saved in place of a bundle is the classic failed download)."""
+    path = source.split("?", 1)[0].replace("\\", "/")
+    return path.endswith("bundle.json") or f"/{layout.RAW}/" in f"/{path}" or f"/{layout.QUARANTINE}/" in f"/{path}"
+
+
 def not_json(raw: bytes) -> str:
     """The kind of a document that is plainly not JSON at all ("" when it may be):
     a web page, such as a record page fetched instead of its bundle."""
@@ -106,7 +115,7 @@ def not_json(raw: bytes) -> str:
 def not_a_bundle(document) -> str:
     """What a parsed document is when its top level is plainly not a bundle's (""
     when it may be one): only these are skipped; anything else bundle-like is judged."""
-    if not isinstance(document, dict) or "pith_number" in document or "bundle_signature" in document:
+    if not isinstance(document, dict) or {"pith_number", "bundle_signature", "bundle_type"} & document.keys():
         return ""
     if "keys" in document:
         return "a keyring"

@@ -39,7 +39,7 @@ from .attestations import Stored
 from .committer import Committer
 from .dedup import CommittedHistory
 from .history import event_digest
-from .manifest import read_committed
+from .manifest import Committed, read_committed
 from .segment import RunFailure, Segment
 from .spool import Spool
 from .stores import ObjectStore, StorageError
@@ -118,13 +118,21 @@ class ArchiveWriter:
         self._lock = threading.Lock()  # the history, the tables, counters, the current segment
         self._commit_lock = threading.Lock()  # segments commit one at a time, in order
         self._counts = Counter()
+        # after ``open``: the run ids of the manifests trusted for history and dedup, and
+        # of every manifest the archive holds (trusted or not): what caches outside the
+        # archive are checked against
+        self.committed_runs: frozenset[str] = frozenset()
+        self.present_runs: frozenset[str] = frozenset()
         self._segment: Segment | None = None
         self._open = False
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
         folder and start the first segment. Returns the writer."""
-        manifests = read_committed(self.store, self._history.keyring).manifests if self._dedup else []
+        committed = read_committed(self.store, self._history.keyring) if self._dedup else Committed([], [])
+        manifests = committed.manifests
+        self.committed_runs = frozenset(manifest["run_id"] for manifest in manifests)
+        self.present_runs = self.committed_runs | {layout.manifest_run_id(read.path) for read in committed.untrusted}
         self._history.open(manifests)
         head = self._committer.resume(manifests)
         self._spool.open()

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
 from . import layout
-from .manifest import ManifestRead, read_committed, union
+from .manifest import Committed, ManifestRead, read_committed, union
 from .stores import ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,21 @@ def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_k
     return ring
 
 
+def nothing_committed(store: ObjectStore, keyring: Keyring, committed: Committed) -> NothingCommitted:
+    """The error for an archive none of whose manifests is trusted, naming the keys
+    that signed them where they are not pinned."""
+    why = "; ".join(f"{read.path}: {read.error}" for read in committed.untrusted[:3]) or "no manifests/ entries"
+    return NothingCommitted(
+        f"{store.uri}: no manifest verifies under the trusted keys "
+        f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}",
+        [
+            read.error.unpinned["signature"]["key_id"]
+            for read in committed.untrusted
+            if getattr(read.error, "unpinned", None)
+        ],
+    )
+
+
 @dataclass
 class CommittedArchive:
     """The committed state of an archive under a keyring: verified manifests (in run
@@ -84,16 +99,7 @@ class CommittedArchive:
         committed = read_committed(store, keyring)
         manifests, untrusted = committed.manifests, committed.untrusted
         if not manifests:
-            why = "; ".join(f"{read.path}: {read.error}" for read in untrusted[:3]) or "no manifests/ entries"
-            raise NothingCommitted(
-                f"{store.uri}: no manifest verifies under the trusted keys "
-                f"({', '.join(sorted(k.key_id for k in keyring)) or 'none'}): {why}",
-                [
-                    read.error.unpinned["signature"]["key_id"]
-                    for read in untrusted
-                    if getattr(read.error, "unpinned", None)
-                ],
-            )
+            raise nothing_committed(store, keyring, committed)
         return cls(store, keyring, manifests, union(manifests), untrusted)
 
     def table_files(self, table: str) -> list[ObjectInfo]:

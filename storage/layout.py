@@ -83,8 +83,13 @@ def manifest(run_id: str) -> str:
 
 
 def is_manifest(path: str) -> bool:
+    return manifest_run_id(path) is not None
+
+
+def manifest_run_id(path: str) -> str | None:
+    """The run id a manifest path names, or None for any other path."""
     name = path[len(MANIFESTS) + 1 :] if path.startswith(f"{MANIFESTS}/") else ""
-    return name.endswith(".json") and bool(_RUN_ID.match(name[:-5]))
+    return name[:-5] if name.endswith(".json") and _RUN_ID.match(name[:-5]) else None
 
 
 def key_document(key_id: str) -> str:

@@ -140,6 +140,13 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
     return manifest
 
 
+def present_runs(store: ObjectStore) -> frozenset[str]:
+    """The run ids of every manifest the archive holds, trusted or not (nothing is read)."""
+    return frozenset(
+        filter(None, (layout.manifest_run_id(stored.path) for stored in store.list(f"{layout.MANIFESTS}/")))
+    )
+
+
 @dataclass
 class ManifestRead:
     """One file under manifests/: the verified manifest, or why it is not trusted."""

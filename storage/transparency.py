@@ -18,8 +18,8 @@ from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from .audit import Discrepancy
-from .committed import CommittedArchive, read_entry, table_batches
-from .manifest import committed_manifests
+from .committed import CommittedArchive, nothing_committed, read_entry, table_batches
+from .manifest import read_committed
 from .stores import ObjectStore, StorageError
 from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
 
@@ -35,7 +35,10 @@ class NotAttested(StorageError):
 def checkpoint_notes(store: ObjectStore, keyring: Keyring) -> dict[str, str]:
     """The newest committed checkpoint note of each key, each verified under ``keyring``."""
     notes = {}
-    for key_id, note in latest_checkpoints(store, committed_manifests(store, keyring)).items():
+    committed = read_committed(store, keyring)
+    if committed.untrusted and not committed.manifests:  # signed, by keys not pinned: say which
+        raise nothing_committed(store, keyring, committed)
+    for key_id, note in latest_checkpoints(store, committed.manifests).items():
         try:
             open_checkpoint(note, keyring)
         except Rejected as exc:

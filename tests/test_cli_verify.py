@@ -344,3 +344,36 @@ def test_help_lists_every_command_without_importing_them():
     )
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
     assert run.returncode == 0 and not imported & {"scrapy", "pyarrow", "boto3", "twisted"}
+
+
+ERROR_PAGE = b"<html><head><title>503 Service Unavailable</title></head><body>try again later</body></html>"
+
+
+def test_an_error_page_saved_as_a_bundle_is_rejected_in_a_folder_and_alone(tmp_path):
+    folder = tmp_path / "bundles"
+    folder.mkdir()
+    for path in real_bundle_paths():
+        shutil.copy(path, folder / path.name)
+    failed = folder / "ZZZZZZZZZZZZZZZZZZZZZZZZZZ.bundle.json"
+    failed.write_bytes(ERROR_PAGE)
+    (folder / "notes.json").write_text('{"keys": []}')  # plainly a keyring: still skipped
+
+    in_folder = run_verify(folder)
+    assert in_folder.returncode == 1, in_folder.stdout
+    assert f"REJECTED    -  {failed}  malformed_json at <document>: text/html where a bundle" in in_folder.stdout
+    assert in_folder.stdout.splitlines()[-1] == "3 verified, 1 rejected, 1 skipped (not bundles)"
+
+    alone = run_verify(failed)
+    assert alone.returncode == 1
+    assert alone.stdout.splitlines()[-1] == "0 verified, 1 rejected"
+
+
+def test_json_that_claims_to_be_a_bundle_is_judged_not_skipped(tmp_path):
+    by_name = tmp_path / "X.bundle.json"
+    by_name.write_text('{"error": "upstream timed out"}')
+    by_type = tmp_path / "other.json"
+    by_type.write_text('{"bundle_type": "pith_open_graph_bundle"}')
+    result = run_verify(by_name, by_type)
+    assert result.returncode == 1
+    assert result.stdout.count("REJECTED") == 2 and "schema_violation" in result.stdout
+    assert result.stdout.splitlines()[-1] == "0 verified, 2 rejected"

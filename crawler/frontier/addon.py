@@ -33,6 +33,10 @@ def queue_key(key: str) -> str:
     return f"{key}:requests"
 
 
+def dupefilter_key(key: str) -> str:
+    return f"{key}:dupefilter"
+
+
 def frontier_settings(url: str, key: str = "pith") -> dict:
     """The Scrapy settings that put a crawl's queue and seen-sets in the Redis at ``url``."""
     if not _KEY.match(key or ""):
@@ -43,7 +47,7 @@ def frontier_settings(url: str, key: str = "pith") -> dict:
         "SCHEDULER_QUEUE_CLASS": "crawler.frontier.TaskQueue",
         "SCHEDULER_SERIALIZER": "crawler.frontier.serializer",
         "SCHEDULER_QUEUE_KEY": queue_key(key),
-        "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
+        "SCHEDULER_DUPEFILTER_KEY": dupefilter_key(key),
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "SCHEDULER_PERSIST": True,  # a worker that finishes must never flush the others' work
     }

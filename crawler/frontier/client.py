@@ -4,12 +4,15 @@ Each step is one Lua script (``lua/*.lua``, after ``lua/prelude.lua``), so it is
 in Redis. Keys, under PITH_FRONTIER_KEY (default ``pith``): ``:requests`` (the queue),
 ``:dupefilter``, ``:seen`` (claimed suffixes), ``:owner`` (task -> state|worker|arg),
 ``:tasks:<worker>``, ``:workers`` (lease expiry, Redis clock), ``:idle``,
-``:recoveries`` (takeovers so far) and ``:signers`` (key id -> worker). The scripts
+``:recoveries`` (takeovers so far), ``:signers`` (key id -> worker) and ``:commits``
+(the run ids of the manifests its workers committed: what the archive must still hold
+for the claims to stand, ``Frontier.check``). The scripts
 touch per-worker keys, so the server must be a standalone Redis (not a cluster).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -18,13 +21,16 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
 
+from .. import signals as pith_signals
 from ..worker import worker_name
-from .addon import check_url, queue_key
+from .addon import check_url, dupefilter_key, queue_key
 from .errors import FrontierError, SigningKeyInUse
 from .serializer import BUNDLE, PAGE
 
 if TYPE_CHECKING:
     import redis
+
+logger = logging.getLogger(__name__)
 
 CLAIMED, SEEN, FULL = "claimed", "seen", "full"
 
@@ -60,7 +66,7 @@ class Frontier:
     (NotConfigured without PITH_FRONTIER): the spider, the scheduler and the archive
     pipeline reach the one Frontier of a crawl with ``crawler.get_extension(Frontier)``."""
 
-    def __init__(self, server: redis.Redis, key: str, worker: str, lease: float):
+    def __init__(self, server: redis.Redis, key: str, worker: str, lease: float, stats=None):
         self.server = server
         self.worker = worker
         self.lease_ms = int(lease * 1000)
@@ -71,6 +77,9 @@ class Frontier:
         self.seen_key, self.owner_key = self.prefix + "seen", self.prefix + "owner"
         self.workers_key, self.idle_key = self.prefix + "workers", self.prefix + "idle"
         self.recoveries_key = self.prefix + "recoveries"
+        self.commits_key = self.prefix + "commits"
+        self.dupefilter_key = dupefilter_key(key)
+        self.stats = stats
         (
             self._claim,
             self._push,
@@ -81,9 +90,21 @@ class Frontier:
             self._recover,
             self._drain,
             self._signer,
+            self._forget,
         ) = (
             _script(server, name)
-            for name in ("claim", "push", "pop", "release", "heartbeat", "leave", "recover", "drain", "signer")
+            for name in (
+                "claim",
+                "push",
+                "pop",
+                "release",
+                "heartbeat",
+                "leave",
+                "recover",
+                "drain",
+                "signer",
+                "forget",
+            )
         )
 
     @classmethod
@@ -92,12 +113,42 @@ class Frontier:
         url = settings.get("PITH_FRONTIER")
         if not url:
             raise NotConfigured("PITH_FRONTIER is not set")
-        return cls(
+        frontier = cls(
             connect(url, settings.getdict("REDIS_PARAMS")),
             settings.get("PITH_FRONTIER_KEY") or "pith",
             worker_id(settings.get("PITH_WORKER")),
             settings.getfloat("PITH_FRONTIER_LEASE"),
+            crawler.stats,
         )
+        crawler.signals.connect(frontier.check, signal=pith_signals.archive_opened)
+        crawler.signals.connect(frontier.note_commit, signal=pith_signals.checkpoint_committed)
+        crawler.signals.connect(frontier.note_commit, signal=pith_signals.archive_committed)
+        return frontier
+
+    def check(self, present: frozenset) -> None:
+        """The archive is the truth: when it no longer holds a manifest this crawl's
+        workers committed (deleted, emptied, restored from an older copy, replaced),
+        the claims made for it are a stale cache and the crawl is forgotten, so every
+        record is claimed and archived again. ``present``: the run ids of the manifests
+        the archive holds."""
+        missing = sorted(set(self.server.smembers(self.commits_key)) - {run.encode() for run in present})
+        if not missing:
+            return
+        keys = [self.commits_key, self.seen_key, self.owner_key, self.dupefilter_key, self.queue_key, self.idle_key]
+        dropped = self._forget(keys=keys, args=[self.prefix, *missing])
+        if dropped >= 0:
+            if self.stats is not None:
+                self.stats.set_value(f"{pith_signals.CACHE_DROPPED}frontier", dropped)
+            logger.warning(
+                "cache did not match the archive: it lacks %d manifests this frontier's workers committed; "
+                "the frontier's %d claims dropped, its records are crawled again",
+                len(missing),
+                dropped,
+            )
+
+    def note_commit(self, segment: str) -> None:
+        """A manifest of this worker's is committed: the claims now stand on it."""
+        self.server.sadd(self.commits_key, segment)
 
     def claim(self, suffixes, depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first

@@ -264,14 +264,21 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         is None when it was not read: unchanged, unfetchable or unparseable)."""
         return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
 
-    def page_request(self, suffix: str, depth: int, task: str):
+    def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False):
+        """``bundle_failed``: the record's bundle failed already, and the record is
+        counted once against --max-failures, not again when its page fails too."""
         return scrapy.Request(
             self.resolver.url("record_url", suffix),
             callback=self.parse_page,
             priority=PRIORITY["page"],
             errback=self.page_failed,
             dont_filter=True,
-            meta={"pith_depth": depth, "pith_task": task, "pith_template": "record_url"},
+            meta={
+                "pith_depth": depth,
+                "pith_task": task,
+                "pith_template": "record_url",
+                "pith_bundle_failed": bundle_failed,
+            },
         )
 
     def records_in(self, body: bytes, depth: int):
@@ -398,10 +405,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"), reason=reason, detail=detail
         )
         if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
-            yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"])
+            yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"], bundle_failed=True)
 
     def page_failed(self, failure):
-        self._stat("page_failures")
+        self._stat("page_failures_after_bundle" if failure.request.meta.get("pith_bundle_failed") else "page_failures")
         logger.info("record page %s failed: %s", failure.request.url, describe(failure))
 
     def alias_failed(self, failure):

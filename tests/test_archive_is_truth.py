@@ -1,0 +1,220 @@
+"""The archive is the truth: a scheduled crawl into the same place, which was deleted,
+emptied, restored from an older copy or replaced in between, gets every missing record
+back, whatever state outside the archive (the conditional-request validators in the
+user's cache, a job directory, a Redis frontier) remembers. Each test runs the real
+command line against a server on a fixed address, as a real registry is."""
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+import boto3
+from click.testing import CliRunner
+
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from pith.keyring import Keyring
+from pith_archiver.cli import main
+from tests.plugins.core import real_bundle_paths
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.mirror import serve_process
+from tests.test_frontier import committed_records, finish, start_worker
+
+REAL_SUFFIXES = {path.name.split(".")[0] for path in real_bundle_paths()}
+
+DROPPED = "cache did not match the archive: validators dropped"
+
+
+def crawl(tmp_path, base, out, *args):
+    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(out), *args)
+
+
+def corpus_key_id(corpus_dir) -> str:
+    """The corpus's own signing key: not the registry's."""
+    keyring = Keyring.build([corpus_dir / KEYRING_NAME], default_keys=False)
+    [key_id] = [key.key_id for key in keyring if key.key_id != "pith-v1-2026-05"]
+    return key_id
+
+
+def ok(result) -> None:
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+
+def test_a_deleted_archive_gets_every_record_back(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    first = crawl(tmp_path, base, archive, suffixes[0])
+    ok(first)
+    assert first.stat("archived") == len(suffixes) == 3
+
+    again = crawl(tmp_path, base, archive, suffixes[0])  # nothing changed: the validators hold
+    ok(again)
+    assert (again.stat("not_modified"), again.stat("archived")) == (3, 0)
+    assert "cache did not match" not in again.stdout
+
+    shutil.rmtree(archive)
+    restored = crawl(tmp_path, base, archive, suffixes[0])
+    ok(restored)
+    assert restored.stat("archived") == 3
+    assert restored.stat("not_modified") == 0
+    assert restored.stats["pith/cache_dropped/validators"] == 3
+    assert DROPPED in restored.stdout
+    assert len(list((archive / "raw" / "bundles").rglob("*.json"))) == 3
+
+
+def test_an_archive_restored_from_an_older_copy_gets_back_what_came_after(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive, backup = tmp_path / "archive", tmp_path / "backup"
+    ok(crawl(tmp_path, base, archive, "--no-follow", suffixes[0]))  # one record, then the backup
+    shutil.copytree(archive, backup)
+    later = crawl(tmp_path, base, archive, suffixes[0])
+    ok(later)
+    assert (later.stat("not_modified"), later.stat("archived")) == (1, 2)
+
+    shutil.rmtree(archive)
+    shutil.copytree(backup, archive)
+    result = crawl(tmp_path, base, archive, suffixes[0])
+    ok(result)
+    # the record the copy holds is still unchanged; the two archived after it come back
+    assert (result.stat("not_modified"), result.stat("archived")) == (1, 2)
+    assert result.stats["pith/cache_dropped/validators"] == 2
+    assert DROPPED in result.stdout
+
+
+def test_a_fresh_bucket_at_the_same_url_gets_every_record(tmp_path, static_site, s3_endpoint, s3_env):
+    base, suffixes, _ = static_site
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="pith-same-url")
+    url = "s3://pith-same-url/archive"
+    ok(crawl(tmp_path, base, url, "--s3-endpoint-url", s3_endpoint, suffixes[0]))
+
+    objects = client.list_objects_v2(Bucket="pith-same-url")["Contents"]
+    client.delete_objects(Bucket="pith-same-url", Delete={"Objects": [{"Key": o["Key"]} for o in objects]})
+    client.delete_bucket(Bucket="pith-same-url")
+    client.create_bucket(Bucket="pith-same-url")
+    result = crawl(tmp_path, base, url, "--s3-endpoint-url", s3_endpoint, suffixes[0])
+    ok(result)
+    assert result.stat("archived") == 3
+    assert DROPPED in result.stdout
+    raws = client.list_objects_v2(Bucket="pith-same-url", Prefix="archive/raw/bundles/")
+    assert raws["KeyCount"] == 3
+
+
+def test_a_finished_job_whose_archive_was_deleted_crawls_again(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive, jobdir = tmp_path / "archive", tmp_path / "job"
+    ok(crawl(tmp_path, base, archive, "--jobdir", str(jobdir), suffixes[0]))
+    shutil.rmtree(archive)
+    result = crawl(tmp_path, base, archive, "--jobdir", str(jobdir), suffixes[0])
+    ok(result)
+    assert result.stat("archived") == 3
+    assert result.stats["pith/cache_dropped/job"] == 1  # the manifest the job committed is gone
+    assert "cache did not match the archive: validators dropped, the job's state dropped" in result.stdout
+
+
+def test_two_frontier_workers_after_the_archive_was_replaced(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
+    server = mirror(faults=FaultPlan(latency_ms=50))
+    every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
+    first = {name: start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("a", "b")}
+    for name, process in first.items():
+        finish(process, tmp_path, name)
+    found = committed_records(tmp_path, "a", "b")
+    assert sorted(found.get("a", []) + found.get("b", [])) == every
+
+    shutil.rmtree(tmp_path / "archive")  # replaced by an empty one at the same place
+    (tmp_path / "archive").mkdir()
+    second = {name: start_worker(tmp_path, name, server, corpus_dir, redis_url) for name in ("a", "b")}
+    stats = {name: finish(process, tmp_path, name) for name, process in second.items()}
+    found = committed_records(tmp_path, "a", "b")
+    assert sorted(found.get("a", []) + found.get("b", [])) == every  # every record back, once
+    assert sum(s.get("pith/cache_dropped/frontier", 0) for s in stats.values()) == len(every)
+    assert sum(s.get("pith/archived", 0) for s in stats.values()) == len(every)
+
+
+# --- nothing a scheduler reads as success hides "nothing done" ------------------------
+
+
+def test_max_failures_counts_a_record_whose_bundle_and_page_both_fail_once(tmp_path, static_site):
+    base, suffixes, root = static_site
+    lost = suffixes[1]
+    for folder in (root / "pith" / lost, root / ".well-known" / "pith" / lost):
+        shutil.rmtree(folder)  # its bundle and its page: 404 both
+    result = crawl(tmp_path, base, tmp_path / "archive", "--max-failures", "1", suffixes[0], suffixes[2])
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]  # partial: one record, within the budget
+    assert "fetch failures: fetch_failed 1" in result.stdout
+    assert result.stat("page_failures_after_bundle") == 1  # its page failed too: the same record
+
+
+def serve_archive(archive, *options):
+    return subprocess.run(
+        [sys.executable, "-m", "pith_archiver", "serve", str(archive), *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def corpus_crawl(tmp_path, server, corpus_dir, archive, *args):
+    result = run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        server.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(archive),
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        *args,
+    )
+    ok(result)
+    return result
+
+
+def test_serve_refuses_an_archive_it_can_serve_nothing_of(tmp_path, corpus_dir, corpus_catalog, mirror):
+    minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:3]
+    archive = tmp_path / "archive"
+    corpus_crawl(tmp_path, mirror(), corpus_dir, archive, "--no-follow", *minted)
+    refused = serve_archive(archive)  # only the built-in registry key: not the corpus's
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stdout == ""  # no URL: it never started
+    [line] = refused.stderr.splitlines()
+    assert "none of its 3 records can be served" in line
+    assert f"signed by {corpus_key_id(corpus_dir)} (3), not a pinned registry key" in line
+    assert "--keyring FILE" in line
+
+
+def test_serve_says_once_what_it_withholds(tmp_path, corpus_dir, corpus_catalog, mirror):
+    minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:2]
+    archive = tmp_path / "archive"
+    corpus_crawl(tmp_path, mirror(), corpus_dir, archive, "--no-follow", *minted, *sorted(REAL_SUFFIXES))
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr, serve_process(archive, stderr=stderr) as (process, url):
+        real = next(iter(sorted(REAL_SUFFIXES)))
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"{url}/pith/{real}/bundle.json") as r:
+            assert r.status == 200
+    said = log.read_text()
+    assert said.count("withholding") == 1
+    assert f"withholding 2 of 5 records: they are signed by {corpus_key_id(corpus_dir)} (2)" in said
+
+
+def test_checkpoint_prove_and_audit_name_the_key_that_is_not_pinned(tmp_path, static_site, monkeypatch):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    ok(crawl(tmp_path, base, archive, "--no-follow", suffixes[0]))
+    [key_document] = (archive / "keys").glob("*.json")
+    key_id = json.loads(key_document.read_text())["key_id"]
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "another-machine"))  # without the archiver key
+    number = json.loads(real_bundle_paths()[0].read_text())["pith_number"]
+    for args in (["checkpoint", str(archive)], ["prove", str(archive), number]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "has no checkpoint" not in result.output
+        assert f"for {key_id}, pass --keyring {archive}/keys/{key_id}.json" in result.output
+        assert "or --trust-archive-keys" in result.output
+    audit = CliRunner().invoke(main, ["audit", str(archive)])
+    assert audit.exit_code == 1
+    assert f"signed by {key_id}" in audit.output and f"--keyring {archive}/keys/{key_id}.json" in audit.output
