@@ -59,8 +59,10 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proof
 
     A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
     plainly not a bundle (a corpus index, a keyring, a key document, a manifest, a web
-    page) is skipped and counted. An archive folder (one holding manifests/) stands for
-    its raw bundles and its attestation feeds.
+    page) is skipped and counted, but a file that claims to be one (*.bundle.json,
+    under raw/bundles/ or quarantine/, or declaring bundle_type) and cannot be read as
+    one is rejected. An archive folder (one holding manifests/) stands for its raw
+    bundles and its attestation feeds.
 
     A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
     every attestation is checked against the keyring (which must pin the archive's key)

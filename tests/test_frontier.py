@@ -158,7 +158,7 @@ def test_the_redis_scripts_ship_with_the_package():
         "package-data"
     ]["crawler.frontier"]
     scripts = set((package / "lua").iterdir())
-    assert len(scripts) == 10 and {path for glob in globs for path in package.glob(glob)} == scripts
+    assert len(scripts) == 11 and {path for glob in globs for path in package.glob(glob)} == scripts
 
 
 @pytest.mark.parametrize("name", ["crawl-1", "café 2", "w|x:y", "a" * 100])
