@@ -28,32 +28,33 @@ SAMPLED = "pith_cross_check"
 
 class CrossCheckSample:
     """Downloader middleware, before ConditionalRequestMiddleware: marks the first
-    PITH_CROSS_CHECK bundle requests (retries and redirects keep the mark and are not
-    counted again; a mirror fallback is not marked). Stat: ``pith/cross_check/records``."""
+    PITH_CROSS_CHECK bundle requests to the resolver (the spider sends the first that
+    many there, not to the mirrors it spreads the others over; retries and redirects
+    keep the mark and are not counted again; a mirror fallback is not marked). Stat: ``pith/cross_check/records``."""
 
-    def __init__(self, size: int, stats):
+    def __init__(self, size: int, crawler):
         self.left = size
-        self.stats = stats
+        self.crawler = crawler
 
     @classmethod
     def from_crawler(cls, crawler):
         size = crawler.settings.getint("PITH_CROSS_CHECK")
         if size <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
-        return cls(size, crawler.stats)
+        return cls(size, crawler)
 
     def process_request(self, request, spider=None):
         meta = request.meta
         if (
             self.left > 0
             and meta.get("pith_template") == "bundle_url"
-            and len(meta.get("pith_tried", ())) == 1
+            and meta.get("pith_tried") == [self.crawler.spider.resolver.base]  # the resolver's: the first copy
             and SAMPLED not in meta
         ):
             self.left -= 1
             meta[SAMPLED] = True
             meta["pith_conditional"] = False
-            self.stats.inc_value("pith/cross_check/records")
+            self.crawler.stats.inc_value("pith/cross_check/records")
         return None
 
 

@@ -62,6 +62,7 @@ PITH_RETRY_AFTER_MAX = 120.0
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+    "crawler.spread.SourceSlots": 40,  # each source (host:port) its own download slot
     "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
     "crawler.middlewares.BackoffRetryMiddleware": 550,
     "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
@@ -102,6 +103,7 @@ PITH_CHECK_STATE = 0.0  # share of records (0 to 1) whose state.json is fetched 
 # the bundle's signed state (--check-state); 0: none
 PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched from every mirror and
 # compared for split views (--cross-check); 0: none
+PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, stale, forked) a mirror may serve before it gets no more requests
 PITH_RECORDS_QUEUED = 1000  # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)

@@ -23,3 +23,6 @@ bundle_rejected = object()
 bundle_archived = object()
 # a checkpoint committed the segment whose run id is ``segment``; the crawl goes on
 checkpoint_committed = object()
+# the archive refused a verified copy fetched from ``url`` as its record's current version:
+# ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
+version_refused = object()

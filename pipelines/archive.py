@@ -143,8 +143,9 @@ class ArchivePipeline:
 
     async def _bundle(self, item: BundleItem):
         verdict = item.verdict
+        refused = []  # "stale" or "forked", when the archive does not make it current
         if verdict.ok:
-            add = partial(self.writer.add_verified, equivocation=item.equivocation)
+            add = partial(self.writer.add_verified, equivocation=item.equivocation, on_objection=refused.append)
         else:
             add = self.writer.add_rejected
         args = (item.body, verdict, item.url, _when(item.fetched_at))
@@ -155,6 +156,8 @@ class ArchivePipeline:
         future.add_done_callback(partial(self._count, verdict.ok))
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, segment=segment)
+        for relation in refused:
+            self.crawler.signals.send_catch_log(pith_signals.version_refused, url=item.url, relation=relation)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         verdict.bundle = None

@@ -78,7 +78,19 @@ def _share(text: str) -> float:
     "(redis://host:port/db); resumable there, so not with --jobdir.",
 )
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
-@click.option("--mirror", "mirrors", multiple=True, help="A fallback resolver base URL; repeatable.")
+@click.option(
+    "--mirror",
+    "mirrors",
+    multiple=True,
+    help="Another source of the registry's bundles (a mirror's base URL): bundle requests are spread over the "
+    "resolver and the mirrors, each host with its own politeness, and a failed one is tried elsewhere; repeatable.",
+)
+@click.option(
+    "--mirrors-from-registry",
+    is_flag=True,
+    help="Also spread bundle requests over every mirror the resolver's /pith-mirrors.json lists "
+    "(verification is unchanged: trust comes from the keyring, never from a host).",
+)
 @click.option(
     "--cross-check",
     type=click.IntRange(0),
@@ -147,6 +159,7 @@ def crawl(
     frontier,
     worker,
     mirrors,
+    mirrors_from_registry,
     cross_check,
     allow_hosts,
     progress,
@@ -225,6 +238,7 @@ def crawl(
         "max_depth": max_depth,
         "follow": not no_follow,
         "mirrors": mirrors,
+        "mirrors_from_registry": mirrors_from_registry,
         "allow_hosts": list(allow_hosts),
     }
     try:

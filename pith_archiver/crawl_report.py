@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import click
 
 from crawler.signals import CACHE_DROPPED
+from crawler.spread import BAD, HOSTS
 from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET
 
@@ -163,6 +164,27 @@ def cache_note(stats: dict) -> str:
     return f"cache did not match the archive: {', '.join(dropped)}" if dropped else ""
 
 
+def hosts_line(stats: dict) -> str:
+    """Requests and records per source, when the crawl spread over more than one
+    (crawler.spread); "" otherwise."""
+    hosts: dict[str, dict] = {}
+    for key, value in stats.items():
+        if key.startswith(HOSTS):
+            host, _, what = key[len(HOSTS) :].rpartition("/")
+            hosts.setdefault(host, {})[what] = value
+    if len(hosts) < 2:
+        return ""
+    parts = []
+    for host, counts in sorted(hosts.items()):
+        bad = ", ".join(f"{what} {counts[what]}" for what in BAD if counts.get(what))
+        parts.append(
+            f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
+            + (f" ({bad})" if bad else "")
+        )
+    demoted = stats.get("pith/mirrors_demoted", 0)
+    return "sources: " + "; ".join(parts) + (f"; {demoted} mirrors demoted" if demoted else "")
+
+
 def _counts(reasons: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
 
@@ -223,6 +245,8 @@ def report(
         click.echo(line)
     if cache_note(stats):
         click.echo(cache_note(stats))
+    if hosts_line(stats):
+        click.echo(hosts_line(stats))
     manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
     if manifest and not stats.get("pith/commit_error"):
         click.echo(

@@ -142,11 +142,15 @@ class ArchiveWriter:
         return self
 
     # --- what the pipeline calls -----------------------------------------------
-    def add_verified(self, raw: bytes, verdict, url: str, fetched_at: datetime, equivocation=None) -> Future:
+    def add_verified(
+        self, raw: bytes, verdict, url: str, fetched_at: datetime, equivocation=None, on_objection=None
+    ) -> Future:
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
         version that is not append-only is stored but not made current (reason
-        ``not_append_only``); a pith.split_view.Equivocation flags it ``equivocation``."""
+        ``not_append_only``), and ``on_objection`` is told at once how it relates to
+        the current version: "stale" (older) or "forked" (each lacks events of the
+        other); a pith.split_view.Equivocation flags it ``equivocation``."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
@@ -158,6 +162,8 @@ class ArchiveWriter:
             segment, history = self._segment, self._history.history
             duplicate = history.archived(bundle)
             objection = history.objection(number, bundle, events, built_at, fetched_at)
+            if objection and on_objection is not None:
+                on_objection("forked" if events - history.current(number).events else "stale")
             if objection or equivocation:
                 verdict = replace(
                     verdict,

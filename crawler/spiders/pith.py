@@ -29,7 +29,9 @@ from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem
 from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..seen import SeenStore
+from .. import signals as pith_signals
 from ..sitemaps import SitemapWalk
+from ..spread import SourcePool
 from ..state_check import StateCheck
 from ..verifier import Verifier
 from ..seeds import SeedError, SeedList, alias_path
@@ -74,6 +76,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         follow=True,
         mirrors=None,
         allow_hosts=None,
+        mirrors_from_registry=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -83,6 +86,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             raise ValueError(str(exc)) from None
         self.resolver = Resolver((resolver or DEFAULT_RESOLVER).rstrip("/"))
         self.fallbacks = [m.rstrip("/") for m in _as_list(mirrors)]
+        self.mirrors_from_registry = _as_bool(mirrors_from_registry)
         self.max_records = int(max_records or 0)
         self.max_depth = int(max_depth if max_depth is not None else -1)
         self.follow = _as_bool(follow)
@@ -107,13 +111,37 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         """The base URLs records are fetched from: the resolver, then its mirrors."""
         return [self.resolver.base, *self.fallbacks]
 
+    def source(self) -> str:
+        """Where a record's bundle request goes: the resolver for the --cross-check
+        sample (whose copies the other sources' are compared with), else the source
+        the pool picks."""
+        if self.unspread > 0:
+            self.unspread -= 1
+            return self.pool.take(self.resolver.base)
+        return self.pool.pick()
+
+    def add_mirror(self, base: str) -> None:
+        """A mirror the bundle requests are spread over from now on."""
+        if base != self.resolver.base and base not in self.fallbacks:
+            self.fallbacks.append(base)
+            self.pool.add(base)
+            host = urlsplit(base).hostname
+            if host not in self.allowed_domains:
+                self.allowed_domains = sorted({*self.allowed_domains, host})
+
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
+        # spread over several sources, a record's source is picked as its request is made:
+        # a few more than are downloaded at once, so picks follow each source's pace
+        spider.spread_window = 2 * crawler.settings.getint("CONCURRENT_REQUESTS")
+        spider.unspread = max(0, crawler.settings.getint("PITH_CROSS_CHECK"))
         spider.verifier = Verifier.from_crawler(crawler)
+        spider.pool = SourcePool(spider.sources, crawler, crawler.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
+        crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         if crawler.settings.get("PITH_FRONTIER"):
             crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
         else:
@@ -172,13 +200,12 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             logger.warning("mirror manifest %s unusable (%s); using the default URL layout", response.url, rejected)
             manifest = {}
         self.resolver = self.resolver.with_manifest(manifest)
-        for base in mirror_bases(manifest):
-            if (
-                base != self.resolver.base
-                and urlsplit(base).hostname in self.allowed_domains
-                and base not in self.fallbacks
-            ):
-                self.fallbacks.append(base)
+        for base in mirror_bases(manifest) if self.mirrors_from_registry else ():
+            parts = urlsplit(base)
+            if parts.scheme in ("http", "https") and parts.hostname:  # as --resolver and --mirror are checked
+                self.add_mirror(base)
+        if self.mirrors_from_registry:
+            logger.info("spreading bundle requests over %d sources: %s", len(self.sources), ", ".join(self.sources))
         yield from self.records_in(response.body, depth=0)
         yield from self.seed_requests()
 
@@ -206,23 +233,25 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             if verdict == CLAIMED:
                 self._stat("records_found")
                 if self.frontier is not None:  # the frontier's queue is in Redis
-                    yield self.bundle_request(self.resolver.base, suffix, depth)
+                    yield self.bundle_request(self.source(), suffix, depth)
         yield from self.feed()
 
     def feed(self):
         """Bundle requests for records the SeenStore holds waiting, while fewer than
-        PITH_RECORDS_QUEUED are under way: the rest wait on disk, not in memory. Taken
+        PITH_RECORDS_QUEUED (spread over mirrors: twice CONCURRENT_REQUESTS) are under
+        way: the rest wait on disk, not in memory. Taken
         FEED_BATCH at a time (one SQLite transaction each, not one per record), which
         leaves the scheduler holding at least PITH_RECORDS_QUEUED - FEED_BATCH."""
-        room = self.records_queued - self.records_open if self.seen is not None else 0
-        if room > 0 and room >= min(FEED_BATCH, self.records_queued):
+        queued = self.records_queued if len(self.pool.bases) == 1 else min(self.records_queued, self.spread_window)
+        room = queued - self.records_open if self.seen is not None else 0
+        if room > 0 and room >= min(FEED_BATCH, queued):
             taken = self.seen.take(room)
             # counted as taken, not as yielded: Scrapy consumes a callback's output
             # lazily, and another callback's feed() must see the room already used
             self.records_open += len(taken)
             self.crawler.stats.max_value("pith/records_open_max", self.records_open)
             for suffix, depth in taken:
-                yield self.bundle_request(self.resolver.base, suffix, depth)
+                yield self.bundle_request(self.source(), suffix, depth)
 
     def record_done(self):
         """A record's bundle request ended (fetched, unchanged or failed for good)."""
@@ -245,7 +274,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         here say how."""
         kind = task["kind"]
         if kind in ("bundle", "page"):  # a record's work starts from its bundle, whatever part the task named
-            return self.bundle_request(self.resolver.base, task["suffix"], task["depth"])
+            return self.bundle_request(self.source(), task["suffix"], task["depth"])
         if kind == "alias":
             return self.alias_request(task["alias"], task["depth"])
         return self.sitemap_request(task["base"] + task["path"])
@@ -307,6 +336,26 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             },
         )
 
+    def copy_refused(self, meta: dict, url: str):
+        """A rejected copy: counted against its source; when a mirror served it, the
+        record's request again from a source not tried yet (None when there is none)."""
+        base = meta["pith_tried"][-1]
+        self.pool.judged(base, "rejected")
+        if base == self.resolver.base:
+            return None
+        other = self.pool.pick(meta["pith_tried"])
+        if other is None:
+            return None
+        self._stat("mirror_refetches")
+        self.records_open += 1 if self.seen is not None else 0  # the record stays open
+        logger.info("%s served a rejected copy; fetching %s from %s", base, meta["pith_suffix"], other)
+        return self.bundle_request(other, meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
+
+    def version_refused(self, url: str, relation: str) -> None:
+        """The archive refused a verified copy from ``url``: stale or forked from the
+        version it holds (``relation``)."""
+        self.pool.judged(url, relation)
+
     def learn_redirect(self, response, suffix: str) -> None:
         """A URL this spider built from a template was redirected: build the final one
         directly from now on (a static file server redirects ``/pith/<ID>`` to
@@ -330,6 +379,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     async def parse_bundle(self, response):
         meta = response.meta
         suffix, depth = meta["pith_suffix"], meta["pith_depth"]
+        self.pool.done(meta["pith_tried"][-1])
         self.learn_redirect(response, suffix)
         for request in self.record_done():
             yield request
@@ -345,6 +395,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         item = BundleItem(
             url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
         )
+        if not verdict.ok:
+            retry = self.copy_refused(meta, response.url)
+            if retry is not None:  # a mirror's bad copy is evidence; the record is had from another source
+                yield item
+                yield retry
+                return
+        else:
+            self.pool.served(meta["pith_tried"][-1])
         if not parsed:
             yield item
             if self.page_wanted(depth):
@@ -384,15 +442,16 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     def bundle_failed(self, failure):
         request = failure.request
         meta = request.meta
+        self.pool.done(meta["pith_tried"][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
             self._stat("robots_forbidden")
             yield from self.record_done()
             return
-        remaining = [base for base in self.fallbacks if base not in meta["pith_tried"]]
-        if remaining:
+        other = self.pool.pick(meta["pith_tried"])
+        if other is not None:
             self._stat("mirror_fallbacks")
-            logger.info("bundle %s failed (%s); trying mirror %s", request.url, describe(failure), remaining[0])
-            yield self.bundle_request(remaining[0], meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
+            logger.info("bundle %s failed (%s); trying %s", request.url, describe(failure), other)
+            yield self.bundle_request(other, meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
             return
         # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
         too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)

@@ -1,0 +1,123 @@
+"""Spreading a crawl's bundle requests over the resolver and its mirrors.
+
+Bundles verify themselves against the pinned keys, so any source's copy is as good as
+the registry's, and against a real registry a crawl is bound by politeness to one host,
+not by CPU: each extra mirror adds its own politeness budget. Every bundle request goes
+to the source with the fewest of the crawl's bundle requests outstanding (ties in
+turn), so a fast mirror takes more and a slow one less. Each source is its own Scrapy
+download slot (``SourceSlots``): its own concurrency, delay, AutoThrottle and
+robots.txt, even for two sources on one host.
+
+Trust never comes from a source: a mirror that serves a rejected copy, or one that
+is stale (older than the version another source gave the archive) or forked from
+it, is counted against its host (``pith/hosts/<host>/...``) and, once it has served
+PITH_MIRROR_DEMOTE_AFTER bad copies, demoted: it gets no more bundle requests. The
+resolver itself is never demoted (it is the crawl's origin; its rejections are
+counted all the same). A record whose copy a mirror served rejected is fetched again
+from a source that has not served it yet.
+"""
+
+import itertools
+import logging
+from collections import Counter
+from urllib.parse import urlsplit
+
+from scrapy.utils.httpobj import urlparse_cached
+
+logger = logging.getLogger(__name__)
+
+HOSTS = "pith/hosts/"  # stats: pith/hosts/<host:port>/<what>
+BAD = ("rejected", "stale", "forked")
+
+
+def host_of(url: str) -> str:
+    """``host:port`` of a URL (the port only when it names one)."""
+    return urlsplit(url).netloc
+
+
+class SourcePool:
+    """The sources bundles are fetched from, the resolver first, and how each served."""
+
+    def __init__(self, bases: list[str], crawler, demote_after: int = 3):
+        self.bases: list[str] = []
+        self.crawler = crawler  # its stats exist once the crawl starts, after the spider is made
+        self.demote_after = demote_after
+        self.outstanding: Counter = Counter()
+        self.bad: Counter = Counter()
+        self.demoted: set[str] = set()
+        self._turn = itertools.count()
+        for base in bases:
+            self.add(base)
+
+    def add(self, base: str) -> None:
+        if base not in self.bases:
+            self.bases.append(base)
+
+    @property
+    def resolver(self) -> str:
+        return self.bases[0]
+
+    def pick(self, tried=()) -> str | None:
+        """The source for the next bundle request: of those not demoted and not in
+        ``tried``, the one with the fewest bundle requests outstanding; None when
+        every source was tried."""
+        usable = [base for base in self.bases if base not in tried and base not in self.demoted]
+        if not usable:
+            usable = [base for base in self.bases[:1] if base not in tried]  # the resolver is never demoted
+        if not usable:
+            return None
+        turn = next(self._turn)
+        chosen = min(
+            usable, key=lambda base: (self.outstanding[base], (self.bases.index(base) - turn) % len(self.bases))
+        )
+        return self.take(chosen)
+
+    def take(self, base: str) -> str:
+        """A bundle request goes to ``base``: counted as outstanding."""
+        self.outstanding[base] += 1
+        self._count(base, "requests")
+        return base
+
+    def done(self, base: str) -> None:
+        """A bundle request to ``base`` ended (answered, unchanged, or failed for good)."""
+        if self.outstanding[base] > 0:
+            self.outstanding[base] -= 1
+
+    def served(self, url: str) -> None:
+        """A verified copy came from ``url``'s source."""
+        self._count(self._base(url), "records")
+
+    def judged(self, url: str, what: str) -> None:
+        """``url``'s source served a bad copy (``what``: rejected, stale, forked)."""
+        base = self._base(url)
+        self._count(base, what)
+        if base == self.resolver or base in self.demoted:
+            return
+        self.bad[base] += 1
+        if self.bad[base] >= self.demote_after:
+            self.demoted.add(base)
+            self.crawler.stats.inc_value("pith/mirrors_demoted")
+            logger.warning(
+                "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
+                base,
+                self.bad[base],
+                ", ".join(f"{k} {self.crawler.stats.get_value(f'{HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
+            )
+
+    def _base(self, url: str) -> str:
+        netloc = host_of(url)
+        return next((base for base in self.bases if host_of(base) == netloc), url)
+
+    def _count(self, base: str, what: str) -> None:
+        self.crawler.stats.inc_value(f"{HOSTS}{host_of(base)}/{what}")
+
+
+class SourceSlots:
+    """Downloader middleware: each source (``host:port``) is a download slot of its own,
+    so per-host politeness (concurrency, delay, AutoThrottle) holds per source even
+    when two sources share a host name, as on loopback. Scrapy's default slot is the
+    host name alone."""
+
+    def process_request(self, request, spider=None):
+        request.meta.setdefault("download_slot", urlparse_cached(request).netloc)
+        return None
