@@ -5,10 +5,12 @@ run, from the same mirror process, alternated, medians of the rounds.
     python bench/bench_crawl.py --records 10000 --rounds 3 [--server static --server serve]
     python bench/bench_crawl.py --virtual 10000 --virtual 100000
 
-Two mirrors, each in its own process (the machine has 2 cores: one serves, one crawls):
-``static``, ``python -m http.server`` over the corpus laid out as plain files
-(bench/static_site.py: no gzip, no caching, a redirect per directory URL), and
-``serve``, the project's mirror. Both crawlers use the same Scrapy settings (AutoThrottle
+Three mirrors, each in its own process (the machine has 2 cores: one serves, one crawls):
+``nginx`` (bench/nginx.py, installed from the distribution's packages when missing) and
+``static``, ``python -m http.server``, both over the corpus laid out as plain files
+(bench/static_site.py: no gzip, a redirect per directory URL; nginx sends ETag and
+Last-Modified, http.server Last-Modified only), and ``serve``, the project's mirror.
+Both crawlers use the same Scrapy settings (AutoThrottle
 off, same concurrency, robots.txt on); ours keeps its other defaults (conditional
 requests on, each run a first crawl with no validators). Ours runs three times:
 ``bundles`` fetches exactly the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
@@ -40,6 +42,10 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import nginx  # noqa: E402  (bench/nginx.py)
+
 SETTINGS = {
     "AUTOTHROTTLE_ENABLED": False,
     "CONCURRENT_REQUESTS": 32,
@@ -131,6 +137,9 @@ def free_port() -> int:
 def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple[subprocess.Popen, str, Path]:
     """A mirror process: its URL and the keyring that verifies what it serves (with
     ``virtual``, ``site`` is where ``serve --virtual`` writes that keyring)."""
+    if kind == "nginx":
+        server, [url] = nginx.start([site], site.parent / f"nginx-{site.name}")
+        return server, url, corpus / "keyring.json"
     if kind == "static":
         port = free_port()
         server = subprocess.Popen(
@@ -334,7 +343,7 @@ def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, action="append", default=[], help="corpus sizes to compare on")
-    parser.add_argument("--server", action="append", choices=["static", "serve"], help="default: both")
+    parser.add_argument("--server", action="append", choices=["nginx", "static", "serve"], help="default: all three")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
@@ -361,7 +370,8 @@ def main():
         )
     pools = args.verify_workers or [None]
     for records in args.records:
-        compare(records, args.server or ["static", "serve"], args.rounds, workdir, env, pools, args.runs.split(","))
+        servers = args.server or ["nginx", "static", "serve"]
+        compare(records, servers, args.rounds, workdir, env, pools, args.runs.split(","))
     for records in args.virtual:
         for workers in pools:
             scale(records, workdir, env, workers)

@@ -21,6 +21,8 @@ from .seen import PAGE_CACHE_KIB
 
 logger = logging.getLogger(__name__)
 
+WAITING_BATCH = 256  # validators of archived bundles written to the waiting table at once
+
 
 def retry_after_seconds(value: bytes | None) -> float | None:
     """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
@@ -107,14 +109,20 @@ class ConditionalRequestMiddleware:
         self.stats = stats
         self.unbound = self._open_table()
         # this process's own (a private temporary database): the workers of a frontier
-        # share the validators, and a killed run's waiting ones were never committed
+        # share the validators, and a killed run's waiting ones were never committed. Never
+        # read after a crash either, so one transaction from start to end: no insert pays
+        # for a commit of its own
         self.waiting = sqlite3.connect("", isolation_level=None)
         self.waiting.executescript(f"""
             PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
             CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, segment TEXT);
+            BEGIN;
         """)
         self.pending: dict[str, tuple] = {}  # url -> validators, until its bundle is archived
-        self.checked = False  # against the archive: until then no request is conditional
+        self.batch: list[tuple] = []  # archived, on their way to the waiting table
+        # any validator kept, once checked against the archive: until then no request is
+        # conditional, and a first crawl looks none up
+        self.known = False
 
     def _open_table(self) -> int:
         """Open the validators table; a cache kept before validators named their run
@@ -153,15 +161,15 @@ class ConditionalRequestMiddleware:
             self.db.executemany("INSERT INTO committed VALUES (?)", ((run,) for run in committed))
             dropped = self.db.execute("DELETE FROM validators WHERE run NOT IN (SELECT run FROM committed)").rowcount
         dropped += self.unbound
+        self.known = self.db.execute("SELECT EXISTS (SELECT 1 FROM validators)").fetchone()[0] == 1
         if dropped:
             self.stats.set_value(f"{pith_signals.CACHE_DROPPED}validators", dropped)
             logger.warning(
                 "cache did not match the archive: %d validators dropped (their bundles are fetched again)", dropped
             )
-        self.checked = True
 
     def process_request(self, request, spider=None):
-        if not self.checked or not request.meta.get("pith_conditional"):
+        if not self.known or not request.meta.get("pith_conditional"):
             return None
         row = self.db.execute("SELECT etag, modified FROM validators WHERE url = ?", (request.url,)).fetchone()
         if row:
@@ -185,10 +193,18 @@ class ConditionalRequestMiddleware:
         self.pending.pop(url, None)
 
     def archived(self, url: str, segment: str) -> None:
-        """The bundle fetched from ``url`` is in ``segment``: its validators wait for it."""
+        """The bundle fetched from ``url`` is in ``segment``: its validators wait for it
+        (on disk, WAITING_BATCH at a time: one statement per bundle on Scrapy's thread
+        would hand the GIL to the upload threads and wait to get it back, each time)."""
         validators = self.pending.pop(url, None)
         if validators is not None:
-            self.waiting.execute("INSERT OR REPLACE INTO waiting VALUES (?, ?, ?, ?)", (url, *validators, segment))
+            self.batch.append((url, *validators, segment))
+            if len(self.batch) >= WAITING_BATCH:
+                self._flush()
+
+    def _flush(self) -> None:
+        self.waiting.executemany("INSERT OR REPLACE INTO waiting VALUES (?, ?, ?, ?)", self.batch)
+        self.batch.clear()
 
     def committed(self, segment: str) -> None:
         """A checkpoint committed ``segment``: keep the validators of its bundles."""
@@ -199,6 +215,7 @@ class ConditionalRequestMiddleware:
         self._keep("", ())
 
     def _keep(self, where: str, args: tuple) -> None:
+        self._flush()
         rows = self.waiting.execute(f"SELECT url, etag, modified, segment FROM waiting {where}", args)
         self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?, ?)", rows)
         self.db.commit()

@@ -51,7 +51,10 @@ class History:
     cache is bounded, so a crawl of the whole registry holds the history on disk, not in
     memory. A record is one row, its current version's event digests one blob of 32
     bytes each: a bundle archived is two statements, whatever its number of events.
-    Callers serialize their calls (the archive writer's lock)."""
+    The database is private, never read after a crash, so it runs in one transaction
+    from start to end: no statement pays for a commit of its own (a commit per statement
+    was most of the writer's SQLite time). Callers serialize their calls (the archive
+    writer's lock)."""
 
     def __init__(self):
         self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
@@ -61,6 +64,7 @@ class History:
             CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
                                   fresh INTEGER, events BLOB) WITHOUT ROWID;
         """)
+        self.db.execute("BEGIN")
 
     @classmethod
     def from_tables(cls, records, events) -> "History":
@@ -74,7 +78,6 @@ class History:
     def absorb(self, records, events) -> None:
         """Add committed rows (as in ``from_tables``): what other writers committed
         since this history was read."""
-        self.db.execute("BEGIN")
         for table in records:
             accepted = (
                 table.column("accepted_as_current").to_pylist()
@@ -95,7 +98,6 @@ class History:
                     (event_digest(event_id), number, bytes.fromhex(bundle)),
                 )
         self.db.execute("UPDATE current SET fresh = 0 WHERE fresh")
-        self.db.execute("COMMIT")
         logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
 
     def _count(self, table: str) -> int:
