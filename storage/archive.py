@@ -38,7 +38,7 @@ from . import layout
 from .attestations import Stored
 from .committer import Committer
 from .dedup import CommittedHistory
-from .history import event_digest
+from .history import event_digest, objection_to
 from .manifest import Committed, read_committed
 from .segment import RunFailure, Segment
 from .spool import Spool
@@ -160,10 +160,10 @@ class ArchiveWriter:
         built_at = timestamp(verdict.bundle.get("built_at"))
         with self._lock:
             segment, history = self._segment, self._history.history
-            duplicate = history.archived(bundle)
-            objection = history.objection(number, bundle, events, built_at, fetched_at)
+            duplicate, current = history.look_up(number, bundle)
+            objection = objection_to(current, bundle, events, built_at, fetched_at)
             if objection and on_objection is not None:
-                on_objection("forked" if events - history.current(number).events else "stale")
+                on_objection("forked" if events - current.events else "stale")
             if objection or equivocation:
                 verdict = replace(
                     verdict,

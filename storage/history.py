@@ -63,6 +63,8 @@ class History:
             CREATE TABLE versions (bundle BLOB PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
                                   fresh INTEGER, events BLOB) WITHOUT ROWID;
+            CREATE TRIGGER current_is_a_version AFTER INSERT ON current
+                BEGIN INSERT OR IGNORE INTO versions VALUES (NEW.bundle); END;
         """)
         self.db.execute("BEGIN")
 
@@ -131,11 +133,18 @@ class History:
         row = self.db.execute(
             "SELECT bundle, built_at, fetched_at, events FROM current WHERE number = ?", (pith_number,)
         ).fetchone()
-        if row is None:
-            return None
-        bundle, built_at, fetched_at, events = row
-        digests = frozenset(events[at : at + _DIGEST] for at in range(0, len(events), _DIGEST))
-        return Version(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
+        return None if row is None else _version(*row)
+
+    def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, Version | None]:
+        """Whether this bundle version is archived, and the record's current version:
+        what a new version is judged by, in one statement (each one a crawl makes on
+        Scrapy's thread hands the GIL to the upload threads and waits to get it back)."""
+        archived, *row = self.db.execute(
+            "SELECT EXISTS (SELECT 1 FROM versions WHERE bundle = ?), bundle, built_at, fetched_at, events "
+            "FROM (SELECT 1) LEFT JOIN current ON number = ?",
+            (bytes.fromhex(bundle_sha256), pith_number),
+        ).fetchone()
+        return archived == 1, None if row[0] is None else _version(*row)
 
     def objection(
         self,
@@ -147,15 +156,7 @@ class History:
     ) -> str | None:
         """Why this version of the record may not be its current one (it is not
         append-only), or None when it may (or already is)."""
-        current = self.current(pith_number)
-        if current is None or current.bundle.hex() == bundle_sha256:
-            return None
-        missing = len(current.events - events)
-        if missing:
-            return f"lacks {missing} of the {len(current.events)} events of the current version {current.bundle.hex()}"
-        if (built_at or _EARLIEST, fetched_at) < current.order:
-            return f"built before the current version {current.bundle.hex()}"
-        return None
+        return objection_to(self.current(pith_number), bundle_sha256, events, built_at, fetched_at)
 
     def add(
         self,
@@ -166,10 +167,36 @@ class History:
         fetched_at: datetime,
         current: bool,
     ) -> None:
-        """A version archived by this run; ``current`` when it passed ``objection``."""
-        self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+        """A version archived by this run; ``current`` when it passed ``objection``
+        (a current version is listed in ``versions`` by the table's trigger)."""
         if current:
             self._store(pith_number, Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events))
+        else:
+            self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+
+
+def objection_to(
+    current: Version | None,
+    bundle_sha256: str,
+    events: frozenset[bytes],
+    built_at: datetime | None,
+    fetched_at: datetime,
+) -> str | None:
+    """Why a version may not follow ``current`` (the record's current version, None
+    when it has none), or None when it may (or is that version)."""
+    if current is None or current.bundle.hex() == bundle_sha256:
+        return None
+    missing = len(current.events - events)
+    if missing:
+        return f"lacks {missing} of the {len(current.events)} events of the current version {current.bundle.hex()}"
+    if (built_at or _EARLIEST, fetched_at) < current.order:
+        return f"built before the current version {current.bundle.hex()}"
+    return None
+
+
+def _version(bundle: bytes, built_at: int, fetched_at: int, events: bytes) -> Version:
+    digests = frozenset(events[at : at + _DIGEST] for at in range(0, len(events), _DIGEST))
+    return Version(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
 
 
 def _micros(when: datetime) -> int:
