@@ -38,9 +38,9 @@ def host_of(url: str) -> str:
 class SourcePool:
     """The sources bundles are fetched from, the resolver first, and how each served."""
 
-    def __init__(self, bases: list[str], crawler, demote_after: int = 3):
+    def __init__(self, bases: list[str], demote_after: int = 3):
         self.bases: list[str] = []
-        self.crawler = crawler  # its stats exist once the crawl starts, after the spider is made
+        self.stats = None  # the crawl's, once it starts (``count_into``)
         self.demote_after = demote_after
         self.outstanding: Counter = Counter()
         self.bad: Counter = Counter()
@@ -48,6 +48,10 @@ class SourcePool:
         self._turn = itertools.count()
         for base in bases:
             self.add(base)
+
+    def count_into(self, stats, demote_after: int) -> None:
+        """Count into the crawl's stats (they exist once it starts, after the spider)."""
+        self.stats, self.demote_after = stats, demote_after
 
     def add(self, base: str) -> None:
         if base not in self.bases:
@@ -96,12 +100,12 @@ class SourcePool:
         self.bad[base] += 1
         if self.bad[base] >= self.demote_after:
             self.demoted.add(base)
-            self.crawler.stats.inc_value("pith/mirrors_demoted")
+            self.stats.inc_value("pith/mirrors_demoted")
             logger.warning(
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,
                 self.bad[base],
-                ", ".join(f"{k} {self.crawler.stats.get_value(f'{HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
+                ", ".join(f"{k} {self.stats.get_value(f'{HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
             )
 
     def _base(self, url: str) -> str:
@@ -109,7 +113,8 @@ class SourcePool:
         return next((base for base in self.bases if host_of(base) == netloc), url)
 
     def _count(self, base: str, what: str) -> None:
-        self.crawler.stats.inc_value(f"{HOSTS}{host_of(base)}/{what}")
+        if self.stats is not None:
+            self.stats.inc_value(f"{HOSTS}{host_of(base)}/{what}")
 
 
 class SourceSlots:

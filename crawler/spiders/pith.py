@@ -64,6 +64,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
     seen: SeenStore | None = None  # the records taken, when no frontier does it
     records_open = 0  # records whose bundle request is under way (with a SeenStore)
+    spread_window = 0  # records open at once when spreading over mirrors (twice CONCURRENT_REQUESTS)
+    unspread = 0  # record bundle requests still to send to the resolver: the --cross-check sample
     verifier: Verifier  # parses and verifies each bundle, off the reactor
 
     def __init__(
@@ -97,6 +99,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not self.seeds.any_sitemap
         self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
+        self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -140,7 +143,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         spider.spread_window = 2 * crawler.settings.getint("CONCURRENT_REQUESTS")
         spider.unspread = max(0, crawler.settings.getint("PITH_CROSS_CHECK"))
         spider.verifier = Verifier.from_crawler(crawler)
-        spider.pool = SourcePool(spider.sources, crawler, crawler.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
+        crawler.signals.connect(spider.count_sources, signal=signals.spider_opened)
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         if crawler.settings.get("PITH_FRONTIER"):
             crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
@@ -148,6 +151,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             spider.seen = SeenStore.from_crawler(crawler)
             crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
+
+    def count_sources(self):
+        self.pool.count_into(self.crawler.stats, self.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
 
     def join_frontier(self):
         """Claim records in the crawl's Frontier, an extension built after the spider."""
