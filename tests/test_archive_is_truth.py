@@ -18,7 +18,7 @@ from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith_archiver.cli import main
 from tests.plugins.core import real_bundle_paths
-from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.crawling import crawl_corpus, run_cli_crawl
 from tests.plugins.mirror import serve_process
 from tests.test_frontier import committed_records, finish, start_worker
 
@@ -157,19 +157,7 @@ def serve_archive(archive, *options):
 
 
 def corpus_crawl(tmp_path, server, corpus_dir, archive, *args):
-    result = run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        server.url,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        str(archive),
-        "-s",
-        "AUTOTHROTTLE_ENABLED=false",
-        *args,
-    )
+    result = crawl_corpus(tmp_path, corpus_dir, server.url, archive, *args)
     ok(result)
     return result
 

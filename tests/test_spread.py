@@ -3,32 +3,17 @@ each source its share, trust from the keyring alone (a mirror serving bad copies
 counted, demoted, and its records had from another source). Real crawls, real servers."""
 
 import json
-import threading
-from functools import partial
-from http.server import ThreadingHTTPServer
+from contextlib import ExitStack
 from urllib.parse import urlsplit
 
 import pytest
 
 from mirror.faults import FaultPlan
-from mirror.source import KEYRING_NAME
-from tests.plugins.crawling import _QuietHandler, build_static_site, run_cli_crawl
+from tests.plugins.crawling import build_static_site, crawl_corpus, run_cli_crawl, serving
 
 
-def crawl_corpus(tmp_path, corpus_dir, resolver, *args):
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        resolver,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        str(tmp_path / "archive"),
-        "-s",
-        "AUTOTHROTTLE_ENABLED=false",
-        *args,
-    )
+def crawl(tmp_path, corpus_dir, resolver, *args):
+    return crawl_corpus(tmp_path, corpus_dir, resolver, tmp_path / "archive", *args)
 
 
 def host_stat(result, url: str, what: str) -> int:
@@ -52,7 +37,7 @@ def test_bundle_requests_are_spread_over_the_resolver_and_its_mirrors(
     servers = [mirror(faults=FaultPlan(latency_ms=20)) for _ in range(3)]
     mirrors = [arg for server in servers[1:] for arg in ("--mirror", server.url)]
     seeds = ["--no-follow", "--seeds-file", str(seeds_file)]
-    result = crawl_corpus(tmp_path, corpus_dir, servers[0].url, *mirrors, *seeds)
+    result = crawl(tmp_path, corpus_dir, servers[0].url, *mirrors, *seeds)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     records = len(corpus_catalog.suffixes)
     assert result.stat("archived") == records
@@ -70,7 +55,7 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
     suffixes = sorted(corpus_catalog.suffixes)
     good = mirror(faults=FaultPlan(latency_ms=20))
     bad = mirror(faults=FaultPlan(latency_ms=20, tamper=set(suffixes)))  # every copy it serves is tampered
-    result = crawl_corpus(  # few records open at once: picks follow the verdicts closely
+    result = crawl(  # few records open at once: picks follow the verdicts closely
         tmp_path,
         corpus_dir,
         good.url,
@@ -94,31 +79,19 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
     assert "mirror " + bad.url + " demoted after 3 bad copies" in result.stderr
 
 
-def serve_folder(root):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 def test_mirrors_from_the_registry_manifest_take_their_share(tmp_path):
-    servers, urls = [], []
-    for name in ("registry", "m1", "m2"):
-        suffixes = build_static_site(tmp_path / name)
-        server, url = serve_folder(tmp_path / name)
-        servers.append(server)
-        urls.append(url)
-    listed = [{"name": f"mirror {i}", "base_url": url} for i, url in enumerate(urls)]
-    (tmp_path / "registry" / "pith-mirrors.json").write_text(
-        json.dumps({"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": listed})
-    )
-    try:
+    with ExitStack() as servers:
+        urls = []
+        for name in ("registry", "m1", "m2"):
+            suffixes = build_static_site(tmp_path / name)
+            urls.append(servers.enter_context(serving(tmp_path / name)))
+        listed = [{"name": f"mirror {i}", "base_url": url} for i, url in enumerate(urls)]
+        (tmp_path / "registry" / "pith-mirrors.json").write_text(
+            json.dumps({"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": listed})
+        )
         common = ["--resolver", urls[0], "--no-follow", *suffixes]
         alone = run_cli_crawl(tmp_path, *common, "--out", str(tmp_path / "a"))
         spread = run_cli_crawl(tmp_path, *common, "--mirrors-from-registry", "--out", str(tmp_path / "b"))
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
     assert alone.returncode == spread.returncode == 0, spread.stderr[-3000:]
     assert [host_stat(alone, url, "requests") for url in urls] == [3, 0, 0]  # listed mirrors are not used unasked
     assert [host_stat(spread, url, "requests") for url in urls] == [1, 1, 1]

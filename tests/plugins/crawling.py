@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror.source import KEYRING_NAME
 from pith_archiver import FIXTURES
 
 
@@ -50,6 +52,24 @@ def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120, env: dict | 
     return CrawlResult(proc.returncode, stats, proc.stdout, proc.stderr)
 
 
+def crawl_corpus(tmp_path: Path, corpus_dir: Path, resolver: str, out: Path, *args: str) -> CrawlResult:
+    """``run_cli_crawl`` of a test corpus served at ``resolver`` into ``out``: trusting
+    exactly the corpus's keyring, AutoThrottle off."""
+    return run_cli_crawl(
+        tmp_path,
+        "--resolver",
+        resolver,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--out",
+        str(out),
+        "-s",
+        "AUTOTHROTTLE_ENABLED=false",
+        *args,
+    )
+
+
 def isolated_home(tmp_path: Path) -> dict:
     """Environment for a CLI run whose archiver key, crawl state and logs stay in ``tmp_path``."""
     return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -81,14 +101,23 @@ def build_static_site(root: Path, robots: str = "User-agent: *\nAllow: /\n") -> 
     return suffixes
 
 
+@contextmanager
+def serving(root: Path):
+    """A stdlib static file server over ``root`` on loopback; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def static_site(tmp_path):
     """Start a stdlib static file server over a built site; yields (base_url, suffixes, root)."""
     root = tmp_path / "site"
     suffixes = build_static_site(root)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", suffixes, root
-    server.shutdown()
-    server.server_close()
+    with serving(root) as url:
+        yield url, suffixes, root
