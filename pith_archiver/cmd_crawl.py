@@ -8,12 +8,14 @@ import click
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, SeedList
-from .crawl_report import FailureBudget, report
+from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
+from .run_hooks import run_hook_options
+from .run_summary import crawl_counts
 
 
 def _setting_pairs(values):
@@ -128,6 +130,7 @@ def _share(text: str) -> float:
 )
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
+@run_hook_options("crawl")
 @verbosity_options
 def crawl(
     seeds,
@@ -158,6 +161,7 @@ def crawl(
     max_failures,
     log_file,
     verbosity,
+    hooks,
 ):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
@@ -228,9 +232,10 @@ def crawl(
         "allow_hosts": list(allow_hosts),
     }
     try:
-        stats = run_crawl(spider_args, overrides)
+        stats = run_crawl(spider_args, overrides, on_checkpoint=lambda stats: hooks.checkpoint(**crawl_counts(stats)))
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
+    hooks.update(**crawl_counts(stats), why=outcome(stats, max_failures, bool(frontier)).why)
     sys.exit(
         report(
             stats,
