@@ -15,7 +15,6 @@ from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
 from .run_hooks import run_hook_options
-from .run_summary import crawl_counts
 
 
 def _setting_pairs(values):
@@ -177,7 +176,7 @@ def crawl(
     if not seeds and not seeds_file and resolver is None:
         from .demo import run_demo
 
-        sys.exit(run_demo(archive, progress, verbosity, max_failures))
+        sys.exit(run_demo(archive, progress, verbosity, max_failures, hooks))
     try:
         SeedList(seeds, seeds_file)
     except SeedError as exc:
@@ -232,10 +231,10 @@ def crawl(
         "allow_hosts": list(allow_hosts),
     }
     try:
-        stats = run_crawl(spider_args, overrides, on_checkpoint=lambda stats: hooks.checkpoint(**crawl_counts(stats)))
+        stats = run_crawl(spider_args, overrides, on_checkpoint=hooks.crawl_checkpoint)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
-    hooks.update(**crawl_counts(stats), why=outcome(stats, max_failures, bool(frontier)).why)
+    hooks.crawl_ended(stats, outcome(stats, max_failures, bool(frontier)).why)
     sys.exit(
         report(
             stats,

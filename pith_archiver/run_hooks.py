@@ -15,7 +15,7 @@ import click
 
 from .crawl_setup import check_http_url
 from .exit_status import ExitStatus
-from .run_summary import RunSummary
+from .run_summary import RunSummary, crawl_counts
 
 
 class RunHooks:
@@ -41,6 +41,13 @@ class RunHooks:
         self.update(**counts)
         if self.metrics_file:
             self._warn_on_failure("--metrics-file", self._write_metrics)
+
+    def crawl_checkpoint(self, stats: dict) -> None:
+        """``run_crawl``'s ``on_checkpoint``: a crawl's counts from its Scrapy stats."""
+        self.checkpoint(**crawl_counts(stats))
+
+    def crawl_ended(self, stats: dict, why: str) -> None:
+        self.update(**crawl_counts(stats), why=why)
 
     def finish(self, status: ExitStatus) -> None:
         self.summary.status, self.summary.finished = status, time.time()
