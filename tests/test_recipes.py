@@ -8,7 +8,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mirror.source import KEYRING_NAME
 from pith_archiver.run_summary import DONE
 from tests.plugins.crawling import isolated_home
+from tests.plugins.listener import closed_port_url
 
 EXAMPLES = Path(__file__).parents[1] / "docs" / "examples"
 BIN = Path(sys.executable).parent
@@ -64,12 +64,6 @@ def test_systemd_analyze_verifies_the_units(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ listener on loopback. All through the real command line, against the project's m
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from tests.plugins.crawling import isolated_home
+from tests.plugins.listener import closed_port_url
 from tests.test_unattended import REAL, cli, one_error_line
 
 
@@ -32,12 +32,6 @@ def metrics(text: str) -> dict:
                 found[sample.name.removeprefix("pith_archiver_")] = sample.value
             found["labels"] = (sample.labels["command"], sample.labels["archive"])
     return {**found, "rejected": rejected}
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
 def crawl_args(corpus_dir: Path, server, *args: str) -> list[str]:

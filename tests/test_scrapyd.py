@@ -6,7 +6,6 @@ it leaves is audited like any other, and holds what ``pith-archiver crawl`` arch
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +20,13 @@ from mirror.source import KEYRING_NAME
 from storage.stores import open_store
 from tests.plugins.crawling import isolated_home
 from tests.plugins.faults import archiver_keyring, audit_archive
+from tests.plugins.listener import free_port
 from tests.test_unattended import REAL, cli
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]
 PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "storage", "mirror"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def api(url: str, endpoint: str, data: list[tuple] | None = None) -> dict:

@@ -2,11 +2,24 @@
 endpoint or a Prometheus Pushgateway (both are plain HTTP receivers), for the tests
 of ``--notify`` and ``--pushgateway``."""
 
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (just now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def closed_port_url() -> str:
+    """An http URL whose connections are refused: an unreachable receiver or resolver."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @dataclass
