@@ -140,7 +140,7 @@ def test_scrapyd_deploy_and_schedule_run_the_same_crawl(
     assert scheduled["status"] == "ok", scheduled
     job = wait_finished(url, scheduled["jobid"])
     log = (home / "logs" / "pith_archiver" / "pith" / f"{job['id']}.log").read_text()
-    assert "'pith/archived'" in log and "Traceback" not in log
+    assert "'pith/archived'" in log and "Traceback" not in log and " ERROR: " not in log
 
     # the same verification, archive, checkpoints and keys as pith-archiver crawl
     keys = archiver_keyring(home)  # the archiver key the job made in Scrapyd's environment
