@@ -22,7 +22,7 @@ from pith.keyring import REGISTRY_KEY, key_from_entry
 from pith.mint import REGISTRY_BASE, mint_bundle
 from pith.numbers import pith_number, pith_suffix
 from pith.signing import Signer
-from pith.shipped import FIXTURES
+from pith.shipped import real_bundles
 from .catalog import Catalog
 from .papers import Paper, authors_text, invent_paper, text_sha256
 from .record import compact_json, latest_snapshot
@@ -71,7 +71,7 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
     (out / BUNDLES_DIR).mkdir(parents=True, exist_ok=True)
     signer = corpus_signer(seed)
     plan = plan_records(seed, records)
-    reals = sorted(FIXTURES.glob(f"*{BUNDLE_EXTENSION}"))
+    reals = real_bundles()
     real_docs = [json.loads(path.read_bytes()) for path in reals]
     targets = plan + [
         Citable(

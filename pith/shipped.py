@@ -5,10 +5,17 @@ command line) names the software and finds the embedded data the same way.
 """
 
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 
-FIXTURES = Path(__file__).parent / "fixtures"
-"""The real registry bundles shipped with the tool: the embedded default data."""
+FIXTURES = files(__package__) / "fixtures"
+"""The real registry bundles shipped with the tool: the embedded default data. Package
+data read through importlib.resources, so it is found in a zipped egg too (a project
+Scrapyd runs): a folder when installed, a place in the archive there."""
+
+
+def real_bundles() -> list:
+    """The shipped real bundles (importlib.resources Traversables), in name order."""
+    return sorted((p for p in FIXTURES.iterdir() if p.name.endswith(".bundle.json")), key=lambda p: p.name)
 
 
 @cache

@@ -14,6 +14,7 @@ from .archive_reading import TRUST_HELP, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 from .progress import progress
+from .run_hooks import run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -28,6 +29,7 @@ from .progress import progress
     help="Also check that the archive's log of its key extends this saved checkpoint (a rollback or a "
     "fork behind it is a discrepancy); repeatable.",
 )
+@run_hook_options("audit")
 @verbosity_options
 def audit(
     archive,
@@ -39,6 +41,7 @@ def audit(
     as_json,
     checkpoints,
     verbosity,
+    hooks,
 ):
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
@@ -70,6 +73,7 @@ def audit(
         except StorageError as exc:
             raise RunFailed(f"audit stopped: {exc}") from None
     counts = run.counts
+    hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=_summary(counts))
     click.echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
     sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)
 

@@ -8,12 +8,13 @@ import click
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, SeedList
-from .crawl_report import FailureBudget, report
+from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
+from .run_hooks import run_hook_options
 
 
 def _setting_pairs(values):
@@ -140,6 +141,7 @@ def _share(text: str) -> float:
 )
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
+@run_hook_options("crawl")
 @verbosity_options
 def crawl(
     seeds,
@@ -171,6 +173,7 @@ def crawl(
     max_failures,
     log_file,
     verbosity,
+    hooks,
 ):
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
@@ -186,7 +189,7 @@ def crawl(
     if not seeds and not seeds_file and resolver is None:
         from .demo import run_demo
 
-        sys.exit(run_demo(archive, progress, verbosity, max_failures))
+        sys.exit(run_demo(archive, progress, verbosity, max_failures, hooks))
     try:
         SeedList(seeds, seeds_file)
     except SeedError as exc:
@@ -242,9 +245,10 @@ def crawl(
         "allow_hosts": list(allow_hosts),
     }
     try:
-        stats = run_crawl(spider_args, overrides)
+        stats = run_crawl(spider_args, overrides, on_checkpoint=hooks.crawl_checkpoint)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
+    hooks.crawl_ended(stats, outcome(stats, max_failures, bool(frontier)).why)
     sys.exit(
         report(
             stats,

@@ -12,6 +12,7 @@ from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_loc
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .output import QUIET, log_to_stderr, say, verbosity_options
 from .progress import progress
+from .run_hooks import run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -27,6 +28,7 @@ from .progress import progress
 @click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
 @click.option("--source-organization", help="The bag's Source-Organization (who transfers it).")
 @trust_options
+@run_hook_options("export")
 @verbosity_options
 def export(
     archive,
@@ -41,6 +43,7 @@ def export(
     trust_archive_keys,
     s3_endpoint_url,
     verbosity,
+    hooks,
 ):
     """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix).
 
@@ -72,6 +75,7 @@ def export(
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
+    hooks.update(archived=summary.bundle_versions, why=f"exported to {summary.destination}")
     say(
         f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
         f"from {archive} to {summary.destination} ({fmt})",

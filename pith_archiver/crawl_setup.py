@@ -13,12 +13,21 @@ from storage.stores import StorageError, open_store
 from .exit_status import ConfigError
 
 
+def check_http_url(url: str, option: str, example: str = "https://pith.science") -> str:
+    """An http(s) URL with a host."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} {url!r} is not an http(s) URL with a host (e.g. {example})")
+    return url
+
+
 def check_base_url(url: str, option: str) -> str:
-    """A resolver or mirror base: http(s) with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{option} {url!r} is not an http(s) URL with a host (e.g. https://pith.science)")
-    return url.rstrip("/")
+    """A resolver or mirror base."""
+    return check_http_url(url, option).rstrip("/")
 
 
 def check_archive_keyring(keyrings) -> Keyring:

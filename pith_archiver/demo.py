@@ -18,7 +18,7 @@ from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from storage.signing_key import default_key_path
-from .crawl_report import report
+from .crawl_report import outcome, report
 from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import ExitStatus
@@ -34,7 +34,7 @@ def demo_keyring_path() -> Path:
     return default_key_path().parent / "demo-keyring.json"
 
 
-def run_demo(archive: str, progress: str, verbosity: int, budget) -> int:
+def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
     check_store(archive, None)
     state_dir = default_state_dir(archive, None)
     keyring = demo_keyring_path()
@@ -55,7 +55,10 @@ def run_demo(archive: str, progress: str, verbosity: int, budget) -> int:
                 "PITH_STATE_DIR": state_dir,
                 **logging_settings(verbosity, progress, None, state_dir),
             }
-            stats = run_crawl({"seeds": [DEMO_START], "resolver": server.url}, overrides)
+            stats = run_crawl(
+                {"seeds": [DEMO_START], "resolver": server.url}, overrides, on_checkpoint=hooks.crawl_checkpoint
+            )
+    hooks.crawl_ended(stats, outcome(stats, budget).why)
     status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)

@@ -24,6 +24,15 @@ EXIT_STATUS_HELP = (
     "nothing committed); 130 interrupted (rerun the same command to resume)."
 )
 
+MEANING = {  # one line each, as the README's table says it (for machines: --notify)
+    ExitStatus.OK: "done: everything asked for was archived (or unchanged), verified, or found clean",
+    ExitStatus.REJECTED: "done, but rejected bundles, split views, a rejected feed or proof, or audit discrepancies",
+    ExitStatus.USAGE: "a usage or configuration error: nothing was started",
+    ExitStatus.PARTIAL: "done with failures: some records could not be fetched, within --max-failures",
+    ExitStatus.FAILED: "failed: nothing archived, resolver unreachable, too many failures, or nothing committed",
+    ExitStatus.INTERRUPTED: "interrupted: what was archived is committed; rerun the same command to resume",
+}
+
 PRECEDENCE = (ExitStatus.USAGE, ExitStatus.FAILED, ExitStatus.REJECTED, ExitStatus.PARTIAL, ExitStatus.OK)
 
 

@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.plugins.mirror",
     "tests.plugins.faults",
     "tests.plugins.redis",
+    "tests.plugins.listener",
 ]

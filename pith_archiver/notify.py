@@ -1,0 +1,52 @@
+"""``--notify URL``: POST one JSON summary of a run when it ends (a chat webhook, an
+alerting relay, a ticket system). Delivery is tried a few times with a timeout and
+never changes the run's exit status: what could not be delivered is one warning line.
+"""
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+from pith.shipped import version
+from .run_summary import RunSummary
+
+ATTEMPTS = 3
+TIMEOUT = 10.0  # seconds per attempt
+BACKOFF = 1.0  # seconds before the second attempt, doubled each time
+RETRIED_STATUSES = (408, 429, 500, 502, 503, 504)
+
+
+def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TIMEOUT) -> str | None:
+    """POST ``body`` to ``url``; None once delivered (a 2xx), else why not."""
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": f"pith-archiver/{version()}"},
+    )
+    why = "not tried"
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(BACKOFF * 2 ** (attempt - 1))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                response.read()
+            return None
+        except urllib.error.HTTPError as exc:
+            why = f"HTTP {exc.code}"
+            if exc.code not in RETRIED_STATUSES:
+                return why
+        except (urllib.error.URLError, OSError) as exc:
+            why = str(getattr(exc, "reason", None) or exc)
+    return f"{why} after {attempts} attempts"
+
+
+def notify(urls, summary: RunSummary) -> list[str]:
+    """Send the summary to every URL; the warning lines of those not delivered."""
+    body = json.dumps(summary.as_dict(), sort_keys=True).encode()
+    return [
+        f"warning: --notify {url}: the run summary was not delivered ({why}); the exit status is unchanged"
+        for url in urls
+        if (why := deliver(url, body)) is not None
+    ]

@@ -1,0 +1,136 @@
+"""What a scheduled run tells the machines watching it when it ends: ``--metrics-file``,
+``--pushgateway`` and ``--notify``, shared by ``crawl``, ``audit`` and ``export``.
+
+The options are checked before the command does anything (one line, exit 2). The
+command fills in its counts (``RunHooks.update``); the exit status is the one the
+process exits with, however the command ended, so the metrics and the message always
+say what cron or systemd saw. Nothing here changes that status: a file or a push that
+fails is one warning line.
+"""
+
+import functools
+import time
+
+import click
+
+from .crawl_setup import check_http_url
+from .exit_status import ExitStatus
+from .run_summary import RunSummary, crawl_counts
+
+
+class RunHooks:
+    def __init__(self, command: str, archive: str, metrics_file=None, pushgateway=None, notify_urls=()):
+        if metrics_file:
+            from .metrics import check_metrics_file
+
+            check_metrics_file(metrics_file)
+        if pushgateway:
+            check_http_url(pushgateway, "--pushgateway", "http://pushgateway:9091")
+        for url in notify_urls:
+            check_http_url(url, "--notify", "https://hooks.example.org/pith")
+        self.metrics_file, self.pushgateway, self.notify_urls = metrics_file, pushgateway, list(notify_urls)
+        self.summary = RunSummary(command, archive)
+
+    def update(self, **counts) -> None:
+        """The run's counts so far (RunSummary fields)."""
+        for name, value in counts.items():
+            setattr(self.summary, name, value)
+
+    def checkpoint(self, **counts) -> None:
+        """A crawl committed a checkpoint and goes on: the metrics file says how far it is."""
+        self.update(**counts)
+        if self.metrics_file:
+            self._warn_on_failure("--metrics-file", self._write_metrics)
+
+    def crawl_checkpoint(self, stats: dict) -> None:
+        """``run_crawl``'s ``on_checkpoint``: a crawl's counts from its Scrapy stats."""
+        self.checkpoint(**crawl_counts(stats))
+
+    def crawl_ended(self, stats: dict, why: str) -> None:
+        self.update(**crawl_counts(stats), why=why)
+
+    def finish(self, status: ExitStatus) -> None:
+        self.summary.status, self.summary.finished = status, time.time()
+        if self.metrics_file:
+            self._warn_on_failure("--metrics-file", self._write_metrics)
+        if self.pushgateway:
+            self._warn_on_failure("--pushgateway", self._push)
+        if self.notify_urls:
+            from .notify import notify
+
+            for line in notify(self.notify_urls, self.summary):
+                click.echo(line, err=True)
+
+    def _write_metrics(self) -> None:
+        from .metrics import write_metrics
+
+        write_metrics(self.metrics_file, self.summary)
+
+    def _push(self) -> None:
+        from .metrics import previous_values, push_metrics
+
+        push_metrics(self.pushgateway, self.summary, previous_values(self.metrics_file))
+
+    @staticmethod
+    def _warn_on_failure(option: str, action) -> None:
+        try:
+            action()
+        except Exception as exc:  # a report that fails never fails the run it reports
+            click.echo(f"warning: {option}: {type(exc).__name__}: {exc}; the exit status is unchanged", err=True)
+
+
+def _status_of(code) -> ExitStatus:
+    try:
+        return ExitStatus(0 if code is None else int(code))
+    except (TypeError, ValueError):
+        return ExitStatus.FAILED
+
+
+def run_hook_options(command: str):
+    """Adds --metrics-file, --pushgateway and --notify, and ``hooks`` (a RunHooks) to
+    the command's arguments; reports the run however it ends."""
+
+    def decorate(func):
+        func = click.option(
+            "--notify",
+            "notify_urls",
+            multiple=True,
+            metavar="URL",
+            help="POST a JSON summary of the run to this http(s) URL when it ends; repeatable.",
+        )(func)
+        func = click.option(
+            "--pushgateway", metavar="URL", help="Push the run's metrics to this Prometheus Pushgateway."
+        )(func)
+        func = click.option(
+            "--metrics-file",
+            metavar="FILE",
+            help="Write the run's Prometheus metrics to this file (node_exporter's textfile collector), "
+            "replaced whole at the end" + (" and at each checkpoint." if command == "crawl" else "."),
+        )(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, metrics_file=None, pushgateway=None, notify_urls=(), **kwargs):
+            hooks = RunHooks(command, kwargs.get("archive") or "", metrics_file, pushgateway, notify_urls)
+            status = ExitStatus.FAILED  # an error nobody foresaw (the group makes it exit 4)
+            try:
+                func(*args, hooks=hooks, **kwargs)
+                status = ExitStatus.OK
+            except SystemExit as exc:
+                status = _status_of(exc.code)
+                raise
+            except click.exceptions.Exit as exc:
+                status = _status_of(exc.exit_code)
+                raise
+            except click.ClickException as exc:
+                status = _status_of(exc.exit_code)
+                hooks.summary.why = hooks.summary.why or exc.format_message()
+                raise
+            except KeyboardInterrupt:
+                status = ExitStatus.INTERRUPTED
+                raise
+            finally:
+                hooks.finish(status)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,86 @@
+"""What one run of ``crawl``, ``audit`` or ``export`` did, typed, for the machines that
+watch scheduled runs (``pith_archiver.metrics``, ``pith_archiver.notify``).
+
+The command fills in its counts; the exit status is the one the process exits with
+(``pith_archiver.run_hooks`` reads it), so a metric or a message never disagrees with
+what cron or systemd saw.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from .crawl_report import failures_of
+from .exit_status import MEANING, ExitStatus
+
+DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the run finished and committed
+
+
+@dataclass
+class RunSummary:
+    command: str  # crawl, audit or export
+    archive: str
+    started: float = field(default_factory=time.time)  # seconds since the epoch
+    status: ExitStatus | None = None  # None while the run goes on (a crawl's checkpoint)
+    why: str = ""
+    archived: int = 0  # crawl: bundles archived new; audit: bundles checked; export: bundle versions exported
+    unchanged: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)  # reason (audit: discrepancy code) -> count
+    failed: int = 0
+    requests: int = 0
+    run_id: str | None = None
+    manifest: str | None = None  # the latest manifest committed, in the archive
+    finished: float | None = None
+
+    @property
+    def duration(self) -> float:
+        return (self.finished or time.time()) - self.started
+
+    @property
+    def succeeded(self) -> bool:
+        """Done, with a commit: exit 0, 1 or 3 (what ``last success`` counts)."""
+        return self.status in DONE
+
+    def as_dict(self) -> dict:
+        """The JSON a ``--notify`` endpoint receives."""
+        status = self.status
+        return {
+            "command": self.command,
+            "archive": self.archive,
+            "exit_status": None if status is None else int(status),
+            "status": None if status is None else status.name.lower(),
+            "meaning": None if status is None else MEANING[status],
+            "why": self.why,
+            "succeeded": self.succeeded,
+            "run_id": self.run_id,
+            "manifest": f"{self.archive.rstrip('/')}/{self.manifest}" if self.manifest else None,
+            "started": _iso(self.started),
+            "finished": _iso(self.finished) if self.finished else None,
+            "duration_seconds": round(self.duration, 3),
+            "records": {
+                "archived": self.archived,
+                "unchanged": self.unchanged,
+                "rejected": sum(self.rejected.values()),
+                "failed": self.failed,
+            },
+            "rejected_by_reason": dict(sorted(self.rejected.items())),
+            "requests": self.requests,
+        }
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def crawl_counts(stats: dict) -> dict:
+    """A crawl's counts, from its Scrapy stats (at a checkpoint or at the end)."""
+    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
+    prefix = "pith/rejected/"
+    return {
+        "archived": get("archived"),
+        "unchanged": get("not_modified") + get("already_archived"),
+        "rejected": {key[len(prefix) :]: value for key, value in stats.items() if key.startswith(prefix) and value},
+        "failed": sum(failures_of(stats).values()),
+        "requests": stats.get("downloader/request_count", 0),
+        "run_id": stats.get("pith/run_id"),
+        "manifest": stats.get("pith/manifest"),
+    }

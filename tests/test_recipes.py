@@ -1,0 +1,149 @@
+"""The scheduling recipes of docs/OPERATIONS.md are files (docs/examples/): the systemd
+units are parsed (and checked by ``systemd-analyze verify`` where it exists), and the
+command lines of the service and of the crontab are run as written, against the
+project's mirror, with the documented environment variables pointing at it."""
+
+import configparser
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirror.source import KEYRING_NAME
+from pith_archiver.run_summary import DONE
+from tests.plugins.crawling import isolated_home
+from tests.plugins.listener import closed_port_url
+
+EXAMPLES = Path(__file__).parents[1] / "docs" / "examples"
+BIN = Path(sys.executable).parent
+INSTALLED = "/usr/local/bin/pith-archiver"  # where the recipes expect the command
+
+
+def unit(name: str) -> configparser.ConfigParser:
+    """A unit file read strictly: a repeated section or key is an error."""
+    parser = configparser.ConfigParser(interpolation=None, strict=True)
+    parser.optionxform = str  # systemd's keys are case-sensitive
+    parser.read_string((EXAMPLES / name).read_text(), source=name)
+    return parser
+
+
+def env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {name: value for name, value in pairs}
+
+
+def test_the_units_keep_the_exit_contract_and_report_every_run():
+    service, timer = unit("pith-archiver.service"), unit("pith-archiver.timer")
+    assert service["Service"]["Type"] == "oneshot"
+    assert {int(code) for code in service["Service"]["SuccessExitStatus"].split()} == {int(s) for s in DONE} - {0}
+    command = shlex.split(service["Service"]["ExecStart"])
+    assert command[:3] == [INSTALLED, "crawl", "-q"]
+    assert {"--metrics-file", "--notify", "--out", "--keyring"} <= set(command)
+    assert service["Service"]["EnvironmentFile"] == "/etc/pith-archiver/pith-archiver.env"
+    used = set(re.findall(r"\$\{(\w+)\}", service["Service"]["ExecStart"]))
+    assert used == set(env_file(EXAMPLES / "pith-archiver.env"))  # every variable documented, none unused
+    assert timer["Timer"]["Persistent"] == "true" and timer["Timer"]["OnCalendar"]
+    assert timer["Install"]["WantedBy"] == "timers.target"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_systemd_analyze_verifies_the_units(tmp_path):
+    for name in ("pith-archiver.service", "pith-archiver.timer"):
+        text = (EXAMPLES / name).read_text().replace(INSTALLED, str(BIN / "pith-archiver"))
+        (tmp_path / name).write_text(text)
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / "pith-archiver.service"), str(tmp_path / "pith-archiver.timer")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+@pytest.fixture
+def local_values(tmp_path, corpus_dir, mirror, listener):
+    """The documented variables, pointed at a mirror, a folder and a listener here."""
+    hook = listener()
+    (tmp_path / "textfile").mkdir()
+    values = {
+        "PITH_RESOLVER": mirror().url,
+        "PITH_KEYRING": str(corpus_dir / KEYRING_NAME),
+        "PITH_ARCHIVE": str(tmp_path / "archive"),
+        "PITH_METRICS_FILE": str(tmp_path / "textfile" / "pith-archiver.prom"),
+        "PITH_NOTIFY_URL": hook.url,
+    }
+    return values, hook
+
+
+def exit_status_in(path: str) -> float:
+    families = text_string_to_metric_families(Path(path).read_text())
+    return next(s.value for f in families for s in f.samples if s.name == "pith_archiver_exit_status")
+
+
+def test_the_service_command_runs_as_written(tmp_path, local_values):
+    values, hook = local_values
+    service = unit("pith-archiver.service")["Service"]
+    assert set(values) == set(env_file(EXAMPLES / "pith-archiver.env"))
+    # systemd replaces ${NAME} inside a word, one word each
+    command = [re.sub(r"\$\{(\w+)\}", lambda m: values[m[1]], word) for word in shlex.split(service["ExecStart"])]
+    command[0] = str(BIN / "pith-archiver")
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, **isolated_home(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok (exit 0): archived ") and len(proc.stdout.splitlines()) == 1
+    assert exit_status_in(values["PITH_METRICS_FILE"]) == 0
+    assert len(hook.received) == 1 and b'"exit_status": 0' in hook.received[0].body
+    assert (tmp_path / "archive" / "manifests").is_dir()
+
+
+def crontab() -> tuple[dict, str]:
+    """The crontab's variables and its one job's command."""
+    variables, jobs = {}, []
+    for line in (EXAMPLES / "crontab").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if re.match(r"^\w+=", line):
+            name, value = line.split("=", 1)
+            variables[name] = value
+        else:
+            fields = line.split(None, 5)
+            assert len(fields) == 6 and all(re.fullmatch(r"[\d*/,-]+", f) for f in fields[:5]), line
+            jobs.append(fields[5])
+    [job] = jobs
+    return variables, job
+
+
+def test_the_crontab_line_runs_as_written_and_cron_mails_only_trouble(tmp_path, local_values):
+    variables, job = crontab()
+    values, hook = local_values
+    assert set(variables) - {"PATH"} == set(values)
+    assert job.startswith("pith-archiver crawl -q ") and job.endswith(">/dev/null")
+    env = {**os.environ, **isolated_home(tmp_path), **variables, **values, "PATH": f"{BIN}:{variables['PATH']}"}
+
+    def cron(**changed):
+        return subprocess.run(
+            ["/bin/sh", "-c", job], capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**env, **changed}
+        )
+
+    ok = cron()
+    assert ok.returncode == 0, ok.stderr
+    mailed = [line for line in ok.stderr.splitlines() if not line.startswith("created the archiver signing key")]
+    assert ok.stdout == "" and mailed == []  # nothing for cron to mail
+    failed = cron(PITH_RESOLVER=closed_port_url())
+    assert failed.returncode == 4 and failed.stdout == ""
+    [line] = failed.stderr.splitlines()  # the one line cron mails
+    assert line.startswith("failed (exit 4): ")
+    assert exit_status_in(values["PITH_METRICS_FILE"]) == 4
+    assert [b'"exit_status": 4' in message.body for message in hook.received] == [False, True]

@@ -1,0 +1,194 @@
+"""What a scheduled run tells the machines watching it: ``--metrics-file`` read back
+with prometheus_client's own parser, ``--pushgateway`` and ``--notify`` received by a
+listener on loopback. All through the real command line, against the project's mirror."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from tests.plugins.crawling import isolated_home
+from tests.plugins.listener import closed_port_url
+from tests.test_unattended import REAL, cli, one_error_line
+
+
+def metrics(text: str) -> dict:
+    """``{sample name: value}`` for unlabelled-by-reason samples, plus ``rejected`` by
+    reason, checking every sample carries the command and archive labels."""
+    found, rejected = {}, {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            assert {"command", "archive"} <= set(sample.labels), sample
+            if "reason" in sample.labels:
+                rejected[sample.labels["reason"]] = sample.value
+            else:
+                found[sample.name.removeprefix("pith_archiver_")] = sample.value
+            found["labels"] = (sample.labels["command"], sample.labels["archive"])
+    return {**found, "rejected": rejected}
+
+
+def crawl_args(corpus_dir: Path, server, *args: str) -> list[str]:
+    keyring = str(corpus_dir / KEYRING_NAME)
+    return ["crawl", "--resolver", server.url, "--keyring", keyring, "--out", "archive", *args]
+
+
+def archived_in(line: str) -> int:
+    return int(line.split("archived ", 1)[1].split(" ", 1)[0])
+
+
+def test_a_crawl_writes_its_metrics_at_each_checkpoint_and_at_the_end_pushes_and_notifies(
+    tmp_path, corpus_dir, mirror, listener
+):
+    server = mirror(faults=FaultPlan(latency_ms=80, paths=r"bundle\.json$"))
+    gateway, hook = listener(), listener()
+    metrics_file = tmp_path / "textfile" / "pith.prom"
+    metrics_file.parent.mkdir()
+    command = crawl_args(corpus_dir, server, "-q", "--commit-every", "5", "--metrics-file", str(metrics_file))
+    command += ["--pushgateway", gateway.url, "--notify", f"{hook.url}/hooks/pith", REAL]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pith_archiver", *command],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **isolated_home(tmp_path)},
+    )
+    seen = []  # every version of the file a scrape could have read while the crawl ran
+    while process.poll() is None:
+        if metrics_file.exists():
+            seen.append(metrics(metrics_file.read_text()))  # always whole: written aside, renamed in
+        time.sleep(0.02)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    archived = archived_in(stdout)
+    assert archived > 10
+
+    during = [snapshot for snapshot in seen if snapshot["run_in_progress"] == 1]
+    assert during, "no checkpoint wrote the metrics file"
+    assert 0 < during[0]["records_archived"] < archived
+    assert "exit_status" not in during[0]  # no run had finished before this one
+
+    final = metrics(metrics_file.read_text())
+    assert final["labels"] == ("crawl", "archive")
+    assert final["run_in_progress"] == 0 and final["exit_status"] == 0
+    assert final["records_archived"] == archived and final["records_failed"] == 0 and final["rejected"] == {}
+    requests = int(stdout.split(" requests", 1)[0].rsplit(" ", 1)[1])
+    assert final["requests_total"] == requests
+    assert time.time() - 60 < final["last_success_timestamp_seconds"] <= time.time()
+    assert 0 < final["run_duration_seconds"] < 120
+    assert [p.name for p in metrics_file.parent.iterdir()] == ["pith.prom"]  # no temporary file left
+
+    [push] = gateway.received
+    assert push.method == "POST" and push.path == "/metrics/job/pith-archiver/archive/archive/command/crawl"
+    assert metrics(push.body.decode())["records_archived"] == archived
+
+    [message] = hook.received
+    assert message.method == "POST" and message.path == "/hooks/pith"
+    assert message.headers["Content-Type"] == "application/json"
+    summary = json.loads(message.body)
+    assert summary["command"] == "crawl" and summary["archive"] == "archive"
+    assert (summary["exit_status"], summary["status"], summary["succeeded"]) == (0, "ok", True)
+    assert summary["meaning"].startswith("done: ")
+    assert summary["records"] == {"archived": archived, "unchanged": 0, "rejected": 0, "failed": 0}
+    assert summary["requests"] == requests and summary["duration_seconds"] > 0
+    assert summary["run_id"] and (tmp_path / summary["manifest"]).is_file()
+    assert summary["manifest"].startswith("archive/manifests/")
+
+
+def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path, listener):
+    metrics_file = tmp_path / "pith.prom"
+    metrics_file.write_text(
+        "# TYPE pith_archiver_last_success_timestamp_seconds gauge\n"
+        'pith_archiver_last_success_timestamp_seconds{archive="x",command="crawl"} 1.7e+09\n'
+    )
+    hook = listener(statuses=[503])  # the first attempt fails, the second is delivered
+    proc = cli(
+        tmp_path,
+        "crawl",
+        "-q",
+        "--resolver",
+        closed_port_url(),
+        "--out",
+        "x",
+        "-s",
+        "RETRY_TIMES=0",
+        "--metrics-file",
+        str(metrics_file),
+        "--notify",
+        hook.url,
+        REAL,
+    )
+    assert proc.returncode == 4, proc.stderr
+    final = metrics(metrics_file.read_text())
+    failed = int(proc.stderr.split(" failed,", 1)[0].rsplit(" ", 1)[1])  # as the one summary line says
+    assert final["exit_status"] == 4 and final["records_archived"] == 0 and final["records_failed"] == failed >= 1
+    assert final["last_success_timestamp_seconds"] == 1.7e09  # kept: this run did not succeed
+    assert len(hook.received) == 2 and hook.received[0].body == hook.received[1].body
+    summary = json.loads(hook.received[1].body)
+    assert (summary["exit_status"], summary["status"], summary["succeeded"]) == (4, "failed", False)
+    assert "no bundle could be fetched" in summary["why"] and summary["manifest"] is None
+    assert "warning" not in proc.stderr
+
+
+def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp_path, corpus_dir, mirror):
+    url = closed_port_url()
+    proc = cli(tmp_path, *crawl_args(corpus_dir, mirror(), "-q", "--no-follow", "--notify", url, REAL))
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if not line.startswith("created the archiver signing key")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: --notify {url}: the run summary was not delivered")
+    assert "after 3 attempts" in warnings[0] and "the exit status is unchanged" in warnings[0]
+
+
+def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, listener):
+    crawled = cli(tmp_path, *crawl_args(corpus_dir, mirror(), "-q", "--no-follow", REAL))
+    assert crawled.returncode == 0, crawled.stderr
+    hook = listener()
+    audit = cli(tmp_path, "audit", "archive", "-q", "--metrics-file", "audit.prom", "--notify", hook.url)
+    assert audit.returncode == 0, audit.stderr
+    found = metrics((tmp_path / "audit.prom").read_text())
+    assert found["labels"] == ("audit", "archive") and found["records_archived"] == 1 and found["exit_status"] == 0
+    export = cli(tmp_path, "export", "archive", "--bag", "bag", "-q", "--metrics-file", "export.prom")
+    assert export.returncode == 0, export.stderr
+    exported = metrics((tmp_path / "export.prom").read_text())
+    assert exported["labels"] == ("export", "archive") and exported["records_archived"] == 1
+    [message] = hook.received
+    summary = json.loads(message.body)
+    assert summary["command"] == "audit" and summary["exit_status"] == 0 and summary["why"].startswith("clean: ")
+
+    broken = cli(tmp_path, "audit", "nowhere", "-q", "--metrics-file", "audit.prom")  # no such archive
+    assert broken.returncode != 0
+    after = metrics((tmp_path / "audit.prom").read_text())
+    assert after["exit_status"] == broken.returncode
+    assert after["last_success_timestamp_seconds"] == found["last_success_timestamp_seconds"]
+
+
+@pytest.mark.parametrize("command", ["crawl", "audit", "export"])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--metrics-file", "/proc/nope/pith.prom"], "--metrics-file /proc/nope/pith.prom: "),
+        (["--metrics-file", "."], "--metrics-file .: is a folder"),
+        (["--notify", "ftp://example.org/hook"], "--notify 'ftp://example.org/hook' is not an http(s) URL"),
+        (["--notify", "http://127.0.0.1:port/x"], "--notify 'http://127.0.0.1:port/x' is not an http(s) URL"),
+        (["--pushgateway", "localhost:9091"], "--pushgateway 'localhost:9091' is not an http(s) URL"),
+    ],
+)
+def test_bad_reporting_options_are_one_line_and_exit_2_before_anything(tmp_path, mirror, command, args, said):
+    server = mirror()
+    where = {
+        "crawl": ["--resolver", server.url, "--out", "archive", REAL],
+        "audit": ["archive"],
+        "export": ["archive", "--bag", "bag"],
+    }[command]
+    proc = cli(tmp_path, command, *where, *args)
+    assert proc.returncode == 2, proc.stderr
+    line = one_error_line(proc)
+    assert line.startswith("Error: ") and said in line, line
+    assert server.requests == [] and not (tmp_path / "archive").exists() and not (tmp_path / "config").exists()

@@ -1,0 +1,209 @@
+"""The project under Scrapyd, as an operator runs it: a real ``scrapyd`` on loopback
+(its own config, folders and port), the checkout deployed with ``scrapyd-deploy``, a
+crawl scheduled with ``schedule.json`` and followed with ``listjobs.json``; the archive
+it leaves is audited like any other, and holds what ``pith-archiver crawl`` archives."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mirror.faults import FaultPlan
+from mirror.source import KEYRING_NAME
+from storage.stores import open_store
+from tests.plugins.crawling import isolated_home
+from tests.plugins.faults import archiver_keyring, audit_archive
+from tests.plugins.listener import free_port
+from tests.test_unattended import REAL, cli
+
+ROOT = Path(__file__).parents[1]
+BIN = Path(sys.executable).parent
+PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]
+PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "storage", "mirror"]
+
+
+def api(url: str, endpoint: str, data: list[tuple] | None = None) -> dict:
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    with urllib.request.urlopen(f"{url}{endpoint}", data=body, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def scrapyd(tmp_path):
+    """A Scrapyd on a loopback port, run by this Python (whose environment has
+    pith-archiver installed, as Scrapyd needs); yields ``(url, home)``."""
+    home = tmp_path / "scrapyd"
+    home.mkdir()
+    port = free_port()
+    (home / "scrapyd.conf").write_text(
+        "[scrapyd]\n"
+        f"eggs_dir = {home / 'eggs'}\nlogs_dir = {home / 'logs'}\ndbs_dir = {home / 'dbs'}\n"
+        f"items_dir =\njobs_dir = {home / 'jobs'}\n"
+        f"bind_address = 127.0.0.1\nhttp_port = {port}\npoll_interval = 0.2\nmax_proc = 2\n"
+    )
+    env = {**os.environ, **isolated_home(home)}
+    log = (home / "scrapyd.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scrapyd"], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert api(url, "daemonstatus.json")["status"] == "ok"
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"scrapyd did not start: {(home / 'scrapyd.log').read_text()}") from None
+                time.sleep(0.2)
+        yield url, home
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def checkout_copy(tmp_path: Path) -> Path:
+    """The files scrapyd-deploy packs, copied: it writes build/ and *.egg-info where it runs."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in PROJECT_FILES:
+        shutil.copy2(ROOT / name, project / name)
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return project
+
+
+def deploy(project: Path, *args: str, env: dict | None = None, unset: str = "") -> subprocess.CompletedProcess:
+    environment = {name: value for name, value in os.environ.items() if name != unset}
+    return subprocess.run(
+        [str(BIN / "scrapyd-deploy"), *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**environment, **(env or {})},
+    )
+
+
+def wait_finished(url: str, job: str, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = api(url, "listjobs.json?project=pith_archiver")
+        done = [entry for entry in jobs["finished"] if entry["id"] == job]
+        if done:
+            return done[0]
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} did not finish: {jobs}")
+
+
+def test_scrapyd_deploy_and_schedule_run_the_same_crawl(
+    tmp_path, scrapyd, corpus_dir, corpus_catalog, corpus_keyring, mirror
+):
+    url, home = scrapyd
+    tampered = sorted(corpus_catalog.suffixes)[3]
+    server = mirror(faults=FaultPlan(tamper={tampered}))
+    keyring = str(corpus_dir / KEYRING_NAME)
+
+    deployed = deploy(checkout_copy(tmp_path), env={"SCRAPYD_URL": url})
+    assert deployed.returncode == 0, deployed.stderr
+    answer = json.loads(deployed.stdout)
+    assert answer["status"] == "ok" and answer["project"] == "pith_archiver" and answer["spiders"] == 1
+    assert api(url, "listspiders.json?project=pith_archiver")["spiders"] == ["pith"]
+
+    archive = tmp_path / "scrapyd-archive"
+    scheduled = api(
+        url,
+        "schedule.json",
+        [
+            ("project", "pith_archiver"),
+            ("spider", "pith"),
+            ("seeds", REAL),
+            ("resolver", server.url),
+            ("setting", f"PITH_ARCHIVE={archive}"),
+            ("setting", f"PITH_KEYRINGS={keyring}"),
+            ("setting", "PITH_COMMIT_EVERY=10"),
+        ],
+    )
+    assert scheduled["status"] == "ok", scheduled
+    job = wait_finished(url, scheduled["jobid"])
+    log = (home / "logs" / "pith_archiver" / "pith" / f"{job['id']}.log").read_text()
+    assert "'pith/archived'" in log and "Traceback" not in log and " ERROR: " not in log
+
+    # the same verification, archive, checkpoints and keys as pith-archiver crawl
+    keys = archiver_keyring(home)  # the archiver key the job made in Scrapyd's environment
+    check = audit_archive(open_store(str(archive)), keys, corpus_keyring)
+    assert check.clean, check.discrepancies
+    assert len(check.manifests) >= 3  # checkpoints every 10 bundles, then the final commit
+    assert list((archive / "quarantine").rglob("*.json"))  # the tampered bundle, rejected by verification
+
+    crawled = cli(tmp_path, "crawl", "-q", "--resolver", server.url, "--keyring", keyring, "--out", "cli", REAL)
+    assert crawled.returncode == 1, crawled.stderr  # the one rejection
+    cli_check = audit_archive(open_store(str(tmp_path / "cli")), archiver_keyring(tmp_path), corpus_keyring)
+    assert sorted(check.numbers()) == sorted(cli_check.numbers())
+    assert corpus_catalog.entry(tampered).pith_number not in check.numbers()
+    assert len(check.numbers()) == len(corpus_catalog.suffixes) - 1
+
+
+def test_a_keyring_that_cannot_be_read_stops_a_scheduled_crawl_before_it_fetches(tmp_path, scrapyd, mirror):
+    url, home = scrapyd
+    server = mirror()
+    assert deploy(checkout_copy(tmp_path), env={"SCRAPYD_URL": url}).returncode == 0
+    (tmp_path / "bad.json").write_text("not json")
+    archive = tmp_path / "archive"
+    settings = [("setting", f"PITH_ARCHIVE={archive}"), ("setting", f"PITH_KEYRINGS={tmp_path / 'bad.json'}")]
+    scheduled = api(
+        url,
+        "schedule.json",
+        [("project", "pith_archiver"), ("spider", "pith"), ("seeds", REAL), ("resolver", server.url), *settings],
+    )
+    job = wait_finished(url, scheduled["jobid"])
+    log = (home / "logs" / "pith_archiver" / "pith" / f"{job['id']}.log").read_text()
+    assert "KeyringError" in log
+    assert server.requests == [] and not (archive / "manifests").exists()
+
+
+def test_a_malformed_scrapyd_url_fails_the_deploy_and_deploys_nothing(tmp_path, scrapyd):
+    """scrapyd-deploy's own behaviour (docs/OPERATIONS.md): it packs the egg, then says
+    ``Deploy failed`` and exits 1; the Scrapyd holds no project."""
+    url, _ = scrapyd
+    project = checkout_copy(tmp_path)
+    for bad in ("localhost:6800", "$SCRAPYD_URL"):  # no scheme; unset (scrapyd-client leaves it as written)
+        failed = deploy(project, env={"SCRAPYD_URL": bad}) if bad[0] != "$" else deploy(project, unset="SCRAPYD_URL")
+        assert failed.returncode == 1 and "Deploy failed" in failed.stderr, failed.stderr
+    assert api(url, "listprojects.json")["projects"] == []
+
+
+def test_the_egg_reads_its_package_data_from_inside_the_zip(tmp_path):
+    """Scrapyd runs the project from a zipped egg: the shipped bundles and the frontier's
+    Lua scripts are read through importlib.resources, from the egg itself."""
+    egg = tmp_path / "pith_archiver.egg"
+    built = deploy(checkout_copy(tmp_path), "--build-egg", str(egg))
+    assert built.returncode == 0, built.stderr
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import pith.shipped, crawler.frontier.client as frontier\n"
+        "from pith.keyring import Keyring\n"
+        "from pith.verify import verify_bundle\n"
+        "assert pith.shipped.__file__.startswith(sys.argv[1]), pith.shipped.__file__\n"
+        "bundles = pith.shipped.real_bundles()\n"
+        "print(len(bundles), all(verify_bundle(b.read_bytes(), Keyring.default()).ok for b in bundles))\n"
+        "print('redis.call' in (frontier._LUA / 'pop.lua').read_text('utf-8'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(egg)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "True", "True"]
