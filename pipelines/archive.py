@@ -19,6 +19,7 @@ from crawler import signals as pith_signals
 from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
+from crawler.links import base_of
 from crawler.worker import worker_name
 from pith.keyring import ARCHIVE, Keyring
 from pith.shipped import version
@@ -145,7 +146,12 @@ class ArchivePipeline:
         verdict = item.verdict
         refused = []  # "stale" or "forked", when the archive does not make it current
         if verdict.ok:
-            add = partial(self.writer.add_verified, equivocation=item.equivocation, on_objection=refused.append)
+            add = partial(
+                self.writer.add_verified,
+                equivocation=item.equivocation,
+                on_objection=refused.append,
+                forks_are_split_views=self._from_a_mirror(item.url),
+            )
         else:
             add = self.writer.add_rejected
         args = (item.body, verdict, item.url, _when(item.fetched_at))
@@ -158,6 +164,9 @@ class ArchivePipeline:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, segment=segment)
         for relation in refused:
             self.crawler.signals.send_catch_log(pith_signals.version_refused, url=item.url, relation=relation)
+            if relation == "forked" and item.equivocation is None and self._from_a_mirror(item.url):
+                self.stats.inc_value("pith/equivocations")
+                logger.error("split view: %s serves a fork of the archive's current version of the record", item.url)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         verdict.bundle = None
@@ -167,6 +176,10 @@ class ArchivePipeline:
             checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
             self.checkpointing = deferred_from_coro(checkpoint)
             self.checkpointing.addBoth(self._checkpointed, segment)
+
+    def _from_a_mirror(self, url: str) -> bool:
+        """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
+        return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
 
     def _add(self, add, args: tuple) -> tuple[Future, str]:
         """Add a bundle; the segment it went into, read at once in the same thread (a

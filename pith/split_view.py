@@ -36,9 +36,10 @@ def compare(first: Sequence[str], second: Sequence[str]) -> Comparison:
 
 @dataclass(frozen=True)
 class Equivocation:
-    """This copy of a record forks from the copy of it that another resolver served."""
+    """This copy of a record forks from the copy of it that another resolver served
+    (``other_url`` None: the archive's current version, whose source is not kept)."""
 
-    other_url: str
+    other_url: str | None
     other_bundle_sha256: str
     detail: str
 

@@ -32,6 +32,7 @@ from datetime import datetime
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
 from pith.signing import Signer
+from pith.split_view import Equivocation
 from pith.verify import Verdict
 from pith.shipped import version
 from . import layout
@@ -143,14 +144,23 @@ class ArchiveWriter:
 
     # --- what the pipeline calls -----------------------------------------------
     def add_verified(
-        self, raw: bytes, verdict, url: str, fetched_at: datetime, equivocation=None, on_objection=None
+        self,
+        raw: bytes,
+        verdict,
+        url: str,
+        fetched_at: datetime,
+        equivocation=None,
+        on_objection=None,
+        forks_are_split_views: bool = False,
     ) -> Future:
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
         version that is not append-only is stored but not made current (reason
         ``not_append_only``), and ``on_objection`` is told at once how it relates to
         the current version: "stale" (older) or "forked" (each lacks events of the
-        other); a pith.split_view.Equivocation flags it ``equivocation``."""
+        other); a pith.split_view.Equivocation flags it ``equivocation``, and so does a
+        fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
+        several sources: it shows another history than the one the archive holds)."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
@@ -162,8 +172,16 @@ class ArchiveWriter:
             segment, history = self._segment, self._history.history
             duplicate, current = history.look_up(number, bundle)
             objection = objection_to(current, bundle, events, built_at, fetched_at)
+            forked = bool(objection) and bool(events - current.events)
+            if forked and forks_are_split_views and equivocation is None:
+                equivocation = Equivocation(
+                    None,
+                    current.bundle.hex(),
+                    f"{url} serves a history of the record that forks from the archive's current version "
+                    f"{current.bundle.hex()}: it {objection}",
+                )
             if objection and on_objection is not None:
-                on_objection("forked" if events - current.events else "stale")
+                on_objection("forked" if forked else "stale")
             if objection or equivocation:
                 verdict = replace(
                     verdict,

@@ -241,13 +241,37 @@ def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mi
     assert (first.returncode, first.stat("archived")) == (0, SEEDS), first.stderr[-3000:]
     again = cross_checked(tmp_path, corpus_dir, primary, second, 2, suffixes)
     assert again.returncode == 1, again.stderr[-3000:]
-    assert (again.stat("cross_check/records"), again.stat("equivocations"), again.stat("already_archived")) == (
-        2,
-        2,
-        2,
-    )
+    assert (again.stat("cross_check/records"), again.stat("already_archived")) == (2, 2)
     # the other records are spread over both: unchanged at the resolver, or forks at the
     # mirror, kept as evidence, counted against it and never made current
     forked = again.stats.get(f"pith/hosts/{urlsplit(second.url).netloc}/forked", 0) - 2  # less the 2 copies
     assert again.stat("not_modified") + forked == SEEDS - 2
     assert again.stat("archived") == 2 + forked
+    assert again.stat("equivocations") == 2 + forked  # a mirror's fork of the archive's version is a split view
+
+
+def test_a_spread_crawl_flags_a_mirror_serving_forks_as_split_views(tmp_path, corpus_dir, mirror, served):
+    """No --cross-check: the mirror takes its share of the records, and each copy it
+    serves that forks from the version the archive holds is a split view."""
+    folder, bytes_served = served(["fork"] * SEEDS)
+    primary, second = mirror(), mirror(directory=folder)
+    suffixes = sorted(bytes_served)
+    common = ["--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys", "--no-follow"]
+    common += ["--out", str(tmp_path / "archive"), "--resolver", primary.url]
+    first = run_cli_crawl(tmp_path, *common, *suffixes)
+    assert first.returncode == 0, first.stderr[-3000:]
+    current = {row["pith_number"]: row["bundle_sha256"] for row in table(tmp_path, "records")}
+
+    again = run_cli_crawl(tmp_path, *common, "--mirror", second.url, *suffixes)
+    forked = again.stats.get(f"pith/hosts/{urlsplit(second.url).netloc}/forked", 0)
+    assert forked >= 1, again.stdout
+    assert (again.returncode, again.stat("equivocations"), again.stat("archived")) == (1, forked, forked)
+    assert "split views: resolvers served forked histories" in again.stderr
+    flagged = [row for row in table(tmp_path, "verifications") if row["reason"] == "equivocation"]
+    assert len(flagged) == forked
+    for row in flagged:
+        assert base(row["url"]) == second.url and row["other_url"] is None
+        assert row["other_bundle_sha256"] == current[row["pith_number"]]  # the version the archive holds
+        assert "forks from the archive's current version" in row["detail"]
+    currents = {row["bundle_sha256"]: row["accepted_as_current"] for row in table(tmp_path, "records")}
+    assert all(currents[sha] for sha in current.values())  # the resolver's versions stay current
