@@ -96,3 +96,24 @@ def test_mirrors_from_the_registry_manifest_take_their_share(tmp_path):
     assert [host_stat(alone, url, "requests") for url in urls] == [3, 0, 0]  # listed mirrors are not used unasked
     assert [host_stat(spread, url, "requests") for url in urls] == [1, 1, 1]
     assert spread.stat("archived") == 3
+
+
+def test_each_source_is_held_to_its_own_politeness(tmp_path, corpus_dir, corpus_catalog, mirror, seeds_file):
+    """Two sources on one host name (as on loopback): each its own download slot, so
+    the per-host cap holds for each, and both are asked at once."""
+    servers = [mirror(faults=FaultPlan(latency_ms=40)) for _ in range(2)]
+    result = crawl(
+        tmp_path,
+        corpus_dir,
+        servers[0].url,
+        "--mirror",
+        servers[1].url,
+        "--no-follow",
+        "--seeds-file",
+        str(seeds_file),
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("archived") == len(corpus_catalog.suffixes)
+    assert [server.peak_in_flight for server in servers] == [2, 2]
