@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from pith.numbers import PITH_NUMBER_RE, SHORT_LENGTHS, SHORT_RE, SUFFIX_RE, suffix_of
+from pith.graph import cited_numbers
 from .record import latest_snapshot
 
 logger = logging.getLogger(__name__)
@@ -69,11 +70,7 @@ def entry_from_bundle(bundle: dict) -> Entry:
 
 def cited_suffixes(snapshot) -> tuple[str, ...]:
     """Suffixes a graph snapshot's references sample names, once each, in order."""
-    try:
-        numbers = [item.get("pith_number") for item in snapshot["references"]["sample"]]
-    except (KeyError, TypeError, AttributeError):
-        return ()
-    return tuple(dict.fromkeys(suffix_of(n) for n in numbers if isinstance(n, str) and PITH_NUMBER_RE.match(n)))
+    return tuple(suffix_of(number) for number in cited_numbers(snapshot))
 
 
 def most_used(counts: Counter) -> str | None:

@@ -6,6 +6,8 @@ and a sample of them. Real registry bundles carry references only; who cites a r
 is then shown on its record page alone.
 """
 
+from .numbers import PITH_NUMBER_RE
+
 
 def latest_snapshot(bundle: dict) -> dict:
     """The ``graph_snapshot`` object of the bundle's last graph_snapshot event ({} if none)."""
@@ -24,3 +26,12 @@ def names_every_citer(bundle) -> bool:
         return False
     count, sample = citations.get("count"), citations.get("sample")
     return isinstance(count, int) and isinstance(sample, list) and len(sample) >= count
+
+
+def cited_numbers(snapshot) -> tuple[str, ...]:
+    """The Pith numbers a graph snapshot's references sample names, once each, in order."""
+    try:
+        numbers = [item.get("pith_number") for item in snapshot["references"]["sample"]]
+    except (KeyError, TypeError, AttributeError):
+        return ()
+    return tuple(dict.fromkeys(n for n in numbers if isinstance(n, str) and PITH_NUMBER_RE.match(n)))

@@ -51,6 +51,10 @@ REASONS = {
     "checkpoint_invalid": "a checkpoint is not a signed note of origin, tree size and root hash lines",
     "checkpoint_signature_invalid": "a checkpoint carries no signature that verifies under the log's pinned key",
     "inclusion_proof_invalid": "an inclusion proof does not lead from the attestation to the checkpoint's root",
+    # dataset releases (release.json)
+    "release_hash_mismatch": "a release's release_sha256 does not hash its release.json",
+    "release_signature_invalid": "a release's signature does not verify under the pinned archive key",
+    "release_file_mismatch": "a file a release lists is missing, or differs from its size and sha256",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     "fetch_failed": "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }

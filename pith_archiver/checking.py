@@ -2,11 +2,14 @@
 skipped. Picklable, so worker processes check targets with the keyring sent once."""
 
 from functools import partial
+from pathlib import Path
 
 from pith.attestation import Chain, check_feed, split_lines
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.reasons import Rejected
+from pith.release import RELEASE_LIMITS, check_release
+from storage.stores import hash_file
 from pith.verify import verify_bundle
 from . import sources
 
@@ -25,7 +28,40 @@ class Checker:
             return skipped(target.source, target.skip)
         if target.is_feed:
             return self.feed(target.source)
+        if target.is_release:
+            return self.release(target.source)
         return self.bundle(target.source)
+
+    def release(self, source: str) -> dict:
+        """A dataset release's release.json: its signature, then every file it lists
+        (beside it) against its size and sha256."""
+        try:
+            document = check_release(sources.read(source, RELEASE_LIMITS.max_bytes), self.keyring)
+            folder = Path(source).parent
+            for index, entry in enumerate(document["files"]):
+                path = folder / str(entry.get("path"))
+                try:
+                    digest, size = hash_file(path)
+                except OSError as exc:
+                    raise Rejected("release_file_mismatch", f"files[{index}]", f"{entry.get('path')}: {exc}") from None
+                if (size, digest) != (entry.get("size"), entry.get("sha256")):
+                    raise Rejected("release_file_mismatch", f"files[{index}]", f"{entry.get('path')} differs")
+        except sources.SourceError as exc:
+            return unreadable(source, exc)
+        except Rejected as exc:
+            return {
+                "source": source,
+                "status": "rejected",
+                "reason": exc.reason,
+                "path": exc.path,
+                "detail": exc.detail,
+            }
+        return {
+            "source": source,
+            "status": "verified",
+            "release_id": document.get("release_id"),
+            "files": len(document["files"]),
+        }
 
     def bundle(self, source: str) -> dict:
         try:

@@ -21,8 +21,14 @@ from .run_hooks import run_hook_options
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bag", "parquet"]),
-    help="bag (with --bag) or parquet (with --to) [default: from the option given].",
+    type=click.Choice(["bag", "parquet", "release"]),
+    help="bag (with --bag), parquet or release (with --to) [default: from the option given].",
+)
+@click.option(
+    "--since",
+    metavar="PREVIOUS",
+    help="With --format release: only what changed since this earlier release of the archive "
+    "(its folder, s3:// prefix or release.json), with a changes table.",
 )
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
 @click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
@@ -36,6 +42,7 @@ def export(
     fmt,
     dest,
     with_raw,
+    since,
     source_organization,
     keyrings,
     no_default_keys,
@@ -56,8 +63,10 @@ def export(
     Exit 2 on usage or configuration errors, 4 when a store fails.
     """
     log_to_stderr(verbosity)
-    fmt = _check_format(fmt, bag_out, dest, with_raw)
+    fmt = _check_format(fmt, bag_out, dest, with_raw, since)
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    if fmt == "release":
+        return _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url, hooks)
     try:
         with progress(f"exporting {archive}") as update:
             if fmt == "bag":
@@ -83,11 +92,55 @@ def export(
     )
 
 
-def _check_format(fmt, bag_out, dest, with_raw) -> str:
+def _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url, hooks) -> None:
+    """``--format release``: the archive's current snapshot (or what changed ``since``)."""
+    from storage.release import ReleaseError, read_previous, write_release
+    from storage.release_card import write_cards
+    from storage.release import SCHEMAS
+    from storage.committed import CommittedArchive
+    from storage.signing_key import load_or_create
+
+    target = open_location(dest, s3_endpoint_url)
+    try:
+        previous = None
+        if since:
+            location = since[: -len("release.json")] if since.endswith("release.json") else since
+            previous = read_previous(
+                open_location(location.rstrip("/") or ".", s3_endpoint_url), CommittedArchive.read(store, keyring)
+            )
+        if any(stored.path == "release.json" for stored in target.list("release.json")):
+            raise ConfigError(f"{dest} holds a release already: give an empty destination")
+        release = write_release(
+            store,
+            keyring,
+            load_or_create(signing_key),
+            target,
+            previous=previous,
+            describe=lambda made, folder: write_cards(made, folder, {t: SCHEMAS[t] for t in made["tables"]}),
+        )
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except ReleaseError as exc:
+        raise ConfigError(str(exc)) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    records = release["tables"]["records"]["rows"]
+    hooks.update(archived=records, why=f"released {release['release_id']} to {dest}")
+    say(
+        f"released {release['release_id']} to {dest}: {records} records"
+        + (f" added or changed since {release['since']}" if release["since"] else "")
+        + f", {len(release['files'])} files",
+        QUIET,
+    )
+
+
+def _check_format(fmt, bag_out, dest, with_raw, since=None) -> str:
     """The format asked for, once the options agree with it."""
     if bool(bag_out) == bool(dest):
-        raise click.UsageError("give either --bag OUT or --format parquet --to DEST")
-    wanted = "bag" if bag_out else "parquet"
+        raise click.UsageError("give either --bag OUT or --format parquet|release --to DEST")
+    if since and fmt != "release":
+        raise click.UsageError("--since goes with --format release")
+    wanted = "bag" if bag_out else ("release" if fmt == "release" else "parquet")
     if fmt not in (None, wanted):
         raise click.UsageError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
     if with_raw and wanted == "bag":

@@ -10,6 +10,7 @@ from pith.parse import DEFAULT_MAX_BYTES
 from storage import layout
 
 FEED_SUFFIX = ".jsonl"
+RELEASE_FILE = "release.json"  # a dataset release's signed list of files
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
 ARCHIVE_PARTS = {
     layout.MANIFESTS: "an archive manifest",
@@ -33,6 +34,10 @@ class Target:
     @property
     def is_feed(self) -> bool:
         return self.source.endswith(FEED_SUFFIX)
+
+    @property
+    def is_release(self) -> bool:
+        return self.source.rsplit("/", 1)[-1] == RELEASE_FILE and not self.source.startswith(("http://", "https://"))
 
 
 def expand(targets) -> list[Target]:

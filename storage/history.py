@@ -135,6 +135,11 @@ class History:
         ).fetchone()
         return None if row is None else _version(*row)
 
+    def current_bundles(self):
+        """``(pith_number, bundle_sha256)`` of every record's current version, by Pith number."""
+        for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
+            yield number, bundle.hex()
+
     def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, Version | None]:
         """Whether this bundle version is archived, and the record's current version:
         what a new version is judged by, in one statement (each one a crawl makes on

@@ -189,8 +189,8 @@ def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "give either --bag OUT or --format parquet --to DEST"),
-        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet --to DEST"),
+        ([], "give either --bag OUT or --format parquet|release --to DEST"),
+        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet|release --to DEST"),
         (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
         (["--bag", "b", "--with-raw"], "--with-raw goes with --to"),
     ],

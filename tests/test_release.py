@@ -1,0 +1,172 @@
+"""Dataset releases (``export --format release``), read by the tools their users run:
+mlcroissant, frictionless, Hugging Face ``datasets`` and DuckDB; incremental change
+sets that rebuild the next full release; S3 to S3; bad ``--since``."""
+
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+
+from mirror.source import KEYRING_NAME
+from pith.signing import Signer
+from pith_archiver.cli import main
+from storage.stores import LocalStore
+from tests.plugins.archives import corpus_raws, extended, write_run
+
+SIGNER = Signer.generate("release-test")
+TABLES = ("records", "events", "aliases", "citations")
+
+
+@pytest.fixture
+def archive(tmp_path, corpus_dir, corpus_keyring):
+    """An archive of the corpus in two runs; the archiver key is this machine's."""
+    SIGNER.save(tmp_path / "config" / "pith-archiver" / "signing-key.json")
+    store = LocalStore(tmp_path / "archive")
+    raws = list(corpus_raws(corpus_dir).values())
+    write_run(store, SIGNER, corpus_keyring, raws[:20])
+    write_run(store, SIGNER, corpus_keyring, raws[20:])
+    return store
+
+
+def release(archive_path, out, corpus_dir, *extra):
+    result = CliRunner().invoke(
+        main,
+        ["export", str(archive_path), "--format", "release", "--to", str(out)]
+        + ["--keyring", str(corpus_dir / KEYRING_NAME), *extra],
+    )
+    return result
+
+
+def rows(folder, table) -> list[dict]:
+    return ds.dataset(folder / "data" / table, format="parquet").to_table().to_pylist()
+
+
+def versions(folder) -> dict[str, str]:
+    return {row["pith_number"]: row["bundle_sha256"] for row in rows(folder, "records")}
+
+
+def test_a_release_holds_each_records_current_version(tmp_path, archive, corpus_dir, corpus_catalog):
+    made = release(archive.root, tmp_path / "rel", corpus_dir)
+    assert made.exit_code == 0, made.output
+    records = rows(tmp_path / "rel", "records")
+    assert len(records) == len({r["pith_number"] for r in records}) == len(corpus_catalog.suffixes)
+    document = json.loads((tmp_path / "rel" / "release.json").read_text())
+    assert document["release_type"] == "pith_archiver_release" and len(document["runs"]) == 2
+    assert document["signature"]["key_id"] == SIGNER.key_id
+    assert {name: table["rows"] for name, table in document["tables"].items()}["records"] == len(records)
+    for entry in document["files"]:  # every file listed with its size and hash
+        data = (tmp_path / "rel" / entry["path"]).read_bytes()
+        assert len(data) == entry["size"]
+    for table in TABLES:
+        count = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'rel' / 'data' / table}/*.parquet'").fetchall()[0][0]
+        assert count == document["tables"][table]["rows"] and count > 0
+
+
+def reader(code: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(cwd / ".hf")}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_catalog):
+    out = tmp_path / "rel"
+    assert release(archive.root, out, corpus_dir).exit_code == 0
+    count = len(corpus_catalog.suffixes)
+    iterate = "import mlcroissant as mlc; records = mlc.Dataset(jsonld='croissant.json').records(record_set='records')"
+    croissant = reader(f"{iterate}; print(len(list(records)))", out)
+    assert croissant.stdout.split()[-1] == str(count), croissant.stderr[-2000:]
+    validated = subprocess.run(
+        [sys.executable, "-m", "frictionless", "validate", "datapackage.json"], cwd=out, capture_output=True, text=True
+    )
+    assert validated.returncode == 0, validated.stdout[-3000:]
+    loaded = reader(
+        f"import datasets; d = datasets.load_dataset({str(out)!r}, 'records', split='train'); "
+        "print(len(d), len(set(d['pith_number'])))",
+        tmp_path,
+    )
+    assert loaded.stdout.split()[-2:] == [str(count), str(count)], loaded.stderr[-2000:]
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "config_name: citations" in card and "data/records/*.parquet" in card
+
+
+def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archive, corpus_dir, corpus_keyring):
+    first = tmp_path / "r1"
+    assert release(archive.root, first, corpus_dir).exit_code == 0
+    raws = list(corpus_raws(corpus_dir).values())
+    write_run(archive, SIGNER, corpus_keyring, [extended(raw, "2026-07-01T00:00:00Z") for raw in raws[:5]])
+    changes = tmp_path / "r2-changes"
+    made = release(archive.root, changes, corpus_dir, "--since", str(first))
+    assert made.exit_code == 0, made.output
+    second_full = tmp_path / "r2"
+    assert release(archive.root, second_full, corpus_dir).exit_code == 0
+
+    changed = rows(changes, "changes")
+    assert len(changed) == 5 and {row["kind"] for row in changed} == {"changed"}
+    assert len(rows(changes, "records")) == 5  # only what changed
+    applied = versions(first) | {row["pith_number"]: row["bundle_sha256"] for row in changed}
+    assert applied == versions(second_full)
+    assert (
+        json.loads((changes / "release.json").read_text())["since"]
+        == json.loads((first / "release.json").read_text())["release_id"]
+    )
+
+    third_changes = tmp_path / "r3-changes"  # a change set after a change set
+    write_run(archive, SIGNER, corpus_keyring, [extended(raw, "2026-08-01T00:00:00Z") for raw in raws[5:7]])
+    assert release(archive.root, third_changes, corpus_dir, "--since", str(changes / "release.json")).exit_code == 0
+    third_full = tmp_path / "r3"
+    assert release(archive.root, third_full, corpus_dir).exit_code == 0
+    applied |= {row["pith_number"]: row["bundle_sha256"] for row in rows(third_changes, "changes")}
+    assert applied == versions(third_full)
+
+
+def test_a_release_from_s3_to_s3(tmp_path, corpus_dir, corpus_keyring, s3_endpoint, s3_env, s3_bucket):
+    from storage.stores import S3Store
+
+    SIGNER.save(tmp_path / "config" / "pith-archiver" / "signing-key.json")
+    store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
+    write_run(store, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[:10])
+    made = CliRunner().invoke(
+        main,
+        ["export", f"s3://{s3_bucket}/archive", "--format", "release", "--to", f"s3://{s3_bucket}/release"]
+        + ["--keyring", str(corpus_dir / KEYRING_NAME), "--s3-endpoint-url", s3_endpoint],
+    )
+    assert made.exit_code == 0, made.output
+    out = S3Store(s3_bucket, "release", endpoint_url=s3_endpoint)
+    document = json.loads(out.get_bytes("release.json"))
+    assert document["tables"]["records"]["rows"] == 10
+    assert {stored.path for stored in out.list()} == {"release.json", *(entry["path"] for entry in document["files"])}
+
+
+@pytest.mark.parametrize("what", ["not a release", "another archive"])
+def test_a_since_that_is_no_release_of_this_archive_is_one_line(tmp_path, archive, corpus_dir, corpus_keyring, what):
+    if what == "not a release":
+        since = tmp_path / "nothing"
+        since.mkdir()
+        (since / "release.json").write_text('{"hello": 1}')
+    else:
+        other = LocalStore(tmp_path / "other")
+        write_run(other, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[:3])
+        since = tmp_path / "other-release"
+        assert release(other.root, since, corpus_dir).exit_code == 0
+    made = release(archive.root, tmp_path / "out", corpus_dir, "--since", str(since))
+    assert made.exit_code == 2
+    assert ("not a release" if what == "not a release" else "a release of another archive") in made.output
+    assert len(made.output.strip().splitlines()) == 1 and "Traceback" not in made.output
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_verify_checks_a_releases_signature_and_files(tmp_path, archive, corpus_dir):
+    out = tmp_path / "rel"
+    assert release(archive.root, out, corpus_dir).exit_code == 0
+    key = ["--keyring", str(archive.root / "keys" / f"{SIGNER.key_id}.json")]  # the archiver key, as published
+    ours = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
+    assert ours.exit_code == 0, ours.output
+    assert "VERIFIED" in ours.output
+    shard = next((out / "data" / "records").glob("*.parquet"))
+    shard.write_bytes(shard.read_bytes() + b"x")
+    altered = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
+    assert altered.exit_code == 1 and "release_file_mismatch" in altered.output
