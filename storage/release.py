@@ -71,15 +71,16 @@ class ReleaseError(Exception):
     """A release that cannot be made as asked (a ``since`` that is not a release of this archive)."""
 
 
-def release_schema(spec: TableSpec) -> pa.Schema:
+def release_schema(spec: TableSpec, *extra: pa.Field) -> pa.Schema:
     """A table's columns in a release: its partition column back in, bookkeeping out."""
     partition = pa.field(spec.partition, pa.int32() if spec.partition == "year" else pa.string())
     fields = [field for field in spec.columns if field.name not in DROPPED]
-    return pa.schema([fields[0], partition, *fields[1:]])
+    return pa.schema([fields[0], partition, *extra, *fields[1:]])
 
 
+DOI = pa.field("doi", pa.string(), metadata={"doc": "the record's DOI (its alias of kind doi), if it has one"})
 SCHEMAS = {
-    "records": release_schema(RECORDS),
+    "records": release_schema(RECORDS, DOI),
     "events": release_schema(EVENTS),
     "aliases": release_schema(ALIASES),
     "citations": CITATIONS,
@@ -166,6 +167,17 @@ def _table_rows(archive: CommittedArchive, table: str, wanted: pa.Array):
                 yield pa.RecordBatch.from_arrays(
                     [columns.get(f.name, pa.nulls(batch.num_rows, f.type)) for f in schema], schema=schema
                 )
+
+
+def _dois(archive: CommittedArchive, wanted: pa.Array) -> dict[str, str]:
+    """The DOI alias of each wanted version (the aliases files of kind doi only)."""
+    dois = {}
+    for entry in archive.table_files("aliases"):
+        if layout.partition_of(entry.path)[1] == "doi":
+            for batch in table_batches(archive.store, entry, ["bundle_sha256", "alias_value"]):
+                batch = batch.filter(pc.is_in(batch.column("bundle_sha256"), value_set=wanted))
+                dois.update(zip(*(batch.column(name).to_pylist() for name in ("bundle_sha256", "alias_value"))))
+    return dois
 
 
 def _citations(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -256,9 +268,14 @@ def write_release(
             name: ShardWriter(folder, name, shard_bytes) for name in ("records", "events", "aliases", "citations")
         }
         emitted: set[str] = set()
+        dois = _dois(archive, wanted)
         for batch in _table_rows(archive, "records", wanted):
-            fresh = [bundle not in emitted for bundle in batch.column("bundle_sha256").to_pylist()]
-            emitted.update(batch.column("bundle_sha256").to_pylist())
+            bundles = batch.column("bundle_sha256").to_pylist()
+            fresh = [bundle not in emitted for bundle in bundles]
+            emitted.update(bundles)
+            batch = batch.set_column(
+                batch.schema.get_field_index("doi"), DOI, pa.array(map(dois.get, bundles), pa.string())
+            )
             writers["records"].write(batch.filter(pa.array(fresh)))
         for table in ("events", "aliases"):
             for batch in _table_rows(archive, table, wanted):

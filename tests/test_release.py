@@ -55,6 +55,12 @@ def test_a_release_holds_each_records_current_version(tmp_path, archive, corpus_
     assert made.exit_code == 0, made.output
     records = rows(tmp_path / "rel", "records")
     assert len(records) == len({r["pith_number"] for r in records}) == len(corpus_catalog.suffixes)
+    dois = {
+        row["pith_number"]: row["alias_value"]
+        for row in rows(tmp_path / "rel", "aliases")
+        if row["alias_kind"] == "doi"
+    }
+    assert dois and {r["pith_number"]: r["doi"] for r in records if r["doi"]} == dois  # the DOI, as a column
     document = json.loads((tmp_path / "rel" / "release.json").read_text())
     assert document["release_type"] == "pith_archiver_release" and len(document["runs"]) == 2
     assert document["signature"]["key_id"] == SIGNER.key_id
