@@ -176,3 +176,19 @@ def test_verify_checks_a_releases_signature_and_files(tmp_path, archive, corpus_
     shard.write_bytes(shard.read_bytes() + b"x")
     altered = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
     assert altered.exit_code == 1 and "release_file_mismatch" in altered.output
+
+
+def test_verify_names_an_altered_or_forged_release_json(tmp_path, archive, corpus_dir):
+    out = tmp_path / "rel"
+    assert release(archive.root, out, corpus_dir).exit_code == 0
+    key = ["--keyring", str(archive.root / "keys" / f"{SIGNER.key_id}.json")]
+    original = json.loads((out / "release.json").read_text())
+    for name, edit, reason in [
+        ("counts", lambda d: d["tables"]["records"].update(rows=1), "release_hash_mismatch"),
+        ("signature", lambda d: d["signature"].update(signature_b64="A" * 86 + "=="), "release_signature_invalid"),
+    ]:
+        document = json.loads(json.dumps(original))
+        edit(document)
+        (out / "release.json").write_text(json.dumps(document))
+        result = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
+        assert result.exit_code == 1 and reason in result.output, (name, result.output)

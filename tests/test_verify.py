@@ -103,7 +103,10 @@ NOT_FROM_BUNDLES = {
     "checkpoint_signature_invalid",
     "inclusion_proof_invalid",
     "merge_unverified",
-}  # no longer given: see test_new_event_types_are_verified_unconfirmed
+    "release_hash_mismatch",
+    "release_signature_invalid",
+    "release_file_mismatch",
+}  # merge_unverified is no longer given: see test_new_event_types_are_verified_unconfirmed
 
 
 def test_catalogue_covers_every_reason_a_bundle_can_draw():
