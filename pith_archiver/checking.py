@@ -49,13 +49,7 @@ class Checker:
         except sources.SourceError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
-            return {
-                "source": source,
-                "status": "rejected",
-                "reason": exc.reason,
-                "path": exc.path,
-                "detail": exc.detail,
-            }
+            return rejected(source, exc)
         return {
             "source": source,
             "status": "verified",
@@ -72,7 +66,7 @@ class Checker:
         kind = sources.not_json(raw)
         if kind and claimed:  # named or placed as a bundle: what it holds instead is a rejection
             detail = f"{kind} where a bundle was expected (an error page saved in its place?)"
-            return {"source": source, "status": "rejected", "reason": "malformed_json", "path": "", "detail": detail}
+            return rejected(source, Rejected("malformed_json", "", detail))
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         verdict = verify_bundle(raw, self.keyring, self.limits)
@@ -93,14 +87,12 @@ class Checker:
         except OSError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
-            return {
-                "source": source,
-                "status": "rejected",
-                "reason": exc.reason,
-                "path": exc.path,
-                "detail": exc.detail,
-            }
+            return rejected(source, exc)
         return {"source": source, "status": "verified", "attestations": count, "segments": chain.segments}
+
+
+def rejected(source: str, exc: Rejected) -> dict:
+    return {"source": source, "status": "rejected", "reason": exc.reason, "path": exc.path, "detail": exc.detail}
 
 
 def unreadable(source: str, exc) -> dict:
