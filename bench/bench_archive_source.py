@@ -25,7 +25,7 @@ from pith.parse import parse
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage.archive import ArchiveWriter
-from storage.committed import reading_keyring
+from storage.reader import reading_keyring
 from storage.stores import open_store
 
 HERE = Path(__file__).resolve().parent

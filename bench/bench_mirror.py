@@ -6,7 +6,7 @@ each asking for a random bundle of the corpus, one request in flight per connect
 The baseline is the stdlib ``http.server.ThreadingHTTPServer`` (HTTP/1.1 keep-alive,
 Nagle off) serving the same bundle files as static files, on the same core.
 
-``--prototypes`` also measures the same Resolver and response encoding behind aiohttp's
+``--prototypes`` also measures the same ResolverSite and response encoding behind aiohttp's
 low-level server and behind twisted.web (the question: can a well-kept HTTP server carry
 ``serve`` at 2,000 bundle responses/s on one core?). Servers are measured in turn,
 ``--rounds`` times, and the medians printed.
@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote
 
 from mirror.corpus import generate_corpus
 from mirror.http import Request, encode
-from mirror.resolver import Resolver
+from mirror.resolver import ResolverSite
 from mirror.source import BUNDLES_DIR, CorpusDirectory
 
 HERE = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ server.serve_forever()
 """
 
 
-# --- prototypes: the mirror's Resolver and response encoding behind well-kept servers ----
+# --- prototypes: the mirror's ResolverSite and response encoding behind well-kept servers ----
 def to_request(method, target, version, headers):
     path, _, query = target.partition("?")
     params = {k: v[0] for k, v in parse_qs(query).items()} if query else {}
@@ -86,7 +86,7 @@ def run_aiohttp(corpus):
         server = web.Server(handler, access_log=None)
         srv = await asyncio.get_running_loop().create_server(server, "127.0.0.1", 0)
         port = srv.sockets[0].getsockname()[1]
-        resolver = Resolver(source, f"http://127.0.0.1:{port}")
+        resolver = ResolverSite(source, f"http://127.0.0.1:{port}")
         print(f"http://127.0.0.1:{port}", flush=True)
         await asyncio.Event().wait()
 
@@ -122,7 +122,7 @@ def run_twisted(corpus):
     site = server.Site(Root())
     site.log = lambda *a: None
     port = reactor.listenTCP(0, site, interface="127.0.0.1").getHost().port
-    holder["r"] = Resolver(source, f"http://127.0.0.1:{port}")
+    holder["r"] = ResolverSite(source, f"http://127.0.0.1:{port}")
     print(f"http://127.0.0.1:{port}", flush=True)
     reactor.run()
 

@@ -1,6 +1,6 @@
 """Threads or processes for verification beside a busy crawl thread: a model of the crawl
 in which one thread spends a fixed CPU time per bundle (Scrapy's own work) and each
-bundle is parsed and verified (crawler.verify_worker.Checker) either inline, in a
+bundle is parsed and verified (crawler.verify_worker.BundleChecker) either inline, in a
 thread pool, in a ``concurrent.futures`` process pool (the baseline: how the crawl
 handed bundles over before), or by ``crawler.verifier.Verifier``'s worker process over
 its socket, as the crawl runs it now; at most 64 in flight.
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crawler.verifier import Verifier  # noqa: E402
-from crawler.verify_worker import Checker  # noqa: E402
+from crawler.verify_worker import BundleChecker  # noqa: E402
 from pith.keyring import Keyring  # noqa: E402
 from pith.parse import Limits  # noqa: E402
 
@@ -38,7 +38,7 @@ def busy(microseconds: int) -> None:
 _checker = None  # in a concurrent.futures worker
 
 
-def _start(checker: Checker) -> None:
+def _start(checker: BundleChecker) -> None:
     global _checker
     _checker = checker
 
@@ -47,7 +47,7 @@ def _check(raw: bytes):
     return _checker(raw)
 
 
-async def through_verifier(raws: list[bytes], checker: Checker, scrapy_us: int) -> tuple[float, float]:
+async def through_verifier(raws: list[bytes], checker: BundleChecker, scrapy_us: int) -> tuple[float, float]:
     verifier = Verifier(checker, 1)
     await verifier.verify(b"{}")  # started before the clock matters
     wall, cpu = time.perf_counter(), time.process_time()
@@ -64,7 +64,7 @@ async def through_verifier(raws: list[bytes], checker: Checker, scrapy_us: int) 
     return wall, cpu
 
 
-def run(mode: str, workers: int, raws: list[bytes], checker: Checker, scrapy_us: int) -> None:
+def run(mode: str, workers: int, raws: list[bytes], checker: BundleChecker, scrapy_us: int) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     if mode == "socket":
         wall, cpu = asyncio.run(through_verifier(raws, checker, scrapy_us))
@@ -103,7 +103,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     raws = [path.read_bytes() for path in sorted((args.corpus / "bundles").glob("*.bundle.json"))[: args.bundles]]
-    checker = Checker(Keyring.build([args.corpus / "keyring.json"], True), Limits())
+    checker = BundleChecker(Keyring.build([args.corpus / "keyring.json"], True), Limits())
     print(f"{len(raws)} bundles, {args.scrapy_us} µs of crawl-thread work each")
     print(f"{'mode':>8} {'workers':>7} {'wall s':>8} {'this CPU s':>12}")
     for _ in range(args.rounds):  # alternated

@@ -17,12 +17,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mirror.http import Request  # noqa: E402
-from mirror.resolver import Resolver  # noqa: E402
+from mirror.resolver import ResolverSite  # noqa: E402
 from mirror.source import CorpusDirectory, bundle_name  # noqa: E402
 from pith.mint import REGISTRY_BASE  # noqa: E402
 
 
-def get(resolver: Resolver, path: str) -> bytes:
+def get(resolver: ResolverSite, path: str) -> bytes:
     response = resolver.respond(Request("GET", path, path, {}, "HTTP/1.1", {}))
     if response.status != 200:
         raise RuntimeError(f"{path}: {response.status}")
@@ -32,7 +32,7 @@ def get(resolver: Resolver, path: str) -> bytes:
 def lay_out(corpus: Path, out: Path) -> list[str]:
     """Write the static site of ``corpus`` into ``out`` (replaced); returns the suffixes."""
     source = CorpusDirectory(corpus)
-    resolver = Resolver(source, REGISTRY_BASE)
+    resolver = ResolverSite(source, REGISTRY_BASE)
     shutil.rmtree(out, ignore_errors=True)
     for suffix in source.catalog.suffixes:
         folder = out / "pith" / suffix

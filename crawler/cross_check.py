@@ -18,7 +18,7 @@ from scrapy.exceptions import NotConfigured
 
 from pith.signing import utc_now
 from .items import BundleItem
-from .links import Resolver, base_of
+from .links import ResolverUrls, base_of
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class CrossCheck:
                 logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
         for base in others:
             yield scrapy.Request(
-                Resolver(base, self.resolver.templates).url("bundle_url", item.suffix),
+                ResolverUrls(base, self.resolver.templates).url("bundle_url", item.suffix),
                 callback=self.parse_copy,
                 errback=self.copy_failed,
                 priority=PRIORITY,

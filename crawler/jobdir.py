@@ -58,7 +58,7 @@ class JobdirGuard:
         guard = cls(Path(path), crawler.stats)
         guard.claim()  # before the scheduler opens the queue: extensions are built first
         crawler.signals.connect(guard.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(guard.note_commit, signal=pith_signals.checkpoint_committed)
+        crawler.signals.connect(guard.note_commit, signal=pith_signals.interim_committed)
         crawler.signals.connect(guard.note_commit, signal=pith_signals.archive_committed)
         crawler.signals.connect(guard.spider_closed, signal=signals.spider_closed)
         return guard
@@ -110,9 +110,9 @@ class JobdirGuard:
             self._start_over()
             self.stats.set_value(f"{pith_signals.CACHE_DROPPED}job", len(missing))
 
-    def note_commit(self, segment: str) -> None:
+    def note_commit(self, open_run: str) -> None:
         with open(self.jobdir / COMMITS, "a", encoding="utf-8") as handle:
-            handle.write(segment + "\n")
+            handle.write(open_run + "\n")
 
     def spider_opened(self, spider):
         if self.reset:

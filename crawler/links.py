@@ -43,7 +43,7 @@ def port_of(parts) -> int | None:
 
 
 @dataclass(frozen=True)
-class Resolver:
+class ResolverUrls:
     """URL templates rooted at one base URL (``https://pith.science`` or a mirror)."""
 
     base: str
@@ -56,7 +56,7 @@ class Resolver:
     def host(self) -> str:
         return urlsplit(self.base).hostname or ""
 
-    def with_manifest(self, manifest: dict) -> "Resolver":
+    def with_manifest(self, manifest: dict) -> "ResolverUrls":
         """Adopt the path templates of a mirror manifest, rebased on this resolver:
         a manifest lists its own host's URLs, but we fetch from the base we were given."""
         mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
@@ -72,10 +72,10 @@ class Resolver:
             path = _template_path(chosen.get(kind))
             if path:
                 templates[kind] = path
-        return Resolver(self.base, tuple(templates.items()))
+        return ResolverUrls(self.base, tuple(templates.items()))
 
-    def with_template(self, kind: str, template: str) -> "Resolver":
-        return Resolver(self.base, tuple({**dict(self.templates), kind: template}.items()))
+    def with_template(self, kind: str, template: str) -> "ResolverUrls":
+        return ResolverUrls(self.base, tuple({**dict(self.templates), kind: template}.items()))
 
 
 def learnt_template(url: str, base: str, suffix: str) -> str | None:

@@ -93,10 +93,10 @@ class ConditionalRequestMiddleware:
     crawl with no archive, no request is made conditional.
 
     Validators are remembered only for requests marked ``meta["pith_conditional"]``,
-    and saved only when the archive segment holding their bundle commits: a validator
+    and saved only when the archive run holding their bundle commits: a validator
     saved for a bundle that never reached a manifest would hide it forever. Until its
     bundle is archived (``bundle_archived``) a validator is held in memory; from then
-    until its segment commits (``checkpoint_committed``, ``archive_committed``) it waits
+    until its run commits (``interim_committed``, ``archive_committed``) it waits
     on disk, so a crawl of a million records holds no million validators. A rejected
     bundle's are dropped (``bundle_rejected``): a run after its key is pinned, or after
     an upgrade, must fetch it again rather than hear 304.
@@ -115,7 +115,7 @@ class ConditionalRequestMiddleware:
         self.waiting = sqlite3.connect("", isolation_level=None)
         self.waiting.executescript(f"""
             PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
-            CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, segment TEXT);
+            CREATE TABLE waiting (url TEXT PRIMARY KEY, etag TEXT, modified TEXT, run TEXT);
             BEGIN;
         """)
         self.pending: dict[str, tuple] = {}  # url -> validators, until its bundle is archived
@@ -146,7 +146,7 @@ class ConditionalRequestMiddleware:
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)
         crawler.signals.connect(middleware.check, signal=pith_signals.archive_opened)
         crawler.signals.connect(middleware.archived, signal=pith_signals.bundle_archived)
-        crawler.signals.connect(middleware.committed, signal=pith_signals.checkpoint_committed)
+        crawler.signals.connect(middleware.committed, signal=pith_signals.interim_committed)
         crawler.signals.connect(middleware.save, signal=pith_signals.archive_committed)
         crawler.signals.connect(middleware.forget, signal=pith_signals.bundle_rejected)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
@@ -192,13 +192,13 @@ class ConditionalRequestMiddleware:
     def forget(self, url: str) -> None:
         self.pending.pop(url, None)
 
-    def archived(self, url: str, segment: str) -> None:
-        """The bundle fetched from ``url`` is in ``segment``: its validators wait for it
+    def archived(self, url: str, open_run: str) -> None:
+        """The bundle fetched from ``url`` is in ``run``: its validators wait for it
         (on disk, WAITING_BATCH at a time: one statement per bundle on Scrapy's thread
         would hand the GIL to the upload threads and wait to get it back, each time)."""
         validators = self.pending.pop(url, None)
         if validators is not None:
-            self.batch.append((url, *validators, segment))
+            self.batch.append((url, *validators, open_run))
             if len(self.batch) >= WAITING_BATCH:
                 self._flush()
 
@@ -206,9 +206,9 @@ class ConditionalRequestMiddleware:
         self.waiting.executemany("INSERT OR REPLACE INTO waiting VALUES (?, ?, ?, ?)", self.batch)
         self.batch.clear()
 
-    def committed(self, segment: str) -> None:
-        """A checkpoint committed ``segment``: keep the validators of its bundles."""
-        self._keep("WHERE segment = ?", (segment,))
+    def committed(self, open_run: str) -> None:
+        """A interim commit committed ``run``: keep the validators of its bundles."""
+        self._keep("WHERE run = ?", (open_run,))
 
     def save(self):
         """The crawl's final commit: keep the validators of every archived bundle."""
@@ -216,7 +216,7 @@ class ConditionalRequestMiddleware:
 
     def _keep(self, where: str, args: tuple) -> None:
         self._flush()
-        rows = self.waiting.execute(f"SELECT url, etag, modified, segment FROM waiting {where}", args)
+        rows = self.waiting.execute(f"SELECT url, etag, modified, run FROM waiting {where}", args)
         self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?, ?)", rows)
         self.db.commit()
         kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount

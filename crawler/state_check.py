@@ -12,7 +12,7 @@ from pith.reasons import Rejected
 from pith.signing import utc_now
 from .failures import describe
 from .items import StateCheckItem
-from .links import Resolver, base_of
+from .links import ResolverUrls, base_of
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class StateCheck:
         state = bundle.get("state") if isinstance(bundle, dict) else None
         if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
             yield scrapy.Request(
-                Resolver(base_of(response.url), self.resolver.templates).url("state_url", suffix),
+                ResolverUrls(base_of(response.url), self.resolver.templates).url("state_url", suffix),
                 callback=self.parse_state,
                 errback=self.state_failed,
                 priority=PRIORITY,

@@ -28,7 +28,7 @@ from pith.keyring import KeyringError
 from pith.parse import Limits
 from pith.verify import Verdict
 from .key_watch import crawl_keyring
-from .verify_worker import FRAME, Checker, decode, restore
+from .verify_worker import FRAME, BundleChecker, decode, restore
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class WorkerLost(Exception):
 class Worker:
     """One verifier process and its socket: bundles in, verdicts out, in order."""
 
-    def __init__(self, checker: Checker):
+    def __init__(self, checker: BundleChecker):
         ours, theirs = socket.socketpair()
         # the crawl's own import path, and not the working folder's (-P): the same code as here
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
@@ -136,7 +136,7 @@ class Verifier:
     parsed. Settings: PITH_KEYRINGS, PITH_DEFAULT_KEYS, PITH_VERIFY_WORKERS (0: in the
     crawl's own thread)."""
 
-    def __init__(self, checker: Checker, workers: int):
+    def __init__(self, checker: BundleChecker, workers: int):
         self.checker = checker
         self.workers = workers
         self.stats = None  # the crawl's, once it opens
@@ -152,7 +152,7 @@ class Verifier:
             raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
         workers = settings.get("PITH_VERIFY_WORKERS")
         workers = default_workers() if workers is None else settings.getint("PITH_VERIFY_WORKERS")
-        verifier = cls(Checker(keyring, Limits()), max(workers, 0))
+        verifier = cls(BundleChecker(keyring, Limits()), max(workers, 0))
         crawler.signals.connect(verifier.open, signal=signals.spider_opened)
         crawler.signals.connect(verifier.close, signal=signals.spider_closed)
         return verifier

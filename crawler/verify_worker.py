@@ -23,7 +23,7 @@ from pith.verify import Verdict, verify_document
 FRAME = struct.Struct(">Q")  # each message on a worker's socket: its length, then its bytes
 
 
-class Checker:
+class BundleChecker:
     """The verdict on a bundle's exact bytes, and whether they parsed at all (the spider
     reads links only from a body that did): the same in a worker as in the crawl's
     own thread."""
@@ -40,12 +40,12 @@ class Checker:
         return verify_document(document.data, self.keyring, document.exact), True
 
     def configuration(self) -> bytes:
-        """What a worker needs to build the same checker (``Checker.configured``)."""
+        """What a worker needs to build the same checker (``BundleChecker.configured``)."""
         keys = [{**key.document(), "role": key.role} for key in self.keyring]
         return orjson.dumps({"keys": keys, "limits": asdict(self.limits)})
 
     @classmethod
-    def configured(cls, configuration: bytes) -> "Checker":
+    def configured(cls, configuration: bytes) -> "BundleChecker":
         settings = orjson.loads(configuration)
         return cls(Keyring(key_from_entry(entry) for entry in settings["keys"]), Limits(**settings["limits"]))
 
@@ -90,7 +90,7 @@ def serve(sock: socket.socket) -> None:
     configuration = next(messages, None)
     if configuration is None:  # the crawl closed before it began
         return
-    checker = Checker.configured(configuration)
+    checker = BundleChecker.configured(configuration)
     for raw in messages:
         answer = encode(*checker(raw))
         sock.sendall(FRAME.pack(len(answer)) + answer)

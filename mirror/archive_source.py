@@ -33,7 +33,7 @@ from pith.parse import parse
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from storage import history, layout
-from storage.committed import CommittedArchive, read_entry, table_batches
+from storage.reader import CommittedArchive, read_entry, table_batches
 from storage.stores import ObjectInfo, ObjectStore, StorageError
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
@@ -44,7 +44,7 @@ RECORD_COLUMNS = [*history.RECORD_COLUMNS, "raw_path", "raw_sha256", "source_ver
 
 
 @dataclass(frozen=True, slots=True)
-class Version:
+class ArchivedVersion:
     """An archived version of a record, as the mirror needs it."""
 
     pith_number: str
@@ -80,7 +80,7 @@ class NothingServable(StorageError):
 
 class ArchiveSource(RecordSource):
     """The committed contents of an archive, served. ``keyring`` pins the archiver keys
-    whose manifests are trusted (see storage.committed.reading_keyring)."""
+    whose manifests are trusted (see storage.reader.reading_keyring)."""
 
     def __init__(self, store: ObjectStore, keyring: Keyring):
         started = time.monotonic()
@@ -183,10 +183,10 @@ class ArchiveSource(RecordSource):
 # --- the index, from the committed tables ----------------------------------------------
 
 
-def served_versions(archive: CommittedArchive) -> dict[str, Version]:
+def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     """Each record's current version (storage.history's rule, the one the archive
     writer applies) among the versions whose raw bytes a committed manifest lists."""
-    versions: dict[str, Version] = {}
+    versions: dict[str, ArchivedVersion] = {}
 
     def committed_rows():
         for entry in archive.table_files("records"):
@@ -196,7 +196,7 @@ def served_versions(archive: CommittedArchive) -> dict[str, Version]:
                     raw = archive.objects.get(row["raw_path"])
                     keep.append(raw is not None and raw.sha256 == row["raw_sha256"])
                     if keep[-1]:
-                        versions[row["bundle_sha256"]] = Version(
+                        versions[row["bundle_sha256"]] = ArchivedVersion(
                             row["pith_number"], row["bundle_sha256"], raw, row["source_version"] or 0, row["built_at"]
                         )
                     else:

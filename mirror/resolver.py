@@ -42,7 +42,7 @@ class SiteOptions:
     cache_size: int = 4096  # record documents kept rendered
 
 
-class Resolver:
+class ResolverSite:
     def __init__(self, source: RecordSource, base_url: str, options: SiteOptions = SiteOptions()):
         self.source = source
         self.catalog = source.catalog

@@ -1,5 +1,5 @@
 """The mirror's HTTP/1.1 server: asyncio streams with keep-alive on one event loop
-(one core), answering from a Resolver, with optional fault injection and a request
+(one core), answering from a ResolverSite, with optional fault injection and a request
 log that in-process tests read. The stdlib ``http.server`` is several times slower
 and cannot inject connection-level faults, hence this small server; aiohttp and
 twisted.web were measured against it too (bench/RESULTS.md, "Mirror server choice").
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .faults import FaultInjector, FaultPlan
 from .http import BadRequest, Request, encode, parse_head, text_response
 from .limits import MAX_BUSY_LINGERING, ServerLimits, accept_backlog
-from .resolver import Resolver, SiteOptions
+from .resolver import ResolverSite, SiteOptions
 from .source import RecordSource
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class MirrorServer:
         self.url: str | None = None
         self.in_flight = self.peak_in_flight = self.refused_connections = 0
         self._busy_lingering = 0
-        self.resolver: Resolver | None = None
+        self.resolver: ResolverSite | None = None
 
     async def start(self) -> str:
         self._server = await asyncio.start_server(
@@ -84,7 +84,7 @@ class MirrorServer:
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-        self.resolver = Resolver(self.source, self.public_url or self.url, self.options)
+        self.resolver = ResolverSite(self.source, self.public_url or self.url, self.options)
         logger.info("mirror of %d records listening on %s", len(self.source.catalog), self.url)
         return self.url
 

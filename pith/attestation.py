@@ -83,7 +83,7 @@ def read_attestation(line: bytes, keyring, path: str) -> dict:
 
 
 @dataclass
-class Segment:
+class ChainStretch:
     """One feed's run of one key's chain."""
 
     source: str  # the feed it is in
@@ -98,12 +98,12 @@ class Chain:
     the second), one chain per archiver key.
 
     Within a feed each attestation must name the key's one before it: ``follow``
-    raises chain_broken at once. Each feed's run of a key is a segment, and ``breaks``
-    checks at the end that each key's segments join into one chain."""
+    raises chain_broken at once. Each feed's run of a key is a stretch, and ``breaks``
+    checks at the end that each key's stretches join into one chain."""
 
     def __init__(self):
-        self._segments: list[Segment] = []
-        self._open: dict[str, Segment] = {}
+        self._stretches: list[ChainStretch] = []
+        self._open: dict[str, ChainStretch] = {}
         self._source = ""
 
     def feed(self, source: str) -> None:
@@ -112,53 +112,53 @@ class Chain:
 
     def follow(self, event: dict, path: str) -> None:
         key_id = event["signature"]["key_id"]
-        segment = self._open.get(key_id)
-        if segment is None:
-            segment = Segment(self._source, key_id, path, event.get("prev_event"), event["event_id"])
-            self._segments.append(segment)
-            self._open[key_id] = segment
+        stretch = self._open.get(key_id)
+        if stretch is None:
+            stretch = ChainStretch(self._source, key_id, path, event.get("prev_event"), event["event_id"])
+            self._stretches.append(stretch)
+            self._open[key_id] = stretch
             return
-        expected, segment.leaves = segment.leaves, event["event_id"]
+        expected, stretch.leaves = stretch.leaves, event["event_id"]
         if event.get("prev_event") != expected:  # reported once: the chain goes on from here
             raise Rejected("chain_broken", f"{path}.prev_event", f"expected {expected}")
 
     def lose_track(self) -> None:
-        """An unreadable attestation sat here: the next one starts a new segment."""
+        """An unreadable attestation sat here: the next one starts a new stretch."""
         self._open = {}
 
     def forget(self, source: str) -> None:
         """Leave the feed ``source`` out of ``breaks``."""
-        self._segments = [s for s in self._segments if s.source != source]
+        self._stretches = [s for s in self._stretches if s.source != source]
         self._open = {}
 
     @property
-    def segments(self) -> list[Segment]:
-        return list(self._segments)
+    def stretches(self) -> list[ChainStretch]:
+        return list(self._stretches)
 
-    def join(self, segments: list[Segment]) -> None:
-        """Take in the segments another Chain read (a feed checked in another process)."""
-        self._segments.extend(segments)
+    def join(self, stretches: list[ChainStretch]) -> None:
+        """Take in the stretches another Chain read (a feed checked in another process)."""
+        self._stretches.extend(stretches)
 
-    def breaks(self, rooted: bool = True) -> list[tuple[Segment, str]]:
-        """Each segment that does not join its key's chain, with why. ``rooted``: every
-        feed of the key is here, so its chain starts at null; otherwise one segment per
+    def breaks(self, rooted: bool = True) -> list[tuple[ChainStretch, str]]:
+        """Each stretch that does not join its key's chain, with why. ``rooted``: every
+        feed of the key is here, so its chain starts at null; otherwise one stretch per
         key may continue from a feed not given."""
         found = []
-        for key_id in dict.fromkeys(s.key_id for s in self._segments):
-            segments = [s for s in self._segments if s.key_id == key_id]
-            ends = {s.leaves for s in segments}
+        for key_id in dict.fromkeys(s.key_id for s in self._stretches):
+            stretches = [s for s in self._stretches if s.key_id == key_id]
+            ends = {s.leaves for s in stretches}
             continued, starts = set(), 0
-            for segment in segments:
-                joins = segment.enters is not None and segment.enters in ends
-                if joins and segment.enters in continued:
-                    found.append((segment, f"{segment.enters} is continued twice: the chain forks"))
-                elif not joins and segment.enters is not None and rooted:
-                    found.append((segment, f"names {segment.enters}, which ends no feed of {key_id}"))
+            for stretch in stretches:
+                joins = stretch.enters is not None and stretch.enters in ends
+                if joins and stretch.enters in continued:
+                    found.append((stretch, f"{stretch.enters} is continued twice: the chain forks"))
+                elif not joins and stretch.enters is not None and rooted:
+                    found.append((stretch, f"names {stretch.enters}, which ends no feed of {key_id}"))
                 elif not joins:
                     starts += 1
                     if starts > 1:
-                        found.append((segment, f"a second chain of {key_id} starts here"))
-                continued.add(segment.enters)
+                        found.append((stretch, f"a second chain of {key_id} starts here"))
+                continued.add(stretch.enters)
         return found
 
 

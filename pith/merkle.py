@@ -3,7 +3,7 @@ that a log's proofs check with any implementation of that RFC.
 
 A leaf is hashed ``SHA-256(0x00 || input)``, an interior node ``SHA-256(0x01 || left
 || right)``; a tree of ``n > 1`` leaves splits at the largest power of two below ``n``.
-``Frontier`` keeps only the roots of the perfect subtrees a growing log ends with
+``MerkleEdge`` keeps only the roots of the perfect subtrees a growing log ends with
 (what appending needs); ``Tree`` keeps every perfect subtree's hash, so a root, an
 inclusion proof or a consistency proof of any size up to its own costs O(log n)
 hashes once the tree is built (in O(n)).
@@ -37,7 +37,7 @@ def _fold(peaks: list[bytes]) -> bytes:
     return root
 
 
-class Frontier:
+class MerkleEdge:
     """The right edge of a growing log: its size and the roots of its perfect subtrees,
     O(log n) hashes. Enough to append and to compute the root."""
 

@@ -14,7 +14,7 @@ import click
 
 from pith.keyring import Keyring, KeyringError
 from storage import layout
-from storage.committed import NothingCommitted, reading_keyring
+from storage.reader import NothingCommitted, reading_keyring
 from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError, RunFailed

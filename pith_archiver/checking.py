@@ -16,7 +16,7 @@ from . import sources
 READ_CHUNK = 1 << 20
 
 
-class Checker:
+class TargetChecker:
     """Checks targets against one keyring under one set of parsing limits."""
 
     def __init__(self, keyring: Keyring, limits: Limits):
@@ -76,7 +76,7 @@ class Checker:
         return {"source": source, **verdict.as_dict()}
 
     def feed(self, source: str) -> dict:
-        """Check one attestation feed, streaming; ``segments`` carries its part of the
+        """Check one attestation feed, streaming; ``stretches`` carries its part of the
         chains, which only the feeds together can judge (see pith.attestation.Chain)."""
         chain = Chain()
         try:
@@ -88,7 +88,7 @@ class Checker:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)
-        return {"source": source, "status": "verified", "attestations": count, "segments": chain.segments}
+        return {"source": source, "status": "verified", "attestations": count, "stretches": chain.stretches}
 
 
 def rejected(source: str, exc: Rejected) -> dict:

@@ -9,7 +9,7 @@ import click
 
 from storage.audit import SIZE_RULE, Audit
 from storage.stores import StorageError
-from storage.transparency import log_findings
+from storage.log_proofs import log_findings
 from .archive_reading import TRUST_HELP, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
@@ -49,7 +49,7 @@ def audit(
     raw bundle verifies again (signed by registry keys, within the size rule the crawl
     admits by), manifest and attestation signatures (by archive keys) and the attestation
     chains verify, table row counts match the manifests; every file no manifest lists is
-    an ORPHAN, wherever it lies. On the machine that crawled the archive no option is
+    an orphan, wherever it lies. On the machine that crawled the archive no option is
     needed. One line per discrepancy, then a summary. Exit 0 when clean, 1 on any
     discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way.
     """
@@ -63,7 +63,7 @@ def audit(
         run = Audit(store, keyring, keyring, on_object=checked)
         try:
             for found in run.run():
-                if found.code == "MANIFEST_UNPINNED":  # the fix goes with it, where a scheduler reads
+                if found.code == "manifest_unpinned":  # the fix goes with it, where a scheduler reads
                     found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
                 click.echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}

@@ -19,7 +19,7 @@ from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from mirror.virtual import VirtualCorpus
 from pith.mint import REGISTRY_BASE
 from storage.stores import StorageError
-from storage.committed import NothingCommitted
+from storage.reader import NothingCommitted
 from .archive_reading import TRUST_HELP, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
 from .output import log_to_stderr, say, verbosity_options

@@ -8,10 +8,10 @@ import click
 from pith.parse import Limits, parse
 from pith.proof import check_proof
 from pith.reasons import Rejected
-from storage.committed import NothingCommitted
+from storage.reader import NothingCommitted
 from storage.stores import StorageError
-from storage.tlog import LogBroken
-from storage.transparency import NotAttested, checkpoint_notes, prove_record
+from storage.key_logs import LogBroken
+from storage.log_proofs import NotAttested, checkpoint_notes, prove_record
 from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options

@@ -12,7 +12,7 @@ import click
 from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from . import FIXTURES, sources
-from .checking import Checker
+from .checking import TargetChecker
 from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
 from .ordered_pool import available_cores, ordered_map
@@ -81,14 +81,14 @@ def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proof
         from .cmd_tlog import check_proof_files  # only proofs need the archive layer
 
         sys.exit(check_proof_files(proofs, ring, as_json))
-    checker = Checker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
+    checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
     targets = sources.expand(paths or [str(FIXTURES)])
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
     sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
 
 
-def verify_documents(checker: Checker, targets: list, jobs: int, report: "Report") -> ExitStatus:
+def verify_documents(checker: TargetChecker, targets: list, jobs: int, report: "Report") -> ExitStatus:
     """Check every target on ``jobs`` processes, report each in input order (feeds
     last), and close with the count."""
     try:
@@ -113,14 +113,14 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
     """The feed records, those whose chain does not join the others' now rejected."""
     chain = Chain()
     for record in feeds:
-        chain.join(record.pop("segments", []))
+        chain.join(record.pop("stretches", []))
     by_source = {record["source"]: record for record in feeds}
-    for segment, why in chain.breaks(rooted=False):
-        by_source[segment.source] = {
-            "source": segment.source,
+    for stretch, why in chain.breaks(rooted=False):
+        by_source[stretch.source] = {
+            "source": stretch.source,
             "status": "rejected",
             "reason": "chain_broken",
-            "path": f"{segment.where}.prev_event",
+            "path": f"{stretch.where}.prev_event",
             "detail": why,
         }
     return [by_source[record["source"]] for record in feeds]

@@ -86,7 +86,7 @@ def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> Cr
         )
     elif stats.get("pith/commit_error") or not stats.get("pith/manifest"):
         statuses.append(ExitStatus.FAILED)
-        kept = f" ({get('checkpoints')} checkpoints committed before)" if get("checkpoints") else ""
+        kept = f" ({get('checkpoints')} checkpoints committed before)" if get("interim_commits") else ""
         whys.append(f"the final commit failed: {stats.get('pith/commit_error') or 'the run did not finish'}{kept}")
     elif failed > allowed_failures(budget, max(get("records_found"), 1)):
         statuses.append(ExitStatus.FAILED)
@@ -247,7 +247,7 @@ def report(
         click.echo(cache_note(stats))
     if hosts_line(stats):
         click.echo(hosts_line(stats))
-    manifest, checkpoints = stats.get("pith/manifest"), get("checkpoints")
+    manifest, checkpoints = stats.get("pith/manifest"), get("interim_commits")
     if manifest and not stats.get("pith/commit_error"):
         click.echo(
             f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else "")

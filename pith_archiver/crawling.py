@@ -13,7 +13,7 @@ from pathlib import Path
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 
-from crawler.signals import checkpoint_committed, operator_notice
+from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
 from . import allocators
 from .exit_status import ConfigError
@@ -58,19 +58,19 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
     return settings
 
 
-def run_crawl(spider_args: dict, overrides: dict, on_checkpoint=None) -> dict:
+def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dict:
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
-    return the final Scrapy stats; ``on_checkpoint(stats)`` after each checkpoint commit."""
+    return the final Scrapy stats; ``on_interim_commit(stats)`` after each checkpoint commit."""
     allocators.economise()
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)
-    if on_checkpoint is not None:
+    if on_interim_commit is not None:
 
         def checkpointed(**_):
-            on_checkpoint(crawler.stats.get_stats())
+            on_interim_commit(crawler.stats.get_stats())
 
-        crawler.signals.connect(checkpointed, signal=checkpoint_committed, weak=False)
+        crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
     failures = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
     # Scrapy filters in its root handler and leaves the root logger open to every level,

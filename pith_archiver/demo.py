@@ -56,7 +56,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
                 **logging_settings(verbosity, progress, None, state_dir),
             }
             stats = run_crawl(
-                {"seeds": [DEMO_START], "resolver": server.url}, overrides, on_checkpoint=hooks.crawl_checkpoint
+                {"seeds": [DEMO_START], "resolver": server.url}, overrides, on_interim_commit=hooks.crawl_interim_commit
             )
     hooks.crawl_ended(stats, outcome(stats, budget).why)
     status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))

@@ -36,15 +36,15 @@ class RunHooks:
         for name, value in counts.items():
             setattr(self.summary, name, value)
 
-    def checkpoint(self, **counts) -> None:
+    def interim_commit(self, **counts) -> None:
         """A crawl committed a checkpoint and goes on: the metrics file says how far it is."""
         self.update(**counts)
         if self.metrics_file:
             self._warn_on_failure("--metrics-file", self._write_metrics)
 
-    def crawl_checkpoint(self, stats: dict) -> None:
-        """``run_crawl``'s ``on_checkpoint``: a crawl's counts from its Scrapy stats."""
-        self.checkpoint(**crawl_counts(stats))
+    def crawl_interim_commit(self, stats: dict) -> None:
+        """``run_crawl``'s ``on_interim_commit``: a crawl's counts from its Scrapy stats."""
+        self.interim_commit(**crawl_counts(stats))
 
     def crawl_ended(self, stats: dict, why: str) -> None:
         self.update(**crawl_counts(stats), why=why)

@@ -22,7 +22,7 @@ from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
 from . import layout
-from .committed import read_entry
+from .reader import read_entry
 from .manifest import listed
 from .stores import ObjectInfo, ObjectStore, StorageError
 

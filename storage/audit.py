@@ -1,6 +1,6 @@
 """Audit an archive: re-check everything its committed manifests promise.
 
-Every manifest is read and verified once (the log checks of ``storage.transparency``
+Every manifest is read and verified once (the log checks of ``storage.log_proofs``
 take the key logs those reads give, ``Audit.logs()``); every object of every committed
 manifest is read once, as a stream, and hashed as it goes; raw bundles are verified again (under
 the one size rule of ``pith.parse``), table files' row counts are read from their
@@ -13,7 +13,7 @@ by one bundle, one feed line, the set of paths listed and a few hashes per feed.
 Trust comes from the keyrings given, never from the archive: ``archive_keyring``
 verifies manifests and attestations, ``bundle_keyring`` the bundles; each key must
 also have the role the check needs (``pith.keyring``). A manifest signed by a key
-that is not pinned at all is one MANIFEST_UNPINNED finding: its objects are neither
+that is not pinned at all is one manifest_unpinned finding: its objects are neither
 checked nor orphans.
 """
 
@@ -34,22 +34,22 @@ from pith.verify import verify_bundle
 from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
-from .tlog import KeyLog, log_part, logs_of
+from .key_logs import KeyLog, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 
 CODES = {
-    "MANIFEST_INVALID": "a manifest does not verify under the pinned keys; its reason follows",
-    "MANIFEST_UNPINNED": "well-formed manifests signed by a key that is not pinned (one finding per key): their "
+    "manifest_invalid": "a manifest does not verify under the pinned keys; its reason follows",
+    "manifest_unpinned": "well-formed manifests signed by a key that is not pinned (one finding per key): their "
     "objects are not checked",
-    "MISSING": "an object a committed manifest lists is not in the store",
-    "SIZE_MISMATCH": "an object's size differs from its manifest entry",
-    "HASH_MISMATCH": "an object's sha256 differs from its manifest entry",
-    "BUNDLE_REJECTED": "a raw bundle no longer verifies; its reason follows",
-    "ROWS_MISMATCH": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
-    "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
-    "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
-    "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
+    "missing": "an object a committed manifest lists is not in the store",
+    "size_mismatch": "an object's size differs from its manifest entry",
+    "hash_mismatch": "an object's sha256 differs from its manifest entry",
+    "bundle_rejected": "a raw bundle no longer verifies; its reason follows",
+    "rows_mismatch": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
+    "attestation_invalid": "an attestation does not verify, or names an object its run did not store",
+    "chain_broken": "an attestation's prev_event does not name its key's previous attestation",
+    "orphan": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
     "and partial writes included; a local crawl's own state excepted)",
 }
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
@@ -60,7 +60,7 @@ class Discrepancy:
     code: str  # a key of CODES
     path: str  # the archive path it concerns
     detail: str = ""
-    key_id: str | None = None  # MANIFEST_UNPINNED: the key that signs the manifest
+    key_id: str | None = None  # manifest_unpinned: the key that signs the manifest
 
     def line(self) -> str:
         return f"{self.code} {self.path} {self.detail}".rstrip()
@@ -162,21 +162,21 @@ class Audit:
                     (read.path, len(unpinned["objects"]))
                 )
             else:
-                yield self._found("MANIFEST_INVALID", read.path, getattr(read.error, "reason", str(read.error)))
+                yield self._found("manifest_invalid", read.path, getattr(read.error, "reason", str(read.error)))
         for (key_id, fingerprint), manifests in unpinned_by.items():
             more = f" and {len(manifests) - 1} more manifests" if len(manifests) > 1 else ""
             yield self._found(
-                "MANIFEST_UNPINNED",
+                "manifest_unpinned",
                 manifests[0][0],
                 f"signed{more} by {key_id} (fingerprint {fingerprint}), which is not pinned: "
                 f"{sum(n for _, n in manifests)} objects not checked",
                 key_id=key_id,
             )
-        for segment, why in self._chain.breaks(rooted=True):
-            yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
+        for stretch, why in self._chain.breaks(rooted=True):
+            yield self._found("chain_broken", stretch.source, f"{stretch.where}.prev_event: {why}")
         for stored in self.store.list():
             if stored.path not in self._accounted:
-                yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")
+                yield self._found("orphan", stored.path, f"{stored.size} bytes")
 
     def logs(self) -> dict[str, KeyLog]:
         """Each key's committed log, as the manifests ``run()`` verified give it."""
@@ -206,12 +206,12 @@ class Audit:
         for table, total in sorted(archive.get("rows", {}).items()):
             if total != rows[table]:
                 yield self._found(
-                    "ROWS_MISMATCH", path, f"{table}: the stats say {total}, its files hold {rows[table]}"
+                    "rows_mismatch", path, f"{table}: the stats say {total}, its files hold {rows[table]}"
                 )
         attested = self.counts.attestations - attested_before
         if archive.get("verified", attested) != attested:
             yield self._found(
-                "ATTESTATION_INVALID", path, f"the run archived {archive['verified']} versions and attested {attested}"
+                "attestation_invalid", path, f"the run archived {archive['verified']} versions and attested {attested}"
             )
 
     def _object(self, entry: ObjectInfo, check):
@@ -225,16 +225,16 @@ class Audit:
         try:
             findings = list(check(entry, stream))
         except ObjectMissing:
-            yield self._found("MISSING", path)
+            yield self._found("missing", path)
             return
         self.counts.objects += 1
         self.counts.bytes += stream.size
         if self._on_object is not None:
             self._on_object(self.counts)
         if stream.size != entry.size:
-            yield self._found("SIZE_MISMATCH", path, f"{stream.size} bytes, listed as {entry.size}")
+            yield self._found("size_mismatch", path, f"{stream.size} bytes, listed as {entry.size}")
         elif stream.digest.hexdigest() != entry.sha256:
-            yield self._found("HASH_MISMATCH", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}")
+            yield self._found("hash_mismatch", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}")
         yield from findings
 
     # --- checks by kind: each reads the whole stream --------------------------------
@@ -255,7 +255,7 @@ class Audit:
             self.counts.merge_inferred += 1
         if not verdict.ok:
             yield self._found(
-                "BUNDLE_REJECTED", entry.path, f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}"
+                "bundle_rejected", entry.path, f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}"
             )
 
     def _table(self, entry: ObjectInfo, stream):
@@ -265,10 +265,10 @@ class Audit:
         try:
             rows = parquet_rows(tail)
         except (ValueError, OSError, pa.ArrowException) as exc:
-            yield self._found("ROWS_MISMATCH", entry.path, f"unreadable footer: {exc}")
+            yield self._found("rows_mismatch", entry.path, f"unreadable footer: {exc}")
             return
         if rows != entry.rows:
-            yield self._found("ROWS_MISMATCH", entry.path, f"{rows} rows, listed as {entry.rows}")
+            yield self._found("rows_mismatch", entry.path, f"{rows} rows, listed as {entry.rows}")
 
     def _feed(self, entry: ObjectInfo, stream, *, run_id: str, by_path: dict[str, ObjectInfo]):
         self._chain.feed(entry.path)
@@ -278,18 +278,18 @@ class Audit:
                 event = read_attestation(line, self.archive_keyring, where)
             except Rejected as exc:
                 self._chain.lose_track()
-                yield self._found("ATTESTATION_INVALID", entry.path, str(exc))
+                yield self._found("attestation_invalid", entry.path, str(exc))
                 continue
             self.counts.attestations += 1
             mismatch = _unlisted(event["payload"], run_id, by_path)
             if mismatch:
                 yield self._found(
-                    "ATTESTATION_INVALID", entry.path, f"attestation_mismatch at {where}.payload: {mismatch}"
+                    "attestation_invalid", entry.path, f"attestation_mismatch at {where}.payload: {mismatch}"
                 )
             try:
                 self._chain.follow(event, where)
             except Rejected as exc:
-                yield self._found("CHAIN_BROKEN", entry.path, f"{exc.path}: {exc.detail}")
+                yield self._found("chain_broken", entry.path, f"{exc.path}: {exc.detail}")
 
 
 def _unlisted(payload: dict, run_id: str, by_path: dict[str, ObjectInfo]) -> str:

@@ -27,7 +27,7 @@ from pith.keyring import Keyring
 from pith.verify import verify_bundle
 from pith.shipped import version
 from . import layout
-from .committed import CommittedArchive, check_digest, read_entry
+from .reader import CommittedArchive, check_digest, read_entry
 from .manifest import verify_manifest
 from .stores import ObjectExists, ObjectInfo, ObjectStore
 from .tables import SCHEMA_VERSION, TABLES
@@ -198,7 +198,7 @@ def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> d
         "Bagging-Date": datetime.now(timezone.utc).date().isoformat(),
         "Bag-Software-Agent": f"pith-archiver {version()} (bagit.py {bagit.VERSION})",
         "Pith-Last-Run": last["run_id"],
-        "Pith-Table-Schema-Version": SCHEMA_VERSION,
+        "Pith-Table-Schema-CurrentVersion": SCHEMA_VERSION,
     }
 
 

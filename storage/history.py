@@ -32,7 +32,7 @@ def event_digest(event_id: str) -> bytes:
 
 
 @dataclass(slots=True)
-class Version:
+class CurrentVersion:
     """A record's current version: what the next version is judged against."""
 
     bundle: bytes  # bundle_sha256 as 32 bytes
@@ -91,7 +91,7 @@ class History:
             ):
                 self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle),))
                 if current is not False:
-                    self._offer(number, Version(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
+                    self._offer(number, CurrentVersion(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
         for table in events:  # the events of the versions just made current (``fresh``)
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
                 self.db.execute(
@@ -105,12 +105,12 @@ class History:
     def _count(self, table: str) -> int:
         return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
-    def _offer(self, number: str, version: Version) -> None:
+    def _offer(self, number: str, version: CurrentVersion) -> None:
         known = self.current(number)
         if known is None or (version.bundle != known.bundle and version.order > known.order):
             self._store(number, version, fresh=True)
 
-    def _store(self, number: str, version: Version, fresh: bool = False) -> None:
+    def _store(self, number: str, version: CurrentVersion, fresh: bool = False) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?, ?)",
             (
@@ -129,7 +129,7 @@ class History:
             is not None
         )
 
-    def current(self, pith_number: str) -> Version | None:
+    def current(self, pith_number: str) -> CurrentVersion | None:
         row = self.db.execute(
             "SELECT bundle, built_at, fetched_at, events FROM current WHERE number = ?", (pith_number,)
         ).fetchone()
@@ -140,7 +140,7 @@ class History:
         for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
             yield number, bundle.hex()
 
-    def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, Version | None]:
+    def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, CurrentVersion | None]:
         """Whether this bundle version is archived, and the record's current version:
         what a new version is judged by, in one statement (each one a crawl makes on
         Scrapy's thread hands the GIL to the upload threads and waits to get it back)."""
@@ -175,13 +175,15 @@ class History:
         """A version archived by this run; ``current`` when it passed ``objection``
         (a current version is listed in ``versions`` by the table's trigger)."""
         if current:
-            self._store(pith_number, Version(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events))
+            self._store(
+                pith_number, CurrentVersion(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events)
+            )
         else:
             self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
 
 
 def objection_to(
-    current: Version | None,
+    current: CurrentVersion | None,
     bundle_sha256: str,
     events: frozenset[bytes],
     built_at: datetime | None,
@@ -199,9 +201,9 @@ def objection_to(
     return None
 
 
-def _version(bundle: bytes, built_at: int, fetched_at: int, events: bytes) -> Version:
+def _version(bundle: bytes, built_at: int, fetched_at: int, events: bytes) -> CurrentVersion:
     digests = frozenset(events[at : at + _DIGEST] for at in range(0, len(events), _DIGEST))
-    return Version(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
+    return CurrentVersion(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
 
 
 def _micros(when: datetime) -> int:

@@ -1,4 +1,4 @@
-"""What a segment stored, kept in a local file until its manifest is built.
+"""What a run stored, kept in a local file until its manifest is built.
 
 Each object the store acknowledges is one JSON line: its manifest entry and, for a
 bundle version owed an attestation, what the attestation says of it and when the
@@ -19,7 +19,7 @@ from .stores import ObjectInfo
 
 
 class Ledger:
-    """A segment's stored objects, one line each, written by the upload threads; its
+    """A run's stored objects, one line each, written by the upload threads; its
     file in ``spool_dir`` is made by the first note."""
 
     def __init__(self, spool_dir):
@@ -30,7 +30,7 @@ class Ledger:
 
     def record(self, info: ObjectInfo, owed: Stored | None = None, stored_at: str | None = None) -> ObjectInfo:
         """Note ``info`` for the manifest, and ``owed`` (stored at ``stored_at``) for
-        the segment's attestations."""
+        the run's attestations."""
         line = [info.path, info.sha256, info.size, info.table, info.rows]
         if owed is not None:
             line += [owed.pith_number, owed.bundle_sha256, owed.canonical_sha256, stored_at]

@@ -35,7 +35,7 @@ from pith.keyring import Keyring
 from pith.release import RELEASE_TYPE, SIGNED_MESSAGE
 from pith.signing import Signer
 from . import layout
-from .committed import CommittedArchive, table_batches
+from .reader import CommittedArchive, table_batches
 from .history import RECORD_COLUMNS, History
 from .stores import ObjectStore, StorageError, hash_file
 from .tables import ALIASES, EVENTS, RECORDS, TableSpec

@@ -19,7 +19,7 @@ from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
-from storage.committed import NothingCommitted, reading_keyring
+from storage.reader import NothingCommitted, reading_keyring
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
 from tests.plugins.crawling import run_cli_crawl

@@ -70,7 +70,7 @@ def test_a_flipped_byte_in_a_raw_bundle(store, archived, overwrite, corpus_keyri
     data[data.index(b'"primary_cat":"') + 15] ^= 0x01
     overwrite(raw, bytes(data))
     found, _ = audit(store, corpus_keyring, test_signer)
-    assert [(code, path) for code, path, _ in found] == [("HASH_MISMATCH", raw), ("BUNDLE_REJECTED", raw)]
+    assert [(code, path) for code, path, _ in found] == [("hash_mismatch", raw), ("bundle_rejected", raw)]
     assert found[1][2].startswith("canonical_hash_mismatch at canonical_sha256")
 
 
@@ -78,7 +78,7 @@ def test_a_missing_object(store, archived, corpus_keyring, test_signer):
     table = entry_of(archived[1], "tables/records/")["path"]
     store.delete(table)
     found, _ = audit(store, corpus_keyring, test_signer)
-    assert found == [("MISSING", table, "")]
+    assert found == [("missing", table, "")]
 
 
 def test_a_manifest_with_a_bad_signature(store, archived, overwrite, corpus_keyring, test_signer):
@@ -87,10 +87,10 @@ def test_a_manifest_with_a_bad_signature(store, archived, overwrite, corpus_keyr
     manifest["signature"]["signature_b64"] = ("A" if signature[0] != "A" else "B") + signature[1:]
     overwrite(layout.manifest(manifest["run_id"]), canon(manifest) + b"\n")
     found, run = audit(store, corpus_keyring, test_signer)
-    assert found[0] == ("MANIFEST_INVALID", layout.manifest(manifest["run_id"]), "manifest_signature_invalid")
+    assert found[0] == ("manifest_invalid", layout.manifest(manifest["run_id"]), "manifest_signature_invalid")
     # what only that run listed is now unaccounted for; the key document the first run lists is not
     assert {(code, path) for code, path, _ in found[1:]} == {
-        ("ORPHAN", e["path"]) for e in manifest["objects"] if not e["path"].startswith("keys/")
+        ("orphan", e["path"]) for e in manifest["objects"] if not e["path"].startswith("keys/")
     }
     assert run.counts.manifests == 1
 
@@ -106,9 +106,9 @@ def test_a_broken_chain(store, archived, overwrite, corpus_keyring, test_signer)
     resign(store, overwrite, manifest, test_signer)
     found, _ = audit(store, corpus_keyring, test_signer)
     assert found == [
-        ("ATTESTATION_INVALID", layout.manifest(manifest["run_id"]), "the run archived 2 versions and attested 1"),
+        ("attestation_invalid", layout.manifest(manifest["run_id"]), "the run archived 2 versions and attested 1"),
         (
-            "CHAIN_BROKEN",
+            "chain_broken",
             feed["path"],
             f"lines[0].prev_event: names {json.loads(dropped)['event_id']}, which ends no feed of test-key-1",
         ),
@@ -122,8 +122,8 @@ def test_a_table_with_a_wrong_row_count(store, archived, overwrite, corpus_keyri
     resign(store, overwrite, manifest, test_signer)
     found, _ = audit(store, corpus_keyring, test_signer)
     assert found == [
-        ("ROWS_MISMATCH", table["path"], f"{table['rows'] - 1} rows, listed as {table['rows']}"),
-        ("ROWS_MISMATCH", layout.manifest(manifest["run_id"]), "events: the stats say 6, its files hold 7"),
+        ("rows_mismatch", table["path"], f"{table['rows'] - 1} rows, listed as {table['rows']}"),
+        ("rows_mismatch", layout.manifest(manifest["run_id"]), "events: the stats say 6, its files hold 7"),
     ]
 
 
@@ -131,7 +131,7 @@ def test_an_orphan(store, archived, corpus_keyring, test_signer):
     stray = layout.raw_bundle("ab" * 32)
     store.put_bytes(stray, b"{}")
     found, _ = audit(store, corpus_keyring, test_signer)
-    assert found == [("ORPHAN", stray, "2 bytes")]
+    assert found == [("orphan", stray, "2 bytes")]
 
 
 def test_row_counts_come_from_the_footer_alone(store, archived):
@@ -175,12 +175,12 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
     untrusted = runner.invoke(main, ["audit", str(archive), *keys])
     assert untrusted.exit_code == 1
     finding, summary = untrusted.stdout.splitlines()
-    assert finding.startswith("MANIFEST_UNPINNED manifests/")
+    assert finding.startswith("manifest_unpinned manifests/")
     assert (
         f"to check them, pass --keyring {archive}/keys/{key_document.name} after checking its fingerprint, "
         "or --trust-archive-keys"
     ) in finding
-    assert summary.startswith("1 discrepancies (MANIFEST_UNPINNED 1) in 0 manifests")
+    assert summary.startswith("1 discrepancies (manifest_unpinned 1) in 0 manifests")
     assert runner.invoke(main, ["audit", str(archive), *keys, "--trust-archive-keys"]).exit_code == 0
     # on the crawling machine its own key is trusted with no option
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -192,8 +192,8 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
     assert damaged.exit_code == 1
     lines = [json.loads(line) for line in damaged.stdout.splitlines()]
     path = raw.relative_to(archive).as_posix()
-    assert [(line["code"], line["path"]) for line in lines[:-1]] == [("SIZE_MISMATCH", path), ("BUNDLE_REJECTED", path)]
-    assert lines[-1]["summary"]["discrepancies"] == {"BUNDLE_REJECTED": 1, "SIZE_MISMATCH": 1}
+    assert [(line["code"], line["path"]) for line in lines[:-1]] == [("size_mismatch", path), ("bundle_rejected", path)]
+    assert lines[-1]["summary"]["discrepancies"] == {"bundle_rejected": 1, "size_mismatch": 1}
     assert lines[-1]["summary"]["clean"] is False
 
 

@@ -31,7 +31,7 @@ from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 KILLS = int(os.environ.get("PITH_CRASH_KILLS", "3"))
 RUN_ID = re.compile(r"run (\S+) writing to")
-CHECKPOINTED = re.compile(r"checkpoint committed \S*manifests/(\S+)\.json")
+CHECKPOINTED = re.compile(r"interim commit committed \S*manifests/(\S+)\.json")
 DEADLINE = 90
 COMMIT_SEEDS = 12  # the commit points need a run to commit, not a long one
 
@@ -96,9 +96,9 @@ def check_killed_run(store, keyring, bundle_keyring, killed: str) -> list[str]:
     the checkpoint of its key's log, named by the tree size, which the next commit
     replaces, or its key document, which the next commit lists)."""
     check = audit_archive(store, keyring, bundle_keyring)
-    assert check.codes() <= {"ORPHAN"}, check.discrepancies  # no manifest torn or untrusted
+    assert check.codes() <= {"orphan"}, check.discrepancies  # no manifest torn or untrusted
     assert all(manifest["run_id"] != killed for manifest in check.manifests)
-    paths = check.paths("ORPHAN")
+    paths = check.paths("orphan")
     assert paths, "the killed run left nothing behind: the kill came too early to prove anything"
     assert all(path.startswith(("raw/", "quarantine/", "checkpoints/", "keys/")) or killed in path for path in paths), (
         paths
@@ -110,10 +110,10 @@ def check_recovered(store, keyring, bundle_keyring, expected: list[str], killed:
     """After the full run: the audit finds nothing but the killed runs' orphans, every
     record is there once, and removing what it lists as orphans leaves a clean audit."""
     check = audit_archive(store, keyring, bundle_keyring)
-    assert check.codes() <= {"ORPHAN"}, check.discrepancies
+    assert check.codes() <= {"orphan"}, check.discrepancies
     assert sorted(check.numbers()) == expected  # every record, none twice
     assert not {manifest["run_id"] for manifest in check.manifests} & set(killed)
-    leftovers = check.paths("ORPHAN")
+    leftovers = check.paths("orphan")
     assert all(any(run in path for run in killed) or "/.tmp-" in path for path in leftovers), leftovers
     for path in leftovers:
         store.delete(path)
@@ -177,7 +177,7 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(
     committed = {manifest["run_id"] for manifest in committed_manifests(store, keyring)}
     killed = [run for run in RUN_ID.findall(log.read_text()) if run not in committed]
     check = audit_archive(store, keyring, corpus_keyring)
-    assert check.codes() <= {"ORPHAN"}, check.discrepancies  # what the checkpoints committed is whole
+    assert check.codes() <= {"orphan"}, check.discrepancies  # what the checkpoints committed is whole
     kept = check.numbers()
     assert len(kept) == len(set(kept)) >= 10 and len(committed) >= 2
 
@@ -271,7 +271,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path, corpus_dir, corpus_ca
             killed.append(sigkill(process, log) or "(before the archive opened)")
             moments.append(moment[0])
         check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
-        assert check.codes() <= {"ORPHAN"}, check.discrepancies  # whatever committed is whole
+        assert check.codes() <= {"orphan"}, check.discrepancies  # whatever committed is whole
         assert len(check.numbers()) == len(set(check.numbers()))
     final = run_cli_crawl(tmp_path, *args)
     assert final.returncode == 0, final.stderr[-3000:]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 from crawler.verifier import Worker
-from crawler.verify_worker import Checker, decode, encode
+from crawler.verify_worker import BundleChecker, decode, encode
 from mirror.faults import FaultPlan
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
@@ -193,8 +193,8 @@ def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs
     )
     keyring.add(windowed)
     keyring.add(replace(registry, key_id="an-archive-key", role=ARCHIVE))
-    checker = Checker(keyring, Limits(max_bytes=1 << 20))
-    configured = Checker.configured(checker.configuration())
+    checker = BundleChecker(keyring, Limits(max_bytes=1 << 20))
+    configured = BundleChecker.configured(checker.configuration())
     assert list(configured.keyring) == list(keyring) and configured.limits == checker.limits
 
     real = (FIXTURES / f"{REAL[0]}.bundle.json").read_bytes()

@@ -11,7 +11,7 @@ from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from pith_archiver.cli import main
 from storage import layout
-from storage.committed import CommittedArchive, ObjectAltered, reading_keyring
+from storage.reader import CommittedArchive, ObjectAltered, reading_keyring
 from storage.export import ExportError, export_bag, export_dataset
 from storage.stores import LocalStore, S3Store
 from storage.tables import TABLES

@@ -35,7 +35,7 @@ from crawler.frontier import (
 import crawler.frontier as frontier_package
 from crawler.frontier.client import worker_id
 from crawler.seen import SeenStore
-from crawler.links import Resolver
+from crawler.links import ResolverUrls
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
 from mirror.faults import FaultPlan
@@ -81,7 +81,7 @@ def test_every_task_the_spider_queues_is_rebuilt_by_the_worker_as_it_was():
         assert set(entry) <= {"kind", "suffix", "alias", "depth", "base", "path"}  # names, never a request
         back, sent = spider.task_request(serializer.loads(data)).to_dict(spider=spider), request.to_dict(spider=spider)
         if request.callback.__name__ == "parse_bundle":  # each worker picks the record's source (crawler.spread)
-            sources = {base: Resolver(base).url("bundle_url", entry["suffix"]) for base in spider.sources}
+            sources = {base: ResolverUrls(base).url("bundle_url", entry["suffix"]) for base in spider.sources}
             assert back["url"] == sources[back["meta"].pop("pith_tried")[-1]]
             del back["url"], sent["url"], sent["meta"]["pith_tried"]
         assert back == sent
@@ -436,7 +436,7 @@ def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_di
     assert len(by_worker["doomed"]) >= 4  # its checkpoints survived it
     assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every  # each record once in the union
     assert stats["pith/frontier_recovered"] >= len(by_worker["doomed"])
-    # not stored again: unchanged since its checkpoint committed it (their validators
+    # not stored again: unchanged since its interim commit committed it (their validators
     # were kept then), or fetched again and found archived
     redone = stats.get("pith/not_modified", 0) + stats.get("pith/already_archived", 0)
     assert redone >= len(by_worker["doomed"])

@@ -13,7 +13,7 @@ from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.committed import CommittedArchive, table_batches
+from storage.reader import CommittedArchive, table_batches
 from storage.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, rebuilt

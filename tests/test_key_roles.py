@@ -119,9 +119,9 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
     for options in ([], ["--keyring", key_document]):
         audited = cli(tmp_path, "audit", archive, *options)
         assert audited.returncode == 1, audited.stderr
-        [finding] = [line for line in audited.stdout.splitlines() if line.startswith("BUNDLE_REJECTED")]
+        [finding] = [line for line in audited.stdout.splitlines() if line.startswith("bundle_rejected")]
         assert "wrong_key_role at events[0].payload.receipt.key_id" in finding
-        assert audited.stdout.splitlines()[-1].startswith("1 discrepancies (BUNDLE_REJECTED 1)")
+        assert audited.stdout.splitlines()[-1].startswith("1 discrepancies (bundle_rejected 1)")
 
     with serve_process(archive) as (_, url):  # on this machine (XDG_CONFIG_HOME is tmp_path/config)
         assert fetch(f"{url}/pith/1904.12043v2") == (404, b"")  # no alias leads to the forgery
@@ -211,9 +211,9 @@ def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, st
     assert not list(archive.glob(".*"))  # the crawl keeps its own state outside the archive
     audited = cli(tmp_path, "audit", archive)
     assert audited.returncode == 1
-    orphans = {line.split()[1]: line.split()[2] for line in audited.stdout.splitlines() if line.startswith("ORPHAN")}
+    orphans = {line.split()[1]: line.split()[2] for line in audited.stdout.splitlines() if line.startswith("orphan")}
     assert orphans == {path: str(len(data)) for path, data in planted.items()}
-    assert audited.stdout.splitlines()[-1].startswith(f"{len(planted)} discrepancies (ORPHAN {len(planted)})")
+    assert audited.stdout.splitlines()[-1].startswith(f"{len(planted)} discrepancies (orphan {len(planted)})")
 
 
 # --- your own archive, no ceremony (12.4) -------------------------------------------------
@@ -235,7 +235,7 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
     assert elsewhere.returncode == 1
     finding, summary = elsewhere.stdout.splitlines()
     key_id = machine_signer(tmp_path).key_id
-    assert finding.startswith("MANIFEST_UNPINNED manifests/") and f"signed by {key_id} (fingerprint " in finding
+    assert finding.startswith("manifest_unpinned manifests/") and f"signed by {key_id} (fingerprint " in finding
     assert (
         f"pass --keyring {archive}/keys/{key_id}.json after checking its fingerprint, or --trust-archive-keys"
         in finding

@@ -1,4 +1,4 @@
-"""A segment's ledger: what its manifest will list and what its attestations owe,
+"""An open run's ledger: what its manifest will list and what its attestations owe,
 kept in a file rather than in memory."""
 
 import threading

@@ -9,7 +9,7 @@ from pith.canonical import canon
 from pith.signing import Signer
 from storage import layout
 from storage.audit import Audit
-from storage.committed import CommittedArchive
+from storage.reader import CommittedArchive
 from storage.manifest import (
     ManifestInvalid,
     build_manifest,
@@ -145,7 +145,7 @@ def test_torn_and_misnamed_manifests_are_reported_not_trusted(store, test_signer
 
 
 def audit_orphans(store, keyring) -> list[str]:
-    return sorted(found.path for found in Audit(store, keyring, keyring).run() if found.code == "ORPHAN")
+    return sorted(found.path for found in Audit(store, keyring, keyring).run() if found.code == "orphan")
 
 
 def test_what_no_committed_manifest_lists_is_an_orphan(store, test_signer, test_keyring):
@@ -173,4 +173,4 @@ def test_the_objects_of_a_manifest_signed_by_an_unpinned_key_are_not_orphans(sto
     committed = read_committed(store, test_keyring)
     assert committed.manifests == [] and [r.error.reason for r in committed.untrusted] == ["unknown_key"]
     assert audit_orphans(store, test_keyring) == []
-    assert [found.code for found in Audit(store, test_keyring, test_keyring).run()] == ["MANIFEST_UNPINNED"]
+    assert [found.code for found in Audit(store, test_keyring, test_keyring).run()] == ["manifest_unpinned"]

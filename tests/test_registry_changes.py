@@ -206,7 +206,7 @@ def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rota
     assert len(rows(tmp_path, "records")) == 13
     audited = audit(tmp_path, keyring)
     assert audited.returncode == 1
-    assert "BUNDLE_REJECTED" in audited.stdout and f"key_retired at bundle_signature.key_id: {old}" in audited.stdout
+    assert "bundle_rejected" in audited.stdout and f"key_retired at bundle_signature.key_id: {old}" in audited.stdout
 
     fresh = crawl(tmp_path, server, suffixes, keyring, archive="fresh")
     assert fresh.returncode == 1, fresh.stdout + fresh.stderr[-3000:]

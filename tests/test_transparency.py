@@ -58,7 +58,7 @@ def logged_run(store, signer, keyring, raws, *, checkpoint_each: bool = False, w
     for raw in raws:
         writer.add_verified(raw, verify_bundle(raw, keyring), "http://127.0.0.1/x", FETCHED_AT).result()
         if checkpoint_each:
-            writer.checkpoint()
+            writer.commit_interim()
     return writer.commit()
 
 
@@ -341,7 +341,7 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     rolled = runner.invoke(main, args)
     assert rolled.exit_code == 1
     assert (
-        f"LOG_ROLLED_BACK {saved} test-key-1: the archive's log has 3 leaves, behind the checkpoint's 5"
+        f"log_rolled_back {saved} test-key-1: the archive's log has 3 leaves, behind the checkpoint's 5"
         in rolled.stdout
     )
 
@@ -350,14 +350,14 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     assert forked.exit_code == 1
     found = json.loads(forked.stdout.splitlines()[0])
     assert found == {
-        "code": "LOG_FORKED",
+        "code": "log_forked",
         "path": str(saved),
         "detail": "test-key-1: the archive's log of 6 leaves does not extend the checkpoint of 5",
     }
 
     other = tmp_path / "not-a-checkpoint"
     other.write_text("hello\n")
-    assert "CHECKPOINT_INVALID" in runner.invoke(main, [*args[:-1], str(other)]).stdout
+    assert "checkpoint_invalid" in runner.invoke(main, [*args[:-1], str(other)]).stdout
 
 
 def test_a_crashed_commits_checkpoint_gives_way(tmp_path, corpus_dir, corpus_keyring, test_signer):
@@ -401,8 +401,8 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
     assert audit.exit_code == 1
     feed = layout.attestation_feed(manifest["run_id"])
     assert audit.stdout.splitlines()[:2] == [
-        f"LOG_BROKEN {entry['path']} test-key-1: not the content hashes of {feed}",
-        "LOG_BROKEN checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
+        f"log_broken {entry['path']} test-key-1: not the content hashes of {feed}",
+        "log_broken checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
         "another",
     ]
     proof = runner.invoke(

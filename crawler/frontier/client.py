@@ -121,7 +121,7 @@ class Frontier:
             crawler.stats,
         )
         crawler.signals.connect(frontier.check, signal=pith_signals.archive_opened)
-        crawler.signals.connect(frontier.note_commit, signal=pith_signals.checkpoint_committed)
+        crawler.signals.connect(frontier.note_commit, signal=pith_signals.interim_committed)
         crawler.signals.connect(frontier.note_commit, signal=pith_signals.archive_committed)
         return frontier
 
@@ -146,9 +146,9 @@ class Frontier:
                 dropped,
             )
 
-    def note_commit(self, segment: str) -> None:
+    def note_commit(self, open_run: str) -> None:
         """A manifest of this worker's is committed: the claims now stand on it."""
-        self.server.sadd(self.commits_key, segment)
+        self.server.sadd(self.commits_key, open_run)
 
     def claim(self, suffixes, depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first

@@ -27,7 +27,7 @@ from ..cross_check import CrossCheck
 from ..failures import describe, forbidden_by_robots
 from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
 from ..items import BundleItem, FetchFailureItem
-from ..links import Resolver, base_of, learnt_template, mirror_bases, port_of, suffixes_in
+from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..seen import SeenStore
 from .. import signals as pith_signals
 from ..sitemaps import SitemapWalk
@@ -86,7 +86,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             self.seeds = SeedList(_as_list(seeds), seeds_file or None)
         except SeedError as exc:
             raise ValueError(str(exc)) from None
-        self.resolver = Resolver((resolver or DEFAULT_RESOLVER).rstrip("/"))
+        self.resolver = ResolverUrls((resolver or DEFAULT_RESOLVER).rstrip("/"))
         self.fallbacks = [m.rstrip("/") for m in _as_list(mirrors)]
         self.mirrors_from_registry = _as_bool(mirrors_from_registry)
         self.max_records = int(max_records or 0)
@@ -322,7 +322,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         yield from self.record_requests(suffixes_in(body), depth)
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
-        resolver = Resolver(base, self.resolver.templates)
+        resolver = ResolverUrls(base, self.resolver.templates)
         # dont_filter: records are deduplicated by suffix (self.seen); the URL dupefilter
         # would also swallow a redirect loop's second visit silently instead of naming it
         return scrapy.Request(

@@ -1,10 +1,10 @@
-"""What others ask of an archive's transparency logs (``storage.tlog``): the latest
+"""What others ask of an archive's transparency logs (``storage.key_logs``): the latest
 checkpoint of each key, for a witness to keep; an inclusion proof of a record's latest
 storage attestation; and whether the archive's log of a key still extends a
 checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a fork.
 
-The audit findings it adds (docs/TRANSPARENCY.md): LOG_ROLLED_BACK, LOG_FORKED,
-LOG_BROKEN and CHECKPOINT_INVALID.
+The audit findings it adds (docs/TRANSPARENCY.md): log_rolled_back, log_forked,
+log_broken and checkpoint_invalid.
 """
 
 import json
@@ -13,15 +13,15 @@ from dataclasses import replace
 
 from pith.checkpoint import open_checkpoint
 from pith.keyring import Keyring
-from pith.merkle import Frontier, Tree, verify_consistency
+from pith.merkle import MerkleEdge, Tree, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from .audit import Discrepancy
-from .committed import CommittedArchive, nothing_committed, read_entry, table_batches
+from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
 from .manifest import read_committed
 from .stores import ObjectStore, StorageError
-from .tlog import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
+from .key_logs import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -105,32 +105,32 @@ def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, st
 
 
 def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) -> list[Discrepancy]:
-    """LOG_BROKEN for each key's committed log whose leaves files do not hold its feeds'
+    """log_broken for each key's committed log whose leaves files do not hold its feeds'
     content hashes, or whose committed checkpoints do not sign the size and root of the
     leaves before them. A missing or altered object is left to the audit's own checks."""
     found = []
     for key_id, log in sorted(logs.items()):
-        frontier = Frontier()
+        frontier = MerkleEdge()
         try:
             for part in log.parts:
                 leaves = part_leaves(store, part)
                 if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
                     found.append(
                         Discrepancy(
-                            "LOG_BROKEN", part.leaves.path, f"{key_id}: not the content hashes of {part.feed.path}"
+                            "log_broken", part.leaves.path, f"{key_id}: not the content hashes of {part.feed.path}"
                         )
                     )
                 add_leaves(frontier, leaves)
                 if part.checkpoint:
                     why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
                     if why:
-                        found.append(Discrepancy("LOG_BROKEN", part.checkpoint.path, f"{key_id}: {why}"))
+                        found.append(Discrepancy("log_broken", part.checkpoint.path, f"{key_id}: {why}"))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found
 
 
-def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: Frontier) -> str:
+def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: MerkleEdge) -> str:
     """Why a committed checkpoint does not sign the log as its leaves give it ('' if it does)."""
     try:
         checkpoint, key = open_checkpoint(note, keyring)
@@ -156,21 +156,21 @@ def check_consistency(
     store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], note: bytes, source: str
 ) -> list[Discrepancy]:
     """Whether the archive's log of the key that signed the checkpoint ``note`` (read
-    from ``source``) extends it: nothing when it does; LOG_ROLLED_BACK or LOG_FORKED,
+    from ``source``) extends it: nothing when it does; log_rolled_back or log_forked,
     naming the key and both sizes, when it does not."""
     try:
         saved, key = open_checkpoint(note, keyring)
     except Rejected as exc:
-        return [Discrepancy("CHECKPOINT_INVALID", source, str(exc))]
+        return [Discrepancy("checkpoint_invalid", source, str(exc))]
     log = logs.get(key.key_id)
     try:
         tree, _ = current_log(store, keyring, log)
     except StorageError as exc:
-        return [Discrepancy("LOG_BROKEN", source, f"{key.key_id}: {exc}")]
+        return [Discrepancy("log_broken", source, f"{key.key_id}: {exc}")]
     if tree.size < saved.size:
         return [
             Discrepancy(
-                "LOG_ROLLED_BACK",
+                "log_rolled_back",
                 source,
                 f"{key.key_id}: the archive's log has {tree.size} leaves, behind the checkpoint's {saved.size}",
             )
@@ -178,7 +178,7 @@ def check_consistency(
     if not verify_consistency(saved.size, tree.size, tree.consistency_proof(saved.size), saved.root, tree.root()):
         return [
             Discrepancy(
-                "LOG_FORKED",
+                "log_forked",
                 source,
                 f"{key.key_id}: the archive's log of {tree.size} leaves does not extend the checkpoint of {saved.size}",
             )

@@ -10,7 +10,7 @@ from pith.verify import Verdict, value_at
 logger = logging.getLogger(__name__)
 
 
-class VerifyPipeline:
+class VerdictStatsPipeline:
     """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
     ``pith/rejected/<reason>``, ``pith/unexpected_record``), names each rejection in the
     log before the archive pipeline quarantines the bundle, and counts what an

@@ -16,10 +16,10 @@ import logging
 from dataclasses import dataclass, field
 
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
-from pith.merkle import HASH_SIZE, Frontier, leaf_hash
+from pith.merkle import HASH_SIZE, MerkleEdge, leaf_hash
 from pith.signing import Signer
 from . import layout
-from .committed import read_entry
+from .reader import read_entry
 from .manifest import listed
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
@@ -105,13 +105,13 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
 
 
 def add_leaves(into, leaves: bytes) -> None:
-    """Append concatenated 32-byte leaf inputs to a Tree or Frontier."""
+    """Append concatenated 32-byte leaf inputs to a Tree or MerkleEdge."""
     for at in range(0, len(leaves), HASH_SIZE):
         into.append(leaf_hash(leaves[at : at + HASH_SIZE]))
 
 
 def read_log(store: ObjectStore, log: KeyLog | None, into):
-    """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a Frontier when only the
+    """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a MerkleEdge when only the
     root and appending matter), checking every checkpoint's size on the way."""
     for part in log.parts if log else ():
         log.starts[part.run_id] = into.size
@@ -127,7 +127,7 @@ class LogAppender:
     """One writer's key's log, as far as its commits took it: each commit with
     attestations writes their leaves and the grown log's signed checkpoint."""
 
-    def __init__(self, signer: Signer, archive_uri: str, frontier: Frontier):
+    def __init__(self, signer: Signer, archive_uri: str, frontier: MerkleEdge):
         self.signer = signer
         self.origin = log_origin(archive_uri, signer.key_id)
         self.frontier = frontier

@@ -7,13 +7,13 @@ this run is about to redo (``refresh``)."""
 import threading
 
 from pith.keyring import Keyring
-from .committed import table_batches
+from .reader import table_batches
 from .history import EVENT_COLUMNS, RECORD_COLUMNS, History
 from .manifest import listed, read_committed
 from .stores import ObjectStore
 
 
-class CommittedHistory:
+class HistoryLoader:
     """The history a writer judges new versions against. ``history`` is None until
     ``open``; ``known_runs`` are the run ids whose manifests it holds (or that are the
     writer's own, which it need not read back)."""

@@ -1,4 +1,4 @@
-"""Committing a segment of a run, in the order that keeps a crash harmless: once its
+"""Committing a run of a run, in the order that keeps a crash harmless: once its
 raw objects are stored, sign their attestations (continuing the key's chain), close
 its tables, store the attestation feed, grow the key's transparency log, publish the
 key document, and write the signed manifest last. Until the manifest exists, all of
@@ -10,22 +10,22 @@ from itertools import islice
 
 from pith.canonical import canon
 from pith.keyring import ARCHIVE, KeyringError, key_from_entry
-from pith.merkle import Frontier
+from pith.merkle import MerkleEdge
 from pith.signing import Signer
 from . import layout
 from .attestations import AttestationFeed, FeedSpool, chain_head_of
 from .manifest import build_manifest, commit_manifest, sign_manifest
-from .segment import Segment
+from .open_run import OpenRun
 from .stores import ObjectExists, ObjectInfo, ObjectStore
 from .rows import attestation_row
-from .tlog import LogAppender, key_logs, read_log
+from .key_logs import LogAppender, key_logs, read_log
 
 logger = logging.getLogger(__name__)
 
 SIGN_BATCH = 256  # attestations signed between two takings of the rows lock
 
 
-class Committer:
+class RunCommitter:
     """Writes the manifests of one signer's runs. Its attestation chain and log start
     where the committed archive left them, once ``resume`` has read that."""
 
@@ -42,46 +42,46 @@ class Committer:
         head = chain_head_of(self.store, manifests, self.signer)
         self._feed = AttestationFeed(self.signer, self.store.uri, head)
         self._log = LogAppender(
-            self.signer, self.store.uri, read_log(self.store, key_logs(manifests).get(self.signer.key_id), Frontier())
+            self.signer, self.store.uri, read_log(self.store, key_logs(manifests).get(self.signer.key_id), MerkleEdge())
         )
         return head
 
-    def commit(self, segment: Segment, stats: dict | None, params: dict | None) -> str:
-        """Commit ``segment``; returns its manifest's path. StorageError, and no
+    def commit(self, open_run: OpenRun, stats: dict | None, params: dict | None) -> str:
+        """Commit ``run``; returns its manifest's path. StorageError, and no
         manifest, if any write of the run failed."""
         try:
-            segment.settle()  # every raw object stored: now it can be attested
-            self._attest(segment)
-            segment.record(self._publish_key())
-            objects = segment.objects()
+            open_run.settle()  # every raw object stored: now it can be attested
+            self._attest(open_run)
+            open_run.record(self._publish_key())
+            objects = open_run.objects()
             manifest = build_manifest(
-                run_id=segment.run_id,
+                run_id=open_run.run_id,
                 worker=self.worker,
-                started_at=segment.started_at,
+                started_at=open_run.started_at,
                 objects=objects,
                 params=params or {},
-                stats={**(stats or {}), "archive": segment.archive_stats(objects)},
+                stats={**(stats or {}), "archive": open_run.archive_stats(objects)},
             )
             return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
         finally:
-            segment.ledger.discard()
+            open_run.ledger.discard()
 
-    def _attest(self, segment: Segment) -> None:
-        """Sign, table, store and log the attestations ``segment`` owes; then close its
+    def _attest(self, open_run: OpenRun) -> None:
+        """Sign, table, store and log the attestations ``run`` owes; then close its
         tables and wait for every upload."""
-        feed = FeedSpool(segment.spool_dir)
+        feed = FeedSpool(open_run.spool_dir)
         try:
-            signed = self._feed.seal(segment.ledger.owed(), segment.run_id)
-            # signed outside the rows lock, which the crawl's next segment needs meanwhile
+            signed = self._feed.seal(open_run.ledger.owed(), open_run.run_id)
+            # signed outside the rows lock, which the crawl's next run needs meanwhile
             while batch := [attestation_row(feed.add(event)) for event in islice(signed, SIGN_BATCH)]:
-                segment.add_rows("attestations", batch)
-            segment.close_tables()
+                open_run.add_rows("attestations", batch)
+            open_run.close_tables()
             feed.close()
-            segment.settle()
+            open_run.settle()
             if feed.leaves:
-                segment.record(self.store.put_file(layout.attestation_feed(segment.run_id), feed.path))
-                for info in self._log.extend(self.store, segment.run_id, bytes(feed.leaves)):
-                    segment.record(info)
+                open_run.record(self.store.put_file(layout.attestation_feed(open_run.run_id), feed.path))
+                for info in self._log.extend(self.store, open_run.run_id, bytes(feed.leaves)):
+                    open_run.record(info)
         finally:
             feed.discard()
 
