@@ -2,7 +2,7 @@
 
 The sample is the first N bundle requests this worker downloads, one per record (with
 seeds named in order and no link following, the first N seeds): ``CrossCheckSample``
-marks them (``meta["pith_cross_check"]``) and makes them unconditional, so that a
+marks them (``meta[Meta.CROSS_CHECK]``) and makes them unconditional, so that a
 re-crawl has a body to compare even when the record has not changed. When a marked
 bundle arrives, the spider (through ``CrossCheck``) fetches the record again from
 every other source of the crawl (its ``--mirror`` URLs and the mirrors its manifest
@@ -19,11 +19,12 @@ from scrapy.exceptions import NotConfigured
 from pith.signing import utc_now
 from .items import BundleItem
 from .links import ResolverUrls, base_of
+from .stat_keys import Stat
+from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
 PRIORITY = 20  # a bundle's own
-SAMPLED = "pith_cross_check"
 
 
 class CrossCheckSample:
@@ -47,14 +48,14 @@ class CrossCheckSample:
         meta = request.meta
         if (
             self.left > 0
-            and meta.get("pith_template") == "bundle_url"
-            and meta.get("pith_tried") == [self.crawler.spider.resolver.base]  # the resolver's: the first copy
-            and SAMPLED not in meta
+            and meta.get(Meta.TEMPLATE) == "bundle_url"
+            and meta.get(Meta.TRIED) == [self.crawler.spider.resolver.base]  # the resolver's: the first copy
+            and Meta.CROSS_CHECK not in meta
         ):
             self.left -= 1
-            meta[SAMPLED] = True
-            meta["pith_conditional"] = False
-            self.crawler.stats.inc_value("pith/cross_check/records")
+            meta[Meta.CROSS_CHECK] = True
+            meta[Meta.CONDITIONAL] = False
+            self.crawler.stats.inc_value(Stat.CROSS_CHECK_RECORDS)
         return None
 
 
@@ -66,14 +67,14 @@ class CrossCheck:
     def cross_check_requests(self, response, item: BundleItem):
         """For a sampled bundle: requests for the record's bundle from every other
         source; marks ``item`` (the first copy) as cross-checked."""
-        if not response.meta.get(SAMPLED):
+        if not response.meta.get(Meta.CROSS_CHECK):
             return
         item.cross_check = True
         served_by = base_of(response.url)
         others = [base for base in self.sources if base != served_by]
         if not others:
-            self._stat("cross_check/alone")
-            if self.crawler.stats.get_value("pith/cross_check/alone") == 1:
+            self._stat(Stat.CROSS_CHECK_ALONE)
+            if self.crawler.stats.get_value(Stat.CROSS_CHECK_ALONE) == 1:
                 logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
         for base in others:
             yield scrapy.Request(
@@ -82,20 +83,20 @@ class CrossCheck:
                 errback=self.copy_failed,
                 priority=PRIORITY,
                 dont_filter=True,
-                meta={"pith_suffix": item.suffix, "pith_depth": item.depth},
+                meta={Meta.SUFFIX: item.suffix, Meta.DEPTH: item.depth},
             )
 
     async def parse_copy(self, response):
         meta = response.meta
-        self._stat("cross_check/copies")
+        self._stat(Stat.CROSS_CHECK_COPIES)
         fetched_at = utc_now()
         verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifier)
         yield BundleItem(
             url=response.url,
             body=response.body,
             fetched_at=fetched_at,
-            suffix=meta["pith_suffix"],
-            depth=meta["pith_depth"],
+            suffix=meta[Meta.SUFFIX],
+            depth=meta[Meta.DEPTH],
             cross_check=True,
             verdict=verdict,
         )
@@ -103,5 +104,5 @@ class CrossCheck:
     def copy_failed(self, failure):
         """A source that cannot serve the copy: the record itself was had, so this is
         counted (``pith/cross_check/failures``) and logged, not a failed record."""
-        self._stat("cross_check/failures")
+        self._stat(Stat.CROSS_CHECK_FAILURES)
         logger.warning("--cross-check: %s failed: %s", failure.request.url, failure.value)

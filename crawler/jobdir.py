@@ -30,6 +30,7 @@ from scrapy.utils.job import job_dir
 
 from . import signals as pith_signals
 from .seen import FILE_NAME as SEEN_FILE
+from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class JobdirGuard:
                 self.jobdir,
             )
             self._start_over()
-            self.stats.set_value(f"{pith_signals.CACHE_DROPPED}job", len(missing))
+            self.stats.set_value(StatFamily.CACHE_DROPPED + "job", len(missing))
 
     def note_commit(self, open_run: str) -> None:
         with open(self.jobdir / COMMITS, "a", encoding="utf-8") as handle:
@@ -116,7 +117,7 @@ class JobdirGuard:
 
     def spider_opened(self, spider):
         if self.reset:
-            self.stats.set_value("pith/jobdir_reset", 1)
+            self.stats.set_value(Stat.JOBDIR_RESET, 1)
 
     def spider_closed(self, spider, reason):
         """Every Scrapy job file is closed by now: the directory may be resumed."""

@@ -17,11 +17,11 @@ from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
 from .signals import operator_notice
+from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
 KEY_DOCUMENT_PATH = "/pith-signing-key.json"
-UNPINNED_PREFIX = "pith/announced_keys/unpinned/"  # stats: key_id -> fingerprint
 
 
 def crawl_keyring(settings) -> Keyring:
@@ -99,16 +99,16 @@ class SigningKeyWatch:
                 continue
             pinned = self.keyring.get(key.key_id)
             if pinned is not None and pinned.raw == key.raw:
-                stats.inc_value("pith/announced_keys/pinned")
+                stats.inc_value(Stat.ANNOUNCED_KEYS_PINNED)
             elif pinned is not None:
-                stats.inc_value("pith/announced_keys/conflicts")
+                stats.inc_value(Stat.ANNOUNCED_KEYS_CONFLICTS)
                 self.notify(
                     f"the registry announces key {key.key_id} with fingerprint {key.fingerprint}, but "
                     f"{key.key_id} is pinned with fingerprint {pinned.fingerprint}: its bundles will be "
                     "rejected; find out which is genuine before changing the keyring"
                 )
             else:
-                stats.set_value(UNPINNED_PREFIX + key.key_id, key.fingerprint)
+                stats.set_value(StatFamily.ANNOUNCED_UNPINNED + key.key_id, key.fingerprint)
                 self.notify(
                     f"the registry announces signing key {key.key_id} (fingerprint {key.fingerprint}), "
                     f"which is not pinned: bundles it signs will be rejected as unknown_key; " + pin_hint(url, key)

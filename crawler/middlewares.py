@@ -18,6 +18,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from . import signals as pith_signals
 from .links import port_of
 from .seen import PAGE_CACHE_KIB
+from .stat_keys import Stat, StatFamily
+from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             return response
         hinted = retry_after_seconds(response.headers.get(b"Retry-After")) if response.status in (429, 503) else None
         if hinted is not None:
-            self.crawler.stats.inc_value("pith/retry_after_honoured")
+            self.crawler.stats.inc_value(Stat.RETRY_AFTER_HONOURED)
             await self._wait(min(hinted, self.retry_after_max))
         else:
             await self._wait(self._backoff(request))
@@ -92,7 +94,7 @@ class ConditionalRequestMiddleware:
     records are fetched and archived again instead of heard as 304. Until then, or in a
     crawl with no archive, no request is made conditional.
 
-    Validators are remembered only for requests marked ``meta["pith_conditional"]``,
+    Validators are remembered only for requests marked ``meta[Meta.CONDITIONAL]``,
     and saved only when the archive run holding their bundle commits: a validator
     saved for a bundle that never reached a manifest would hide it forever. Until its
     bundle is archived (``bundle_archived``) a validator is held in memory; from then
@@ -163,13 +165,13 @@ class ConditionalRequestMiddleware:
         dropped += self.unbound
         self.known = self.db.execute("SELECT EXISTS (SELECT 1 FROM validators)").fetchone()[0] == 1
         if dropped:
-            self.stats.set_value(f"{pith_signals.CACHE_DROPPED}validators", dropped)
+            self.stats.set_value(StatFamily.CACHE_DROPPED + "validators", dropped)
             logger.warning(
                 "cache did not match the archive: %d validators dropped (their bundles are fetched again)", dropped
             )
 
     def process_request(self, request, spider=None):
-        if not self.known or not request.meta.get("pith_conditional"):
+        if not self.known or not request.meta.get(Meta.CONDITIONAL):
             return None
         row = self.db.execute("SELECT etag, modified FROM validators WHERE url = ?", (request.url,)).fetchone()
         if row:
@@ -178,11 +180,11 @@ class ConditionalRequestMiddleware:
                 request.headers[b"If-None-Match"] = etag
             if modified:
                 request.headers[b"If-Modified-Since"] = modified
-            self.stats.inc_value("pith/conditional_requests")
+            self.stats.inc_value(Stat.CONDITIONAL_REQUESTS)
         return None
 
     def process_response(self, request, response, spider=None):
-        if request.meta.get("pith_conditional") and response.status == 200:
+        if request.meta.get(Meta.CONDITIONAL) and response.status == 200:
             etag = response.headers.get(b"ETag")
             modified = response.headers.get(b"Last-Modified")
             if etag or modified:

@@ -12,27 +12,24 @@ import time
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
+from .stat_keys import Stat, fetch_failures
 
 logger = logging.getLogger(__name__)
 
 COUNTS = (
-    ("found", "pith/records_found"),
-    ("fetched", "pith/bundles_fetched"),
-    ("verified", "pith/verified"),
-    ("rejected", "pith/rejected"),
-    ("unchanged", "pith/not_modified"),
-    ("archived", "pith/archived"),
+    ("found", Stat.RECORDS_FOUND),
+    ("fetched", Stat.BUNDLES_FETCHED),
+    ("verified", Stat.VERIFIED),
+    ("rejected", Stat.REJECTED),
+    ("unchanged", Stat.NOT_MODIFIED),
+    ("archived", Stat.ARCHIVED),
 )
 
 
 def snapshot(stats) -> dict:
     values = {name: stats.get_value(key, 0) for name, key in COUNTS}
-    values["errors"] = sum(
-        v
-        for k, v in stats.get_stats().items()
-        if k.startswith(("pith/bundle_failures/", "downloader/exception_type_count/"))
-    )
-    values["state_mismatch"] = stats.get_value("pith/state_mismatch", 0)
+    values["failed"] = sum(fetch_failures(stats.get_stats()).values())  # as the summary counts them
+    values["state_mismatch"] = stats.get_value(Stat.STATE_MISMATCH, 0)
     return values
 
 
@@ -41,7 +38,7 @@ def render(values: dict, elapsed: float) -> str:
     return (
         f"records {values['found']} · fetched {values['fetched']} · verified {values['verified']} · "
         f"rejected {values['rejected']} · unchanged {values['unchanged']} · archived {values['archived']} · "
-        f"errors {values['errors']} · {rate:.1f} bundles/s"
+        f"failed {values['failed']} · {rate:.1f} bundles/s"
     )
 
 
@@ -91,5 +88,5 @@ class Progress:
         if self.live is not None:
             self.live.stop()
         values = snapshot(self.stats)
-        self.stats.set_value("pith/elapsed_seconds", round(time.monotonic() - self.started, 3))
+        self.stats.set_value(Stat.ELAPSED_SECONDS, round(time.monotonic() - self.started, 3))
         logger.info("crawl %s: %s", reason, render(values, time.monotonic() - self.started))

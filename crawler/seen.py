@@ -19,6 +19,7 @@ from scrapy import signals
 from scrapy.utils.job import job_dir
 
 from .frontier import CLAIMED, FULL, SEEN
+from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class SeenStore:
         if self.count:
             logger.info("resuming: %d records were taken before", self.count)
             if spider is not None:  # a resumed job may rightly find nothing left to fetch
-                spider.crawler.stats.set_value("pith/records_taken_before", self.count)
+                spider.crawler.stats.set_value(Stat.RECORDS_TAKEN_BEFORE, self.count)
 
     def claim(self, suffixes, depth: int, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time

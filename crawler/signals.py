@@ -7,7 +7,6 @@
 # checked against these, and dropped where they no longer hold what it was built on.
 archive_opened = object()
 # stats key prefix: what of a cache did not match the archive, by cache (validators, job, frontier)
-CACHE_DROPPED = "pith/cache_dropped/"
 # the archive pipeline committed the crawl's final manifest, whose run id is ``run``
 archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what

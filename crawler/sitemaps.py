@@ -9,6 +9,8 @@ import scrapy
 
 from .failures import describe
 from .links import sitemap_locations, suffixes_in
+from .stat_keys import Stat, StatFamily
+from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ class SitemapWalk:
             errback=self.sitemap_failed,
             priority=PRIORITY,
             dont_filter=not seed,
-            meta={"pith_task": f"sitemap:{url}"} if seed else {},
+            meta={Meta.TASK: f"sitemap:{url}"} if seed else {},
         )
 
     def parse_sitemap(self, response):
@@ -54,12 +56,12 @@ class SitemapWalk:
         """The next sitemap of the walk, requested once the one before it is read: the
         walk stops as soon as --max-records is reached instead of fetching every page."""
         if self.sitemap_walk and self.records_full():
-            self._stat("sitemaps_skipped_max_records", len(self.sitemap_walk))
+            self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(self.sitemap_walk))
             self.sitemap_walk.clear()
         if self.sitemap_walk:
             yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
 
     def sitemap_failed(self, failure):
-        self._stat("discovery_failures/sitemap")
+        self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap")
         logger.warning("sitemap %s failed: %s", failure.request.url, describe(failure))
         yield from self.next_sitemap()

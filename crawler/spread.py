@@ -23,10 +23,10 @@ from collections import Counter
 from urllib.parse import urlsplit
 
 from scrapy.utils.httpobj import urlparse_cached
+from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
-HOSTS = "pith/hosts/"  # stats: pith/hosts/<host:port>/<what>
 BAD = ("rejected", "stale", "forked")
 
 
@@ -100,12 +100,12 @@ class SourcePool:
         self.bad[base] += 1
         if self.bad[base] >= self.demote_after:
             self.demoted.add(base)
-            self.stats.inc_value("pith/mirrors_demoted")
+            self.stats.inc_value(Stat.MIRRORS_DEMOTED)
             logger.warning(
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,
                 self.bad[base],
-                ", ".join(f"{k} {self.stats.get_value(f'{HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
+                ", ".join(f"{k} {self.stats.get_value(f'{StatFamily.HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
             )
 
     def _base(self, url: str) -> str:
@@ -114,7 +114,7 @@ class SourcePool:
 
     def _count(self, base: str, what: str) -> None:
         if self.stats is not None:
-            self.stats.inc_value(f"{HOSTS}{host_of(base)}/{what}")
+            self.stats.inc_value(f"{StatFamily.HOSTS}{host_of(base)}/{what}")
 
 
 class SourceSlots:

@@ -13,6 +13,8 @@ from pith.signing import utc_now
 from .failures import describe
 from .items import StateCheckItem
 from .links import ResolverUrls, base_of
+from .stat_keys import Stat
+from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +42,10 @@ class StateCheck:
                 priority=PRIORITY,
                 dont_filter=True,
                 meta={
-                    "pith_expected_state": canon_sha256(state),
+                    Meta.EXPECTED_STATE: canon_sha256(state),
                     "pith_number": bundle.get("pith_number"),
                     "pith_bundle_sha256": sha256_hex(response.body),
-                    "pith_conditional": True,
+                    Meta.CONDITIONAL: True,
                     "handle_httpstatus_list": [304],
                 },
             )
@@ -51,17 +53,17 @@ class StateCheck:
     def parse_state(self, response):
         meta = response.meta
         if response.status == 304:
-            self._stat("not_modified")
+            self._stat(Stat.NOT_MODIFIED)
             return
         try:
             found = canon_sha256(parse(response.body, self.limits).data)
-            matches, detail = found == meta["pith_expected_state"], ""
+            matches, detail = found == meta[Meta.EXPECTED_STATE], ""
             if not matches:
                 detail = "state.json differs from the bundle's state"
         except Rejected as rejected:
             matches, detail = False, f"state.json unreadable: {rejected}"
         if not matches:
-            self._stat("state_mismatch")
+            self._stat(Stat.STATE_MISMATCH)
             logger.warning("%s: %s", response.url, detail)
         yield StateCheckItem(
             url=response.url,
@@ -73,7 +75,7 @@ class StateCheck:
         )
 
     def state_failed(self, failure):
-        self._stat("state_unavailable")
+        self._stat(Stat.STATE_UNAVAILABLE)
         meta = failure.request.meta
         yield StateCheckItem(
             url=failure.request.url,

@@ -29,6 +29,7 @@ from pith.parse import Limits
 from pith.verify import Verdict
 from .key_watch import crawl_keyring
 from .verify_worker import FRAME, BundleChecker, decode, restore
+from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 
@@ -195,11 +196,11 @@ class Verifier:
             self.running.remove(lost)
             lost.close()
             if self.stats is not None:
-                self.stats.inc_value("pith/verify_pool_restarts")
+                self.stats.inc_value(Stat.VERIFY_POOL_RESTARTS)
 
     def open(self, spider) -> None:
         self.stats = spider.crawler.stats
-        self.stats.set_value("pith/verify_workers", self.workers)
+        self.stats.set_value(Stat.VERIFY_WORKERS, self.workers)
 
     def close(self) -> None:
         for worker in self.running:

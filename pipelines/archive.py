@@ -29,6 +29,7 @@ from storage.manifest import present_runs
 from storage.stores import StorageError, open_store
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
+from crawler.stat_keys import PREFIX, Stat
 
 logger = logging.getLogger(__name__)
 
@@ -105,11 +106,11 @@ class ArchivePipeline:
             return writer.open()
 
         self.writer = await run_in_thread(open_writer)
-        self.stats.set_value("pith/run_id", self.writer.first_run)
+        self.stats.set_value(Stat.RUN_ID, self.writer.first_run)
         self.crawler.signals.send_catch_log(
             pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
         )
-        self.stats.set_value("pith/arrow_memory_pool", memory_pool())
+        self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
 
     async def process_item(self, item):
         try:
@@ -136,9 +137,9 @@ class ArchivePipeline:
         """A store that keeps failing ends the crawl: nothing of this run will commit,
         so fetching more only wastes the resolver's bandwidth. (CloseSpider raised from
         a pipeline is only logged by Scrapy, so ask the engine directly.)"""
-        if self.stats.get_value("pith/commit_error"):
+        if self.stats.get_value(Stat.COMMIT_ERROR):
             return
-        self.stats.set_value("pith/commit_error", f"storage failed: {exc}")
+        self.stats.set_value(Stat.COMMIT_ERROR, f"storage failed: {exc}")
         logger.error("storage failed, stopping the crawl: %s", exc)
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_failed"))
 
@@ -165,7 +166,7 @@ class ArchivePipeline:
         for relation in refused:
             self.crawler.signals.send_catch_log(pith_signals.version_refused, url=item.url, relation=relation)
             if relation == "forked" and item.equivocation is None and self._from_a_mirror(item.url):
-                self.stats.inc_value("pith/equivocations")
+                self.stats.inc_value(Stat.EQUIVOCATIONS)
                 logger.error("split view: %s serves a fork of the archive's current version of the record", item.url)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
@@ -197,10 +198,10 @@ class ArchivePipeline:
                 self._stop(result.value)
             else:
                 logger.error("checkpoint failed", exc_info=failure_to_exc_info(result))
-                self.stats.set_value("pith/commit_error", f"checkpoint failed: {result.value}")
+                self.stats.set_value(Stat.COMMIT_ERROR, f"checkpoint failed: {result.value}")
             return None
-        self.stats.inc_value("pith/interim_commits")
-        self.stats.set_value("pith/manifest", result)
+        self.stats.inc_value(Stat.INTERIM_COMMITS)
+        self.stats.set_value(Stat.MANIFEST, result)
         self.crawler.signals.send_catch_log(pith_signals.interim_committed, open_run=open_run)
         # logged once what the commit keeps (its bundles' validators) is kept too
         logger.info("interim commit committed %s", result)
@@ -217,9 +218,9 @@ class ArchivePipeline:
         if future.exception() is not None:
             return
         if not verified:
-            key = "pith/quarantined"
+            key = Stat.QUARANTINED
         else:
-            key = "pith/archived" if future.result() is not None else "pith/already_archived"
+            key = Stat.ARCHIVED if future.result() is not None else Stat.ALREADY_ARCHIVED
         with self._counting:
             self.stats.inc_value(key)
 
@@ -228,10 +229,10 @@ class ArchivePipeline:
             return
         flagged = self.writer.counts().get("not_append_only")
         if flagged:  # forks and rollbacks, kept as evidence only
-            self.stats.set_value("pith/not_append_only", flagged)
+            self.stats.set_value(Stat.NOT_APPEND_ONLY, flagged)
         if self.interim is not None:
             await maybe_deferred_to_future(self.interim)
-        if not self.stats.get_value("pith/bundles_fetched") and not self.stats.get_value("pith/not_modified"):
+        if not self.stats.get_value(Stat.BUNDLES_FETCHED) and not self.stats.get_value(Stat.NOT_MODIFIED):
             # a run that reached no bundle (resolver down, every seed failing) commits
             # nothing: an empty manifest would read as a run that worked
             await run_in_thread(self.writer.abort)
@@ -242,17 +243,17 @@ class ArchivePipeline:
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
-            self.stats.set_value("pith/commit_error", str(exc))
+            self.stats.set_value(Stat.COMMIT_ERROR, str(exc))
             logger.error("nothing committed: %s", exc)
             return
         finally:
             await run_in_thread(self.uploader.close)
-        self.stats.set_value("pith/manifest", path)
+        self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)
 
     def _stats(self) -> dict:
-        return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
+        return {k: v for k, v in self.stats.get_stats().items() if k.startswith(PREFIX)}
 
     def _params(self) -> dict:
         return {

@@ -13,6 +13,7 @@ from scrapy.exceptions import NotConfigured
 from crawler.items import BundleItem
 from crawler.links import base_of
 from pith.split_view import FORK, Equivocation, compare, event_ids
+from crawler.stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,12 @@ class SplitViewPipeline:
             if other_source == source:
                 continue
             comparison = compare(ours, theirs)
-            self.stats.inc_value(f"pith/cross_check/{comparison.relation}")
+            self.stats.inc_value(StatFamily.CROSS_CHECK + comparison.relation)
             if comparison.relation == FORK:
                 item.equivocation = Equivocation.of(
                     item.url, ours, other_url, other_bundle, theirs, comparison.parted_at
                 )
-                self.stats.inc_value("pith/equivocations")
+                self.stats.inc_value(Stat.EQUIVOCATIONS)
                 logger.error("split view of %s: %s", verdict.pith_number, item.equivocation.detail)
                 break
         seen.append((source, item.url, verdict.bundle_sha256, ours))

@@ -6,6 +6,7 @@ import re
 from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
 from pith.verify import Verdict, value_at
+from crawler.stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
@@ -30,15 +31,15 @@ class VerdictStatsPipeline:
             return item
         verdict = item.verdict
         if verdict.ok:
-            self.stats.inc_value("pith/verified")
+            self.stats.inc_value(Stat.VERIFIED)
             if item.suffix and not verdict.pith_number.endswith(item.suffix):
-                self.stats.inc_value("pith/unexpected_record")
+                self.stats.inc_value(Stat.UNEXPECTED_RECORD)
                 logger.warning("%s served %s, another record than it names", item.url, verdict.pith_number)
             if not verdict.merge_confirmed:
                 self.count_inferred(verdict)
         else:
-            self.stats.inc_value("pith/rejected")
-            self.stats.inc_value(f"pith/rejected/{verdict.reason}")
+            self.stats.inc_value(Stat.REJECTED)
+            self.stats.inc_value(StatFamily.REJECTED + verdict.reason)
             logger.warning(
                 "rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>", verdict.detail
             )
@@ -48,19 +49,19 @@ class VerdictStatsPipeline:
         return item
 
     def count_inferred(self, verdict: Verdict) -> None:
-        self.stats.inc_value("pith/merge_inferred")
+        self.stats.inc_value(Stat.MERGE_INFERRED)
         for event_type in verdict.inferred_types:
-            self.stats.inc_value(f"pith/merge_inferred/{stat_safe(event_type)}")
+            self.stats.inc_value(StatFamily.MERGE_INFERRED + stat_safe(event_type))
         if not verdict.merge_inferred_match:
-            self.stats.inc_value("pith/merge_inferred_differs")
+            self.stats.inc_value(Stat.MERGE_INFERRED_DIFFERS)
 
     def count_registry_change(self, verdict: Verdict) -> None:
         """Which unpinned key, or which unknown version, the registry started using."""
         named = value_at(verdict.bundle, verdict.path)
         if verdict.reason == "unknown_key":
-            self.stats.inc_value(f"pith/unknown_keys/{stat_safe(named)}")
+            self.stats.inc_value(StatFamily.UNKNOWN_KEYS + stat_safe(named))
         else:
-            self.stats.inc_value(f"pith/unsupported_versions/{verdict.path}={stat_safe(named)}")
+            self.stats.inc_value(f"{StatFamily.UNSUPPORTED_VERSIONS}{verdict.path}={stat_safe(named)}")
 
 
 def stat_safe(text) -> str:

@@ -8,6 +8,7 @@ import click
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
 from crawler.seeds import SeedError, SeedList
+from crawler.stat_keys import CrawlStats
 from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
@@ -248,7 +249,7 @@ def crawl(
         stats = run_crawl(spider_args, overrides, on_interim_commit=hooks.crawl_interim_commit)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
-    hooks.crawl_ended(stats, outcome(stats, max_failures, bool(frontier)).why)
+    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), max_failures, bool(frontier)).why)
     sys.exit(
         report(
             stats,

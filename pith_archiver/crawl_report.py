@@ -9,14 +9,11 @@ from dataclasses import dataclass
 
 import click
 
-from crawler.signals import CACHE_DROPPED
-from crawler.spread import BAD, HOSTS
+from crawler.spread import BAD
+from crawler.stat_keys import CrawlStats, Stat, StatFamily, read_family
 from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET
 
-# records that could not be had after retries and mirror fallbacks, by reason
-FAILURE_PREFIXES = ("pith/bundle_failures/", "pith/discovery_failures/")
-FAILURE_KEYS = ("pith/seeds_unresolved", "pith/page_failures")
 INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
 
 
@@ -47,68 +44,48 @@ class CrawlOutcome:
     rejections: dict  # reason -> count
 
 
-def failures_of(stats: dict) -> dict[str, int]:
-    found = {}
-    for key, value in stats.items():
-        if key.startswith(FAILURE_PREFIXES):
-            found[key.split("/", 2)[2]] = found.get(key.split("/", 2)[2], 0) + value
-        elif key in FAILURE_KEYS:
-            found[key.split("/", 1)[1]] = value
-    return {reason: count for reason, count in found.items() if count}
-
-
-def outcome(stats: dict, budget: tuple[float, bool], shared: bool = False) -> CrawlOutcome:
+def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False) -> CrawlOutcome:
     """The exit status of a crawl (see pith_archiver.exit_status) and why. A worker of
     a ``shared`` crawl may rightly find that the others left it nothing to fetch."""
-    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
-    failures, rejections = (
-        failures_of(stats),
-        {key.split("/", 2)[2]: value for key, value in stats.items() if key.startswith("pith/rejected/")},
-    )
-    failed, reached = sum(failures.values()), get("bundles_fetched") + get("not_modified")
+    failures, rejections, failed = crawl.failures, crawl.rejections, crawl.failed
     statuses, whys = [], []
-    if stats.get("finish_reason") in INTERRUPTED_REASONS:
+    if crawl.finish_reason in INTERRUPTED_REASONS:
         return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
-    lost = stats.get("pith/frontier_lost")
-    if lost:  # stopped before the crawl was done, whatever it reached
+    if crawl.frontier_lost:  # stopped before the crawl was done, whatever it reached
         statuses.append(ExitStatus.FAILED)
-        whys.append(f"the frontier was {lost}: stopped early; rerun once Redis is back")
-    elif not reached and not failed and shared:
+        whys.append(f"the frontier was {crawl.frontier_lost}: stopped early; rerun once Redis is back")
+    elif not crawl.reached and not failed and shared:
         return CrawlOutcome(ExitStatus.OK, "the other workers had every record", failures, rejections)
-    elif not reached and not failed and get("records_taken_before"):
+    elif not crawl.reached and not failed and crawl.records_taken_before:
         return CrawlOutcome(ExitStatus.OK, "the resumed job had nothing left to fetch", failures, rejections)
-    if not reached:
+    if not crawl.reached:
         statuses.append(ExitStatus.FAILED)
         whys.append(
             "no bundle could be fetched, nothing committed: is the resolver reachable?"
-            if failed or not get("records_found")
+            if failed or not crawl.records_found
             else "no bundle was fetched, nothing committed"
         )
-    elif stats.get("pith/commit_error") or not stats.get("pith/manifest"):
+    elif crawl.commit_error or not crawl.manifest:
         statuses.append(ExitStatus.FAILED)
-        kept = f" ({get('checkpoints')} checkpoints committed before)" if get("interim_commits") else ""
-        whys.append(f"the final commit failed: {stats.get('pith/commit_error') or 'the run did not finish'}{kept}")
-    elif failed > allowed_failures(budget, max(get("records_found"), 1)):
+        kept = f" ({crawl.interim_commits} interim commits before)" if crawl.interim_commits else ""
+        whys.append(f"the final commit failed: {crawl.commit_error or 'the run did not finish'}{kept}")
+    elif failed > allowed_failures(budget, max(crawl.records_found, 1)):
         statuses.append(ExitStatus.FAILED)
         whys.append(f"{failed} fetch failures, more than --max-failures allows")
     elif failed:
         statuses.append(ExitStatus.PARTIAL)
         whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
-    if get("rejected"):
+    if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
-        whys.append(f"{get('rejected')} bundles rejected by verification (kept in quarantine/)")
-    if get("equivocations"):
+        whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
+    if crawl.equivocations:
         statuses.append(ExitStatus.REJECTED)
         whys.append(
-            f"{get('equivocations')} split views: resolvers served forked histories of a record "
+            f"{crawl.equivocations} split views: resolvers served forked histories of a record "
             "(both copies kept, flagged equivocation in verifications)"
         )
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
-
-
-def _under(stats: dict, prefix: str) -> dict:
-    return {key[len(prefix) :]: value for key, value in stats.items() if key.startswith(prefix) and value}
 
 
 def registry_changes(stats: dict) -> list[str]:
@@ -116,19 +93,19 @@ def registry_changes(stats: dict) -> list[str]:
     a merge rule only inferred, a key the registry announces unpinned, bundles signed by
     unpinned keys (most of them: a rotation), versions this archiver does not know."""
     lines = []
-    inferred = stats.get("pith/merge_inferred", 0)
+    inferred = stats.get(Stat.MERGE_INFERRED, 0)
     if inferred:
-        types = _counts(_under(stats, "pith/merge_inferred/"))
-        differs = stats.get("pith/merge_inferred_differs", 0)
+        types = _counts(read_family(stats, StatFamily.MERGE_INFERRED))
+        differs = stats.get(Stat.MERGE_INFERRED_DIFFERS, 0)
         lines.append(
             f"merge inferred: {inferred} verified bundles hold event types whose merge rule is only "
             f"inferred ({types}); archived with merge_confirmed false"
             + (f", {differs} with a signed state the inferred rule does not give" if differs else "")
         )
-    announced = _under(stats, "pith/announced_keys/unpinned/")
+    announced = read_family(stats, StatFamily.ANNOUNCED_UNPINNED)
     named = ", ".join(f"{key_id} (fingerprint {fingerprint})" for key_id, fingerprint in sorted(announced.items()))
-    unknown = _under(stats, "pith/unknown_keys/")
-    rejected_unknown, fetched = sum(unknown.values()), stats.get("pith/bundles_fetched", 0)
+    unknown = read_family(stats, StatFamily.UNKNOWN_KEYS)
+    rejected_unknown, fetched = sum(unknown.values()), stats.get(Stat.BUNDLES_FETCHED, 0)
     if rejected_unknown and rejected_unknown * 2 > fetched:
         lines.append(
             f"key rotation: {rejected_unknown} of {fetched} bundles are signed by keys not pinned "
@@ -141,7 +118,7 @@ def registry_changes(stats: dict) -> list[str]:
             f"unpinned key: the registry announces {named}; bundles it signs are rejected "
             "until it is pinned (pith-archiver keys pin)"
         )
-    versions = _under(stats, "pith/unsupported_versions/")
+    versions = read_family(stats, StatFamily.UNSUPPORTED_VERSIONS)
     if versions:
         lines.append(
             f"unknown versions: {_counts(versions)}: this archiver does not know them; upgrade "
@@ -160,7 +137,7 @@ CACHES = {
 def cache_note(stats: dict) -> str:
     """One line when state kept outside the archive (a cache of it) did not match the
     archive and was dropped, so its records were crawled again; "" when it matched."""
-    dropped = [what for cache, what in CACHES.items() if stats.get(f"{CACHE_DROPPED}{cache}")]
+    dropped = [what for cache, what in CACHES.items() if stats.get(StatFamily.CACHE_DROPPED + cache)]
     return f"cache did not match the archive: {', '.join(dropped)}" if dropped else ""
 
 
@@ -168,10 +145,9 @@ def hosts_line(stats: dict) -> str:
     """Requests and records per source, when the crawl spread over more than one
     (crawler.spread); "" otherwise."""
     hosts: dict[str, dict] = {}
-    for key, value in stats.items():
-        if key.startswith(HOSTS):
-            host, _, what = key[len(HOSTS) :].rpartition("/")
-            hosts.setdefault(host, {})[what] = value
+    for key, value in read_family(stats, StatFamily.HOSTS).items():
+        host, _, what = key.rpartition("/")
+        hosts.setdefault(host, {})[what] = value
     if len(hosts) < 2:
         return ""
     parts = []
@@ -181,7 +157,7 @@ def hosts_line(stats: dict) -> str:
             f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
             + (f" ({bad})" if bad else "")
         )
-    demoted = stats.get("pith/mirrors_demoted", 0)
+    demoted = stats.get(Stat.MIRRORS_DEMOTED, 0)
     return "sources: " + "; ".join(parts) + (f"; {demoted} mirrors demoted" if demoted else "")
 
 
@@ -199,18 +175,16 @@ def report(
     shared: bool = False,
 ) -> ExitStatus:
     """Print the closing summary (one line when quiet) and return the exit status."""
-    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
-    result = outcome(stats, budget, shared)
-    reached = get("bundles_fetched") + get("not_modified")
-    requests = stats.get("downloader/request_count", 0)
-    per_record = f" ({requests / reached:.2f} per record)" if reached else ""
+    crawl = CrawlStats.of(stats)
+    result = outcome(crawl, budget, shared)
+    per_record = f" ({crawl.requests / crawl.reached:.2f} per record)" if crawl.reached else ""
     line = (
-        f"{result.status.name.lower()} (exit {int(result.status)}): archived {get('archived')} new, "
-        f"{get('not_modified') + get('already_archived')} unchanged, {get('rejected')} rejected, "
-        f"{sum(result.failures.values())} failed, {requests} requests{per_record}"
+        f"{result.status.name.lower()} (exit {int(result.status)}): archived {crawl.archived} new, "
+        f"{crawl.unchanged} unchanged, {crawl.rejected} rejected, "
+        f"{crawl.failed} failed, {crawl.requests} requests{per_record}"
     )
-    if get("equivocations"):
-        line += f", {get('equivocations')} split views"
+    if crawl.equivocations:
+        line += f", {crawl.equivocations} split views"
     if verbosity <= QUIET:
         changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
         if changes:
@@ -222,24 +196,23 @@ def report(
         click.echo(line, err=result.status != ExitStatus.OK)
         return result.status
     click.echo(
-        f"\nrecords found {get('records_found')}, bundles fetched {get('bundles_fetched')}, "
-        f"verified {get('verified')}, rejected {get('rejected')}, unchanged {get('not_modified')}, "
-        f"archived {get('archived')} new, state mismatches {get('state_mismatch')}"
+        f"\nrecords found {crawl.records_found}, bundles fetched {crawl.bundles_fetched}, "
+        f"verified {crawl.verified}, rejected {crawl.rejected}, unchanged {crawl.not_modified}, "
+        f"archived {crawl.archived} new, state mismatches {crawl.state_mismatch}"
     )
     click.echo(
-        f"requests {requests}{per_record}, retried {stats.get('retry/count', 0)}, "
-        "download errors "
-        f"{sum(v for k, v in stats.items() if k.startswith('downloader/exception_type_count/'))}"
+        f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}"
     )
     if result.failures:
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
         click.echo("rejections: " + _counts(result.rejections))
-    if get("cross_check/records"):
+    if crawl.cross_check_records:
+        relations = crawl.cross_check
         click.echo(
-            f"cross-check: {get('cross_check/records')} records, {get('cross_check/copies')} copies from "
-            f"other sources ({get('cross_check/failures')} failed): same {get('cross_check/same')}, "
-            f"extends {get('cross_check/extends')}, split views {get('equivocations')}"
+            f"cross-check: {crawl.cross_check_records} records, {crawl.cross_check_copies} copies from "
+            f"other sources ({crawl.cross_check_failures} failed): same {relations.get('same', 0)}, "
+            f"extends {relations.get('extends', 0)}, split views {crawl.equivocations}"
         )
     for line in registry_changes(stats):
         click.echo(line)
@@ -247,13 +220,11 @@ def report(
         click.echo(cache_note(stats))
     if hosts_line(stats):
         click.echo(hosts_line(stats))
-    manifest, checkpoints = stats.get("pith/manifest"), get("interim_commits")
-    if manifest and not stats.get("pith/commit_error"):
-        click.echo(
-            f"committed {archive}/{manifest}" + (f" (and {checkpoints} checkpoints before)" if checkpoints else "")
-        )
-    elif checkpoints:
-        click.echo(f"{checkpoints} checkpoints committed, the last {archive}/{manifest}")
+    manifest, interim = crawl.manifest, crawl.interim_commits
+    if manifest and not crawl.commit_error:
+        click.echo(f"committed {archive}/{manifest}" + (f" (and {interim} interim commits before)" if interim else ""))
+    elif interim:
+        click.echo(f"{interim} interim commits, the last {archive}/{manifest}")
     if log_file:
         click.echo(f"log: {log_file}")
     why = result.why

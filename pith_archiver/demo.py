@@ -18,6 +18,7 @@ from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from storage.signing_key import default_key_path
+from crawler.stat_keys import CrawlStats
 from .crawl_report import outcome, report
 from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
@@ -58,7 +59,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
             stats = run_crawl(
                 {"seeds": [DEMO_START], "resolver": server.url}, overrides, on_interim_commit=hooks.crawl_interim_commit
             )
-    hooks.crawl_ended(stats, outcome(stats, budget).why)
+    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), budget).why)
     status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)

@@ -9,8 +9,8 @@ what cron or systemd saw.
 import time
 from dataclasses import dataclass, field
 
-from .crawl_report import failures_of
 from .exit_status import MEANING, ExitStatus
+from crawler.stat_keys import CrawlStats
 
 DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the run finished and committed
 
@@ -72,15 +72,14 @@ def _iso(seconds: float) -> str:
 
 
 def crawl_counts(stats: dict) -> dict:
-    """A crawl's counts, from its Scrapy stats (at a checkpoint or at the end)."""
-    get = lambda key: stats.get(f"pith/{key}", 0)  # noqa: E731
-    prefix = "pith/rejected/"
+    """A crawl's counts, from its Scrapy stats (at an interim commit or at the end)."""
+    crawl = CrawlStats.of(stats)
     return {
-        "archived": get("archived"),
-        "unchanged": get("not_modified") + get("already_archived"),
-        "rejected": {key[len(prefix) :]: value for key, value in stats.items() if key.startswith(prefix) and value},
-        "failed": sum(failures_of(stats).values()),
-        "requests": stats.get("downloader/request_count", 0),
-        "run_id": stats.get("pith/run_id"),
-        "manifest": stats.get("pith/manifest"),
+        "archived": crawl.archived,
+        "unchanged": crawl.unchanged,
+        "rejected": crawl.rejections,
+        "failed": crawl.failed,
+        "requests": crawl.requests,
+        "run_id": crawl.run_id,
+        "manifest": crawl.manifest,
     }

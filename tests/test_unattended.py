@@ -12,6 +12,7 @@ import pytest
 
 from mirror.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from crawler.stat_keys import CrawlStats
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
 from tests.plugins.crawling import isolated_home
@@ -232,7 +233,7 @@ def test_a_worker_that_lost_its_frontier_fails_even_when_the_others_had_every_re
     """A shared worker that fetched nothing is fine when the others took it all, but not
     when it stopped because the frontier was gone: the crawl may be far from done."""
     lost = {"pith/frontier_lost": "unreachable for 300 s: Connection refused", "pith/records_found": 0}
-    result = outcome(lost, (0.0, False), shared=True)
+    result = outcome(CrawlStats.of(lost), (0.0, False), shared=True)
     assert result.status == ExitStatus.FAILED
     assert "unreachable for 300 s" in result.why
-    assert outcome({"pith/records_found": 0}, (0.0, False), shared=True).status == ExitStatus.OK
+    assert outcome(CrawlStats.of({"pith/records_found": 0}), (0.0, False), shared=True).status == ExitStatus.OK

@@ -11,7 +11,7 @@ nothing needs on top of them lives here too, one concern a module:
 - **Claims** (``client``: ``Frontier.claim``). A record is claimed by suffix: the
   first worker to see it takes it, every other one skips it.
 - **Tasks with owners** (``client``, ``queue``, ``scheduler``). Every shared request is
-  a task (``meta["pith_task"]``). A worker takes a task over atomically as it pops it,
+  a task (``meta[Meta.TASK]``, crawler.meta_keys). A worker takes a task over atomically as it pops it,
   and releases it only once its final archive manifest is committed (not at
   checkpoints: a request still in flight would be released with the rest). A worker
   that dies (popped but never finished, or finished but never committed) stops

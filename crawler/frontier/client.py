@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 
 from .. import signals as pith_signals
+from ..stat_keys import StatFamily
 from ..worker import worker_name
 from .addon import check_url, dupefilter_key, queue_key
 from .errors import FrontierError, SigningKeyInUse
@@ -138,7 +139,7 @@ class Frontier:
         dropped = self._forget(keys=keys, args=[self.prefix, *missing])
         if dropped >= 0:
             if self.stats is not None:
-                self.stats.set_value(f"{pith_signals.CACHE_DROPPED}frontier", dropped)
+                self.stats.set_value(StatFamily.CACHE_DROPPED + "frontier", dropped)
             logger.warning(
                 "cache did not match the archive: it lacks %d manifests this frontier's workers committed; "
                 "the frontier's %d claims dropped, its records are crawled again",

@@ -5,9 +5,11 @@ import logging
 from scrapy import Request
 from scrapy_redis.queue import PriorityQueue
 
+from ..stat_keys import StatFamily
 from .client import Frontier
 from .errors import RefusedEntry
 from .serializer import check_task, task_of
+from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +25,7 @@ class TaskQueue(PriorityQueue):
         self.pending: list[tuple] = []
 
     def push(self, request, fingerprint: str | None = None):
-        self.pending.append((request.meta["pith_task"], self._encode_request(request), -request.priority, fingerprint))
+        self.pending.append((request.meta[Meta.TASK], self._encode_request(request), -request.priority, fingerprint))
 
     def _encode_request(self, request) -> bytes:
         return self.serializer.dumps(task_of(request, self.spider.sources))
@@ -47,12 +49,12 @@ class TaskQueue(PriorityQueue):
             if "base" in checked and checked["base"] not in self.spider.sources:
                 raise RefusedEntry("unknown_base", f"{checked['base']} is none of this worker's resolver and mirrors")
             request = self.spider.task_request(checked)
-            if request.meta.get("pith_task") != task:
+            if request.meta.get(Meta.TASK) != task:
                 raise RefusedEntry("task_mismatch", f"queued as {task!r}, it is {request.meta.get('pith_task')!r}")
             return request
         except RefusedEntry as refused:
             logger.error("refused a frontier entry (%s)", refused)
-            self.spider.crawler.stats.inc_value(f"pith/frontier_refused/{refused.reason}")
+            self.spider.crawler.stats.inc_value(StatFamily.FRONTIER_REFUSED + refused.reason)
             return None
 
     def pop(self, timeout=0):

@@ -18,6 +18,8 @@ from .. import signals as pith_signals
 from .client import Frontier
 from .errors import FrontierError, RequestNotSerializable
 from .serializer import BUNDLE, KIND_OF, PAGE
+from ..stat_keys import Stat
+from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +29,7 @@ TAKE = 8  # tasks taken per round trip: few, so no worker sits on work another c
 class FrontierScheduler(Scheduler):
     """scrapy-redis's scheduler for a crawl shared by many workers.
 
-    A request that opens a task (``meta["pith_task"]`` not held by this worker) goes
+    A request that opens a task (``meta[Meta.TASK]`` not held by this worker) goes
     to the shared queue, through scrapy-redis's shared duplicate filter; everything
     else (retries, redirects, mirror fallbacks, the state.json check of a bundle, the
     mirror manifest) stays in a local queue, unfiltered: it continues work this worker
@@ -76,7 +78,7 @@ class FrontierScheduler(Scheduler):
         self.ticker.start(self.poll, now=False)  # the engine's scraper is open only now
 
     def enqueue_request(self, request):
-        task = request.meta.get("pith_task")
+        task = request.meta.get(Meta.TASK)
         if task and task not in self.running and self._share(request):
             self.stats.inc_value("scheduler/enqueued/redis")
         else:
@@ -118,7 +120,7 @@ class FrontierScheduler(Scheduler):
         if requests:
             self._learn_recoveries()
         for request in requests:
-            self.running.add(request.meta["pith_task"])
+            self.running.add(request.meta[Meta.TASK])
             self._keep(request)
         if requests:
             self.stats.inc_value("scheduler/dequeued/redis", len(requests))
@@ -140,9 +142,9 @@ class FrontierScheduler(Scheduler):
         commits once, as the spider closes, when the engine has run every request it
         started; the tasks still queued here never ran and go to the other workers."""
         self.flush()
-        unfinished = {entry[2].meta.get("pith_task") for entry in self.local}
+        unfinished = {entry[2].meta.get(Meta.TASK) for entry in self.local}
         released = self.frontier.release(self.running - unfinished)
-        self.stats.set_value("pith/frontier_released", released)
+        self.stats.set_value(Stat.FRONTIER_RELEASED, released)
 
     def spider_idle(self):
         """Keep the worker open: the frontier, not one worker's empty queue, says when
@@ -171,7 +173,7 @@ class FrontierScheduler(Scheduler):
             logger.error("frontier unreachable, retrying: %s", exc)
             return
         logger.error("frontier unreachable for %.0f s, stopping: %s", now - self.unreachable_since, exc)
-        self.stats.set_value("pith/frontier_lost", f"unreachable for {now - self.unreachable_since:.0f} s: {exc}")
+        self.stats.set_value(Stat.FRONTIER_LOST, f"unreachable for {now - self.unreachable_since:.0f} s: {exc}")
         self.closing = True
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="frontier_unreachable"))
 
@@ -216,7 +218,7 @@ class FrontierScheduler(Scheduler):
         self.frontier.release(refused)
         self.flush()
         if taken:
-            self.stats.inc_value("pith/frontier_recovered", len(taken))
+            self.stats.inc_value(Stat.FRONTIER_RECOVERED, len(taken))
             logger.info("queued again %d tasks of a worker that stopped", len(taken))
         return len(taken)
 
@@ -236,6 +238,6 @@ class FrontierScheduler(Scheduler):
         logger.info(
             "worker %s left the frontier: %d tasks done, %d handed to the other workers",
             self.frontier.worker,
-            self.stats.get_value("pith/frontier_released", 0),
+            self.stats.get_value(Stat.FRONTIER_RELEASED, 0),
             handed_over,
         )

@@ -18,6 +18,7 @@ from pith.numbers import SUFFIX_RE
 
 from ..seeds import Seed, SeedError, parse_seed
 from .errors import RefusedEntry, RequestNotSerializable
+from ..meta_keys import Meta
 
 BUNDLE, PAGE = "b", "p"  # the record tasks: the spider rebuilds them from suffix and depth
 
@@ -78,9 +79,9 @@ def _is_alias(text: str) -> bool:
 
 
 def task_of(request: Request, sources: list[str]) -> dict:
-    """The task a request opens (``meta["pith_task"]``, and its depth), as queued;
+    """The task a request opens (``meta[Meta.TASK]``, and its depth), as queued;
     ``sources``: the worker's resolver and mirrors, one of which a sitemap must be on."""
-    prefix, _, value = request.meta["pith_task"].partition(":")
+    prefix, _, value = request.meta[Meta.TASK].partition(":")
     kind = KIND_OF.get(prefix)
     if kind == "sitemap":
         base = max((b for b in sources if value.startswith(b + "/")), key=len, default=None)
@@ -89,7 +90,7 @@ def task_of(request: Request, sources: list[str]) -> dict:
         return {"kind": kind, "base": base, "path": value[len(base) :]}
     if kind is None:
         raise RequestNotSerializable(f"no task kind of ours: {request.meta['pith_task']!r}")
-    return {"kind": kind, KINDS[kind][1][0]: value, "depth": request.meta.get("pith_depth", 0)}
+    return {"kind": kind, KINDS[kind][1][0]: value, "depth": request.meta.get(Meta.DEPTH, 0)}
 
 
 def dumps(task: dict) -> bytes:

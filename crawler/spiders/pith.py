@@ -35,6 +35,8 @@ from ..spread import SourcePool
 from ..state_check import StateCheck
 from ..verifier import Verifier
 from ..seeds import SeedError, SeedList, alias_path
+from ..stat_keys import Stat, StatFamily
+from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -176,16 +178,16 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         return bool(self.max_records) and len(self.seen) >= self.max_records
 
     def _stat(self, key: str, count: int = 1) -> None:
-        self.crawler.stats.inc_value(f"pith/{key}", count)
+        self.crawler.stats.inc_value(key, count)
 
     def closed(self, reason):
         """Requests per record whose bundle was fetched or found unchanged: the cost of
         the crawl to the resolver (robots.txt, sitemaps, pages, retries, redirects)."""
         stats = self.crawler.stats
-        records = stats.get_value("pith/bundles_fetched", 0) + stats.get_value("pith/not_modified", 0)
+        records = stats.get_value(Stat.BUNDLES_FETCHED, 0) + stats.get_value(Stat.NOT_MODIFIED, 0)
         if records:
             stats.set_value(
-                "pith/requests_per_record", round(stats.get_value("downloader/request_count", 0) / records, 3)
+                Stat.REQUESTS_PER_RECORD, round(stats.get_value("downloader/request_count", 0) / records, 3)
             )
 
     # --- start -------------------------------------------------------------------
@@ -235,9 +237,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         """Requests for the records named, except those seen before or beyond a bound."""
         for suffix, verdict in self.claim(suffixes, depth):
             if verdict == FULL:
-                self._stat("records_skipped_max_records")
+                self._stat(Stat.RECORDS_SKIPPED_MAX_RECORDS)
             if verdict == CLAIMED:
-                self._stat("records_found")
+                self._stat(Stat.RECORDS_FOUND)
                 if self.frontier is not None:  # the frontier's queue is in Redis
                     yield self.bundle_request(self.source(), suffix, depth)
         yield from self.feed()
@@ -255,7 +257,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             # counted as taken, not as yielded: Scrapy consumes a callback's output
             # lazily, and another callback's feed() must see the room already used
             self.records_open += len(taken)
-            self.crawler.stats.max_value("pith/records_open_max", self.records_open)
+            self.crawler.stats.max_value(Stat.RECORDS_OPEN_MAX, self.records_open)
             for suffix, depth in taken:
                 yield self.bundle_request(self.source(), suffix, depth)
 
@@ -291,7 +293,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             callback=self.parse_page,
             priority=PRIORITY["alias"],
             errback=self.alias_failed,
-            meta={"pith_depth": depth, "pith_alias": alias, "pith_task": f"alias:{alias}"},
+            meta={Meta.DEPTH: depth, Meta.ALIAS: alias, Meta.TASK: f"alias:{alias}"},
         )
 
     def page_wanted(self, depth: int, bundle=None) -> bool:
@@ -309,10 +311,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             errback=self.page_failed,
             dont_filter=True,
             meta={
-                "pith_depth": depth,
-                "pith_task": task,
-                "pith_template": "record_url",
-                "pith_bundle_failed": bundle_failed,
+                Meta.DEPTH: depth,
+                Meta.TASK: task,
+                Meta.TEMPLATE: "record_url",
+                Meta.BUNDLE_FAILED: bundle_failed,
             },
         )
 
@@ -332,30 +334,30 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             priority=PRIORITY["bundle"],
             dont_filter=True,
             meta={
-                "pith_suffix": suffix,
-                "pith_depth": depth,
-                "pith_conditional": True,
-                "pith_tried": [*tried, base],
+                Meta.SUFFIX: suffix,
+                Meta.DEPTH: depth,
+                Meta.CONDITIONAL: True,
+                Meta.TRIED: [*tried, base],
                 "handle_httpstatus_list": [304],
-                "pith_task": record_task(BUNDLE, suffix),
-                "pith_template": "bundle_url",
+                Meta.TASK: record_task(BUNDLE, suffix),
+                Meta.TEMPLATE: "bundle_url",
             },
         )
 
     def copy_refused(self, meta: dict, url: str):
         """A rejected copy: counted against its source; when a mirror served it, the
         record's request again from a source not tried yet (None when there is none)."""
-        base = meta["pith_tried"][-1]
+        base = meta[Meta.TRIED][-1]
         self.pool.judged(base, "rejected")
         if base == self.resolver.base:
             return None
-        other = self.pool.pick(meta["pith_tried"])
+        other = self.pool.pick(meta[Meta.TRIED])
         if other is None:
             return None
-        self._stat("mirror_refetches")
+        self._stat(Stat.MIRROR_REFETCHES)
         self.records_open += 1 if self.seen is not None else 0  # the record stays open
-        logger.info("%s served a rejected copy; fetching %s from %s", base, meta["pith_suffix"], other)
-        return self.bundle_request(other, meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
+        logger.info("%s served a rejected copy; fetching %s from %s", base, meta[Meta.SUFFIX], other)
+        return self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
 
     def version_refused(self, url: str, relation: str) -> None:
         """The archive refused a verified copy from ``url``: stale or forked from the
@@ -366,7 +368,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         """A URL this spider built from a template was redirected: build the final one
         directly from now on (a static file server redirects ``/pith/<ID>`` to
         ``/pith/<ID>/``, for instance), so the hop is paid once, not per record."""
-        kind = response.meta.get("pith_template")
+        kind = response.meta.get(Meta.TEMPLATE)
         first = (response.meta.get("redirect_urls") or [None])[0]
         if (
             kind is None
@@ -378,23 +380,23 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         template = learnt_template(response.url, self.resolver.base, suffix)
         if template is not None and template != dict(self.resolver.templates)[kind]:
             self.resolver = self.resolver.with_template(kind, template)
-            self._stat("redirects_learnt")
+            self._stat(Stat.REDIRECTS_LEARNT)
             logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
     # --- callbacks -----------------------------------------------------------------
     async def parse_bundle(self, response):
         meta = response.meta
-        suffix, depth = meta["pith_suffix"], meta["pith_depth"]
-        self.pool.done(meta["pith_tried"][-1])
+        suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
+        self.pool.done(meta[Meta.TRIED][-1])
         self.learn_redirect(response, suffix)
         for request in self.record_done():
             yield request
         if response.status == 304:
-            self._stat("not_modified")
+            self._stat(Stat.NOT_MODIFIED)
             if self.page_wanted(depth):  # the links are in the body we did not get again
-                yield self.page_request(suffix, depth, meta["pith_task"])
+                yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
-        self._stat("bundles_fetched")
+        self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
@@ -408,11 +410,11 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 yield retry
                 return
         else:
-            self.pool.served(meta["pith_tried"][-1])
+            self.pool.served(meta[Meta.TRIED][-1])
         if not parsed:
             yield item
             if self.page_wanted(depth):
-                yield self.page_request(suffix, depth, meta["pith_task"])
+                yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
         copies = list(self.cross_check_requests(response, item))  # marks the item: before it is yielded
         yield item
@@ -423,23 +425,23 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         for request in self.records_in(response.body, depth + 1):
             yield request
         if self.page_wanted(depth, bundle):
-            yield self.page_request(suffix, depth, meta["pith_task"])
+            yield self.page_request(suffix, depth, meta[Meta.TASK])
 
     def parse_page(self, response):
-        depth = response.meta.get("pith_depth", 0)
+        depth = response.meta.get(Meta.DEPTH, 0)
         suffix = next((s for s in suffixes_in(response.url.encode()) if SUFFIX_RE.match(s)), None)
-        if "pith_alias" in response.meta:
+        if Meta.ALIAS in response.meta:
             # an alias seed: the redirect landed on the record page
             if suffix is None:
                 found = suffixes_in(response.body)
                 suffix = found[0] if len(found) == 1 else None
             if suffix is None:
-                self._stat("seeds_unresolved")
-                logger.warning("alias %s did not lead to a record page", response.meta["pith_alias"])
+                self._stat(Stat.SEEDS_UNRESOLVED)
+                logger.warning("alias %s did not lead to a record page", response.meta[Meta.ALIAS])
                 return
             yield from self.record_requests([suffix], depth)
         else:
-            self._stat("pages_fetched")
+            self._stat(Stat.PAGES_FETCHED)
             if suffix is not None:
                 self.learn_redirect(response, suffix)
         yield from self.records_in(response.body, depth + 1)
@@ -448,34 +450,36 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     def bundle_failed(self, failure):
         request = failure.request
         meta = request.meta
-        self.pool.done(meta["pith_tried"][-1])
+        self.pool.done(meta[Meta.TRIED][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
-            self._stat("robots_forbidden")
+            self._stat(Stat.ROBOTS_FORBIDDEN)
             yield from self.record_done()
             return
-        other = self.pool.pick(meta["pith_tried"])
+        other = self.pool.pick(meta[Meta.TRIED])
         if other is not None:
-            self._stat("mirror_fallbacks")
+            self._stat(Stat.MIRROR_FALLBACKS)
             logger.info("bundle %s failed (%s); trying %s", request.url, describe(failure), other)
-            yield self.bundle_request(other, meta["pith_suffix"], meta["pith_depth"], meta["pith_tried"])
+            yield self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
             return
         # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
         too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
         reason = "too_large" if too_large else "fetch_failed"
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
-        self._stat(f"bundle_failures/{reason}")
+        self._stat(StatFamily.BUNDLE_FAILURES + reason)
         yield from self.record_done()
         yield FetchFailureItem(
-            url=request.url, fetched_at=utc_now(), suffix=meta.get("pith_suffix"), reason=reason, detail=detail
+            url=request.url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
         )
-        if self.page_wanted(meta["pith_depth"]):  # the records beyond it are still reachable
-            yield self.page_request(meta["pith_suffix"], meta["pith_depth"], meta["pith_task"], bundle_failed=True)
+        if self.page_wanted(meta[Meta.DEPTH]):  # the records beyond it are still reachable
+            yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK], bundle_failed=True)
 
     def page_failed(self, failure):
-        self._stat("page_failures_after_bundle" if failure.request.meta.get("pith_bundle_failed") else "page_failures")
+        self._stat(
+            Stat.PAGE_FAILURES_AFTER_BUNDLE if failure.request.meta.get(Meta.BUNDLE_FAILED) else Stat.PAGE_FAILURES
+        )
         logger.info("record page %s failed: %s", failure.request.url, describe(failure))
 
     def alias_failed(self, failure):
-        self._stat("seeds_unresolved")
-        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get("pith_alias"), describe(failure))
+        self._stat(Stat.SEEDS_UNRESOLVED)
+        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get(Meta.ALIAS), describe(failure))

@@ -1,0 +1,18 @@
+"""The keys this crawl's components put in ``Request.meta``, in one place: a request
+carries its record, its depth and its task from the spider through the middlewares,
+the schedulers and back to its callbacks, and each reader names the key from here."""
+
+from typing import Final
+
+
+class Meta:
+    SUFFIX: Final = "pith_suffix"  # the record a bundle request is for
+    DEPTH: Final = "pith_depth"  # link depth from the seeds (--max-depth)
+    TASK: Final = "pith_task"  # the frontier task the request opens or continues (crawler.frontier)
+    TRIED: Final = "pith_tried"  # sources a record's bundle was requested from, the current one last
+    TEMPLATE: Final = "pith_template"  # which URL template built it, to learn a redirect from
+    CONDITIONAL: Final = "pith_conditional"  # send the archived validators (crawler.middlewares)
+    ALIAS: Final = "pith_alias"  # an alias seed's alias
+    BUNDLE_FAILED: Final = "pith_bundle_failed"  # a page requested after its record's bundle failed
+    CROSS_CHECK: Final = "pith_cross_check"  # a copy fetched to compare sources (crawler.cross_check)
+    EXPECTED_STATE: Final = "pith_expected_state"  # the state a state.json must match (crawler.state_check)
