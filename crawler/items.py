@@ -40,5 +40,5 @@ class FetchFailureItem:
     url: str
     fetched_at: str
     suffix: str | None
-    reason: str  # "fetch_failed" or "too_large"
+    reason: str  # Reason.FETCH_FAILED or Reason.TOO_LARGE
     detail: str

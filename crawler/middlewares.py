@@ -209,7 +209,7 @@ class ConditionalRequestMiddleware:
         self.batch.clear()
 
     def committed(self, open_run: str) -> None:
-        """A interim commit committed ``run``: keep the validators of its bundles."""
+        """An interim commit committed ``run``: keep the validators of its bundles."""
         self._keep("WHERE run = ?", (open_run,))
 
     def save(self):

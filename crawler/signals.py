@@ -20,7 +20,7 @@ bundle_rejected = object()
 # a bundle fetched from ``url`` was archived in the run whose run id is ``run``:
 # it is committed when that run is
 bundle_archived = object()
-# a interim commit committed the run whose run id is ``run``; the crawl goes on
+# an interim commit committed the run whose run id is ``run``; the crawl goes on
 interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)

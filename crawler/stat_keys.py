@@ -33,6 +33,7 @@ class Stat:
     PAGE_FAILURES_AFTER_BUNDLE: Final = "pith/page_failures_after_bundle"
     STATE_MISMATCH: Final = "pith/state_mismatch"
     STATE_UNAVAILABLE: Final = "pith/state_unavailable"
+    ITEM_ERRORS: Final = "pith/item_errors"  # items a pipeline raised on: their records are not archived
     # verification
     VERIFIED: Final = "pith/verified"
     REJECTED: Final = "pith/rejected"
@@ -95,7 +96,7 @@ PREFIX = "pith/"  # every key above starts with it
 # records that could not be had after retries and mirror fallbacks (a page failing after
 # its record's bundle failed is that record's, already counted)
 FAILURE_FAMILIES = (StatFamily.BUNDLE_FAILURES, StatFamily.DISCOVERY_FAILURES)
-FAILURE_STATS = (Stat.SEEDS_UNRESOLVED, Stat.PAGE_FAILURES)
+FAILURE_STATS = (Stat.SEEDS_UNRESOLVED, Stat.PAGE_FAILURES, Stat.ITEM_ERRORS)
 
 
 def fetch_failures(stats: dict) -> dict[str, int]:

@@ -18,7 +18,7 @@ import orjson
 from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
-from pith.verify import Verdict, verify_document
+from pith.verify import Status, Verdict, verify_document
 
 FRAME = struct.Struct(">Q")  # each message on a worker's socket: its length, then its bytes
 
@@ -36,7 +36,7 @@ class BundleChecker:
         try:
             document = parse(raw, self.limits)
         except Rejected as rejected:
-            return Verdict("rejected", rejected.reason, rejected.path, rejected.detail), False
+            return Verdict(Status.REJECTED, rejected.reason, rejected.path, rejected.detail), False
         return verify_document(document.data, self.keyring, document.exact), True
 
     def configuration(self) -> bytes:
@@ -64,6 +64,7 @@ def encode(verdict: Verdict, parsed: bool) -> bytes:
 def decode(answer: bytes) -> tuple[Verdict, bool]:
     parsed, fields = orjson.loads(answer)
     fields["inferred_types"] = tuple(fields["inferred_types"])
+    fields["status"] = Status(fields["status"])
     return Verdict(**fields), parsed
 
 
@@ -73,7 +74,7 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
     a third of what unpickling the tree would cost); anything else is parsed again."""
     if parsed and verdict.bundle is None:
         data = orjson.loads(raw) if verdict.ok and verdict.exact else parse(raw, limits).data
-        verdict.bundle = data if isinstance(data, dict) else None
+        return replace(verdict, bundle=data if isinstance(data, dict) else None)
     return verdict
 
 

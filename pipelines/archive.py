@@ -5,10 +5,12 @@ spider closes. Storage work runs off the reactor thread."""
 
 import logging
 import threading
+from dataclasses import replace
 from concurrent.futures import Future
 from datetime import datetime
 from functools import partial
 
+from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 from twisted.python.failure import Failure
@@ -30,6 +32,7 @@ from storage.stores import StorageError, open_store
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
 from crawler.stat_keys import PREFIX, Stat
+from pith.reasons import Reason
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +69,12 @@ class ArchivePipeline:
         self.archive_keyrings = list(archive_keyrings)
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
-        self.interim = None  # the Deferred of the checkpoint under way
+        self.interim = None  # the Deferred of the interim commit under way
         # bundles are counted as their writes finish, in the upload threads: Scrapy's
         # inc_value is a read and a write, and two threads between them lose a count
         self._counting = threading.Lock()
         crawler.signals.connect(self._refresh, signal=pith_signals.frontier_recovered)
+        crawler.signals.connect(self._lost, signal=signals.item_error)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -95,6 +99,11 @@ class ArchivePipeline:
             settings.getint("PITH_COMMIT_EVERY"),
             settings.getlist("PITH_ARCHIVE_KEYRINGS"),
         )
+
+    def _lost(self, item, response, spider, failure):
+        """A pipeline raised on an item: its record is not archived, and the run must not
+        say it was (it counts against --max-failures like a record that could not be fetched)."""
+        self.stats.inc_value(Stat.ITEM_ERRORS)
 
     async def open_spider(self):
         def open_writer():
@@ -122,7 +131,7 @@ class ArchivePipeline:
                 await run_in_thread(
                     self.writer.add_failure,
                     item.url,
-                    "state_mismatch",
+                    Reason.STATE_MISMATCH,
                     item.detail,
                     _when(item.fetched_at),
                     item.pith_number,
@@ -170,12 +179,12 @@ class ArchivePipeline:
                 logger.error("split view: %s serves a fork of the archive's current version of the record", item.url)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
-        verdict.bundle = None
+        item.verdict = replace(verdict, bundle=None)
         if self.commit_every and self.interim is None and self.writer.pending_bundles() >= self.commit_every:
             # the run it commits: none other can begin before it is switched out
             open_run = self.writer.current_run
-            checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
-            self.interim = deferred_from_coro(checkpoint)
+            interim = run_in_thread(self.writer.commit_interim, self._stats(), self._params())
+            self.interim = deferred_from_coro(interim)
             self.interim.addBoth(self._interim_done, open_run)
 
     def _from_a_mirror(self, url: str) -> bool:
@@ -204,7 +213,7 @@ class ArchivePipeline:
         self.stats.set_value(Stat.MANIFEST, result)
         self.crawler.signals.send_catch_log(pith_signals.interim_committed, open_run=open_run)
         # logged once what the commit keeps (its bundles' validators) is kept too
-        logger.info("interim commit committed %s", result)
+        logger.info("interim commit %s", result)
         return None
 
     def _refresh(self):
@@ -227,7 +236,7 @@ class ArchivePipeline:
     async def close_spider(self):
         if self.writer is None:
             return
-        flagged = self.writer.counts().get("not_append_only")
+        flagged = self.writer.counts().get(Reason.NOT_APPEND_ONLY)
         if flagged:  # forks and rollbacks, kept as evidence only
             self.stats.set_value(Stat.NOT_APPEND_ONLY, flagged)
         if self.interim is not None:

@@ -7,6 +7,7 @@ from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
 from pith.verify import Verdict, value_at
 from crawler.stat_keys import Stat, StatFamily
+from pith.reasons import Reason
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class VerdictStatsPipeline:
             logger.warning(
                 "rejected %s: %s at %s (%s)", item.url, verdict.reason, verdict.path or "<document>", verdict.detail
             )
-            if verdict.reason in ("unknown_key", "unsupported_version"):
+            if verdict.reason in (Reason.UNKNOWN_KEY, Reason.UNSUPPORTED_VERSION):
                 self.count_registry_change(verdict)
             self.signals.send_catch_log(bundle_rejected, url=item.url)
         return item
@@ -58,7 +59,7 @@ class VerdictStatsPipeline:
     def count_registry_change(self, verdict: Verdict) -> None:
         """Which unpinned key, or which unknown version, the registry started using."""
         named = value_at(verdict.bundle, verdict.path)
-        if verdict.reason == "unknown_key":
+        if verdict.reason == Reason.UNKNOWN_KEY:
             self.stats.inc_value(StatFamily.UNKNOWN_KEYS + stat_safe(named))
         else:
             self.stats.inc_value(f"{StatFamily.UNSUPPORTED_VERSIONS}{verdict.path}={stat_safe(named)}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .keyring import ARCHIVE
 from .parse import Limits, parse
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
 
 EVENT_TYPE = "storage_attestation"
@@ -53,7 +53,7 @@ def new_attestation(
 def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
     """Its shape, then every check of an open graph event; returns its content hash."""
     if not isinstance(event, dict):
-        raise Rejected("schema_violation", path, "an attestation is an object")
+        raise Rejected(Reason.SCHEMA_VIOLATION, path, "an attestation is an object")
     prefix = f"{path}."
     _need_equal(event, "event_type", EVENT_TYPE, prefix)
     _need_equal(event, "target", TARGET, prefix)
@@ -68,7 +68,7 @@ def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
         _need(payload, name, str, f"{prefix}payload.")
     _need(payload, "size", int, f"{prefix}payload.")
     if not TIMESTAMP_RE.fullmatch(_need(payload, "stored_at", str, f"{prefix}payload.")):
-        raise Rejected("schema_violation", f"{prefix}payload.stored_at", "expected an RFC 3339 UTC timestamp")
+        raise Rejected(Reason.SCHEMA_VIOLATION, f"{prefix}payload.stored_at", "expected an RFC 3339 UTC timestamp")
     return check_event(event, keyring, path, None, exact, role=ARCHIVE)
 
 
@@ -120,7 +120,7 @@ class Chain:
             return
         expected, stretch.leaves = stretch.leaves, event["event_id"]
         if event.get("prev_event") != expected:  # reported once: the chain goes on from here
-            raise Rejected("chain_broken", f"{path}.prev_event", f"expected {expected}")
+            raise Rejected(Reason.CHAIN_BROKEN, f"{path}.prev_event", f"expected {expected}")
 
     def lose_track(self) -> None:
         """An unreadable attestation sat here: the next one starts a new stretch."""

@@ -23,7 +23,7 @@ from nacl.signing import SigningKey
 
 from .keyring import ARCHIVE, Keyring, PinnedKey
 from .merkle import HASH_SIZE
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 from .signing import Signer
 
 ED25519 = b"\x01"
@@ -72,16 +72,18 @@ def parse_checkpoint(text: str) -> Checkpoint:
     """The checkpoint a note text holds (extension lines after the root are ignored)."""
     lines = text.split("\n")
     if len(lines) < 4 or lines[-1] != "" or any(not line for line in lines[:-1]):
-        raise Rejected("checkpoint_invalid", "checkpoint", "expected origin, size and root lines, each ending in \\n")
+        raise Rejected(
+            Reason.CHECKPOINT_INVALID, "checkpoint", "expected origin, size and root lines, each ending in \\n"
+        )
     origin, size, root = lines[:3]
     if not _SIZE.fullmatch(size):
-        raise Rejected("checkpoint_invalid", "checkpoint.size", f"not a decimal tree size: {size[:40]!r}")
+        raise Rejected(Reason.CHECKPOINT_INVALID, "checkpoint.size", f"not a decimal tree size: {size[:40]!r}")
     try:
         digest = base64.b64decode(root, validate=True)
     except binascii.Error:
         digest = b""
     if len(digest) != HASH_SIZE or base64.b64encode(digest).decode("ascii") != root:
-        raise Rejected("checkpoint_invalid", "checkpoint.root", "not the base64 of a 32-byte hash")
+        raise Rejected(Reason.CHECKPOINT_INVALID, "checkpoint.root", "not the base64 of a 32-byte hash")
     return Checkpoint(origin, int(size), digest)
 
 
@@ -90,32 +92,34 @@ def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, Pi
     the note is malformed or no pinned key of the log (the origin's key id) signed it."""
     if isinstance(note, bytes):
         if len(note) > MAX_NOTE_BYTES:
-            raise Rejected("checkpoint_invalid", "note", f"larger than {MAX_NOTE_BYTES} bytes")
+            raise Rejected(Reason.CHECKPOINT_INVALID, "note", f"larger than {MAX_NOTE_BYTES} bytes")
         try:
             note = note.decode("utf-8")
         except UnicodeDecodeError:
-            raise Rejected("checkpoint_invalid", "note", "not UTF-8") from None
+            raise Rejected(Reason.CHECKPOINT_INVALID, "note", "not UTF-8") from None
     cut = note.rfind("\n\n")
     if cut < 0 or not note.endswith("\n"):
-        raise Rejected("checkpoint_invalid", "note", "no blank line before the signatures, or no final newline")
+        raise Rejected(Reason.CHECKPOINT_INVALID, "note", "no blank line before the signatures, or no final newline")
     text, signatures = note[: cut + 1], note[cut + 2 : -1].split("\n")
     checkpoint = parse_checkpoint(text)
     key = keyring.get(checkpoint.key_id)
     if key is None:
-        raise Rejected("unknown_key", "note.origin", f"the log's key {checkpoint.key_id!r} is not pinned")
+        raise Rejected(Reason.UNKNOWN_KEY, "note.origin", f"the log's key {checkpoint.key_id!r} is not pinned")
     if key.role != ARCHIVE:  # a registry key signs records, never an archive's log
-        raise Rejected("wrong_key_role", "note.origin", f"{key.key_id} is pinned as a {key.role} key")
+        raise Rejected(Reason.WRONG_KEY_ROLE, "note.origin", f"{key.key_id} is pinned as a {key.role} key")
     ours = key_hash(checkpoint.origin, key.raw)
     for index, line in enumerate(signatures):
         name, blob = _signature_line(line, f"note.signatures[{index}]")
         if name == checkpoint.origin and blob[:4] == ours:
             if not key.verify(text.encode("utf-8"), blob[4:]):
                 raise Rejected(
-                    "checkpoint_signature_invalid", f"note.signatures[{index}]", f"does not verify under {key.key_id}"
+                    Reason.CHECKPOINT_SIGNATURE_INVALID,
+                    f"note.signatures[{index}]",
+                    f"does not verify under {key.key_id}",
                 )
             return checkpoint, key
     raise Rejected(
-        "checkpoint_signature_invalid",
+        Reason.CHECKPOINT_SIGNATURE_INVALID,
         "note.signatures",
         f"no signature by the pinned key {key.key_id} under the name {checkpoint.origin}",
     )
@@ -128,5 +132,5 @@ def _signature_line(line: str, path: str) -> tuple[str, bytes]:
     except binascii.Error:
         blob = b""
     if not name or " " in encoded or len(blob) < 5:
-        raise Rejected("checkpoint_invalid", path, "expected '\u2014 <name> <base64 key hash and signature>'")
+        raise Rejected(Reason.CHECKPOINT_INVALID, path, "expected '\u2014 <name> <base64 key hash and signature>'")
     return name, blob

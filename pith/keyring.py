@@ -23,7 +23,7 @@ from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 
 from .numbers import key_fingerprints
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 
 REGISTRY_KEY = {
     "key_id": "pith-v1-2026-05",
@@ -91,16 +91,16 @@ class PinnedKey:
                 continue
             moment = instant(text)
             if moment is None:
-                raise Rejected("schema_violation", path, f"{label} {text!r} is not an RFC 3339 timestamp")
+                raise Rejected(Reason.SCHEMA_VIOLATION, path, f"{label} {text!r} is not an RFC 3339 timestamp")
             if self.not_after is not None and moment > self.not_after:
                 raise Rejected(
-                    "key_retired",
+                    Reason.KEY_RETIRED,
                     path,
                     f"{self.key_id} retired at {_stamp(self.not_after)}; this was {label.split('_')[0]} at {text}",
                 )
             if ends and self.not_before is not None and moment < self.not_before:
                 raise Rejected(
-                    "key_not_yet_valid",
+                    Reason.KEY_NOT_YET_VALID,
                     path,
                     f"{self.key_id} is valid from {_stamp(self.not_before)}; this was signed at {text}",
                 )
@@ -264,21 +264,21 @@ class Keyring:
         if members is not None:
             extra = sorted(set(sig) - members)
             if extra:
-                raise Rejected("schema_violation", f"{path}.{extra[0]}", "not a member of a signature block")
+                raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}.{extra[0]}", "not a member of a signature block")
         if sig.get("algorithm") != "ed25519":
-            raise Rejected("unsupported_algorithm", f"{path}.algorithm", f"{sig.get('algorithm')!r}")
+            raise Rejected(Reason.UNSUPPORTED_ALGORITHM, f"{path}.algorithm", f"{sig.get('algorithm')!r}")
         key = self.get(sig.get("key_id"))
         if key is None:
-            raise Rejected("unknown_key", f"{path}.key_id", f"{sig.get('key_id')!r} is not pinned")
+            raise Rejected(Reason.UNKNOWN_KEY, f"{path}.key_id", f"{sig.get('key_id')!r} is not pinned")
         if sig.get("public_key_fingerprint") != key.fingerprint:
             raise Rejected(
-                "key_fingerprint_mismatch",
+                Reason.KEY_FINGERPRINT_MISMATCH,
                 f"{path}.public_key_fingerprint",
                 f"pinned {key.key_id} has fingerprint {key.fingerprint}",
             )
         if key.role != role:
             raise Rejected(
-                "wrong_key_role",
+                Reason.WRONG_KEY_ROLE,
                 f"{path}.key_id",
                 f"{key.key_id} is pinned as {A_KEY[key.role]}; only {A_KEY[role]} may sign this",
             )
@@ -291,7 +291,7 @@ class Keyring:
             raise Rejected(invalid_reason, f"{path}.signature_b64", f"does not verify under {key.key_id}")
         if base64.b64encode(signature).decode("ascii") != encoded:
             raise Rejected(
-                "schema_violation",
+                Reason.SCHEMA_VIOLATION,
                 f"{path}.signature_b64",
                 "not canonical base64 (its spare bits could spell the same signature many ways)",
             )

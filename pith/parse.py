@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover
     orjson = None
 
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the one byte limit of a bundle: what the crawl admits, verify and audit accept
 DEFAULT_MAX_DEPTH = 64
@@ -88,7 +88,7 @@ def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
 
 
 def _reject_constant(name):
-    raise Rejected("non_finite_number", "", f"{name} is not valid JSON")
+    raise Rejected(Reason.NON_FINITE_NUMBER, "", f"{name} is not valid JSON")
 
 
 def _no_duplicates(pairs):
@@ -97,7 +97,7 @@ def _no_duplicates(pairs):
         seen = set()
         for key, _ in pairs:
             if key in seen:
-                raise Rejected("duplicate_key", key, f"key {key!r} appears twice in one object")
+                raise Rejected(Reason.DUPLICATE_KEY, key, f"key {key!r} appears twice in one object")
             seen.add(key)
     return obj
 
@@ -106,15 +106,15 @@ def _reference_parse(raw: bytes, limits: Limits) -> Document:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Rejected("invalid_utf8", "", f"byte {exc.start}: {exc.reason}") from None
+        raise Rejected(Reason.INVALID_UTF8, "", f"byte {exc.start}: {exc.reason}") from None
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except RecursionError:
-        raise Rejected("too_deep", "", "nesting exhausted the parser") from None
+        raise Rejected(Reason.TOO_DEEP, "", "nesting exhausted the parser") from None
     except json.JSONDecodeError as exc:
-        raise Rejected("malformed_json", "", f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise Rejected(Reason.MALFORMED_JSON, "", f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError as exc:  # int conversion limits and the like
-        raise Rejected("malformed_json", "", str(exc)) from None
+        raise Rejected(Reason.MALFORMED_JSON, "", str(exc)) from None
     _check_reference_tree(data, limits.max_depth)
     return Document(data, exact=False, size=len(raw))
 
@@ -126,7 +126,7 @@ def _check_reference_tree(data, max_depth: int) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > max_depth and isinstance(node, (dict, list)):
-            raise Rejected("too_deep", "", f"nesting deeper than {max_depth}")
+            raise Rejected(Reason.TOO_DEEP, "", f"nesting deeper than {max_depth}")
         if isinstance(node, dict):
             for key, value in node.items():
                 _check_text(key)
@@ -135,7 +135,7 @@ def _check_reference_tree(data, max_depth: int) -> None:
             stack.extend((value, depth + 1) for value in node)
         elif isinstance(node, float):
             if node != node or node in (float("inf"), float("-inf")):
-                raise Rejected("non_finite_number", "", f"{node!r} has no JSON form")
+                raise Rejected(Reason.NON_FINITE_NUMBER, "", f"{node!r} has no JSON form")
         elif isinstance(node, str):
             _check_text(node)
 
@@ -144,7 +144,7 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise Rejected("invalid_unicode", "", "string holds a lone surrogate") from None
+        raise Rejected(Reason.INVALID_UNICODE, "", "string holds a lone surrogate") from None
 
 
 class _FloatNotingDecoder(json.JSONDecoder):
@@ -177,7 +177,7 @@ def _check_padding(document: Document, raw: bytes, limits: Limits) -> Document:
         compact = len(json.dumps(document.data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         if len(raw) > padded_bound(compact):
             raise Rejected(
-                "not_compact",
+                Reason.NOT_COMPACT,
                 "",
                 f"{len(raw)} bytes where the compact encoding takes {compact} "
                 f"(at most {padded_bound(compact)} allowed)",
@@ -188,7 +188,7 @@ def _check_padding(document: Document, raw: bytes, limits: Limits) -> Document:
 def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     """Parse ``raw`` bytes or raise Rejected with a reason code."""
     if len(raw) > limits.max_bytes:
-        raise Rejected("too_large", "", f"{len(raw)} bytes > limit {limits.max_bytes}")
+        raise Rejected(Reason.TOO_LARGE, "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
         return _check_padding(_reference_parse(raw, limits), raw, limits)
     decoder = _FloatNotingDecoder.for_this_thread()

@@ -16,7 +16,7 @@ from .attestation import check_attestation
 from .checkpoint import Checkpoint, open_checkpoint
 from .keyring import Keyring
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 
 MEMBERS = ("pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof", "checkpoint")
 
@@ -37,7 +37,7 @@ def check_proof(document, keyring: Keyring) -> Checkpoint:
     pinned key, the checkpoint is signed by that same key and the proof leads from the
     attestation to the checkpoint's root; Rejected names the first thing that fails."""
     if not isinstance(document, dict) or sorted(document) != sorted(MEMBERS):
-        raise Rejected("schema_violation", "proof", f"expected an object of exactly {', '.join(MEMBERS)}")
+        raise Rejected(Reason.SCHEMA_VIOLATION, "proof", f"expected an object of exactly {', '.join(MEMBERS)}")
     for name, kind in (
         ("pith_number", str),
         ("leaf_index", int),
@@ -46,26 +46,28 @@ def check_proof(document, keyring: Keyring) -> Checkpoint:
         ("checkpoint", str),
     ):
         if not isinstance(document[name], kind) or isinstance(document[name], bool):
-            raise Rejected("schema_violation", f"proof.{name}", f"expected {kind.__name__}")
+            raise Rejected(Reason.SCHEMA_VIOLATION, f"proof.{name}", f"expected {kind.__name__}")
     content = check_attestation(document["attestation"], keyring, "attestation")
     attestation = document["attestation"]
     if attestation["subject_pith_number"] != document["pith_number"]:
-        raise Rejected("subject_mismatch", "attestation.subject_pith_number", f"not {document['pith_number']}")
+        raise Rejected(Reason.SUBJECT_MISMATCH, "attestation.subject_pith_number", f"not {document['pith_number']}")
     checkpoint, key = open_checkpoint(document["checkpoint"], keyring)
     if key.key_id != attestation["signature"]["key_id"]:
         raise Rejected(
-            "inclusion_proof_invalid",
+            Reason.INCLUSION_PROOF_INVALID,
             "checkpoint",
             f"is the log of {key.key_id}, the attestation is signed by {attestation['signature']['key_id']}",
         )
     if document["tree_size"] != checkpoint.size:
-        raise Rejected("inclusion_proof_invalid", "proof.tree_size", f"the checkpoint's tree has {checkpoint.size}")
+        raise Rejected(
+            Reason.INCLUSION_PROOF_INVALID, "proof.tree_size", f"the checkpoint's tree has {checkpoint.size}"
+        )
     path = [_hash(node, f"proof.inclusion_proof[{i}]") for i, node in enumerate(document["inclusion_proof"])]
     if not verify_inclusion(
         leaf_hash(bytes.fromhex(content)), document["leaf_index"], checkpoint.size, path, checkpoint.root
     ):
         raise Rejected(
-            "inclusion_proof_invalid",
+            Reason.INCLUSION_PROOF_INVALID,
             "proof.inclusion_proof",
             f"does not lead from leaf {document['leaf_index']} to the root of {checkpoint.size} leaves",
         )
@@ -78,5 +80,5 @@ def _hash(encoded, path: str) -> bytes:
     except binascii.Error:
         node = b""
     if len(node) != HASH_SIZE:
-        raise Rejected("schema_violation", path, "expected the base64 of a 32-byte hash")
+        raise Rejected(Reason.SCHEMA_VIOLATION, path, "expected the base64 of a 32-byte hash")
     return node

@@ -4,59 +4,110 @@ Codes are part of the public interface (they land in the ``verifications`` table
 in ``verify --json`` output): add new ones, never rename old ones.
 """
 
-REASONS = {
-    "malformed_json": "not parseable as JSON (syntax error or truncated)",
-    "invalid_utf8": "bytes are not valid UTF-8",
-    "invalid_unicode": "a string holds a lone surrogate that has no UTF-8 form",
-    "non_finite_number": "NaN or Infinity literal, or a number that overflows a double",
-    "duplicate_key": "an object names the same key twice",
-    "too_deep": "nesting deeper than the configured limit",
-    "too_large": "document larger than the configured byte limit",
-    "not_compact": "document much larger than its compact JSON encoding (padded with whitespace)",
-    "schema_violation": "a required field is missing or has the wrong type or value",
-    "unsupported_algorithm": "a signature or key uses an algorithm other than ed25519",
-    "canonical_hash_mismatch": "canonical_sha256 does not hash the canonical record",
-    "record_mismatch": "a copy of the canonical record differs from the bundle's",
-    "pith_number_mismatch": "a Pith number, short number or pith_short alias is not derived from the hash",
-    "unknown_key": "a signature names a key that is not in the pinned keyring",
-    "key_fingerprint_mismatch": "a key's hex, fingerprint or pinned identity disagree",
-    "key_retired": "a signature is by a pinned key whose validity window had closed when the signed thing was "
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """A rejection's code: the value is what tables and JSON output carry."""
+
+    MALFORMED_JSON = "malformed_json"
+    INVALID_UTF8 = "invalid_utf8"
+    INVALID_UNICODE = "invalid_unicode"
+    NON_FINITE_NUMBER = "non_finite_number"
+    DUPLICATE_KEY = "duplicate_key"
+    TOO_DEEP = "too_deep"
+    TOO_LARGE = "too_large"
+    NOT_COMPACT = "not_compact"
+    SCHEMA_VIOLATION = "schema_violation"
+    UNSUPPORTED_ALGORITHM = "unsupported_algorithm"
+    CANONICAL_HASH_MISMATCH = "canonical_hash_mismatch"
+    RECORD_MISMATCH = "record_mismatch"
+    PITH_NUMBER_MISMATCH = "pith_number_mismatch"
+    UNKNOWN_KEY = "unknown_key"
+    KEY_FINGERPRINT_MISMATCH = "key_fingerprint_mismatch"
+    KEY_RETIRED = "key_retired"
+    KEY_NOT_YET_VALID = "key_not_yet_valid"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    WRONG_KEY_ROLE = "wrong_key_role"
+    RECEIPT_SIGNATURE_INVALID = "receipt_signature_invalid"
+    EVENT_HASH_MISMATCH = "event_hash_mismatch"
+    EVENT_ID_MISMATCH = "event_id_mismatch"
+    EVENT_SIGNATURE_INVALID = "event_signature_invalid"
+    SUBJECT_MISMATCH = "subject_mismatch"
+    CHAIN_BROKEN = "chain_broken"
+    STATE_HASH_MISMATCH = "state_hash_mismatch"
+    STATE_MISMATCH = "state_mismatch"
+    MERGE_UNVERIFIED = "merge_unverified"
+    BUNDLE_HASH_MISMATCH = "bundle_hash_mismatch"
+    BUNDLE_SIGNATURE_INVALID = "bundle_signature_invalid"
+    MANIFEST_HASH_MISMATCH = "manifest_hash_mismatch"
+    MANIFEST_SIGNATURE_INVALID = "manifest_signature_invalid"
+    NOT_APPEND_ONLY = "not_append_only"
+    EQUIVOCATION = "equivocation"
+    ATTESTATION_MISMATCH = "attestation_mismatch"
+    CHECKPOINT_INVALID = "checkpoint_invalid"
+    CHECKPOINT_SIGNATURE_INVALID = "checkpoint_signature_invalid"
+    INCLUSION_PROOF_INVALID = "inclusion_proof_invalid"
+    RELEASE_HASH_MISMATCH = "release_hash_mismatch"
+    RELEASE_SIGNATURE_INVALID = "release_signature_invalid"
+    RELEASE_FILE_MISMATCH = "release_file_mismatch"
+    FETCH_FAILED = "fetch_failed"
+
+
+REASONS: dict[Reason, str] = {
+    Reason.MALFORMED_JSON: "not parseable as JSON (syntax error or truncated)",
+    Reason.INVALID_UTF8: "bytes are not valid UTF-8",
+    Reason.INVALID_UNICODE: "a string holds a lone surrogate that has no UTF-8 form",
+    Reason.NON_FINITE_NUMBER: "NaN or Infinity literal, or a number that overflows a double",
+    Reason.DUPLICATE_KEY: "an object names the same key twice",
+    Reason.TOO_DEEP: "nesting deeper than the configured limit",
+    Reason.TOO_LARGE: "document larger than the configured byte limit",
+    Reason.NOT_COMPACT: "document much larger than its compact JSON encoding (padded with whitespace)",
+    Reason.SCHEMA_VIOLATION: "a required field is missing or has the wrong type or value",
+    Reason.UNSUPPORTED_ALGORITHM: "a signature or key uses an algorithm other than ed25519",
+    Reason.CANONICAL_HASH_MISMATCH: "canonical_sha256 does not hash the canonical record",
+    Reason.RECORD_MISMATCH: "a copy of the canonical record differs from the bundle's",
+    Reason.PITH_NUMBER_MISMATCH: "a Pith number, short number or pith_short alias is not derived from the hash",
+    Reason.UNKNOWN_KEY: "a signature names a key that is not in the pinned keyring",
+    Reason.KEY_FINGERPRINT_MISMATCH: "a key's hex, fingerprint or pinned identity disagree",
+    Reason.KEY_RETIRED: "a signature is by a pinned key whose validity window had closed when the signed thing was "
     "created or signed (the registry rotated to another key)",
-    "key_not_yet_valid": "a signature is dated before the pinned key's validity window opens",
-    "unsupported_version": "the bundle declares a bundle_version or merge_version this archiver does not know: "
+    Reason.KEY_NOT_YET_VALID: "a signature is dated before the pinned key's validity window opens",
+    Reason.UNSUPPORTED_VERSION: "the bundle declares a bundle_version or merge_version this archiver does not know: "
     "an upgrade is needed, nothing is guessed",
-    "wrong_key_role": "a signature is by a pinned key whose role may not sign it (an archive key signing a "
+    Reason.WRONG_KEY_ROLE: "a signature is by a pinned key whose role may not sign it (an archive key signing a "
     "registry record, or a registry key signing a manifest or attestation)",
-    "receipt_signature_invalid": "the receipt signature does not verify under the pinned key",
-    "event_hash_mismatch": "an event's content_sha256 does not hash its content",
-    "event_id_mismatch": "an event_id is not 'sha256:' + content_sha256",
-    "event_signature_invalid": "an event signature does not verify under the pinned key",
-    "subject_mismatch": "an event's subject_pith_number is not the bundle's Pith number",
-    "chain_broken": "an attestation's prev_event does not name the previous attestation",
-    "state_hash_mismatch": "state_sha256 does not hash the state",
-    "state_mismatch": "the state differs from the one recomputed by the deterministic merge",
+    Reason.RECEIPT_SIGNATURE_INVALID: "the receipt signature does not verify under the pinned key",
+    Reason.EVENT_HASH_MISMATCH: "an event's content_sha256 does not hash its content",
+    Reason.EVENT_ID_MISMATCH: "an event_id is not 'sha256:' + content_sha256",
+    Reason.EVENT_SIGNATURE_INVALID: "an event signature does not verify under the pinned key",
+    Reason.SUBJECT_MISMATCH: "an event's subject_pith_number is not the bundle's Pith number",
+    Reason.CHAIN_BROKEN: "an attestation's prev_event does not name the previous attestation",
+    Reason.STATE_HASH_MISMATCH: "state_sha256 does not hash the state",
+    Reason.STATE_MISMATCH: "the state differs from the one recomputed by the deterministic merge",
     # no longer given (such bundles are verified with merge_confirmed false); kept for older archives' tables
-    "merge_unverified": "the bundle has event types whose merge rule is only inferred",
-    "bundle_hash_mismatch": "bundle_sha256 does not hash the bundle",
-    "bundle_signature_invalid": "the bundle signature does not verify under the pinned key",
-    "manifest_hash_mismatch": "an archive manifest's manifest_sha256 does not hash the manifest",
-    "manifest_signature_invalid": "an archive manifest's signature does not verify under the pinned key",
+    Reason.MERGE_UNVERIFIED: "the bundle has event types whose merge rule is only inferred",
+    Reason.BUNDLE_HASH_MISMATCH: "bundle_sha256 does not hash the bundle",
+    Reason.BUNDLE_SIGNATURE_INVALID: "the bundle signature does not verify under the pinned key",
+    Reason.MANIFEST_HASH_MISMATCH: "an archive manifest's manifest_sha256 does not hash the manifest",
+    Reason.MANIFEST_SIGNATURE_INVALID: "an archive manifest's signature does not verify under the pinned key",
     # archive history and storage attestations
-    "not_append_only": "a new version of a record lacks events of its archived current version, or was built "
+    Reason.NOT_APPEND_ONLY: "a new version of a record lacks events of its archived current version, or was built "
     "before it (a fork or a rollback): kept as evidence, not made current",
-    "equivocation": "two resolvers served copies of one record whose events fork (neither is a prefix of the "
+    Reason.EQUIVOCATION: "two resolvers served copies of one record whose events fork (neither is a prefix of the "
     "other): a split view; both copies kept as evidence",
-    "attestation_mismatch": "a storage attestation names an object that its run's manifest does not list as attested",
+    Reason.ATTESTATION_MISMATCH: "a storage attestation names an object that its run's manifest does not list "
+    "as attested",
     # transparency logs: checkpoints and inclusion proofs (docs/TRANSPARENCY.md)
-    "checkpoint_invalid": "a checkpoint is not a signed note of origin, tree size and root hash lines",
-    "checkpoint_signature_invalid": "a checkpoint carries no signature that verifies under the log's pinned key",
-    "inclusion_proof_invalid": "an inclusion proof does not lead from the attestation to the checkpoint's root",
+    Reason.CHECKPOINT_INVALID: "a checkpoint is not a signed note of origin, tree size and root hash lines",
+    Reason.CHECKPOINT_SIGNATURE_INVALID: "a checkpoint carries no signature that verifies under the log's pinned key",
+    Reason.INCLUSION_PROOF_INVALID: "an inclusion proof does not lead from the attestation to the checkpoint's root",
     # dataset releases (release.json)
-    "release_hash_mismatch": "a release's release_sha256 does not hash its release.json",
-    "release_signature_invalid": "a release's signature does not verify under the pinned archive key",
-    "release_file_mismatch": "a file a release lists is missing, or differs from its size and sha256",
+    Reason.RELEASE_HASH_MISMATCH: "a release's release_sha256 does not hash its release.json",
+    Reason.RELEASE_SIGNATURE_INVALID: "a release's signature does not verify under the pinned archive key",
+    Reason.RELEASE_FILE_MISMATCH: "a file a release lists is missing, or differs from its size and sha256",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
-    "fetch_failed": "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
+    Reason.FETCH_FAILED: "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }
 
 
@@ -64,8 +115,8 @@ class Rejected(Exception):
     """A document failed a check: ``reason`` is a code from REASONS, ``path`` names
     what broke (``events[1].content_sha256``), ``detail`` says how, for people."""
 
-    def __init__(self, reason: str, path: str = "", detail: str = ""):
-        assert reason in REASONS, reason
+    def __init__(self, reason: Reason, path: str = "", detail: str = ""):
+        reason = Reason(reason)  # ValueError for a code that is not one
         super().__init__(f"{reason} at {path or '<document>'}: {detail or REASONS[reason]}")
         self.reason = reason
         self.path = path

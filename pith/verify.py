@@ -12,6 +12,7 @@ an archive from keeping its records.
 import base64
 import binascii
 import re
+from enum import StrEnum
 from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
@@ -19,7 +20,7 @@ from .keyring import REGISTRY, SIGNATURE_MEMBERS, Keyring
 from .merge import MERGE_VERSION, merge
 from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
-from .reasons import Rejected
+from .reasons import Reason, Rejected
 
 EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
 RECEIPT_MESSAGE = "canonical_sha256_bytes"
@@ -32,9 +33,23 @@ BUNDLE_VERSIONS = ("1.0",)  # the bundle_version values this archiver knows how 
 TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 
 
-@dataclass
+class Status(StrEnum):
+    """What became of a document: the ``status`` of a verdict, of a verifications row and
+    of ``verify``'s output."""
+
+    VERIFIED = "verified"
+    REJECTED = "rejected"
+    FAILED = "failed"  # the crawl could not fetch it: no bytes to judge (reason fetch_failed or too_large)
+    UNREADABLE = "unreadable"  # verify: a file it could not read
+    SKIPPED = "skipped"  # verify: a file it was not asked to judge (not a bundle, feed, note or release)
+
+
+@dataclass(frozen=True)
 class Verdict:
-    status: str  # "verified" or "rejected"
+    """Immutable: what one check found. Components that add to it (the archive, the
+    split-view pipeline) keep their findings beside it, never in it."""
+
+    status: Status
     reason: str = ""  # a code from pith.reasons.REASONS when rejected
     path: str = ""
     detail: str = ""
@@ -50,7 +65,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.status == "verified"
+        return self.status == Status.VERIFIED
 
     def as_dict(self) -> dict:
         merge = (
@@ -79,7 +94,7 @@ def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Ve
     try:
         document = parse(raw, limits)
     except Rejected as rejected:
-        return Verdict("rejected", rejected.reason, rejected.path, rejected.detail)
+        return Verdict(Status.REJECTED, rejected.reason, rejected.path, rejected.detail)
     return verify_document(document.data, keyring, document.exact)
 
 
@@ -90,14 +105,14 @@ def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
     except Rejected as rejected:
         number = bundle.get("pith_number") if isinstance(bundle, dict) else None
         return Verdict(
-            "rejected",
+            Status.REJECTED,
             rejected.reason,
             rejected.path,
             rejected.detail,
             pith_number=number if isinstance(number, str) else None,
             bundle=bundle if isinstance(bundle, dict) else None,
         )
-    return Verdict("verified", bundle=bundle, exact=exact, **facts)
+    return Verdict(Status.VERIFIED, bundle=bundle, exact=exact, **facts)
 
 
 # --- schema helpers --------------------------------------------------------------
@@ -107,20 +122,20 @@ def _need(obj: dict, key: str, kind, path: str):
     value = obj.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise Rejected("schema_violation", f"{path}{key}", f"expected {want}, found {type(value).__name__}")
+        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {want}, found {type(value).__name__}")
     return value
 
 
 def _need_hex(obj: dict, key: str, path: str) -> str:
     value = _need(obj, key, str, path)
     if len(value) != 64 or value.strip("0123456789abcdef"):
-        raise Rejected("schema_violation", f"{path}{key}", "expected 64 lowercase hex digits")
+        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", "expected 64 lowercase hex digits")
     return value
 
 
 def _need_equal(obj: dict, key: str, expected, path: str):
     if obj.get(key) != expected:
-        raise Rejected("schema_violation", f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
+        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
 
 
 def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
@@ -135,7 +150,7 @@ def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
 
 def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     if not isinstance(bundle, dict):
-        raise Rejected("schema_violation", "", f"a bundle is an object, found {type(bundle).__name__}")
+        raise Rejected(Reason.SCHEMA_VIOLATION, "", f"a bundle is an object, found {type(bundle).__name__}")
     _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
     _check_versions(bundle)
     number = _need(bundle, "pith_number", str, "")
@@ -155,13 +170,13 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     receipt = _signature_block(events[created_index]["payload"], "receipt", RECEIPT_MESSAGE, receipt_path)
     if receipt.get("canonical_sha256") != canonical:
         raise Rejected(
-            "canonical_hash_mismatch", f"{receipt_path}receipt.canonical_sha256", "the receipt signs another hash"
+            Reason.CANONICAL_HASH_MISMATCH, f"{receipt_path}receipt.canonical_sha256", "the receipt signs another hash"
         )
     keyring.check_signature(
         receipt,
         bytes.fromhex(canonical),
         f"{receipt_path}receipt",
-        "receipt_signature_invalid",
+        Reason.RECEIPT_SIGNATURE_INVALID,
         role=REGISTRY,
         created_at=receipt.get("signed_at"),
     )
@@ -189,7 +204,7 @@ def _check_versions(bundle) -> None:
         value = _need(bundle, key, str, "")
         if value not in known:
             raise Rejected(
-                "unsupported_version",
+                Reason.UNSUPPORTED_VERSION,
                 key,
                 f"{key} {value[:64]!r}; this archiver knows {', '.join(map(repr, known))}: upgrade it",
             )
@@ -197,42 +212,42 @@ def _check_versions(bundle) -> None:
 
 def _check_record(bundle, record, canonical, events, state, exact) -> int:
     if canon_sha256(record, exact) != canonical:
-        raise Rejected("canonical_hash_mismatch", "canonical_sha256", "does not hash canonical_record")
+        raise Rejected(Reason.CANONICAL_HASH_MISMATCH, "canonical_sha256", "does not hash canonical_record")
     created = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("event_type") == "record_created"]
     if len(created) != 1:
-        raise Rejected("schema_violation", "events", f"expected one record_created event, found {len(created)}")
+        raise Rejected(Reason.SCHEMA_VIOLATION, "events", f"expected one record_created event, found {len(created)}")
     index = created[0]
     payload = _need(events[index], "payload", dict, f"events[{index}].")
     if payload.get("canonical_record") != record:
-        raise Rejected("record_mismatch", f"events[{index}].payload.canonical_record")
+        raise Rejected(Reason.RECORD_MISMATCH, f"events[{index}].payload.canonical_record")
     if payload.get("canonical_sha256") != canonical:
-        raise Rejected("canonical_hash_mismatch", f"events[{index}].payload.canonical_sha256")
+        raise Rejected(Reason.CANONICAL_HASH_MISMATCH, f"events[{index}].payload.canonical_sha256")
     current = _need(state, "current", dict, "state.")
     if current.get("canonical_record") != record:
-        raise Rejected("record_mismatch", "state.current.canonical_record")
+        raise Rejected(Reason.RECORD_MISMATCH, "state.current.canonical_record")
     return index
 
 
 def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None:
     if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
-        raise Rejected("schema_violation", "canonical_record.metadata.submitted_at", "expected an ISO date")
+        raise Rejected(Reason.SCHEMA_VIOLATION, "canonical_record.metadata.submitted_at", "expected an ISO date")
     suffix = pith_suffix(canonical)
     expected = number_from_suffix(suffix, submitted)
     if number != expected:
-        raise Rejected("pith_number_mismatch", "pith_number", f"expected {expected}")
+        raise Rejected(Reason.PITH_NUMBER_MISMATCH, "pith_number", f"expected {expected}")
     if bundle.get("short_pith_number") != short_pith_number(suffix):
-        raise Rejected("pith_number_mismatch", "short_pith_number", f"expected {short_pith_number(suffix)}")
+        raise Rejected(Reason.PITH_NUMBER_MISMATCH, "short_pith_number", f"expected {short_pith_number(suffix)}")
     if state.get("pith_number") != number:
-        raise Rejected("pith_number_mismatch", "state.pith_number")
+        raise Rejected(Reason.PITH_NUMBER_MISMATCH, "state.pith_number")
     for index, alias in enumerate(aliases):
         if not isinstance(alias, dict):
-            raise Rejected("schema_violation", f"source_aliases[{index}]", "expected an object")
+            raise Rejected(Reason.SCHEMA_VIOLATION, f"source_aliases[{index}]", "expected an object")
         kind = alias.get("alias_kind")
         if isinstance(kind, str) and kind.startswith("pith_short_"):
             length = int(kind[11:]) if kind[11:] in {str(n) for n in SHORT_LENGTHS} else None
             if length is None or alias.get("alias_value") != suffix[:length]:
                 raise Rejected(
-                    "pith_number_mismatch",
+                    Reason.PITH_NUMBER_MISMATCH,
                     f"source_aliases[{index}].alias_value",
                     f"{kind} is not derived from the hash",
                 )
@@ -242,22 +257,22 @@ def _check_public_keys(bundle, keyring) -> None:
     for index, entry in enumerate(_need(bundle, "public_keys", list, "")):
         path = f"public_keys[{index}]."
         if not isinstance(entry, dict):
-            raise Rejected("schema_violation", f"public_keys[{index}]", "expected an object")
+            raise Rejected(Reason.SCHEMA_VIOLATION, f"public_keys[{index}]", "expected an object")
         if entry.get("algorithm") != "ed25519":
-            raise Rejected("unsupported_algorithm", f"{path}algorithm", f"{entry.get('algorithm')!r}")
+            raise Rejected(Reason.UNSUPPORTED_ALGORITHM, f"{path}algorithm", f"{entry.get('algorithm')!r}")
         try:
             raw = base64.b64decode(_need(entry, "public_key_b64", str, path), validate=True)
         except (binascii.Error, ValueError):
-            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64", "not base64") from None
+            raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{path}public_key_b64", "not base64") from None
         if len(raw) != 32:
-            raise Rejected("key_fingerprint_mismatch", f"{path}public_key_b64", "not a 32-byte key")
+            raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{path}public_key_b64", "not a 32-byte key")
         for name, value in key_fingerprints(raw).items():
             if name in entry and entry[name] != value:
-                raise Rejected("key_fingerprint_mismatch", f"{path}{name}", "does not match public_key_b64")
+                raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{path}{name}", "does not match public_key_b64")
         pinned = keyring.get(entry.get("key_id"))
         if pinned is not None and pinned.raw != raw:
             raise Rejected(
-                "key_fingerprint_mismatch", f"{path}public_key_b64", f"differs from the pinned key {pinned.key_id}"
+                Reason.KEY_FINGERPRINT_MISMATCH, f"{path}public_key_b64", f"differs from the pinned key {pinned.key_id}"
             )
 
 
@@ -267,7 +282,7 @@ def check_event(
     """Check one signed event (hash, id, subject, signature by a key of ``role``);
     return its content hash. Shared by bundles and by storage attestation feeds."""
     if not isinstance(event, dict):
-        raise Rejected("schema_violation", path, "an event is an object")
+        raise Rejected(Reason.SCHEMA_VIOLATION, path, "an event is an object")
     prefix = f"{path}."
     _need(event, "event_type", str, prefix)
     _need(event, "payload", dict, prefix)
@@ -275,22 +290,22 @@ def check_event(
     content_sha256 = _need_hex(event, "content_sha256", prefix)
     content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
     if canon_sha256(content, exact) != content_sha256:
-        raise Rejected("event_hash_mismatch", f"{prefix}content_sha256", "does not hash the event")
+        raise Rejected(Reason.EVENT_HASH_MISMATCH, f"{prefix}content_sha256", "does not hash the event")
     if event.get("event_id") != "sha256:" + content_sha256:
-        raise Rejected("event_id_mismatch", f"{prefix}event_id", "expected 'sha256:' + content_sha256")
+        raise Rejected(Reason.EVENT_ID_MISMATCH, f"{prefix}event_id", "expected 'sha256:' + content_sha256")
     if subject is not None and event.get("subject_pith_number") != subject:
-        raise Rejected("subject_mismatch", f"{prefix}subject_pith_number", f"expected {subject}")
+        raise Rejected(Reason.SUBJECT_MISMATCH, f"{prefix}subject_pith_number", f"expected {subject}")
     signature = _signature_block(event, "signature", EVENT_MESSAGE, prefix)
     if signer.get("key_id") != signature.get("key_id") or signer.get("public_key_fingerprint") != signature.get(
         "public_key_fingerprint"
     ):
-        raise Rejected("key_fingerprint_mismatch", f"{prefix}signer", "signer and signature name different keys")
+        raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{prefix}signer", "signer and signature name different keys")
     # outside the content hash: in a feed nothing else covers it
     keyring.check_signature(
         signature,
         bytes.fromhex(content_sha256),
         f"{prefix}signature",
-        "event_signature_invalid",
+        Reason.EVENT_SIGNATURE_INVALID,
         SIGNATURE_MEMBERS,
         role=role,
         created_at=event.get("created_at"),
@@ -305,10 +320,10 @@ def _check_state(merged, state, exact) -> tuple[str, dict]:
     state_sha256 = _need_hex(state, "state_sha256", "state.")
     body = {k: v for k, v in state.items() if k != "state_sha256"}
     if canon_sha256(body, exact) != state_sha256:
-        raise Rejected("state_hash_mismatch", "state.state_sha256", "does not hash the state")
+        raise Rejected(Reason.STATE_HASH_MISMATCH, "state.state_sha256", "does not hash the state")
     if not merged.inferred and merged.state != body:
         raise Rejected(
-            "state_mismatch",
+            Reason.STATE_MISMATCH,
             "state." + first_difference(merged.state, body),
             "differs from the state the merge recomputes",
         )
@@ -320,18 +335,18 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
     # signed_at is the one field no hash covers: hold it to a timestamp's form, so
     # anything passed on as verified carries no unsigned payload beyond a date.
     if not TIMESTAMP_RE.fullmatch(_need(sig, "signed_at", str, "bundle_signature.")):
-        raise Rejected("schema_violation", "bundle_signature.signed_at", "expected an RFC 3339 UTC timestamp")
+        raise Rejected(Reason.SCHEMA_VIOLATION, "bundle_signature.signed_at", "expected an RFC 3339 UTC timestamp")
     claimed = _need_hex(sig, "bundle_sha256", "bundle_signature.")
     body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     if canon_sha256(body, exact) != claimed:
-        raise Rejected("bundle_hash_mismatch", "bundle_signature.bundle_sha256", "does not hash the bundle")
+        raise Rejected(Reason.BUNDLE_HASH_MISMATCH, "bundle_signature.bundle_sha256", "does not hash the bundle")
     # no hash covers bundle_signature: it may hold its own members and nothing else.
     # built_at, which the hash covers, is when the registry built and signed this version.
     keyring.check_signature(
         sig,
         bytes.fromhex(claimed),
         "bundle_signature",
-        "bundle_signature_invalid",
+        Reason.BUNDLE_SIGNATURE_INVALID,
         BUNDLE_SIGNATURE_MEMBERS,
         role=REGISTRY,
         signed_at=bundle.get("built_at"),

@@ -7,10 +7,10 @@ from pathlib import Path
 from pith.attestation import Chain, check_feed, split_lines
 from pith.keyring import Keyring
 from pith.parse import Limits
-from pith.reasons import Rejected
+from pith.reasons import Reason, Rejected
 from pith.release import RELEASE_LIMITS, check_release
 from storage.stores import hash_file
-from pith.verify import verify_bundle
+from pith.verify import Status, verify_bundle
 from . import sources
 
 READ_CHUNK = 1 << 20
@@ -43,16 +43,18 @@ class TargetChecker:
                 try:
                     digest, size = hash_file(path)
                 except OSError as exc:
-                    raise Rejected("release_file_mismatch", f"files[{index}]", f"{entry.get('path')}: {exc}") from None
+                    raise Rejected(
+                        Reason.RELEASE_FILE_MISMATCH, f"files[{index}]", f"{entry.get('path')}: {exc}"
+                    ) from None
                 if (size, digest) != (entry.get("size"), entry.get("sha256")):
-                    raise Rejected("release_file_mismatch", f"files[{index}]", f"{entry.get('path')} differs")
+                    raise Rejected(Reason.RELEASE_FILE_MISMATCH, f"files[{index}]", f"{entry.get('path')} differs")
         except sources.SourceError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)
         return {
             "source": source,
-            "status": "verified",
+            "status": Status.VERIFIED,
             "release_id": document.get("release_id"),
             "files": len(document["files"]),
         }
@@ -66,7 +68,7 @@ class TargetChecker:
         kind = sources.not_json(raw)
         if kind and claimed:  # named or placed as a bundle: what it holds instead is a rejection
             detail = f"{kind} where a bundle was expected (an error page saved in its place?)"
-            return rejected(source, Rejected("malformed_json", "", detail))
+            return rejected(source, Rejected(Reason.MALFORMED_JSON, "", detail))
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         verdict = verify_bundle(raw, self.keyring, self.limits)
@@ -88,16 +90,16 @@ class TargetChecker:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)
-        return {"source": source, "status": "verified", "attestations": count, "stretches": chain.stretches}
+        return {"source": source, "status": Status.VERIFIED, "attestations": count, "stretches": chain.stretches}
 
 
 def rejected(source: str, exc: Rejected) -> dict:
-    return {"source": source, "status": "rejected", "reason": exc.reason, "path": exc.path, "detail": exc.detail}
+    return {"source": source, "status": Status.REJECTED, "reason": exc.reason, "path": exc.path, "detail": exc.detail}
 
 
 def unreadable(source: str, exc) -> dict:
-    return {"source": source, "status": "unreadable", "detail": str(exc)}
+    return {"source": source, "status": Status.UNREADABLE, "detail": str(exc)}
 
 
 def skipped(source: str, why: str) -> dict:
-    return {"source": source, "status": "skipped", "detail": why}
+    return {"source": source, "status": Status.SKIPPED, "detail": why}

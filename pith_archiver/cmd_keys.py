@@ -11,7 +11,7 @@ import click
 from crawler.key_watch import announced_keys
 from pith.keyring import REGISTRY, REGISTRY_KEY, Keyring, KeyringError, instant, key_from_entry
 from pith.parse import parse
-from pith.reasons import Rejected
+from pith.reasons import Reason, Rejected
 from storage.signing_key import new_signer
 from .exit_status import ConfigError
 from .output import say, verbosity_options
@@ -159,7 +159,7 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
     body = _read_source(source)
     try:
         if len(body) > KEY_DOCUMENT_LIMIT:
-            raise Rejected("too_large", "", f"more than {KEY_DOCUMENT_LIMIT} bytes")
+            raise Rejected(Reason.TOO_LARGE, "", f"more than {KEY_DOCUMENT_LIMIT} bytes")
         entries = announced_keys(parse(body).data)
     except Rejected as rejected:
         raise ConfigError(f"{source}: not a key document ({rejected})") from None

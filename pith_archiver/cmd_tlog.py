@@ -8,6 +8,7 @@ import click
 from pith.parse import Limits, parse
 from pith.proof import check_proof
 from pith.reasons import Rejected
+from pith.verify import Status
 from storage.reader import NothingCommitted
 from storage.stores import StorageError
 from storage.key_logs import LogBroken
@@ -113,14 +114,19 @@ def check_proof_files(paths, keyring, as_json: bool) -> ExitStatus:
             rejected += 1
             record = {
                 "source": path,
-                "status": "rejected",
+                "status": Status.REJECTED,
                 "reason": exc.reason,
                 "path": exc.path,
                 "detail": exc.detail,
             }
             line = f"REJECTED    proof  {path}  {exc.reason} at {exc.path or '<document>'}: {exc.detail}"
         else:
-            record = {"source": path, "status": "verified", "origin": checkpoint.origin, "tree_size": checkpoint.size}
+            record = {
+                "source": path,
+                "status": Status.VERIFIED,
+                "origin": checkpoint.origin,
+                "tree_size": checkpoint.size,
+            }
             line = f"VERIFIED    proof  {path}  in {checkpoint.origin} at size {checkpoint.size}"
         click.echo(json.dumps(record, ensure_ascii=False) if as_json else line)
     click.echo(f"{len(paths) - rejected} verified, {rejected} rejected", err=as_json)

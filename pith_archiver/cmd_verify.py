@@ -17,8 +17,10 @@ from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
 from .ordered_pool import available_cores, ordered_map
 from .output import NORMAL, QUIET, verbosity_options
+from pith.reasons import Reason
+from pith.verify import Status
 
-STATUSES = ("verified", "rejected", "unreadable", "skipped")
+STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 
 
 @click.command()
@@ -118,8 +120,8 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
     for stretch, why in chain.breaks(rooted=False):
         by_source[stretch.source] = {
             "source": stretch.source,
-            "status": "rejected",
-            "reason": "chain_broken",
+            "status": Status.REJECTED,
+            "reason": Reason.CHAIN_BROKEN,
             "path": f"{stretch.where}.prev_event",
             "detail": why,
         }
@@ -146,12 +148,12 @@ class Report:
         status, source = record["status"], record["source"]
         feed = source.endswith(sources.FEED_SUFFIX)
         label = "feed" if feed else record.get("pith_number") or "-"
-        if status == "verified":
+        if status == Status.VERIFIED:
             line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
             if record.get("merge_confirmed") is False:
                 self.inferred += 1
                 line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"
-        elif status == "rejected":
+        elif status == Status.REJECTED:
             line = (
                 f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
                 f"{record['detail']}"
@@ -163,22 +165,22 @@ class Report:
     def _emit(self, record: dict, line: str) -> None:
         status = record["status"]
         self.counts[status] += 1
-        if self.verbosity > QUIET or status in ("rejected", "unreadable"):
+        if self.verbosity > QUIET or status in (Status.REJECTED, Status.UNREADABLE):
             click.echo(json.dumps(record, ensure_ascii=False) if self.as_json else line)
 
     def close(self) -> ExitStatus:
         counts = self.counts
         inferred = f" ({self.inferred} with a merge rule only inferred)" if self.inferred else ""
         summary = f"{counts['verified']} verified{inferred}, {counts['rejected']} rejected"
-        if counts["unreadable"]:
+        if counts[Status.UNREADABLE]:
             summary += f", {counts['unreadable']} unreadable"
-        if counts["skipped"]:
+        if counts[Status.SKIPPED]:
             summary += f", {counts['skipped']} skipped (not bundles)"
         click.echo(summary, err=self.as_json)
         return worst(
-            ExitStatus.REJECTED if counts["rejected"] else ExitStatus.OK,
-            ExitStatus.PARTIAL if counts["unreadable"] else ExitStatus.OK,
-            ExitStatus.OK if counts["verified"] or counts["rejected"] else ExitStatus.FAILED,
+            ExitStatus.REJECTED if counts[Status.REJECTED] else ExitStatus.OK,
+            ExitStatus.PARTIAL if counts[Status.UNREADABLE] else ExitStatus.OK,
+            ExitStatus.OK if counts[Status.VERIFIED] or counts[Status.REJECTED] else ExitStatus.FAILED,
         )
 
 

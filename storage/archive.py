@@ -33,7 +33,7 @@ from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith.split_view import Equivocation
-from pith.verify import Verdict
+from pith.verify import Status, Verdict
 from pith.shipped import version
 from . import layout
 from .attestations import Stored
@@ -47,6 +47,7 @@ from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
+from pith.reasons import Reason
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class ArchiveWriter:
             if objection or equivocation:
                 verdict = replace(
                     verdict,
-                    reason="equivocation" if equivocation else "not_append_only",
+                    reason=Reason.EQUIVOCATION if equivocation else Reason.NOT_APPEND_ONLY,
                     path="events",
                     detail=equivocation.detail if equivocation else objection,
                 )
@@ -228,7 +229,7 @@ class ArchiveWriter:
                 history.add(number, bundle, events, built_at, fetched_at, current=not objection)
             self._count(open_run, "duplicates" if duplicate else "verified")
             if objection:
-                self._count(open_run, "not_append_only")
+                self._count(open_run, Reason.NOT_APPEND_ONLY)
             # tracked before the lock is released: a checkpoint taking this run waits for it
             if duplicate:
                 stored = _done(None)
@@ -280,7 +281,7 @@ class ArchiveWriter:
         body, a state.json that disagrees with its bundle): a ``verifications`` row
         with status ``failed``, so every failure is on record."""
         self._check_usable()
-        verdict = Verdict("failed", reason, path, detail, pith_number=pith_number)
+        verdict = Verdict(Status.FAILED, reason, path, detail, pith_number=pith_number)
         with self._lock:
             open_run = self._open_run
             open_run.tables["verifications"].add(

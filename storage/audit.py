@@ -19,6 +19,7 @@ checked nor orphans.
 
 import hashlib
 import logging
+from enum import StrEnum
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -38,18 +39,40 @@ from .key_logs import KeyLog, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 
-CODES = {
-    "manifest_invalid": "a manifest does not verify under the pinned keys; its reason follows",
-    "manifest_unpinned": "well-formed manifests signed by a key that is not pinned (one finding per key): their "
+
+class Finding(StrEnum):
+    """An audit finding's code, spelled like the reason codes of ``pith.reasons``
+    (a finding that is a rejection has the same code)."""
+
+    MANIFEST_INVALID = "manifest_invalid"
+    MANIFEST_UNPINNED = "manifest_unpinned"
+    MISSING = "missing"
+    SIZE_MISMATCH = "size_mismatch"
+    HASH_MISMATCH = "hash_mismatch"
+    BUNDLE_REJECTED = "bundle_rejected"
+    ROWS_MISMATCH = "rows_mismatch"
+    ATTESTATION_INVALID = "attestation_invalid"
+    CHAIN_BROKEN = "chain_broken"
+    ORPHAN = "orphan"
+    # the transparency-log checks (storage.log_proofs)
+    LOG_ROLLED_BACK = "log_rolled_back"
+    LOG_FORKED = "log_forked"
+    LOG_BROKEN = "log_broken"
+    CHECKPOINT_INVALID = "checkpoint_invalid"
+
+
+CODES: dict[Finding, str] = {
+    Finding.MANIFEST_INVALID: "a manifest does not verify under the pinned keys; its reason follows",
+    Finding.MANIFEST_UNPINNED: "well-formed manifests signed by a key that is not pinned (one finding per key): their "
     "objects are not checked",
-    "missing": "an object a committed manifest lists is not in the store",
-    "size_mismatch": "an object's size differs from its manifest entry",
-    "hash_mismatch": "an object's sha256 differs from its manifest entry",
-    "bundle_rejected": "a raw bundle no longer verifies; its reason follows",
-    "rows_mismatch": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
-    "attestation_invalid": "an attestation does not verify, or names an object its run did not store",
-    "chain_broken": "an attestation's prev_event does not name its key's previous attestation",
-    "orphan": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
+    Finding.MISSING: "an object a committed manifest lists is not in the store",
+    Finding.SIZE_MISMATCH: "an object's size differs from its manifest entry",
+    Finding.HASH_MISMATCH: "an object's sha256 differs from its manifest entry",
+    Finding.BUNDLE_REJECTED: "a raw bundle no longer verifies; its reason follows",
+    Finding.ROWS_MISMATCH: "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
+    Finding.ATTESTATION_INVALID: "an attestation does not verify, or names an object its run did not store",
+    Finding.CHAIN_BROKEN: "an attestation's prev_event does not name its key's previous attestation",
+    Finding.ORPHAN: "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
     "and partial writes included; a local crawl's own state excepted)",
 }
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
@@ -57,7 +80,7 @@ TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
 
 @dataclass(frozen=True)
 class Discrepancy:
-    code: str  # a key of CODES
+    code: Finding
     path: str  # the archive path it concerns
     detail: str = ""
     key_id: str | None = None  # manifest_unpinned: the key that signs the manifest
@@ -162,27 +185,27 @@ class Audit:
                     (read.path, len(unpinned["objects"]))
                 )
             else:
-                yield self._found("manifest_invalid", read.path, getattr(read.error, "reason", str(read.error)))
+                yield self._found(Finding.MANIFEST_INVALID, read.path, getattr(read.error, "reason", str(read.error)))
         for (key_id, fingerprint), manifests in unpinned_by.items():
             more = f" and {len(manifests) - 1} more manifests" if len(manifests) > 1 else ""
             yield self._found(
-                "manifest_unpinned",
+                Finding.MANIFEST_UNPINNED,
                 manifests[0][0],
                 f"signed{more} by {key_id} (fingerprint {fingerprint}), which is not pinned: "
                 f"{sum(n for _, n in manifests)} objects not checked",
                 key_id=key_id,
             )
         for stretch, why in self._chain.breaks(rooted=True):
-            yield self._found("chain_broken", stretch.source, f"{stretch.where}.prev_event: {why}")
+            yield self._found(Finding.CHAIN_BROKEN, stretch.source, f"{stretch.where}.prev_event: {why}")
         for stored in self.store.list():
             if stored.path not in self._accounted:
-                yield self._found("orphan", stored.path, f"{stored.size} bytes")
+                yield self._found(Finding.ORPHAN, stored.path, f"{stored.size} bytes")
 
     def logs(self) -> dict[str, KeyLog]:
         """Each key's committed log, as the manifests ``run()`` verified give it."""
         return logs_of(self._log_parts)
 
-    def _found(self, code: str, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
+    def _found(self, code: Finding, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
         self.counts.discrepancies[code] += 1
         return Discrepancy(code, path, detail, key_id)
 
@@ -206,12 +229,14 @@ class Audit:
         for table, total in sorted(archive.get("rows", {}).items()):
             if total != rows[table]:
                 yield self._found(
-                    "rows_mismatch", path, f"{table}: the stats say {total}, its files hold {rows[table]}"
+                    Finding.ROWS_MISMATCH, path, f"{table}: the stats say {total}, its files hold {rows[table]}"
                 )
         attested = self.counts.attestations - attested_before
         if archive.get("verified", attested) != attested:
             yield self._found(
-                "attestation_invalid", path, f"the run archived {archive['verified']} versions and attested {attested}"
+                Finding.ATTESTATION_INVALID,
+                path,
+                f"the run archived {archive['verified']} versions and attested {attested}",
             )
 
     def _object(self, entry: ObjectInfo, check):
@@ -225,16 +250,18 @@ class Audit:
         try:
             findings = list(check(entry, stream))
         except ObjectMissing:
-            yield self._found("missing", path)
+            yield self._found(Finding.MISSING, path)
             return
         self.counts.objects += 1
         self.counts.bytes += stream.size
         if self._on_object is not None:
             self._on_object(self.counts)
         if stream.size != entry.size:
-            yield self._found("size_mismatch", path, f"{stream.size} bytes, listed as {entry.size}")
+            yield self._found(Finding.SIZE_MISMATCH, path, f"{stream.size} bytes, listed as {entry.size}")
         elif stream.digest.hexdigest() != entry.sha256:
-            yield self._found("hash_mismatch", path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}")
+            yield self._found(
+                Finding.HASH_MISMATCH, path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}"
+            )
         yield from findings
 
     # --- checks by kind: each reads the whole stream --------------------------------
@@ -255,7 +282,9 @@ class Audit:
             self.counts.merge_inferred += 1
         if not verdict.ok:
             yield self._found(
-                "bundle_rejected", entry.path, f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}"
+                Finding.BUNDLE_REJECTED,
+                entry.path,
+                f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}",
             )
 
     def _table(self, entry: ObjectInfo, stream):
@@ -265,10 +294,10 @@ class Audit:
         try:
             rows = parquet_rows(tail)
         except (ValueError, OSError, pa.ArrowException) as exc:
-            yield self._found("rows_mismatch", entry.path, f"unreadable footer: {exc}")
+            yield self._found(Finding.ROWS_MISMATCH, entry.path, f"unreadable footer: {exc}")
             return
         if rows != entry.rows:
-            yield self._found("rows_mismatch", entry.path, f"{rows} rows, listed as {entry.rows}")
+            yield self._found(Finding.ROWS_MISMATCH, entry.path, f"{rows} rows, listed as {entry.rows}")
 
     def _feed(self, entry: ObjectInfo, stream, *, run_id: str, by_path: dict[str, ObjectInfo]):
         self._chain.feed(entry.path)
@@ -278,18 +307,18 @@ class Audit:
                 event = read_attestation(line, self.archive_keyring, where)
             except Rejected as exc:
                 self._chain.lose_track()
-                yield self._found("attestation_invalid", entry.path, str(exc))
+                yield self._found(Finding.ATTESTATION_INVALID, entry.path, str(exc))
                 continue
             self.counts.attestations += 1
             mismatch = _unlisted(event["payload"], run_id, by_path)
             if mismatch:
                 yield self._found(
-                    "attestation_invalid", entry.path, f"attestation_mismatch at {where}.payload: {mismatch}"
+                    Finding.ATTESTATION_INVALID, entry.path, f"attestation_mismatch at {where}.payload: {mismatch}"
                 )
             try:
                 self._chain.follow(event, where)
             except Rejected as exc:
-                yield self._found("chain_broken", entry.path, f"{exc.path}: {exc.detail}")
+                yield self._found(Finding.CHAIN_BROKEN, entry.path, f"{exc.path}: {exc.detail}")
 
 
 def _unlisted(payload: dict, run_id: str, by_path: dict[str, ObjectInfo]) -> str:

@@ -17,7 +17,7 @@ from pith.merkle import MerkleEdge, Tree, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
-from .audit import Discrepancy
+from .audit import Discrepancy, Finding
 from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
 from .manifest import read_committed
 from .stores import ObjectStore, StorageError
@@ -117,14 +117,16 @@ def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) ->
                 if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
                     found.append(
                         Discrepancy(
-                            "log_broken", part.leaves.path, f"{key_id}: not the content hashes of {part.feed.path}"
+                            Finding.LOG_BROKEN,
+                            part.leaves.path,
+                            f"{key_id}: not the content hashes of {part.feed.path}",
                         )
                     )
                 add_leaves(frontier, leaves)
                 if part.checkpoint:
                     why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
                     if why:
-                        found.append(Discrepancy("log_broken", part.checkpoint.path, f"{key_id}: {why}"))
+                        found.append(Discrepancy(Finding.LOG_BROKEN, part.checkpoint.path, f"{key_id}: {why}"))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found
@@ -161,16 +163,16 @@ def check_consistency(
     try:
         saved, key = open_checkpoint(note, keyring)
     except Rejected as exc:
-        return [Discrepancy("checkpoint_invalid", source, str(exc))]
+        return [Discrepancy(Finding.CHECKPOINT_INVALID, source, str(exc))]
     log = logs.get(key.key_id)
     try:
         tree, _ = current_log(store, keyring, log)
     except StorageError as exc:
-        return [Discrepancy("log_broken", source, f"{key.key_id}: {exc}")]
+        return [Discrepancy(Finding.LOG_BROKEN, source, f"{key.key_id}: {exc}")]
     if tree.size < saved.size:
         return [
             Discrepancy(
-                "log_rolled_back",
+                Finding.LOG_ROLLED_BACK,
                 source,
                 f"{key.key_id}: the archive's log has {tree.size} leaves, behind the checkpoint's {saved.size}",
             )
@@ -178,7 +180,7 @@ def check_consistency(
     if not verify_consistency(saved.size, tree.size, tree.consistency_proof(saved.size), saved.root, tree.root()):
         return [
             Discrepancy(
-                "log_forked",
+                Finding.LOG_FORKED,
                 source,
                 f"{key.key_id}: the archive's log of {tree.size} leaves does not extend the checkpoint of {saved.size}",
             )

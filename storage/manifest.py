@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.parse import Limits, parse
-from pith.reasons import Rejected
+from pith.reasons import Reason, Rejected
 from pith.signing import Signer, utc_now
 from pith.verify import SIGNATURE_STATUS
 from pith.shipped import version
@@ -78,27 +78,27 @@ def commit_manifest(store: ObjectStore, manifest: dict) -> ObjectInfo:
 def _require(obj: dict, key: str, kind, path: str = ""):
     value = obj.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ManifestInvalid("schema_violation", f"{path}{key}", f"expected {kind.__name__}")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {kind.__name__}")
     return value
 
 
 def _check_entry(entry, index: int) -> None:
     where = f"objects[{index}]."
     if not isinstance(entry, dict):
-        raise ManifestInvalid("schema_violation", where[:-1], "expected an object")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, where[:-1], "expected an object")
     try:
         layout.check_path(_require(entry, "path", str, where))
     except layout.LayoutError as exc:
-        raise ManifestInvalid("schema_violation", f"{where}path", str(exc)) from None
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}path", str(exc)) from None
     sha = _require(entry, "sha256", str, where)
     if len(sha) != 64 or sha.strip("0123456789abcdef"):
-        raise ManifestInvalid("schema_violation", f"{where}sha256", "expected 64 lowercase hex digits")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}sha256", "expected 64 lowercase hex digits")
     if _require(entry, "size", int, where) < 0:
-        raise ManifestInvalid("schema_violation", f"{where}size", "negative")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}size", "negative")
     if "table" in entry or "rows" in entry:  # a table file: both, as ObjectInfo.entry() writes them
         _require(entry, "table", str, where)
         if _require(entry, "rows", int, where) < 0:
-            raise ManifestInvalid("schema_violation", f"{where}rows", "negative")
+            raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}rows", "negative")
 
 
 def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
@@ -110,18 +110,18 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
         raise ManifestInvalid(exc.reason, exc.path, exc.detail) from None
     manifest = document.data
     if not isinstance(manifest, dict) or manifest.get("manifest_type") != MANIFEST_TYPE:
-        raise ManifestInvalid("schema_violation", "manifest_type", f"expected {MANIFEST_TYPE!r}")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, "manifest_type", f"expected {MANIFEST_TYPE!r}")
     if manifest.get("manifest_version") != MANIFEST_VERSION:
-        raise ManifestInvalid("schema_violation", "manifest_version", f"expected {MANIFEST_VERSION!r}")
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, "manifest_version", f"expected {MANIFEST_VERSION!r}")
     layout.check_run_id(_require(manifest, "run_id", str))
     signature = _require(manifest, "signature", dict)
     for key, expected in (("signed_message", SIGNED_MESSAGE), ("signature_status", SIGNATURE_STATUS)):
         if signature.get(key) != expected:
-            raise ManifestInvalid("schema_violation", f"signature.{key}", f"expected {expected!r}")
+            raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"signature.{key}", f"expected {expected!r}")
     claimed = _require(signature, "manifest_sha256", str, "signature.")
     body = {k: v for k, v in manifest.items() if k != "signature"}
     if canon_sha256(body, document.exact) != claimed:
-        raise ManifestInvalid("manifest_hash_mismatch", "signature.manifest_sha256", "does not hash the manifest")
+        raise ManifestInvalid(Reason.MANIFEST_HASH_MISMATCH, "signature.manifest_sha256", "does not hash the manifest")
     for index, entry in enumerate(_require(manifest, "objects", list)):
         _check_entry(entry, index)
     try:
@@ -129,13 +129,13 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
             signature,
             bytes.fromhex(claimed),
             "signature",
-            "manifest_signature_invalid",
+            Reason.MANIFEST_SIGNATURE_INVALID,
             SIGNATURE_MEMBERS | {"manifest_sha256"},
             role=ARCHIVE,
         )
     except Rejected as exc:
         raise ManifestInvalid(
-            exc.reason, exc.path, exc.detail, manifest if exc.reason == "unknown_key" else None
+            exc.reason, exc.path, exc.detail, manifest if exc.reason == Reason.UNKNOWN_KEY else None
         ) from None
     return manifest
 

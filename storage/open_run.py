@@ -20,6 +20,7 @@ from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .table_writer import RollPolicy, RowBudget, TableWriter
 from .tables import TABLES
 from .uploads import BoundedUploader
+from pith.reasons import Reason
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class OpenRun:
             "duplicates": counts["duplicates"],
             "rejected": counts["rejected"],
             "failed": counts["failed"],
-            "not_append_only": counts["not_append_only"],
+            Reason.NOT_APPEND_ONLY: counts[Reason.NOT_APPEND_ONLY],
             "objects": len(objects),
             "bytes": sum(info.size for info in objects),
             "rows": {name: rows[name] for name in TABLES},

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import boto3
 from click.testing import CliRunner
@@ -206,3 +207,23 @@ def test_checkpoint_prove_and_audit_name_the_key_that_is_not_pinned(tmp_path, st
     audit = CliRunner().invoke(main, ["audit", str(archive)])
     assert audit.exit_code == 1
     assert f"signed by {key_id}" in audit.output and f"--keyring {archive}/keys/{key_id}.json" in audit.output
+
+
+def test_a_record_a_pipeline_raised_on_is_not_reported_as_archived(tmp_path, static_site):
+    """A bug in any pipeline drops the item it raised on: that record is not archived,
+    so the run counts it as a failure (exit 3 within --max-failures, 4 past it)."""
+    base, suffixes, _ = static_site
+    pipelines = json.dumps(
+        {
+            "pipelines.verdict_stats.VerdictStatsPipeline": 100,
+            "tests.plugins.faulty_pipeline.RaiseOnFirstBundle": 200,
+            "pipelines.archive.ArchivePipeline": 300,
+        }
+    )
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    args = ("--resolver", base, "--out", str(tmp_path / "archive"), "-s", f"ITEM_PIPELINES={pipelines}")
+    within = run_cli_crawl(tmp_path, *args, "--max-failures", "1", suffixes[0], env=env)
+    assert (within.returncode, within.stat("item_errors"), within.stat("archived")) == (3, 1, 2), within.stderr[-3000:]
+    assert "fetch failures: item_errors 1" in within.stdout
+    past = run_cli_crawl(tmp_path, *args, "--max-failures", "0", suffixes[0], env=env)
+    assert (past.returncode, past.stat("item_errors")) == (4, 1)

@@ -31,7 +31,7 @@ from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 KILLS = int(os.environ.get("PITH_CRASH_KILLS", "3"))
 RUN_ID = re.compile(r"run (\S+) writing to")
-CHECKPOINTED = re.compile(r"interim commit committed \S*manifests/(\S+)\.json")
+CHECKPOINTED = re.compile(r"interim commit \S*manifests/(\S+)\.json")
 DEADLINE = 90
 COMMIT_SEEDS = 12  # the commit points need a run to commit, not a long one
 
@@ -170,7 +170,7 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(
         server, corpus_dir, ["--out", str(store.root)], "--commit-every", "5", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2"
     )
     process, log = start_crawl(tmp_path, args, "killed")
-    wait_for(lambda: len(list(store.root.glob("manifests/*.json"))) >= 2, process, "two checkpoints")
+    wait_for(lambda: len(list(store.root.glob("manifests/*.json"))) >= 2, process, "two interim commits")
     sigkill(process, log)
     assert list((tmp_path / "tmp").glob("pith-spool-*"))  # the killed run's table spool stays behind
     keyring = archiver_keyring(tmp_path)
@@ -194,7 +194,7 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(
     assert acknowledged <= committed and acknowledged
     assert rerun.stat("not_modified") + rerun.stat("already_archived") == len(kept)
     assert rerun.stat("not_modified") >= len(check.numbers(acknowledged)) - 2 * len(acknowledged)
-    assert rerun.stat("checkpoints") >= 1
+    assert rerun.stat("interim_commits") >= 1
     assert not list((tmp_path / "tmp").glob("pith-spool-*"))  # until the next run sweeps it
     found = check_recovered(store, keyring, corpus_keyring, expected_numbers(corpus_catalog), killed)
     figures.add("crash:after_checkpoints", kills=1, records_kept_by_checkpoints=len(kept), records_lost=0, **found)

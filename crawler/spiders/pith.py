@@ -20,7 +20,7 @@ from scrapy.exceptions import DontCloseSpider, DownloadCancelledError
 
 from pith.graph import names_every_citer
 from pith.parse import Limits, parse
-from pith.reasons import Rejected
+from pith.reasons import Reason, Rejected
 from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
 from ..cross_check import CrossCheck
@@ -463,7 +463,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             return
         # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
         too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
-        reason = "too_large" if too_large else "fetch_failed"
+        reason = Reason.TOO_LARGE if too_large else Reason.FETCH_FAILED
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
         self._stat(StatFamily.BUNDLE_FAILURES + reason)
