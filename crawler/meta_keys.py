@@ -4,9 +4,12 @@ the schedulers and back to its callbacks, and each reader names the key from her
 
 from typing import Final
 
+from scrapy import Request
+
 
 class Meta:
     SUFFIX: Final = "pith_suffix"  # the record a bundle request is for
+    OPENS_RECORD: Final = "pith_opens_record"  # a record found: its scheduler claims it (first request only)
     DEPTH: Final = "pith_depth"  # link depth from the seeds (--max-depth)
     TASK: Final = "pith_task"  # the frontier task the request opens or continues (crawler.frontier)
     TRIED: Final = "pith_tried"  # sources a record's bundle was requested from, the current one last
@@ -16,3 +19,11 @@ class Meta:
     BUNDLE_FAILED: Final = "pith_bundle_failed"  # a page requested after its record's bundle failed
     CROSS_CHECK: Final = "pith_cross_check"  # a copy fetched to compare sources (crawler.cross_check)
     EXPECTED_STATE: Final = "pith_expected_state"  # the state a state.json must match (crawler.state_check)
+
+
+def take_opening(request: Request) -> tuple[str, int] | None:
+    """``(suffix, depth)`` when ``request`` opens a record found in a response (and
+    unmark it: its retries and fallbacks continue the record, they do not open it)."""
+    if not request.meta.pop(Meta.OPENS_RECORD, False):
+        return None
+    return request.meta[Meta.SUFFIX], request.meta.get(Meta.DEPTH, 0)

@@ -1,25 +1,22 @@
 """The records a single-process crawl has taken, kept on disk so memory stays flat.
 
 One row per record suffix (with the link depth it was found at) in SQLite, and a
-queue of the records taken but not yet requested: the spider keeps only a bounded
-number of record requests in Scrapy's (in-memory) scheduler and takes more from here
-as they finish, so neither the seen-set nor the crawl's frontier grows in memory with
-the records found. The database is in the job directory with ``--jobdir``, so a
-resumed crawl knows what it took and what still waits, else a temporary one that
-SQLite deletes when the crawl closes; its page cache is bounded, so a million records
-cost disk, not memory. A crawl sharing a Redis frontier keeps both in Redis instead
-(``crawler.frontier``).
+queue of the records taken but not yet requested, from which the local scheduler
+(``crawler.local_scheduler``) takes a few each time Scrapy's engine has room, so
+neither the seen-set nor the crawl's frontier grows in memory with the records found.
+The database is in the job directory with ``--jobdir``, so a resumed crawl knows what
+it took and what still waits, else a temporary one that SQLite deletes when it closes.
+Its page cache is bounded, so a million records cost disk, not memory. A crawl sharing
+a Redis frontier keeps both in Redis instead (``crawler.frontier``).
 """
 
 import logging
 import sqlite3
 from pathlib import Path
 
-from scrapy import signals
 from scrapy.utils.job import job_dir
 
 from .frontier import CLAIMED, FULL, SEEN
-from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 
@@ -31,32 +28,34 @@ PAGE_CACHE_KIB = 256
 
 
 class SeenStore:
+    """The records taken (``seen``) and those taken but not yet requested (``waiting``)."""
+
     def __init__(self, path: str = ""):
         """``path`` "" is a private temporary database, removed when closed."""
         self.path = path
         self.db: sqlite3.Connection | None = None
         self.count = 0
+        self.waiting = 0
 
     @classmethod
-    def from_crawler(cls, crawler) -> "SeenStore":
-        jobdir = job_dir(crawler.settings)
-        store = cls(str(Path(jobdir) / FILE_NAME) if jobdir else "")
-        # opened with the spider: after crawler.jobdir has reset a killed crawl's job directory
-        crawler.signals.connect(store.open, signal=signals.spider_opened)
-        crawler.signals.connect(store.close, signal=signals.spider_closed)
-        return store
+    def for_job(cls, settings) -> "SeenStore":
+        """In the job directory with ``--jobdir`` (a resumed crawl knows what it took),
+        else a temporary database."""
+        jobdir = job_dir(settings)
+        return cls(str(Path(jobdir) / FILE_NAME) if jobdir else "")
 
-    def open(self, spider=None) -> None:
+    def open(self) -> int:
+        """Open (or create) the database; how many records were taken before (a resumed job)."""
         self.db = sqlite3.connect(self.path)
         self.db.execute("PRAGMA synchronous=OFF")  # a killed crawl resets its jobdir (crawler.jobdir)
         self.db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS seen (suffix TEXT PRIMARY KEY, depth INTEGER) WITHOUT ROWID")
         self.db.execute("CREATE TABLE IF NOT EXISTS waiting (seq INTEGER PRIMARY KEY, suffix TEXT, depth INTEGER)")
         self.count = self.db.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
+        self.waiting = self.db.execute("SELECT COUNT(*) FROM waiting").fetchone()[0]
         if self.count:
-            logger.info("resuming: %d records were taken before", self.count)
-            if spider is not None:  # a resumed job may rightly find nothing left to fetch
-                spider.crawler.stats.set_value(Stat.RECORDS_TAKEN_BEFORE, self.count)
+            logger.info("resuming: %d records were taken before, %d wait", self.count, self.waiting)
+        return self.count
 
     def claim(self, suffixes, depth: int, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time
@@ -72,6 +71,7 @@ class SeenStore:
                     self.db.execute("INSERT INTO seen VALUES (?, ?)", (suffix, depth))
                     self.db.execute("INSERT INTO waiting (suffix, depth) VALUES (?, ?)", (suffix, depth))
                     self.count += 1
+                    self.waiting += 1
                     verdicts.append((suffix, CLAIMED))
         return verdicts
 
@@ -82,11 +82,27 @@ class SeenStore:
             rows = self.db.execute("SELECT seq, suffix, depth FROM waiting ORDER BY seq LIMIT ?", (most,)).fetchall()
             if rows:
                 self.db.execute("DELETE FROM waiting WHERE seq <= ?", (rows[-1][0],))
+        self.waiting -= len(rows)
         return [(suffix, depth) for _, suffix, depth in rows]
+
+    def put_back(self, records) -> None:
+        """Records taken but never requested wait again (a crawl closing before it got to
+        them), first in line."""
+        records = list(records)
+        if not records:
+            return
+        with self.db:
+            first = self.db.execute("SELECT COALESCE(MIN(seq), 1) FROM waiting").fetchone()[0]
+            self.db.executemany(
+                "INSERT INTO waiting VALUES (?, ?, ?)",
+                [(first - len(records) + index, suffix, depth) for index, (suffix, depth) in enumerate(records)],
+            )
+        self.waiting += len(records)
 
     def __len__(self) -> int:
         return self.count
 
-    def close(self, spider=None, reason=None) -> None:
+    def close(self) -> None:
         if self.db is not None:
             self.db.close()
+            self.db = None

@@ -104,7 +104,7 @@ PITH_CHECK_STATE = 0.0  # share of records (0 to 1) whose state.json is fetched 
 PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched from every mirror and
 # compared for split views (--cross-check); 0: none
 PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, stale, forked) a mirror may serve before it gets no more requests
-PITH_RECORDS_QUEUED = 1000  # record requests in Scrapy's scheduler at once (no --frontier); the rest wait on disk
+SCHEDULER = "crawler.local_scheduler.LocalScheduler"  # records wait on disk (PITH_FRONTIER: FrontierScheduler)
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"  # "auto" (a live line on a terminal), "log", or "off"

@@ -18,7 +18,7 @@ PRIORITY = 5  # after every record already found
 
 
 class SitemapWalk:
-    """Needs the spider's ``resolver``, ``state``, ``record_requests``, ``records_full``
+    """Needs the spider's ``resolver``, ``state``, ``record_requests``
     and ``_stat``."""
 
     def sitemap_request(self, url: str, seed: bool = True):
@@ -55,7 +55,7 @@ class SitemapWalk:
     def next_sitemap(self):
         """The next sitemap of the walk, requested once the one before it is read: the
         walk stops as soon as --max-records is reached instead of fetching every page."""
-        if self.sitemap_walk and self.records_full():
+        if self.sitemap_walk and self.crawler.engine.scheduler.records_full():
             self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(self.sitemap_walk))
             self.sitemap_walk.clear()
         if self.sitemap_walk:

@@ -15,7 +15,7 @@ class Stat:
 
     # records and their bundles
     RECORDS_FOUND: Final = "pith/records_found"
-    RECORDS_OPEN_MAX: Final = "pith/records_open_max"
+    REQUESTS_HELD_MAX: Final = "pith/requests_held_max"  # in the local scheduler's memory at once
     RECORDS_TAKEN_BEFORE: Final = "pith/records_taken_before"
     RECORDS_SKIPPED_MAX_RECORDS: Final = "pith/records_skipped_max_records"
     SITEMAPS_SKIPPED_MAX_RECORDS: Final = "pith/sitemaps_skipped_max_records"

@@ -97,11 +97,12 @@ def test_bounds_on_the_walk(tmp_path, static_site):
     assert crawl(tmp_path, base, "--max-depth", "1", suffixes[0]).stat("records_found") == 2
 
 
-def test_records_found_beyond_the_queued_bound_wait_on_disk_and_are_all_crawled(tmp_path, static_site):
+def test_records_found_while_the_engine_is_busy_wait_on_disk_and_are_all_crawled(tmp_path, static_site):
     base, suffixes, _ = static_site
-    result = crawl(tmp_path, base, "-s", "PITH_RECORDS_QUEUED=1", suffixes[0])
+    result = crawl(tmp_path, base, "-s", "CONCURRENT_REQUESTS=1", suffixes[0])
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified")) == (3, 3)
+    assert result.stat("requests_held_max") >= 1
 
 
 def test_seeds_file_with_comments(tmp_path, static_site):

@@ -61,8 +61,6 @@ def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
     spider = PithSpider(
         seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1", mirrors=["http://127.0.0.1:2/m"]
     )
-    spider.seen = SeenStore()  # what a crawler gives it when no frontier does the claiming
-    spider.seen.open()
     requests = [
         *spider.seed_requests(),
         spider.bundle_request(spider.resolver.base, REAL, 3),

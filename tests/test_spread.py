@@ -65,7 +65,7 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
         "--seeds-file",
         str(seeds_file),
         "-s",
-        "PITH_RECORDS_QUEUED=4",
+        "CONCURRENT_REQUESTS=4",
     )
     # the tampered copies are evidence (quarantined, exit 1); every record is archived from the resolver
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]

@@ -61,4 +61,5 @@ class FrontierAddon:
         url = settings.get("PITH_FRONTIER")
         if url:
             for name, value in frontier_settings(url, settings.get("PITH_FRONTIER_KEY") or "pith").items():
-                settings.set(name, value, priority="addon")
+                # the project's own SCHEDULER is the local one: this replaces it, as it would the default
+                settings.set(name, value, priority="project" if name == "SCHEDULER" else "addon")

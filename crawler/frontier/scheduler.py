@@ -4,6 +4,7 @@ whole crawl, not one worker's empty queue."""
 
 import heapq
 import itertools
+from itertools import groupby
 import logging
 import time
 
@@ -15,11 +16,11 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.scheduler import Scheduler
 
 from .. import signals as pith_signals
-from .client import Frontier
+from ..meta_keys import Meta, take_opening
+from .client import CLAIMED, FULL, Frontier
 from .errors import FrontierError, RequestNotSerializable
 from .serializer import BUNDLE, KIND_OF, PAGE
 from ..stat_keys import Stat
-from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class FrontierScheduler(Scheduler):
         self.closing = False
         self.drained_since: float | None = None
         self.unreachable_since: float | None = None
+        self.found: list = []  # ((suffix, depth), request) of records named, not yet claimed
+        self.max_records = 0
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -65,6 +68,7 @@ class FrontierScheduler(Scheduler):
         return scheduler
 
     def open(self, spider):
+        self.max_records = getattr(spider, "max_records", 0)
         super().open(spider)
         self.frontier.heartbeat()
         logger.info(
@@ -78,13 +82,42 @@ class FrontierScheduler(Scheduler):
         self.ticker.start(self.poll, now=False)  # the engine's scraper is open only now
 
     def enqueue_request(self, request):
+        opening = take_opening(request)
+        if opening is not None:  # claimed in one round trip with those found beside it
+            self.found.append((opening, request))
+            if len(self.found) == 1:
+                call_later(0, self.flush)
+            return True
+        self._schedule(request)
+        return True
+
+    def _claim(self) -> None:
+        """Claim the records found since the last round trip: a record is this worker's
+        when it is the first of all workers to name it (within --max-records)."""
+        found, self.found = self.found, []
+        for depth, named in groupby(found, key=lambda entry: entry[0][1]):
+            named = list(named)
+            verdicts = dict(self.frontier.claim([suffix for (suffix, _), _ in named], depth, False, self.max_records))
+            for (suffix, _), request in named:
+                verdict = verdicts.pop(suffix, None)  # a record named twice is claimed once
+                if verdict == CLAIMED:
+                    self.stats.inc_value(Stat.RECORDS_FOUND)
+                    self._schedule(request)
+                elif verdict == FULL:
+                    self.stats.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
+
+    def records_full(self) -> bool:
+        """--max-records reached across the workers: no record will be claimed any more."""
+        self._claim()
+        return self.frontier.full
+
+    def _schedule(self, request) -> None:
         task = request.meta.get(Meta.TASK)
         if task and task not in self.running and self._share(request):
             self.stats.inc_value("scheduler/enqueued/redis")
         else:
             self._keep(request)
             self.stats.inc_value("scheduler/enqueued/memory")
-        return True
 
     def _share(self, request) -> bool:
         """Queue a request that opens a task in the frontier, past scrapy-redis's duplicate
@@ -104,6 +137,7 @@ class FrontierScheduler(Scheduler):
         heapq.heappush(self.local, (-request.priority, next(self.order), request))
 
     def flush(self):
+        self._claim()
         filtered = self.queue.flush(self.df.key)
         if filtered:
             self.stats.inc_value("dupefilter/filtered", filtered)
@@ -135,7 +169,7 @@ class FrontierScheduler(Scheduler):
             self.crawler.signals.send_catch_log(pith_signals.frontier_recovered)
 
     def has_pending_requests(self):
-        return bool(self.local or self.queue.pending) or len(self.queue) > 0
+        return bool(self.found or self.local or self.queue.pending) or len(self.queue) > 0
 
     def archive_committed(self):
         """Release the tasks whose results the manifest just committed lists. The archive

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, DownloadCancelledError
+from scrapy.exceptions import DownloadCancelledError
 
 from pith.graph import names_every_citer
 from pith.parse import Limits, parse
@@ -25,10 +25,9 @@ from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
 from ..cross_check import CrossCheck
 from ..failures import describe, forbidden_by_robots
-from ..frontier import BUNDLE, CLAIMED, FULL, Frontier, record_task
+from ..frontier import BUNDLE, record_task
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
-from ..seen import SeenStore
 from .. import signals as pith_signals
 from ..sitemaps import SitemapWalk
 from ..spread import SourcePool
@@ -43,7 +42,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
-FEED_BATCH = 32  # record requests taken from the SeenStore at once
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
@@ -63,10 +61,6 @@ def _as_bool(value) -> bool:
 class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     name = "pith"
     custom_settings = {}
-    frontier: Frontier | None = None  # the crawl's, shared with other workers through Redis (PITH_FRONTIER)
-    seen: SeenStore | None = None  # the records taken, when no frontier does it
-    records_open = 0  # records whose bundle request is under way (with a SeenStore)
-    spread_window = 0  # records open at once when spreading over mirrors (twice CONCURRENT_REQUESTS)
     unspread = 0  # record bundle requests still to send to the resolver: the --cross-check sample
     verifier: Verifier  # parses and verifies each bundle, off the reactor
 
@@ -100,7 +94,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not self.seeds.any_sitemap
-        self.records_queued = 0  # PITH_RECORDS_QUEUED, from the crawler's settings
         self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
 
     def allows_port(self, host: str, port: int) -> bool:
@@ -139,43 +132,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
-        spider.records_queued = crawler.settings.getint("PITH_RECORDS_QUEUED")
-        # spread over several sources, a record's source is picked as its request is made:
-        # a few more than are downloaded at once, so picks follow each source's pace
-        spider.spread_window = 2 * crawler.settings.getint("CONCURRENT_REQUESTS")
         spider.unspread = max(0, crawler.settings.getint("PITH_CROSS_CHECK"))
         spider.verifier = Verifier.from_crawler(crawler)
         crawler.signals.connect(spider.count_sources, signal=signals.spider_opened)
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
-        if crawler.settings.get("PITH_FRONTIER"):
-            crawler.signals.connect(spider.join_frontier, signal=signals.spider_opened)
-        else:
-            spider.seen = SeenStore.from_crawler(crawler)
-            crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         return spider
 
     def count_sources(self):
         self.pool.count_into(self.crawler.stats, self.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
-
-    def join_frontier(self):
-        """Claim records in the crawl's Frontier, an extension built after the spider."""
-        self.frontier = self.crawler.get_extension(Frontier)
-
-    # --- bookkeeping -------------------------------------------------------------
-    def claim(self, suffixes, depth: int) -> list[tuple[str, str]]:
-        """``(suffix, verdict)`` for each record named: CLAIMED when this worker is the
-        first to take it (across all workers of a frontier), SEEN when it was taken
-        before, FULL past --max-records. A record is one task, its bundle's: the page
-        and state requests that may follow it continue that task."""
-        if self.frontier is not None:
-            return self.frontier.claim(suffixes, depth, False, self.max_records)
-        return self.seen.claim(suffixes, depth, self.max_records)
-
-    def records_full(self) -> bool:
-        """--max-records reached: no record will be claimed any more."""
-        if self.frontier is not None:
-            return self.frontier.full
-        return bool(self.max_records) and len(self.seen) >= self.max_records
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
@@ -234,47 +198,16 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     # --- records -------------------------------------------------------------------
     def record_requests(self, suffixes, depth: int):
-        """Requests for the records named, except those seen before or beyond a bound."""
-        for suffix, verdict in self.claim(suffixes, depth):
-            if verdict == FULL:
-                self._stat(Stat.RECORDS_SKIPPED_MAX_RECORDS)
-            if verdict == CLAIMED:
-                self._stat(Stat.RECORDS_FOUND)
-                if self.frontier is not None:  # the frontier's queue is in Redis
-                    yield self.bundle_request(self.source(), suffix, depth)
-        yield from self.feed()
+        """A request opening each record named: the scheduler claims it (once a record,
+        within --max-records) and asks ``record_request`` for it when it has room."""
+        for suffix in suffixes:
+            request = self.record_request(suffix, depth)
+            request.meta[Meta.OPENS_RECORD] = True
+            yield request
 
-    def feed(self):
-        """Bundle requests for records the SeenStore holds waiting, while fewer than
-        PITH_RECORDS_QUEUED (spread over mirrors: twice CONCURRENT_REQUESTS) are under
-        way: the rest wait on disk, not in memory. Taken
-        FEED_BATCH at a time (one SQLite transaction each, not one per record), which
-        leaves the scheduler holding at least PITH_RECORDS_QUEUED - FEED_BATCH."""
-        queued = self.records_queued if len(self.pool.bases) == 1 else min(self.records_queued, self.spread_window)
-        room = queued - self.records_open if self.seen is not None else 0
-        if room > 0 and room >= min(FEED_BATCH, queued):
-            taken = self.seen.take(room)
-            # counted as taken, not as yielded: Scrapy consumes a callback's output
-            # lazily, and another callback's feed() must see the room already used
-            self.records_open += len(taken)
-            self.crawler.stats.max_value(Stat.RECORDS_OPEN_MAX, self.records_open)
-            for suffix, depth in taken:
-                yield self.bundle_request(self.source(), suffix, depth)
-
-    def record_done(self):
-        """A record's bundle request ended (fetched, unchanged or failed for good)."""
-        self.records_open = max(0, self.records_open - 1)
-        yield from self.feed()
-
-    def idle(self):
-        """Nothing under way: records still waiting (found by a page after the last
-        bundle ended) are requested now, and the crawl is not over."""
-        self.records_open = 0
-        requests = list(self.feed())
-        for request in requests:
-            self.crawler.engine.crawl(request)
-        if requests:
-            raise DontCloseSpider
+    def record_request(self, suffix: str, depth: int):
+        """A record's work starts from its bundle, from the source picked now."""
+        return self.bundle_request(self.source(), suffix, depth)
 
     def task_request(self, task: dict):
         """This worker's own request for a task of a shared frontier (checked, of
@@ -282,7 +215,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         here say how."""
         kind = task["kind"]
         if kind in ("bundle", "page"):  # a record's work starts from its bundle, whatever part the task named
-            return self.bundle_request(self.source(), task["suffix"], task["depth"])
+            return self.record_request(task["suffix"], task["depth"])
         if kind == "alias":
             return self.alias_request(task["alias"], task["depth"])
         return self.sitemap_request(task["base"] + task["path"])
@@ -325,7 +258,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
         resolver = ResolverUrls(base, self.resolver.templates)
-        # dont_filter: records are deduplicated by suffix (self.seen); the URL dupefilter
+        # dont_filter: records are claimed by suffix (the scheduler); the URL dupefilter
         # would also swallow a redirect loop's second visit silently instead of naming it
         return scrapy.Request(
             resolver.url("bundle_url", suffix),
@@ -355,7 +288,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         if other is None:
             return None
         self._stat(Stat.MIRROR_REFETCHES)
-        self.records_open += 1 if self.seen is not None else 0  # the record stays open
         logger.info("%s served a rejected copy; fetching %s from %s", base, meta[Meta.SUFFIX], other)
         return self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
 
@@ -389,8 +321,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
         self.pool.done(meta[Meta.TRIED][-1])
         self.learn_redirect(response, suffix)
-        for request in self.record_done():
-            yield request
         if response.status == 304:
             self._stat(Stat.NOT_MODIFIED)
             if self.page_wanted(depth):  # the links are in the body we did not get again
@@ -453,7 +383,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.pool.done(meta[Meta.TRIED][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
             self._stat(Stat.ROBOTS_FORBIDDEN)
-            yield from self.record_done()
             return
         other = self.pool.pick(meta[Meta.TRIED])
         if other is not None:
@@ -467,7 +396,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
         self._stat(StatFamily.BUNDLE_FAILURES + reason)
-        yield from self.record_done()
         yield FetchFailureItem(
             url=request.url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
         )

@@ -1,0 +1,100 @@
+"""Scrapy's scheduler for a crawl on one machine, with the records it finds on disk.
+
+A request that opens a record (``Meta.OPENS_RECORD``, set by the spider for every
+record a response names) is claimed here: the first time a record is named it waits,
+as a suffix and a depth, in the crawl's SeenStore (``crawler.seen``); every later time,
+and past ``--max-records``, it is dropped. Everything else (the record's page and
+state, retries, mirror fallbacks, sitemaps) is Scrapy's own scheduling. A waiting record
+becomes a request (``spider.record_request``, whose source is picked then, so spreading
+over mirrors follows each one's pace) only when Scrapy's queue is empty and the engine
+asks for more: records already open finish before new ones start, and memory holds the
+requests in flight, not the records found. A crawl sharing a Redis frontier uses
+``crawler.frontier.FrontierScheduler`` instead, which claims the same way.
+"""
+
+import logging
+from collections import deque
+from itertools import groupby
+
+from scrapy.core.scheduler import Scheduler
+
+from .frontier import CLAIMED, FULL
+from .meta_keys import take_opening
+from .seen import SeenStore
+from .stat_keys import Stat
+
+logger = logging.getLogger(__name__)
+
+TAKE = 32  # waiting records read from SQLite at once (one transaction, not one per record)
+
+
+class LocalScheduler(Scheduler):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.records = SeenStore()
+        self.found: list[tuple[str, int]] = []  # named by responses, not yet claimed
+        self.ready: deque[tuple[str, int]] = deque()  # taken from SQLite, not yet requested
+        self.max_records = 0
+        self.held_max = 0  # the most requests held in memory at once
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        scheduler = super().from_crawler(crawler)
+        scheduler.records = SeenStore.for_job(crawler.settings)
+        return scheduler
+
+    def open(self, spider):
+        self.spider = spider
+        self.max_records = getattr(spider, "max_records", 0)
+        taken = self.records.open()
+        if taken:  # a resumed job may rightly find nothing left to fetch
+            self.stats.set_value(Stat.RECORDS_TAKEN_BEFORE, taken)
+        return super().open(spider)
+
+    def close(self, reason):
+        self._claim()
+        self.records.put_back(self.ready)
+        self.ready.clear()
+        self.stats.set_value(Stat.REQUESTS_HELD_MAX, self.held_max)
+        self.records.close()
+        return super().close(reason)
+
+    def records_full(self) -> bool:
+        """--max-records reached (counting the records found so far): no record will be
+        claimed any more."""
+        self._claim()
+        return bool(self.max_records) and len(self.records) >= self.max_records
+
+    def enqueue_request(self, request) -> bool:
+        opening = take_opening(request)
+        if opening is None:
+            return super().enqueue_request(request)
+        self.found.append(opening)  # claimed in one transaction with those found beside it
+        return True
+
+    def _claim(self) -> None:
+        found, self.found = self.found, []
+        for depth, named in groupby(found, key=lambda record: record[1]):
+            for _, verdict in self.records.claim([suffix for suffix, _ in named], depth, self.max_records):
+                if verdict == CLAIMED:
+                    self.stats.inc_value(Stat.RECORDS_FOUND)
+                elif verdict == FULL:
+                    self.stats.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
+
+    def next_request(self):
+        self._claim()
+        request = super().next_request()
+        if request is not None:
+            return request
+        if not self.ready:
+            self.ready.extend(self.records.take(TAKE))
+            self.held_max = max(self.held_max, len(self.ready) + len(self.mqs))
+        if not self.ready:
+            return None
+        return self.spider.record_request(*self.ready.popleft())
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.found or self.ready or self.records.waiting) or super().has_pending_requests()
+
+    def __len__(self) -> int:
+        return len(self.found) + len(self.ready) + self.records.waiting + super().__len__()
