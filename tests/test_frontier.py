@@ -34,7 +34,6 @@ from crawler.frontier import (
 )
 import crawler.frontier as frontier_package
 from crawler.frontier.client import worker_id
-from crawler.seen import SeenStore
 from crawler.links import ResolverUrls
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
