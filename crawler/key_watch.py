@@ -24,11 +24,6 @@ logger = logging.getLogger(__name__)
 KEY_DOCUMENT_PATH = "/pith-signing-key.json"
 
 
-def crawl_keyring(settings) -> Keyring:
-    """The keyring a crawl verifies with (PITH_KEYRINGS, PITH_DEFAULT_KEYS)."""
-    return Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
-
-
 def announced_keys(document) -> list[dict]:
     """The key entries of a key document: one entry, ``{"keys": [...]}``,
     ``{"public_keys": [...]}`` or a list of entries."""
@@ -53,26 +48,23 @@ class SigningKeyWatch:
     (its fingerprint), ``pith/announced_keys/conflicts``; the operator_notice signal
     carries the one line a person must read."""
 
-    def __init__(self, crawler, keyring: Keyring):
+    def __init__(self, crawler):
         self.crawler = crawler
-        self.keyring = keyring
+        self.keyring = Keyring([])  # the crawl's, once its spider opens
 
     @classmethod
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("PITH_WATCH_SIGNING_KEY"):
             raise NotConfigured
-        try:
-            keyring = crawl_keyring(crawler.settings)
-        except KeyringError:
-            raise NotConfigured from None  # the verify pipeline reports it
-        watch = cls(crawler, keyring)
+        watch = cls(crawler)
         crawler.signals.connect(watch.spider_opened, signal=signals.spider_opened)
         return watch
 
     async def spider_opened(self, spider):
-        resolver = getattr(spider, "resolver", None)
-        if resolver is None:
+        resolver, config = getattr(spider, "resolver", None), getattr(spider, "config", None)
+        if resolver is None or config is None:
             return
+        self.keyring = config.keyring
         url = resolver.base + KEY_DOCUMENT_PATH
         try:
             response = await self.crawler.engine.download_async(scrapy.Request(url, dont_filter=True))

@@ -24,10 +24,9 @@ import sys
 from scrapy import signals
 from scrapy.utils.asyncio import is_asyncio_available
 
-from pith.keyring import KeyringError
+from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
-from .key_watch import crawl_keyring
 from .verify_worker import FRAME, BundleChecker, decode, restore
 from .stat_keys import Stat
 
@@ -145,12 +144,10 @@ class Verifier:
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def for_crawl(cls, crawler, keyring: Keyring) -> "Verifier":
+        """The spider's verifier (never NotConfigured: a crawl without one would archive
+        nothing, or worse), checking with the crawl's keyring."""
         settings = crawler.settings
-        # a crawl without its verifier would archive nothing (or worse): never NotConfigured
-        keyring = crawl_keyring(settings)
-        if not len(keyring):
-            raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
         workers = settings.get("PITH_VERIFY_WORKERS")
         workers = default_workers() if workers is None else settings.getint("PITH_VERIFY_WORKERS")
         verifier = cls(BundleChecker(keyring, Limits()), max(workers, 0))

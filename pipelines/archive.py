@@ -18,17 +18,17 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.log import failure_to_exc_info
 
 from crawler import signals as pith_signals
+from crawler.crawl_config import CrawlConfig, crawl_config
 from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
 from crawler.links import base_of
 from crawler.worker import worker_name
-from pith.keyring import ARCHIVE, Keyring
+from pith.keyring import Keyring
 from pith.shipped import version
-from storage.signing_key import load_or_create
 from storage.archive import ArchiveWriter
 from storage.manifest import present_runs
-from storage.stores import StorageError, open_store
+from storage.stores import StorageError
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
 from crawler.stat_keys import PREFIX, Stat
@@ -47,26 +47,16 @@ class ArchivePipeline:
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
 
-    def __init__(
-        self,
-        crawler,
-        archive: str,
-        endpoint_url,
-        signer,
-        worker: str,
-        in_flight: int,
-        commit_every: int = 0,
-        archive_keyrings=(),
-    ):
+    def __init__(self, crawler, config: CrawlConfig, worker: str, in_flight: int, commit_every: int = 0):
         self.crawler = crawler
         self.stats = crawler.stats
-        self.archive = archive
-        self.endpoint_url = endpoint_url
-        self.signer = signer
+        self.store = config.store
+        self.archive = config.store.uri
+        self.signer = config.signer
+        self.archive_keyring = config.archive_keyring  # the other workers' keys: their manifests count too
         self.worker = worker
         self.in_flight = in_flight
         self.commit_every = commit_every
-        self.archive_keyrings = list(archive_keyrings)
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
         self.interim = None  # the Deferred of the interim commit under way
@@ -78,26 +68,22 @@ class ArchivePipeline:
 
     @classmethod
     def from_crawler(cls, crawler):
-        settings = crawler.settings
-        archive = settings.get("PITH_ARCHIVE")
-        if not archive:
+        config = crawl_config(crawler)
+        if config.store is None:
             raise NotConfigured("PITH_ARCHIVE is not set")
-        signer = load_or_create(settings.get("PITH_SIGNING_KEY"))
         frontier = crawler.get_extension(Frontier)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
-            frontier.sign_as(signer.key_id)
+            frontier.sign_as(config.signer.key_id)
         guard = crawler.get_extension(JobdirGuard)
         if guard is not None and guard.commits():  # a resumed job: before the scheduler opens its queue
-            guard.check(present_runs(open_store(archive, endpoint_url=settings.get("AWS_ENDPOINT_URL"))))
+            guard.check(present_runs(config.store))
+        settings = crawler.settings
         return cls(
             crawler,
-            archive,
-            settings.get("AWS_ENDPOINT_URL"),
-            signer,
+            config,
             worker_name(settings.get("PITH_WORKER")),
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
-            settings.getlist("PITH_ARCHIVE_KEYRINGS"),
         )
 
     def _lost(self, item, response, spider, failure):
@@ -107,10 +93,9 @@ class ArchivePipeline:
 
     async def open_spider(self):
         def open_writer():
-            store = open_store(self.archive, endpoint_url=self.endpoint_url)
+            store = self.store
             self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight, workers=store.upload_threads)
-            trusted = Keyring.build(self.archive_keyrings, default_keys=False, role=ARCHIVE)  # the other workers' keys
-            trusted.add(self.signer.pinned())
+            trusted = Keyring([*self.archive_keyring, self.signer.pinned()])
             writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
             return writer.open()
 

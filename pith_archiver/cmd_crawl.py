@@ -7,6 +7,7 @@ import click
 
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
+from crawler.crawl_config import CrawlConfig
 from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
 from .crawl_report import FailureBudget, outcome, report
@@ -192,20 +193,23 @@ def crawl(
 
         sys.exit(run_demo(archive, progress, verbosity, max_failures, hooks))
     try:
-        SeedList(seeds, seeds_file)
+        seed_list = SeedList(seeds, seeds_file)
     except SeedError as exc:
         raise ConfigError(f"seed: {exc}") from None
     if jobdir and frontier:
         raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
     resolver = check_base_url(resolver, "--resolver") if resolver else None
     mirrors = [check_base_url(mirror, "--mirror") for mirror in mirrors]
-    build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
-    check_archive_keyring(archive_keyrings)
     pairs = _setting_pairs(settings)
-    check_store(archive, s3_endpoint_url)
+    keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
+    archive_keyring = check_archive_keyring(archive_keyrings)
+    store = check_store(archive, s3_endpoint_url)
     if frontier:
         check_frontier(frontier)
-    check_signing_key(signing_key)  # last: it may create the key
+    # checked once, here, and handed to the crawl as built (crawler.crawl_config)
+    config = CrawlConfig(
+        seed_list, keyring, archive_keyring, store, check_signing_key(signing_key)
+    )  # last: it may create the key
     state_dir = default_state_dir(archive, jobdir)
     overrides = {
         "PITH_ARCHIVE": archive,
@@ -235,8 +239,7 @@ def crawl(
         overrides["PITH_VERIFY_WORKERS"] = verify_workers
     overrides.update(pairs)
     spider_args = {
-        "seeds": list(seeds),
-        "seeds_file": seeds_file,
+        "config": config,
         "resolver": resolver,
         "max_records": max_records,
         "max_depth": max_depth,

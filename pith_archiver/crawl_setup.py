@@ -9,7 +9,7 @@ here, and a crawl never starts without its verifier.
 from urllib.parse import urlsplit
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
-from storage.stores import StorageError, open_store
+from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError
 
 
@@ -47,10 +47,12 @@ def check_signing_key(path):
         raise ConfigError(f"--signing-key {path}: not a usable signing key ({exc})") from None
 
 
-def check_store(archive: str, endpoint_url: str | None) -> None:
-    """The archive's folder or bucket takes writes: probed, not assumed."""
+def check_store(archive: str, endpoint_url: str | None) -> ObjectStore:
+    """The archive's folder or bucket, which takes writes: probed, not assumed."""
     try:
-        open_store(archive, endpoint_url).probe()
+        store = open_store(archive, endpoint_url)
+        store.probe()
+        return store
     except ValueError as exc:
         raise ConfigError(f"--out {archive}: {exc}") from None
     except StorageError as exc:

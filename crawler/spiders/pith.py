@@ -23,6 +23,7 @@ from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
 from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
+from ..crawl_config import CrawlConfig
 from ..cross_check import CrossCheck
 from ..failures import describe, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
@@ -75,11 +76,13 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         mirrors=None,
         allow_hosts=None,
         mirrors_from_registry=False,
+        config: CrawlConfig | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.config = config  # built from the settings in from_crawler when not given (crawler.crawl_config)
         try:
-            self.seeds = SeedList(_as_list(seeds), seeds_file or None)
+            self.seeds = config.seeds if config is not None else SeedList(_as_list(seeds), seeds_file or None)
         except SeedError as exc:
             raise ValueError(str(exc)) from None
         self.resolver = ResolverUrls((resolver or DEFAULT_RESOLVER).rstrip("/"))
@@ -133,7 +136,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
         spider.unspread = max(0, crawler.settings.getint("PITH_CROSS_CHECK"))
-        spider.verifier = Verifier.from_crawler(crawler)
+        if spider.config is None:
+            spider.config = CrawlConfig.from_settings(crawler.settings, spider.seeds)
+        spider.verifier = Verifier.for_crawl(crawler, spider.config.keyring)
         crawler.signals.connect(spider.count_sources, signal=signals.spider_opened)
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         return spider

@@ -1,0 +1,46 @@
+"""What a crawl is given, built and checked once.
+
+``pith-archiver crawl`` builds it from its options, each mistake one line before the
+first request, and hands it to the spider (``config=``); ``scrapy crawl pith`` and
+Scrapyd build it from the string settings and spider arguments when the spider is
+made. The spider, its verifier, the signing-key watch and the archive pipeline all
+read this one object (``crawl_config(crawler)``) instead of parsing settings again.
+"""
+
+from dataclasses import dataclass
+
+from pith.keyring import ARCHIVE, Keyring, KeyringError
+from pith.signing import Signer
+from storage.signing_key import load_or_create
+from storage.stores import ObjectStore, open_store
+from .seeds import SeedList
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    seeds: SeedList
+    keyring: Keyring  # verifies the bundles (PITH_KEYRINGS, PITH_DEFAULT_KEYS)
+    archive_keyring: Keyring  # the other workers' archiver keys (PITH_ARCHIVE_KEYRINGS)
+    store: ObjectStore | None = None  # the archive (PITH_ARCHIVE, AWS_ENDPOINT_URL); None: archive nothing
+    signer: Signer | None = None  # signs what the crawl commits (PITH_SIGNING_KEY)
+
+    @classmethod
+    def from_settings(cls, settings, seeds: SeedList) -> "CrawlConfig":
+        """From Scrapy's settings and the spider's seeds. KeyringError or ValueError (a
+        store location) for what cannot work."""
+        keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
+        if not len(keyring):  # a crawl without its verifier would archive nothing (or worse)
+            raise KeyringError("the keyring is empty: nothing could verify (PITH_KEYRINGS, PITH_DEFAULT_KEYS)")
+        archive = settings.get("PITH_ARCHIVE")
+        return cls(
+            seeds=seeds,
+            keyring=keyring,
+            archive_keyring=Keyring.build(settings.getlist("PITH_ARCHIVE_KEYRINGS"), default_keys=False, role=ARCHIVE),
+            store=open_store(archive, endpoint_url=settings.get("AWS_ENDPOINT_URL")) if archive else None,
+            signer=load_or_create(settings.get("PITH_SIGNING_KEY")) if archive else None,
+        )
+
+
+def crawl_config(crawler) -> CrawlConfig:
+    """The crawl's config, which its spider holds (built before any pipeline)."""
+    return crawler.spider.config
