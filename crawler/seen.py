@@ -16,15 +16,12 @@ from pathlib import Path
 
 from scrapy.utils.job import job_dir
 
+from storage.history import PAGE_CACHE_KIB
 from .frontier import CLAIMED, FULL, SEEN
 
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "pith-seen.sqlite3"  # in the job directory
-# Page cache of each of a crawl's SQLite databases (SQLite's default is 2 MiB each, full
-# by a few thousand records: 4-7 MiB of a 10k crawl's peak, bench/RESULTS.md); the
-# operating system caches the files' pages besides.
-PAGE_CACHE_KIB = 256
 
 
 class SeenStore:

@@ -23,7 +23,10 @@ _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _DIGEST = 32  # bytes of an event digest
-PAGE_CACHE_KIB = 256  # SQLite's default, 2 MiB, fills by a few thousand records: the file is on disk
+# Page cache of each of a crawl's SQLite databases (this history, the crawl's seen-set and
+# validators): SQLite's default, 2 MiB each, fills by a few thousand records (4-7 MiB of a
+# 10k crawl's peak, bench/RESULTS.md); the files are on disk and the OS caches their pages.
+PAGE_CACHE_KIB = 256
 
 
 def event_digest(event_id: str) -> bytes:

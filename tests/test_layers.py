@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAY_IMPORT = {  # package: the project packages its modules may import, besides its own
     "pith": set(),
     "storage": {"pith"},
-    "crawler": {"pith"},
+    "crawler": {"pith", "storage"},
     "pipelines": {"pith", "storage", "crawler"},
     "mirror": {"pith", "storage"},
     "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror"},
