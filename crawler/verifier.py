@@ -27,7 +27,7 @@ from scrapy.utils.asyncio import is_asyncio_available
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
-from .verify_worker import FRAME, BundleChecker, decode, restore
+from .verify_worker import FRAME, available_cores, BundleChecker, decode, restore
 from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
@@ -41,11 +41,7 @@ def default_workers() -> int:
     """One worker where this process may use two cores or more, else none. One worker
     verifies ~2,000 bundles a second, several times what one crawl thread fetches, so a
     second never helps (measured: bench/RESULTS.md, "Verification off the reactor")."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return 1 if cores >= 2 else 0
+    return 1 if available_cores() >= 2 else 0
 
 
 class WorkerLost(Exception):

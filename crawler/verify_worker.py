@@ -7,6 +7,7 @@ process beside it and no re-import of the command line). Its socket's first mess
 is its keyring and limits, as JSON.
 """
 
+import os
 import signal
 import socket
 import struct
@@ -21,6 +22,17 @@ from pith.reasons import Rejected
 from pith.verify import Status, Verdict, verify_document
 
 FRAME = struct.Struct(">Q")  # each message on a worker's socket: its length, then its bytes
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    counter = getattr(os, "process_cpu_count", None)
+    if counter is not None:
+        return counter() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class BundleChecker:
@@ -51,8 +63,8 @@ class BundleChecker:
 
 
 def encode(verdict: Verdict, parsed: bool) -> bytes:
-    """A verdict for the socket, as JSON (no pickle anywhere in this tree: a process
-    that unpickles runs whatever it is sent), without its parsed tree, which the crawl
+    """A verdict for the socket, as JSON (never pickle between the crawl and its
+    workers: a process that unpickles runs whatever it is sent), without its parsed tree, which the crawl
     rebuilds from the bytes it holds (``restore``). ``b""`` when it cannot be written:
     the crawl then judges the bundle itself."""
     try:

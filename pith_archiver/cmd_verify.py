@@ -5,7 +5,6 @@ It imports only the protocol core: start-up is part of verifying a few bundles."
 
 import json
 import sys
-from contextlib import nullcontext
 
 import click
 
@@ -15,8 +14,10 @@ from . import FIXTURES, sources
 from .checking import TargetChecker
 from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
-from .ordered_pool import available_cores, ordered_map
-from .output import NORMAL, QUIET, verbosity_options
+from crawler.verify_worker import available_cores
+from .ordered_pool import ordered_map
+from .output import QUIET, verbosity_options
+from .progress import progress
 from pith.reasons import Reason
 from pith.verify import Status
 
@@ -94,10 +95,10 @@ def verify_documents(checker: TargetChecker, targets: list, jobs: int, report: "
     """Check every target on ``jobs`` processes, report each in input order (feeds
     last), and close with the count."""
     try:
-        with _progress(len(targets), report.verbosity) as advance:
+        with progress("verifying") as update:
             feeds = []
-            for record in ordered_map(checker, targets, jobs):
-                advance()
+            for done, record in enumerate(ordered_map(checker, targets, jobs), 1):
+                update(done, len(targets))
                 if record["source"].endswith(sources.FEED_SUFFIX):
                     feeds.append(record)  # judged once every feed is in: the chains run through them
                 else:
@@ -182,27 +183,3 @@ class Report:
             ExitStatus.PARTIAL if counts[Status.UNREADABLE] else ExitStatus.OK,
             ExitStatus.OK if counts[Status.VERIFIED] or counts[Status.REJECTED] else ExitStatus.FAILED,
         )
-
-
-def _progress(total: int, verbosity: int):
-    """A progress bar on stderr when it is a terminal and there is a lot to do; nothing
-    on a pipe."""
-    if total < 2 or verbosity < NORMAL or not sys.stderr.isatty():
-        return nullcontext(lambda: None)
-    from rich.console import Console
-    from rich.progress import Progress
-
-    return _Bar(Progress(console=Console(stderr=True), transient=True), total)
-
-
-class _Bar:
-    def __init__(self, progress, total: int):
-        self.progress, self.total = progress, total
-
-    def __enter__(self):
-        self.progress.__enter__()
-        task = self.progress.add_task("verifying", total=self.total)
-        return lambda: self.progress.advance(task)
-
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)

@@ -6,7 +6,6 @@ chunks per process are in flight at once: results stream out as the input stream
 and a folder of a million bundles never sits in memory.
 """
 
-import os
 import signal
 from collections import deque
 from itertools import islice
@@ -16,17 +15,6 @@ MAX_CHUNK = 64
 WORTH_A_POOL = 64  # fewer items finish before the worker processes would have started
 
 _function = None  # in a worker: the function it applies, sent once when it starts
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity, not the machine's count)."""
-    counter = getattr(os, "process_cpu_count", None)
-    if counter is not None:
-        return counter() or 1
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def ordered_map(function, items: list, jobs: int):
