@@ -12,14 +12,17 @@ were read from the first copy.
 """
 
 import logging
+from collections.abc import Callable
 
 import scrapy
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 from pith.signing import utc_now
 from .items import BundleItem
 from .links import ResolverUrls, base_of
 from .stat_keys import Stat
+from .verifier import Verifier
 from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
@@ -60,9 +63,14 @@ class CrossCheckSample:
 
 
 class CrossCheck:
-    """A mixin for the pith spider, which provides ``crawler``, ``sources``,
-    ``resolver``, ``verifier`` and ``_stat``. Stats: ``pith/cross_check/copies``,
+    """A mixin of the pith spider (what it needs of it is declared here). Stats: ``pith/cross_check/copies``,
     ``pith/cross_check/failures``, ``pith/cross_check/alone`` (sampled with no other source)."""
+
+    crawler: Crawler
+    resolver: ResolverUrls
+    verifier: Verifier
+    sources: list[str]
+    _stat: Callable[..., None]
 
     def cross_check_requests(self, response, item: BundleItem):
         """For a sampled bundle: requests for the record's bundle from every other

@@ -3,12 +3,14 @@ stops fetching as soon as --max-records is reached (a spider mixin of ``pith``).
 
 import logging
 from collections import deque
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.crawler import Crawler
 
 from .failures import describe
-from .links import sitemap_locations, suffixes_in
+from .links import ResolverUrls, sitemap_locations, suffixes_in
 from .stat_keys import Stat, StatFamily
 from .meta_keys import Meta
 
@@ -18,8 +20,13 @@ PRIORITY = 5  # after every record already found
 
 
 class SitemapWalk:
-    """Needs the spider's ``resolver``, ``state``, ``record_requests``
-    and ``_stat``."""
+    """A mixin of the spider: what it needs of it is declared here."""
+
+    crawler: Crawler
+    resolver: ResolverUrls
+    state: dict  # kept across a --jobdir resume (Scrapy's SpiderState)
+    record_requests: Callable[..., Iterator[scrapy.Request]]
+    _stat: Callable[..., None]
 
     def sitemap_request(self, url: str, seed: bool = True):
         """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the

@@ -3,11 +3,12 @@ of records PITH_CHECK_STATE asks (a spider mixin of ``pith``)."""
 
 import hashlib
 import logging
+from collections.abc import Callable
 
 import scrapy
 
 from pith.canonical import canon_sha256, sha256_hex
-from pith.parse import parse
+from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import utc_now
 from .failures import describe
@@ -28,7 +29,12 @@ def in_sample(suffix: str, share: float) -> bool:
 
 
 class StateCheck:
-    """Needs the spider's ``check_state`` (the share), ``resolver``, ``limits`` and ``_stat``."""
+    """A mixin of the spider: what it needs of it is declared here."""
+
+    check_state: float  # the share of records whose state.json is fetched (PITH_CHECK_STATE)
+    resolver: ResolverUrls
+    limits: Limits
+    _stat: Callable[..., None]
 
     def state_requests(self, response, suffix: str, bundle):
         """The state.json request of a fetched bundle, when its record is in the

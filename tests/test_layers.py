@@ -45,3 +45,14 @@ def test_the_walker_sees_an_upward_import(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from pith_archiver import FIXTURES\n    import scrapy.http\n")
     assert imported_packages(module) == {"pith_archiver", "scrapy"}
+
+
+def test_no_class_name_is_defined_in_two_product_modules():
+    """One name per concept (docs/ARCHITECTURE.md, Glossary): a class name means one thing."""
+    where: dict[str, list[str]] = {}
+    for package in MAY_IMPORT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    where.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
