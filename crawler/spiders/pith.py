@@ -204,9 +204,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     # --- records -------------------------------------------------------------------
     def record_requests(self, suffixes, depth: int):
         """A request opening each record named: the scheduler claims it (once a record,
-        within --max-records) and asks ``record_request`` for it when it has room."""
+        within --max-records) and asks ``record_request`` for the one it sends, whose
+        source is picked then (so this one names the resolver, and picks nothing)."""
         for suffix in suffixes:
-            request = self.record_request(suffix, depth)
+            request = self.bundle_request(self.resolver.base, suffix, depth)
             request.meta[Meta.OPENS_RECORD] = True
             yield request
 
