@@ -97,12 +97,12 @@ def tree_total(pid: int, measure) -> int:
     return total
 
 
-def run(cmd, env=None, trace: list | None = None) -> tuple[float, int, int, float]:
+def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[float, int, int, float]:
     """Wall seconds, peak RSS and peak PSS (MiB, summed over the process and its
     children) and CPU seconds (the process's and its children's) of one child process;
     ``trace`` gets (epoch seconds, peak RSS so far in bytes) once a second."""
     started = time.perf_counter()
-    child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak, peak_pss, done = [0], [0], threading.Event()
 
     def sample():
@@ -162,13 +162,18 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
     return server, url, site if virtual else corpus / "keyring.json"
 
 
-def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict, trace=None) -> dict:
+def ours(
+    url: str, keyring: Path, workdir: Path, label: str, extra: list[str], env: dict, trace=None, tree: Path = ROOT
+) -> dict:
+    """One crawl by the code of ``tree`` (this one, or an older checkout to compare with)."""
     out, stats, cache = workdir / f"archive-{label}", workdir / f"stats-{label}.json", workdir / f"cache-{label}"
     shutil.rmtree(out, ignore_errors=True)
     # a first crawl each round, as the defaults run it (conditional requests on): its
     # validators start empty, in a cache of its own, not the last round's
     shutil.rmtree(cache, ignore_errors=True)
     env = {**(env or os.environ), "XDG_CACHE_HOME": str(cache)}
+    if tree != ROOT:  # its own packages first, whatever the environment installed
+        env["PYTHONPATH"] = str(tree)
     sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
     elapsed, rss, pss, cpu = run(
         [
@@ -191,6 +196,7 @@ def ours(url: str, keyring: Path, workdir: Path, label: str, extra: list[str], e
         ],
         env,
         trace,
+        tree,
     )
     values = json.loads(stats.read_text())
     return {
