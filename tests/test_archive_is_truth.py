@@ -13,7 +13,7 @@ import urllib.request
 import boto3
 from click.testing import CliRunner
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith_archiver.cli import main

@@ -38,7 +38,7 @@ from crawler.seen import SeenStore
 from crawler.links import ResolverUrls
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
