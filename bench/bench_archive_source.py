@@ -11,22 +11,25 @@ bench/out/archive-N or into --archive s3://bucket/prefix, then times both (best 
 """
 
 import argparse
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mirror.archive_source import ArchiveSource
-from mirror.catalog import Catalog
-from mirror.corpus import generate_corpus
-from mirror.source import BUNDLES_DIR, KEYRING_NAME
-from pith.keyring import Keyring
-from pith.numbers import suffix_of
-from pith.parse import parse
-from pith.signing import Signer
-from pith.verify import verify_bundle
-from storage.archive import ArchiveWriter
-from storage.reader import reading_keyring
-from storage.stores import open_store
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
+
+from mirror.archive_source import ArchiveSource  # noqa: E402
+from mirror.catalog import Catalog  # noqa: E402
+from pith_testkit.corpus import generate_corpus  # noqa: E402
+from mirror.source import BUNDLES_DIR, KEYRING_NAME  # noqa: E402
+from pith.keyring import Keyring  # noqa: E402
+from pith.numbers import suffix_of  # noqa: E402
+from pith.parse import parse  # noqa: E402
+from pith.signing import Signer  # noqa: E402
+from pith.verify import verify_bundle  # noqa: E402
+from storage.archive import ArchiveWriter  # noqa: E402
+from storage.reader import reading_keyring  # noqa: E402
+from storage.stores import open_store  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIGNER = Signer.from_seed("bench-archiver", bytes(32))

@@ -16,7 +16,7 @@ requests on, each run a first crawl with no validators). Ours runs three times:
 ``bundles`` fetches exactly the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
 from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
 pages where the bundle does not name its citing records).
-``--virtual N`` crawls ``serve --virtual N`` from one seed instead, for memory at scale.
+``--virtual N`` crawls the test kit's ``serve --virtual N`` from one seed instead, for memory at scale.
 ``--verify-workers N`` (repeatable) runs ``bundles`` (and the virtual crawl) once per pool
 size of the verifier (PITH_VERIFY_WORKERS; 0: in the crawl's thread); ``--runs`` picks
 which of ours run. Peak RSS is the sum over the crawl process and its verifier workers,
@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the test kit (used from the checkout) and the benches
 
 import nginx  # noqa: E402  (bench/nginx.py)
 
@@ -136,7 +136,7 @@ def free_port() -> int:
 
 def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple[subprocess.Popen, str, Path]:
     """A mirror process: its URL and the keyring that verifies what it serves (with
-    ``virtual``, ``site`` is where ``serve --virtual`` writes that keyring)."""
+    ``virtual``, ``site`` is where the test kit's ``serve --virtual`` writes that keyring)."""
     if kind == "nginx":
         server, [url] = nginx.start([site], site.parent / f"nginx-{site.name}")
         return server, url, corpus / "keyring.json"
@@ -149,9 +149,11 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
         )
         time.sleep(1.0)
         return server, f"http://127.0.0.1:{port}", corpus / "keyring.json"
-    args = ["--virtual", str(virtual), "--seed", "11", "--keyring-out", str(site)] if virtual else [str(corpus)]
+    virtual_args = ["--virtual", str(virtual), "--seed", "11", "--keyring-out", str(site)]
+    program = ["pith_testkit", "serve", *virtual_args] if virtual else ["pith_archiver", "serve", str(corpus)]
     server = subprocess.Popen(
-        [sys.executable, "-m", "pith_archiver", "serve", *args],
+        [sys.executable, "-m", *program],
+        cwd=ROOT,  # where the test kit is found: it is not installed
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -234,7 +236,7 @@ def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
             [
                 sys.executable,
                 "-m",
-                "pith_archiver",
+                "pith_testkit",
                 "corpus",
                 "generate",
                 "--records",
@@ -323,7 +325,7 @@ def peaks_at(log: Path, trace: list, records: int):
 
 def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
     """One crawl from one seed of ``serve --virtual N``: nothing of the corpus on disk."""
-    from mirror.virtual import VirtualCatalog
+    from pith_testkit.virtual import VirtualCatalog
 
     server, url, keyring = start_server("serve", workdir, workdir / f"virtual-{records}.keyring.json", records)
     log, trace = workdir / f"virtual-{records}.log", []

@@ -26,10 +26,12 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
-from mirror.corpus import generate_corpus
-from mirror.http import Request, encode
-from mirror.resolver import ResolverSite
-from mirror.source import BUNDLES_DIR, CorpusDirectory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
+
+from pith_testkit.corpus import generate_corpus  # noqa: E402
+from mirror.http import Request, encode  # noqa: E402
+from mirror.resolver import ResolverSite  # noqa: E402
+from mirror.source import BUNDLES_DIR, CorpusDirectory  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SERVER_CPU, CLIENT_CPU = 0, 1

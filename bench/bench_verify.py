@@ -28,17 +28,19 @@ from collections import deque
 from functools import partial
 from pathlib import Path
 
-import nacl
-import orjson
-from nacl.bindings import crypto_sign_open
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
 
-from mirror.record import compact_json
-from pith.keyring import REGISTRY, Keyring
-from pith.mint import mint_bundle
-from pith.signing import Signer
-from pith.verify import verify_bundle
-from pith_archiver import FIXTURES
-from plain_verify import PlainVerifier
+import nacl  # noqa: E402
+import orjson  # noqa: E402
+from nacl.bindings import crypto_sign_open  # noqa: E402
+
+from mirror.record import compact_json  # noqa: E402
+from pith.keyring import REGISTRY, Keyring  # noqa: E402
+from pith_testkit.mint import mint_bundle  # noqa: E402
+from pith.signing import Signer  # noqa: E402
+from pith.verify import verify_bundle  # noqa: E402
+from pith_archiver import FIXTURES  # noqa: E402
+from plain_verify import PlainVerifier  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Verification"

@@ -75,7 +75,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-m",
-                "pith_archiver",
+                "pith_testkit",
                 "corpus",
                 "generate",
                 "--records",

@@ -7,7 +7,7 @@ its socket, as the crawl runs it now; at most 64 in flight.
 
     python bench/bench_verify_pool.py --corpus DIR [--bundles 3000] [--scrapy-us 1500] [--rounds 2]
 
-DIR is a generated corpus (``pith-archiver corpus generate``). Prints wall time and the
+DIR is a generated corpus (``python -m pith_testkit corpus generate``). Prints wall time and the
 CPU time of this process (all its threads; the worker processes' own time excluded):
 the latter is what a crawl thread would have left for Scrapy.
 """

@@ -34,7 +34,7 @@ def main():
     args = parser.parse_args()
     from scrapy import signals
     from crawler.spiders.pith import PithSpider
-    from mirror.virtual import VirtualCatalog
+    from pith_testkit.virtual import VirtualCatalog
     from pith_archiver.crawling import project_settings
     from scrapy.crawler import CrawlerProcess
 

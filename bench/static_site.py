@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mirror.http import Request  # noqa: E402
 from mirror.resolver import ResolverSite  # noqa: E402
 from mirror.source import CorpusDirectory, bundle_name  # noqa: E402
-from pith.mint import REGISTRY_BASE  # noqa: E402
+from pith.links import REGISTRY_BASE  # noqa: E402
 
 
 def get(resolver: ResolverSite, path: str) -> bytes:

@@ -113,10 +113,8 @@ class Response:
     last_modified: float | None = None  # Unix time; with it and a 200, validators are sent
     headers: tuple = ()  # extra (name, value) pairs: Location, Retry-After, Allow
     vary: tuple = ()  # request headers the choice of body depended on
-    record: str | None = None  # the record suffix it is about, for fault targeting
-    document: str | None = None  # "bundle", "state", "page", "jsonld", ... (for faults and logs)
-    stream: object = None  # async callable(writer) that writes a body of unknown length
-    fault: str | None = None  # the injected fault that shaped it, if any
+    record: str | None = None  # the record suffix it is about (for the request log)
+    document: str | None = None  # "bundle", "state", "page", "jsonld", ... (for the request log)
     _etag: str | None = field(default=None, repr=False)
     _gzipped: bytes | None = field(default=None, repr=False)
 
@@ -176,11 +174,11 @@ def encode(request: Request, response: Response, keep_alive: bool) -> tuple[byte
     status, body = response.status, response.body
     headers = [("Server", SERVER), ("Date", _date_now())]
     vary = list(response.vary)
-    if response.compressible and response.stream is None:
+    if response.compressible:
         vary.append("Accept-Encoding")
     if vary:
         headers.append(("Vary", ", ".join(vary)))
-    if status == 200 and response.stream is None and response.last_modified is not None:
+    if status == 200 and response.last_modified is not None:
         coded = response.compressible and len(body) >= MIN_GZIP_BYTES and request.accepts("accept-encoding", "gzip")
         etag = response.etag[:-1] + '-gzip"' if coded else response.etag
         headers += [("ETag", etag), ("Last-Modified", http_date(response.last_modified))]
@@ -192,9 +190,7 @@ def encode(request: Request, response: Response, keep_alive: bool) -> tuple[byte
     if status != 304 and response.content_type:
         headers.append(("Content-Type", response.content_type))
     headers.extend(response.headers)
-    if response.stream is not None:
-        keep_alive = False  # the body ends when the connection does
-    elif status != 304:
+    if status != 304:
         headers.append(("Content-Length", str(len(body))))
     headers.append(("Connection", "keep-alive" if keep_alive else "close"))
     head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"

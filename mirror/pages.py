@@ -6,7 +6,7 @@ import json
 from html import escape
 from xml.sax.saxutils import escape as xml_escape
 
-from pith.mint import links_for
+from pith.links import links_for
 from .record import RecordView
 
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"

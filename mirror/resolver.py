@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pith.mint import links_for
+from pith.links import links_for
 from pith.parse import parse
 from pith.reasons import Rejected
 from . import pages

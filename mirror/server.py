@@ -1,8 +1,9 @@
 """The mirror's HTTP/1.1 server: asyncio streams with keep-alive on one event loop
-(one core), answering from a ResolverSite, with optional fault injection and a request
-log that in-process tests read. The stdlib ``http.server`` is several times slower
-and cannot inject connection-level faults, hence this small server; aiohttp and
-twisted.web were measured against it too (bench/RESULTS.md, "Mirror server choice").
+(one core), answering from a ResolverSite, with a request log that in-process tests
+read. The stdlib ``http.server`` is several times slower, hence this small server;
+aiohttp and twisted.web were measured against it too (bench/RESULTS.md, "Mirror server
+choice"). The test kit's fault-injecting server (``pith_testkit.server``) extends it;
+nothing here injects faults.
 
 Fit for a public mirror: every read and send has a deadline and open connections are
 capped (ServerLimits), requests are parsed strictly (``parse_head``), and client
@@ -13,8 +14,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-from .faults import FaultInjector, FaultPlan
-from .http import BadRequest, Request, encode, parse_head, text_response
+from .http import BadRequest, Request, Response, encode, parse_head, text_response
 from .limits import MAX_BUSY_LINGERING, ServerLimits, accept_backlog
 from .resolver import ResolverSite, SiteOptions
 from .source import RecordSource
@@ -28,14 +28,13 @@ _BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
 
 @dataclass(frozen=True, slots=True)
 class LoggedRequest:
-    """One answered (or deliberately dropped) request, as a test wants to see it."""
+    """One answered request, as a test wants to see it."""
 
     method: str
     target: str  # path and query as sent
     path: str  # decoded path
-    status: int  # 0 when the connection was dropped without an answer
+    status: int
     headers: dict  # request headers, lower-cased names
-    fault: str | None = None  # "fail_first", "rate_limit", "error", "drop", "truncate", "tamper", ...
     document: str | None = None
     record: str | None = None
 
@@ -49,8 +48,7 @@ class MirrorServer:
     """Serves a RecordSource in the resolver layout.
 
     ``await start()`` binds (port 0 picks a free port) and sets ``url``; links in
-    documents use ``public_url`` when given, else ``url``. ``set_faults`` swaps the
-    fault plan (and restarts its counters) at any time; ``requests`` is the log;
+    documents use ``public_url`` when given, else ``url``. ``requests`` is the log;
     ``peak_in_flight`` is the most requests it was answering at once (a client's
     politeness, seen from the server); ``refused_connections`` counts the connections
     answered 503 beyond ``limits.max_connections``."""
@@ -62,14 +60,12 @@ class MirrorServer:
         port: int = 0,
         public_url: str | None = None,
         options: SiteOptions = SiteOptions(),
-        faults: FaultPlan = FaultPlan(),
         log_size: int = 100_000,
         limits: ServerLimits | None = None,
     ):
         self.source, self.host, self.port = source, host, port
         self.public_url, self.options = public_url, options
         self.limits = limits or ServerLimits()
-        self._faults = FaultInjector(faults)
         self._log: deque[LoggedRequest] = deque(maxlen=log_size)
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
@@ -96,13 +92,6 @@ class MirrorServer:
                 task.cancel()
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
-
-    @property
-    def faults(self) -> FaultPlan:
-        return self._faults.plan
-
-    def set_faults(self, plan: FaultPlan) -> None:
-        self._faults = FaultInjector(plan)
 
     @property
     def requests(self) -> list[LoggedRequest]:
@@ -220,38 +209,22 @@ class MirrorServer:
             self.in_flight -= 1
 
     async def _respond(self, request: Request, writer) -> bool:
-        injector = self._faults
-        decision = injector.decide(request)
-        if decision.delay:
-            await asyncio.sleep(decision.delay)
-        if decision.drop:
-            self._record(request, 0, "drop")
-            writer.transport.abort()
-            return False
-        if decision.response:
-            response = decision.response
-        elif self.source.remote:  # a slow store must not stall every other client
-            response = await asyncio.to_thread(self.resolver.respond, request)
-        else:
-            response = self.resolver.respond(request)
-        response = injector.transform(request, response)
+        return await self._send(request, await self._route(request), writer)
+
+    async def _route(self, request: Request) -> Response:
+        if self.source.remote:  # a slow store must not stall every other client
+            return await asyncio.to_thread(self.resolver.respond, request)
+        return self.resolver.respond(request)
+
+    async def _send(self, request: Request, response: Response, writer) -> bool:
+        """Write ``response``; whether the connection may carry another request."""
         keep_alive = request.keep_alive
         head, body = encode(request, response, keep_alive)
-        truncate = decision.truncate and bool(body)
-        # logged before writing, so a client that has its answer finds it in the log
-        self._record(
-            request, int(head[9:12]), "truncate" if truncate else response.fault, response.document, response.record
-        )
-        if response.stream is not None:
-            writer.write(head)
-            sent = request.method == "HEAD" or await self._within_send_timeout(response.stream(writer), writer)
-        else:
-            writer.write(head + body[: len(body) // 2] if truncate else head + body)
-            # most answers fit the socket's buffer at once: only one the client has not taken yet waits
-            sent = not writer.transport.get_write_buffer_size() or await self._within_send_timeout(
-                writer.drain(), writer
-            )
-        return sent and keep_alive and response.stream is None and not truncate
+        self._record(request, int(head[9:12]), response)  # logged first: a client that has its answer finds it
+        writer.write(head + body)
+        # most answers fit the socket's buffer at once: only one the client has not taken yet waits
+        sent = not writer.transport.get_write_buffer_size() or await self._within_send_timeout(writer.drain(), writer)
+        return sent and keep_alive
 
     async def _within_send_timeout(self, sending, writer) -> bool:
         """Await ``sending``; a client that takes longer than send_timeout loses its connection."""
@@ -263,11 +236,12 @@ class MirrorServer:
             writer.transport.abort()
             return False
 
-    def _record(self, request: Request, status: int, fault: str | None, document=None, record=None) -> None:
-        self._log.append(
-            LoggedRequest(
-                request.method, request.target, request.path, status, request.headers, fault, document, record
-            )
-        )
+    def _record(self, request: Request, status: int, response: Response) -> None:
+        self._log.append(self._entry(request, status, response))
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s %s -> %s%s", request.method, request.target, status, f" [{fault}]" if fault else "")
+            logger.debug("%s %s -> %s", request.method, request.target, status)
+
+    def _entry(self, request: Request, status: int, response: Response) -> LoggedRequest:
+        return LoggedRequest(
+            request.method, request.target, request.path, status, request.headers, response.document, response.record
+        )

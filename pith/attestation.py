@@ -32,8 +32,8 @@ def new_attestation(
     signer, *, pith_number: str, archive: str, payload: dict, prev_event: str | None, created_at: str
 ) -> dict:
     """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
-    ``archive``. Minting is imported here: checking feeds (``verify``) never signs."""
-    from .mint import new_event
+    ``archive``. Signing is imported here: checking feeds (``verify``) never signs."""
+    from .events import new_event
     from .signing import utc_now
 
     return new_event(

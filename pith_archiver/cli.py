@@ -15,7 +15,6 @@ from .exit_status import EXIT_STATUS_HELP, ExitStatus
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "audit": ("pith_archiver.cmd_audit:audit", "Check that an archive holds what it promises."),
     "checkpoint": ("pith_archiver.cmd_tlog:checkpoint", "Print the latest signed checkpoint of each archiver key."),
-    "corpus": ("pith_archiver.cmd_mirror:corpus", "Test corpora of signed bundles."),
     "crawl": ("pith_archiver.cmd_crawl:crawl", "Crawl a resolver, verify every bundle, archive it."),
     "export": ("pith_archiver.cmd_export:export", "Export the committed contents of an archive."),
     "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),

@@ -6,7 +6,8 @@ import sys
 import click
 
 from storage.reader import NothingCommitted, ObjectAltered
-from storage.export import BundleRejected, ExportError, export_bag, export_dataset
+from storage.export import ExportError, export_bag, export_dataset
+from storage.export_check import BundleRejected
 from storage.stores import StorageError
 from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed

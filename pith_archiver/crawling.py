@@ -5,7 +5,6 @@ in runs the same Scrapy configuration.
 """
 
 import hashlib
-import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +14,7 @@ from scrapy.settings import Settings
 
 from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
-from . import allocators
+from . import tuning
 from .exit_status import ConfigError
 from .output import DEBUG, QUIET, VERBOSE, say
 
@@ -61,7 +60,7 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
 def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dict:
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats; ``on_interim_commit(stats)`` after each checkpoint commit."""
-    allocators.economise()
+    tuning.economise()
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)
@@ -73,16 +72,8 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dic
         crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
     failures = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
-    # Scrapy filters in its root handler and leaves the root logger open to every level,
-    # so each request's and each item's DEBUG line is built only to be dropped; at INFO
-    # that is ~5% of the crawl's thread (bench/RESULTS.md). The handler's level, set here
-    # on the root logger too, drops them before they are built.
-    level = logging.root.level
-    logging.root.setLevel(process.settings.get("LOG_LEVEL"))
-    try:
+    with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()
-    finally:
-        logging.root.setLevel(level)
     if failures:  # the crawl could not start (a component refused): say why, not how
         failures[0].raiseException()
     return crawler.stats.get_stats()

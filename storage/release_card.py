@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pith.shipped import version
+from .tables import field_doc
 
 CROISSANT_CONTEXT = {
     "@language": "en",
@@ -83,10 +84,6 @@ def _frictionless_type(kind: pa.DataType) -> str:
     return "string"
 
 
-def _doc(field: pa.Field) -> str:
-    return (field.metadata or {}).get(b"doc", b"").decode("utf-8")
-
-
 def _shards(release: dict, table: str) -> list[dict]:
     return [entry for entry in release["files"] if entry["path"].startswith(f"data/{table}/")]
 
@@ -122,7 +119,7 @@ def croissant(release: dict, schemas: dict[str, pa.Schema]) -> dict:
                 "@type": "cr:Field",
                 "@id": f"{table}/{field.name}",
                 "name": field.name,
-                "description": _doc(field),
+                "description": field_doc(field),
                 "dataType": _croissant_type(field.type),
                 "source": {"fileSet": {"@id": f"{table}-files"}, "extract": {"column": field.name}},
             }
@@ -160,7 +157,11 @@ def datapackage(release: dict, schemas: dict[str, pa.Schema]) -> dict:
                     "mediatype": "application/vnd.apache.parquet",
                     "schema": {
                         "fields": [
-                            {"name": field.name, "type": _frictionless_type(field.type), "description": _doc(field)}
+                            {
+                                "name": field.name,
+                                "type": _frictionless_type(field.type),
+                                "description": field_doc(field),
+                            }
                             for field in schema
                         ]
                     },
@@ -180,7 +181,7 @@ def card(release: dict, schemas: dict[str, pa.Schema]) -> str:
     configs = "".join(f"- config_name: {table}\n  data_files: \"data/{table}/*.parquet\"\n" for table in tables)
     columns = "".join(
         f"\n### {table} ({release['tables'][table]['rows']} rows)\n\n| column | meaning |\n| --- | --- |\n"
-        + "".join(f"| `{field.name}` | {_doc(field) or field.name} |\n" for field in schemas[table])
+        + "".join(f"| `{field.name}` | {field_doc(field) or field.name} |\n" for field in schemas[table])
         for table in tables
     )
     since = (

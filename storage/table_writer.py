@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 def memory_pool() -> str:
     """The allocator pyarrow encodes with: ``ARROW_DEFAULT_MEMORY_POOL``, read when
-    pyarrow first builds its pool (``pith_archiver.allocators`` sets it for a crawl)."""
+    pyarrow first builds its pool (``pith_archiver.tuning`` sets it for a crawl)."""
     return pa.default_memory_pool().backend_name
 
 

@@ -25,6 +25,11 @@ def _col(name: str, kind: pa.DataType, doc: str, nullable: bool = True) -> pa.Fi
     return pa.field(name, kind, nullable, metadata={"doc": doc})
 
 
+def field_doc(field: pa.Field) -> str:
+    """What a column means, as ``_col`` documented it (empty when it was not)."""
+    return (field.metadata or {}).get(b"doc", b"").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     name: str

@@ -6,7 +6,7 @@ A mutation changes one thing. When the intended check sits behind hashes or sign
 the change would break first, ``tampered`` recomputes those and re-signs with a pinned
 signer, so that exactly the intended check fails. Paths assume the registry's layout
 (``record_created`` first, then a ``graph_snapshot``), as in fixtures/real/ and in
-bundles minted by pith.mint. Parse-level faults live in RAW_MUTATIONS: they change
+bundles minted by pith_testkit.mint. Parse-level faults live in RAW_MUTATIONS: they change
 bytes, since a parsed dict cannot hold them.
 """
 
@@ -20,7 +20,7 @@ from typing import Callable
 
 from pith.canonical import canon_sha256
 from pith.keyring import REGISTRY, key_from_entry
-from pith.mint import seal, sign_bundle
+from pith_testkit.mint import seal, sign_bundle
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
 from pith.verify import EVENT_UNHASHED, PATH_STEP

@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 from click.testing import CliRunner
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith_archiver.cli import main

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from tests.tamper import tampered
-from pith.mint import links_for
+from pith.links import links_for
 from pith_archiver.cli import main
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.ordered_pool import WORTH_A_POOL

@@ -8,14 +8,15 @@ from collections import Counter
 from click.testing import CliRunner
 
 from mirror.catalog import Catalog
-from mirror.corpus import citation_graph, corpus_signer, generate_corpus, invert
-from mirror.papers import text_sha256
+from pith_testkit.corpus import citation_graph, corpus_signer, generate_corpus, invert
+from pith_testkit.papers import text_sha256
 from mirror.record import latest_snapshot
 from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from pith_archiver.cli import main
+from pith_testkit.cli import main as kit_main
 from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
 
 
@@ -141,11 +142,11 @@ def test_saved_index_equals_the_one_rebuilt_from_the_bundles(corpus_dir, tmp_pat
 def test_cli_generate_writes_a_corpus_and_refuses_a_used_directory(tmp_path):
     out = tmp_path / "corpus"
     runner = CliRunner()
-    result = runner.invoke(main, ["corpus", "generate", "--records", "5", "--out", str(out), "--seed", "3"])
+    result = runner.invoke(kit_main, ["corpus", "generate", "--records", "5", "--out", str(out), "--seed", "3"])
     assert result.exit_code == 0, result.output
     assert "wrote 8 bundles (5 minted, 3 real)" in result.output
     assert len(list((out / BUNDLES_DIR).glob("*.bundle.json"))) == 8
-    again = runner.invoke(main, ["corpus", "generate", "--records", "5", "--out", str(out)])
+    again = runner.invoke(kit_main, ["corpus", "generate", "--records", "5", "--out", str(out)])
     assert again.exit_code == 2 and "not empty" in again.output
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore, S3Store

@@ -9,7 +9,7 @@ import time
 
 import pyarrow.dataset as ds
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from tests.plugins.crawling import isolated_home, run_cli_crawl
 

@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 
 from crawler.verifier import Worker
 from crawler.verify_worker import BundleChecker, decode, encode
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict

@@ -37,7 +37,7 @@ from crawler.frontier.client import worker_id
 from crawler.links import ResolverUrls
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer

@@ -1,10 +1,14 @@
 """Imports run one way (docs/ARCHITECTURE.md): the protocol core at the bottom, the
-command line at the top, nothing below importing anything above it."""
+command line at the top, nothing below importing anything above it; the test kit on
+top of them all, imported by no product package and left out of the wheel."""
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
+from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,7 +19,10 @@ MAY_IMPORT = {  # package: the project packages its modules may import, besides 
     "pipelines": {"pith", "storage", "crawler"},
     "mirror": {"pith", "storage"},
     "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror"},
+    "pith_testkit": {"pith", "storage", "mirror", "pith_archiver"},
 }
+PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})
+MODULE_NAME = re.compile(r"^pith_testkit(\.\w+)*(:\w+)?$")  # "pith_testkit.cli:main", as a lazy import takes it
 THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}}
 
 
@@ -39,6 +46,25 @@ def test_a_package_imports_only_the_layers_below_it(package):
         if above or banned:
             wrong[str(path.relative_to(ROOT))] = sorted(above | banned)
     assert wrong == {}
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_no_product_module_names_the_test_kit_to_import_it_later(package):
+    named = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.match(node.value)
+    ]
+    assert named == []
+
+
+def test_the_wheel_holds_the_product_and_not_the_test_kit():
+    """The packages setuptools puts in the wheel, found as pyproject.toml tells it to."""
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"]["find"]
+    packages = set(find_packages(ROOT, include=found["include"], exclude=found.get("exclude", ())))
+    assert set(PRODUCT) <= packages
+    assert not {name for name in packages if name.split(".")[0] not in PRODUCT}
 
 
 def test_the_walker_sees_an_upward_import(tmp_path):

@@ -19,10 +19,10 @@ from urllib.robotparser import RobotFileParser
 import pytest
 from click.testing import CliRunner
 
-from mirror.corpus import corpus_signer
+from pith_testkit.corpus import corpus_signer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from pith.canonical import canon_sha256
-from pith.mint import links_for
+from pith.links import links_for
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from pith_archiver.cli import main

@@ -13,11 +13,11 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
-from mirror.corpus import corpus_signer
+from pith_testkit.corpus import corpus_signer
 from mirror.record import compact_json
 from mirror.source import BUNDLES_DIR, KEY_DOCUMENT_NAME, KEYRING_NAME, bundle_name
 from pith.keyring import Keyring, KeyringError, key_from_entry
-from pith.mint import sign_bundle
+from pith_testkit.mint import sign_bundle
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith_archiver.cli import main

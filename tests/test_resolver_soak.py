@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pyarrow.dataset as ds
 
-from mirror.corpus import generate_corpus
-from mirror.faults import FaultPlan
+from pith_testkit.corpus import generate_corpus
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from tests.plugins.crawling import run_cli_crawl
 

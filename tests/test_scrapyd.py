@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from storage.stores import open_store
 from tests.plugins.crawling import isolated_home

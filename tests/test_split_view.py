@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.split_view import EXTENDS, FORK, SAME, Comparison, compare, event_ids
 from pith_archiver.cli import main

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from tests.plugins.crawling import build_static_site, crawl_corpus, run_cli_crawl, serving
 
 

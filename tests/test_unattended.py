@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from crawler.stat_keys import CrawlStats
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
 from tests.plugins.crawling import isolated_home
+from tests.plugins.mirror import KIT, kit_env
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
@@ -213,8 +214,16 @@ def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
 
 
 def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path):
-    """An OSError nobody turned into a named error still ends as one line and exit 4."""
-    proc = cli(tmp_path, "corpus", "generate", "--records", "1", "--out", "/proc/no/such/corpus")
+    """An OSError nobody turned into a named error still ends as one line and exit 4 (met
+    here in the test kit's command line, which runs in pith-archiver's command group)."""
+    proc = subprocess.run(
+        [*KIT, "corpus", "generate", "--records", "1", "--out", "/proc/no/such/corpus"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**kit_env(), **isolated_home(tmp_path)},
+    )
     assert proc.returncode == 4
     assert "rerun with -vv for the traceback" in proc.stderr
     assert one_error_line(proc).startswith("Error: ") and "/proc/no" in proc.stderr

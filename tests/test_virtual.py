@@ -1,4 +1,4 @@
-"""``serve --virtual N``: records minted on demand, a graph one seed walks whole, and a
+"""The test kit's ``serve --virtual N``: records minted on demand, a graph one seed walks whole, and a
 crawl of it that costs about one request per record."""
 
 import json
@@ -8,12 +8,13 @@ import pytest
 from click.testing import CliRunner
 
 from crawler.local_scheduler import TAKE
-from mirror.virtual import VirtualCorpus
+from pith_testkit.virtual import VirtualCorpus
 from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
 from pith.verify import verify_document
 from pith_archiver.cli import main
+from pith_testkit.cli import main as kit_main
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
@@ -69,7 +70,7 @@ def test_aliases_resolve_to_their_record(corpus):
 
 def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     keyring = tmp_path / "virtual-keyring.json"
-    with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring)) as (process, url):
+    with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring), kit=True) as (process, url):
         assert process.stdout.readline().strip() == f"keyring {keyring}"
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("".join(f"{suffix}\n" for suffix in VirtualCorpus(1000, seed=5).catalog.suffixes))
@@ -103,9 +104,9 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
 
 def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):
     runner = CliRunner()
-    both = runner.invoke(main, ["serve", str(tmp_path), "--virtual", "10"])
+    both = runner.invoke(kit_main, ["serve", str(tmp_path), "--virtual", "10"])
     assert both.exit_code == 2 and "not both" in both.output
-    alone = runner.invoke(main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
+    alone = runner.invoke(kit_main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
     assert alone.exit_code == 2 and "--keyring-out goes with --virtual" in alone.output
     share = runner.invoke(
         main,

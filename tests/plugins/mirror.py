@@ -1,5 +1,5 @@
 """Fixtures for a Pith mirror on loopback: a small generated corpus and running mirror
-servers, optionally injecting faults, whose request log a test can read.
+servers (the test kit's, optionally injecting faults), whose request log a test can read.
 
 Typical use in a crawler test::
 
@@ -13,11 +13,14 @@ Typical use in a crawler test::
 - ``corpus_catalog`` (session): its Catalog (``suffixes``, ``entry(s).pith_number``,
   ``resolve(alias)``, ``cited_by(s)``, ``signing_key``).
 - ``corpus_keyring`` (session): a Keyring that verifies every bundle of the corpus.
-- ``mirror`` (function): a factory starting MirrorServers on 127.0.0.1, port 0, each on
-  its own thread, all stopped after the test. See ``start_mirror`` for its arguments.
-- ``serve_process``: a context manager running ``pith-archiver serve`` as a subprocess.
+- ``mirror`` (function): a factory starting FaultyMirrorServers (the public MirrorServer
+  with fault injection) on 127.0.0.1, port 0, each on its own thread, all stopped after
+  the test. See ``start_mirror`` for its arguments.
+- ``serve_process``: a context manager running ``pith-archiver serve`` (or, with
+  ``kit=True``, the test kit's fault-injecting ``serve``) as a subprocess.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -26,14 +29,17 @@ from pathlib import Path
 
 import pytest
 
-from mirror.corpus import generate_corpus
-from mirror.faults import FaultPlan
 from mirror.limits import ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import BackgroundMirror
-from mirror.server import MirrorServer
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from pith.keyring import Keyring
+from pith_testkit.corpus import generate_corpus
+from pith_testkit.faults import FaultPlan
+from pith_testkit.server import FaultyMirrorServer
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT = [sys.executable, "-m", "pith_testkit"]  # the test kit's command line, from this checkout
 
 SMALL_CORPUS_RECORDS = 40
 SMALL_CORPUS_SEED = 7
@@ -69,7 +75,7 @@ def mirror(corpus_dir):
     ``name``, ``cache_size``). The server gives ``url``, ``requests`` (a list of
     LoggedRequest: method, target, path, status, headers, fault, document, record),
     ``clear_log()``, ``set_faults(plan)`` and ``catalog`` via ``server.source.catalog``.
-    Record URLs: ``pith.mint.links_for(suffix, server.url)``."""
+    Record URLs: ``pith.links.links_for(suffix, server.url)``."""
     runners = []
 
     def start_mirror(
@@ -80,8 +86,8 @@ def mirror(corpus_dir):
         log_size: int = 100_000,
         limits: ServerLimits | None = None,
         **site_options,
-    ) -> MirrorServer:
-        server = MirrorServer(
+    ) -> FaultyMirrorServer:
+        server = FaultyMirrorServer(
             CorpusDirectory(directory or corpus_dir),
             public_url=public_url,
             options=SiteOptions(**site_options),
@@ -98,13 +104,22 @@ def mirror(corpus_dir):
         runner.stop()
 
 
+def kit_env() -> dict:
+    """The environment in which ``KIT`` finds the test kit: it is not installed, only checked out."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 @contextmanager
-def serve_process(directory, *options: str, timeout: float = 30, **popen):
-    """Run ``pith-archiver serve DIRECTORY OPTIONS`` and yield ``(process, url)``; the
+def serve_process(directory, *options: str, timeout: float = 30, kit: bool = False, **popen):
+    """Run ``pith-archiver serve DIRECTORY OPTIONS`` (with ``kit``, ``python -m
+    pith_testkit serve``) and yield ``(process, url)``; the
     process gets SIGTERM on exit (its exit code is then in ``process.returncode``).
     ``popen`` goes to subprocess.Popen: e.g. ``preexec_fn`` to lower its open-file limit,
     ``stderr`` a file to read its log from (else a pipe, ``process.stderr``)."""
-    command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "serve", str(directory)]
+    program = KIT if kit else [sys.executable, "-c", "from pith_archiver.cli import main; main()"]
+    command = [*program, "serve", str(directory)]
+    if kit:
+        popen.setdefault("env", kit_env())
     popen.setdefault("stderr", subprocess.PIPE)
     process = subprocess.Popen([*command, *options], stdout=subprocess.PIPE, text=True, **popen)
     try:

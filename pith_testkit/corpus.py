@@ -19,14 +19,15 @@ from pathlib import Path
 
 from pith.canonical import canon_sha256
 from pith.keyring import REGISTRY_KEY, key_from_entry
-from pith.mint import REGISTRY_BASE, mint_bundle
+from mirror.catalog import Catalog
+from mirror.record import compact_json, latest_snapshot
+from mirror.source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, bundle_name
+from pith.links import REGISTRY_BASE
 from pith.numbers import pith_number, pith_suffix
 from pith.signing import Signer
 from pith.shipped import real_bundles
-from .catalog import Catalog
+from .mint import mint_bundle
 from .papers import Paper, authors_text, invent_paper, text_sha256
-from .record import compact_json, latest_snapshot
-from .source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, bundle_name
 
 logger = logging.getLogger(__name__)
 

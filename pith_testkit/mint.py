@@ -4,21 +4,12 @@ The corpus generator uses it to mint test records, the tests use it to re-sign
 tampered bundles (so a check deeper than the signatures can be reached).
 """
 
-from .canonical import canon_sha256
-from .merge import MERGE_VERSION, merge
-from .numbers import SHORT_LENGTHS, pith_number, pith_suffix, short_pith_number
-from .signing import Signer
-
-REGISTRY_BASE = "https://pith.science"
-
-
-def links_for(suffix: str, base: str = REGISTRY_BASE) -> dict:
-    return {
-        "resolver": f"{base}/pith/{suffix}",
-        "bundle": f"{base}/pith/{suffix}/bundle.json",
-        "state": f"{base}/pith/{suffix}/state.json",
-        "well_known_bundle": f"{base}/.well-known/pith/{suffix}/bundle.json",
-    }
+from pith.canonical import canon_sha256
+from pith.events import new_event
+from pith.links import REGISTRY_BASE, links_for
+from pith.merge import MERGE_VERSION, merge
+from pith.numbers import SHORT_LENGTHS, pith_number, pith_suffix, short_pith_number
+from pith.signing import Signer
 
 
 def mirror_hint(suffix: str, base: str = REGISTRY_BASE, name: str = "Pith Resolver", status: str = "primary") -> dict:
@@ -69,37 +60,6 @@ def record_event(
         "attestation_state": "computed",
     }
     return new_event(signer, "record_created", number, "record", payload, created_at, signed_at)
-
-
-def new_event(
-    signer: Signer,
-    event_type: str,
-    subject: str,
-    target: str,
-    payload: dict,
-    created_at: str,
-    signed_at: str,
-    prev_event=None,
-    signer_id: str = "pith.science",
-    signer_type: str = "pith_registry",
-) -> dict:
-    event = {
-        "event_type": event_type,
-        "subject_pith_number": subject,
-        "target": target,
-        "payload": payload,
-        "signer": {
-            "signer_id": signer_id,
-            "signer_type": signer_type,
-            "key_id": signer.key_id,
-            "public_key_fingerprint": signer.fingerprint,
-        },
-        "created_at": created_at,
-        "supersedes": [],
-        "prev_event": prev_event,
-        "schema_version": "1.0",
-    }
-    return signer.sign_event(event, signed_at)
 
 
 def seal(bundle: dict, signer: Signer, signed_at: str) -> dict:

@@ -4,15 +4,18 @@ bodies, wrong content types, redirect loops and a tampered bundle.
 
 A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
 requests, drawing its random rates from the plan's seed, so a run with the same
-requests in the same order injects the same faults.
+requests in the same order injects the same faults. The answers it shapes are
+FaultyResponses, which name their fault for the request log; ``pith_testkit.server``
+is the mirror server that consults an injector.
 """
 
 import random
 import re
+import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
-from .http import Request, Response, text_response
+from mirror.http import SERVER, Request, Response, http_date, text_response
 
 MiB = 1024 * 1024
 JSON_TYPES = ("application/json", "application/ld+json")
@@ -64,12 +67,25 @@ class FaultPlan:
         return self != FaultPlan(seed=self.seed, paths=self.paths)
 
 
+@dataclass(eq=False)
+class FaultyResponse(Response):
+    """A Response an injected fault shaped."""
+
+    fault: str | None = None  # "fail_first", "rate_limit", "error", "drop", "truncate", "tamper", ...
+    stream: object = None  # async callable(writer) that writes a body of unknown length (oversize)
+
+
+def faulted(response: Response, fault: str | None, **changes) -> FaultyResponse:
+    """``response`` with ``changes``, marked as shaped by ``fault``."""
+    return FaultyResponse(**{f.name: getattr(response, f.name) for f in fields(Response)} | changes, fault=fault)
+
+
 @dataclass
 class Decision:
     """What happens to one request before and after routing."""
 
     delay: float = 0.0  # seconds to wait before answering
-    response: Response | None = None  # answer this instead of routing
+    response: FaultyResponse | None = None  # answer this instead of routing
     drop: bool = False
     truncate: bool = False
 
@@ -100,11 +116,11 @@ class FaultInjector:
         self._counted += 1
         retry = (("Retry-After", str(plan.retry_after)),)
         if self._per_path[request.path] <= plan.fail_first:
-            decision.response = replace(text_response(503, headers=retry), fault="fail_first")
+            decision.response = faulted(text_response(503, headers=retry), "fail_first")
         elif plan.rate_limit_every and self._counted % plan.rate_limit_every == 0:
-            decision.response = replace(text_response(429, headers=retry), fault="rate_limit")
+            decision.response = faulted(text_response(429, headers=retry), "rate_limit")
         elif plan.error_rate and self._rng.random() < plan.error_rate:
-            decision.response = replace(text_response(plan.error_status), fault="error")
+            decision.response = faulted(text_response(plan.error_status), "error")
         elif plan.drop_rate and self._rng.random() < plan.drop_rate:
             decision.drop = True
         elif plan.truncate_rate and self._rng.random() < plan.truncate_rate:
@@ -117,9 +133,9 @@ class FaultInjector:
         if not self._active or response.status != 200:
             return response
         if response.record in plan.redirect_loop:
-            return replace(_loop_redirect(request), fault="redirect_loop", record=response.record)
+            return faulted(_loop_redirect(request), "redirect_loop", record=response.record)
         if response.document == "bundle" and response.record in plan.oversize:
-            return Response(
+            return FaultyResponse(
                 200,
                 content_type=response.content_type,
                 record=response.record,
@@ -128,12 +144,10 @@ class FaultInjector:
                 fault="oversize",
             )
         if response.document == "bundle" and response.record in plan.tamper:
-            response = replace(
-                response, body=tamper_canonical_hash(response.body), fault="tamper", _etag=None, _gzipped=None
-            )
+            response = faulted(response, "tamper", body=tamper_canonical_hash(response.body), _etag=None, _gzipped=None)
         if plan.wrong_content_type and self._applies(request):
             wrong = "text/html; charset=utf-8" if response.content_type in JSON_TYPES else "application/octet-stream"
-            response = replace(response, content_type=wrong, fault=response.fault or "wrong_content_type")
+            response = faulted(response, getattr(response, "fault", None) or "wrong_content_type", content_type=wrong)
         return response
 
 
@@ -155,6 +169,13 @@ def tamper_canonical_hash(raw: bytes) -> bytes:
     digit = at + len(key)
     swapped = b"0" if raw[digit : digit + 1] != b"0" else b"1"
     return raw[:digit] + swapped + raw[digit + 1 :]
+
+
+def endless_head(content_type: str | None) -> bytes:
+    """The head of a body of unknown length: no Content-Length, it ends when the connection does."""
+    lines = ["HTTP/1.1 200 OK", f"Server: {SERVER}", f"Date: {http_date(int(time.time()))}"]
+    lines += [f"Content-Type: {content_type}"] if content_type else []
+    return ("\r\n".join([*lines, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
 
 
 def oversize_body(size: int):

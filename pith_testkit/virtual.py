@@ -1,7 +1,7 @@
-"""A corpus minted on demand: ``serve --virtual N`` serves N records without a byte of
+"""A corpus minted on demand: ``pith-testkit serve --virtual N`` serves N records without a byte of
 them on disk, so a crawl of a million records needs no corpus of 16 GB first.
 
-Records are those ``pith-archiver corpus generate --seed S`` plans (the same papers,
+Records are those ``pith-testkit corpus generate --seed S`` plans (the same papers,
 numbers and key), without the real registry bundles. Only a Pith number and two small
 integers per record stay in memory; a bundle is minted from its index when asked for
 (about 2 ms: four signatures) and a few hundred are kept in an LRU cache. The citation
@@ -21,8 +21,10 @@ from datetime import timedelta
 from functools import lru_cache
 from math import gcd
 
-from pith.mint import REGISTRY_BASE
-from .catalog import Entry
+from mirror.catalog import Entry
+from mirror.record import compact_json
+from mirror.source import RecordSource
+from pith.links import REGISTRY_BASE
 from .corpus import (
     REGISTRY_EPOCH,
     Citable,
@@ -33,8 +35,6 @@ from .corpus import (
     planned_records,
     record_times,
 )
-from .record import compact_json
-from .source import RecordSource
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,58 @@
+"""The crawl's performance knobs, in one place, so the essential path stays plain. Each
+changes how fast or how lean a crawl runs, never what it fetches, verifies or stores;
+docs/OPERATIONS.md ("Performance knobs") says what each does, its default and how to
+set it, and bench/RESULTS.md has the figures.
+
+- ``economise``: the allocators, set before anything allocates (pyarrow on the system
+  allocator, at most two glibc malloc arenas).
+- ``root_log_level``: the root logger at the crawl's LOG_LEVEL while it runs.
+- The garbage collector's threshold is a Scrapy extension, so it lives with the
+  crawler: ``crawler.collector`` (``PITH_GC_THRESHOLD``).
+"""
+
+import ctypes
+import logging
+import os
+import sys
+from contextlib import contextmanager
+
+logger = logging.getLogger(__name__)
+
+M_ARENA_MAX = -8  # glibc's malloc.h
+CRAWL_ARENAS = 2
+
+
+def economise() -> bool:
+    """Much of a crawl's peak memory is not live data but pages the allocators keep once
+    used: pyarrow's own pool (mimalloc or jemalloc) holds every checkpoint's Parquet
+    encoding buffers, and glibc gives each thread that ever allocated (upload,
+    checkpoint and Scrapy's DNS threads) an arena of its own. Both are settable only
+    before the first allocation they govern: pyarrow reads ``ARROW_DEFAULT_MEMORY_POOL``
+    when it first builds its pool, glibc caps arenas for threads started after
+    ``mallopt``. An operator's own setting of either variable wins.
+
+    Call before pyarrow is imported and before any thread starts. True when this call
+    capped the malloc arenas (glibc, and no MALLOC_ARENA_MAX of the operator's)."""
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc and musl have it; musl ignores it
+    if mallopt is None or not mallopt(M_ARENA_MAX, CRAWL_ARENAS):
+        logger.debug("could not cap malloc arenas")
+        return False
+    return True
+
+
+@contextmanager
+def root_log_level(level):
+    """The root logger at ``level`` (the crawl's LOG_LEVEL) within, as it was after.
+    Scrapy filters in its root handler and leaves the root logger open to every level,
+    so each request's and each item's DEBUG line is built only to be dropped; at INFO
+    that is ~5% of the crawl's thread. The handler's level, set on the root logger too,
+    drops them before they are built."""
+    before = logging.root.level
+    logging.root.setLevel(level)
+    try:
+        yield
+    finally:
+        logging.root.setLevel(before)

@@ -1,0 +1,65 @@
+"""The mirror server with fault injection: the public MirrorServer, answering through a
+FaultInjector, so crawler tests can prove they survive what real servers do. Its
+request log names the fault that shaped each answer."""
+
+import asyncio
+from dataclasses import dataclass, fields
+
+from mirror.http import Request, Response, encode
+from mirror.server import LoggedRequest, MirrorServer
+from .faults import FaultInjector, FaultPlan, FaultyResponse, endless_head, faulted
+
+
+@dataclass(frozen=True, slots=True)
+class FaultyLoggedRequest(LoggedRequest):
+    """A logged request, with the fault injected into its answer (status 0: dropped unanswered)."""
+
+    fault: str | None = None
+
+
+class FaultyMirrorServer(MirrorServer):
+    """A MirrorServer injecting ``faults`` (a FaultPlan); ``set_faults`` swaps the plan
+    (and restarts its counters) at any time. Other arguments are MirrorServer's."""
+
+    def __init__(self, *args, faults: FaultPlan = FaultPlan(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self._faults = FaultInjector(faults)
+
+    @property
+    def faults(self) -> FaultPlan:
+        return self._faults.plan
+
+    def set_faults(self, plan: FaultPlan) -> None:
+        self._faults = FaultInjector(plan)
+
+    async def _respond(self, request: Request, writer) -> bool:
+        injector = self._faults
+        decision = injector.decide(request)
+        if decision.delay:
+            await asyncio.sleep(decision.delay)
+        if decision.drop:
+            self._record(request, 0, FaultyResponse(0, fault="drop"))
+            writer.transport.abort()
+            return False
+        response = injector.transform(request, decision.response or await self._route(request))
+        if getattr(response, "stream", None) is not None:
+            return await self._send_endless(request, response, writer)
+        if decision.truncate:
+            head, body = encode(request, response, request.keep_alive)
+            if body:  # half the body, then a close: the Content-Length sent is never reached
+                self._record(request, int(head[9:12]), faulted(response, "truncate"))
+                writer.write(head + body[: len(body) // 2])
+                await self._within_send_timeout(writer.drain(), writer)
+                return False
+        return await self._send(request, response, writer)
+
+    async def _send_endless(self, request: Request, response: FaultyResponse, writer) -> bool:
+        self._record(request, 200, response)
+        writer.write(endless_head(response.content_type))
+        if request.method != "HEAD":
+            await self._within_send_timeout(response.stream(writer), writer)
+        return False
+
+    def _entry(self, request: Request, status: int, response: Response) -> FaultyLoggedRequest:
+        entry = super()._entry(request, status, response)
+        return FaultyLoggedRequest(*(getattr(entry, f.name) for f in fields(entry)), getattr(response, "fault", None))
