@@ -222,6 +222,21 @@ def test_a_record_is_claimed_by_the_first_worker_only(redis_url):
     assert a.claim([REAL, other, third], 1, page=False, limit=2) == [(REAL, SEEN), (other, SEEN), (third, FULL)]
 
 
+def test_a_commit_noted_while_a_worker_reads_the_archive_is_not_taken_for_a_lost_one(redis_url):
+    """A worker notes its commit after writing the manifest; another, opening meanwhile,
+    may read the archive before that manifest is written. Only the commits noted before
+    it read are checked: else the crawl would be forgotten and every record done twice."""
+    a, b, c, d = workers(redis_url, "a", "b", "c", "d")
+    a.claim([REAL], 0, page=False)
+    a.note_commit("run-1")
+    b.remember_commits()  # b opens: then reads the archive, which holds run-1 only
+    a.note_commit("run-2")  # a commits meanwhile: its manifest came after b's read
+    b.check(frozenset({"run-1"}))
+    assert c.claim([REAL], 0, page=False) == [(REAL, SEEN)]  # a's claims stand
+    b.check(frozenset())  # an archive that lost run-1, which was noted before b read
+    assert d.claim([REAL], 0, page=False) == [(REAL, CLAIMED)]  # the crawl is forgotten: claimable again
+
+
 def test_a_task_is_taken_once_however_often_it_is_queued(redis_url):
     a, b = workers(redis_url, "a", "b")
     for x in (a, b):

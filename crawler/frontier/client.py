@@ -81,6 +81,7 @@ class Frontier:
         self.commits_key = self.prefix + "commits"
         self.dupefilter_key = dupefilter_key(key)
         self.stats = stats
+        self.commits_before: set[bytes] = set()  # noted before this worker read the archive
         (
             self._claim,
             self._push,
@@ -121,18 +122,32 @@ class Frontier:
             settings.getfloat("PITH_FRONTIER_LEASE"),
             crawler.stats,
         )
+        frontier.remember_commits()  # before the archive pipeline reads the archive
         crawler.signals.connect(frontier.check, signal=pith_signals.archive_opened)
         crawler.signals.connect(frontier.note_commit, signal=pith_signals.interim_committed)
         crawler.signals.connect(frontier.note_commit, signal=pith_signals.archive_committed)
         return frontier
+
+    def remember_commits(self) -> None:
+        """The commits the crawl's workers noted before this one reads the archive: only
+        those can be missing from what it reads. A worker notes a commit after writing
+        its manifest, so one noted later may have been written after the read: it is
+        not lost, and taking it for lost would have the crawl redo (and archive twice)
+        everything that worker archived."""
+        import redis
+
+        try:
+            self.commits_before = set(self.server.smembers(self.commits_key))
+        except redis.RedisError as exc:  # the scheduler says so, and retries; nothing is dropped
+            logger.warning("frontier unreachable, its commits not checked against the archive: %s", exc)
 
     def check(self, present: frozenset) -> None:
         """The archive is the truth: when it no longer holds a manifest this crawl's
         workers committed (deleted, emptied, restored from an older copy, replaced),
         the claims made for it are a stale cache and the crawl is forgotten, so every
         record is claimed and archived again. ``present``: the run ids of the manifests
-        the archive holds."""
-        missing = sorted(set(self.server.smembers(self.commits_key)) - {run.encode() for run in present})
+        the archive holds, read after ``remember_commits``."""
+        missing = sorted(self.commits_before - {run.encode() for run in present})
         if not missing:
             return
         keys = [self.commits_key, self.seen_key, self.owner_key, self.dupefilter_key, self.queue_key, self.idle_key]
