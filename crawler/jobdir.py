@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import TextIO
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -48,7 +49,7 @@ class JobdirGuard:
         self.jobdir = jobdir
         self.stats = stats
         self.reset = False
-        self._handle = None
+        self._handle: TextIO | None = None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -121,4 +122,5 @@ class JobdirGuard:
     def spider_closed(self, spider, reason):
         """Every Scrapy job file is closed by now: the directory may be resumed."""
         os.unlink(self.jobdir / MARK)
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()

@@ -115,7 +115,7 @@ class SeedList:
     def describe(self) -> dict:
         """What a manifest records of the seeds: those given, and the file by name and
         count (not its million lines)."""
-        described = {"seeds": [f"{seed.kind}:{seed.value}" for seed in self._given]}
+        described: dict[str, object] = {"seeds": [f"{seed.kind}:{seed.value}" for seed in self._given]}
         if self.path is not None:
             described["seeds_file"] = {"path": str(self.path), "seeds": self.count - len(self._given)}
         return described

@@ -22,6 +22,7 @@ import logging
 from collections import Counter
 from urllib.parse import urlsplit
 
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
 logger = logging.getLogger(__name__)
@@ -40,16 +41,16 @@ class SourcePool:
 
     def __init__(self, bases: list[str], demote_after: int = 3):
         self.bases: list[str] = []
-        self.stats = None  # the crawl's, once it starts (``count_into``)
+        self.stats: StatsCollector | None = None  # the crawl's, once it starts (``count_into``)
         self.demote_after = demote_after
-        self.outstanding: Counter = Counter()
-        self.bad: Counter = Counter()
+        self.outstanding: Counter[str] = Counter()
+        self.bad: Counter[str] = Counter()
         self.demoted: set[str] = set()
         self._turn = itertools.count()
         for base in bases:
             self.add(base)
 
-    def count_into(self, stats, demote_after: int) -> None:
+    def count_into(self, stats: StatsCollector, demote_after: int) -> None:
         """Count into the crawl's stats (they exist once it starts, after the spider)."""
         self.stats, self.demote_after = stats, demote_after
 
@@ -100,12 +101,12 @@ class SourcePool:
         self.bad[base] += 1
         if self.bad[base] >= self.demote_after:
             self.demoted.add(base)
-            self.stats.inc_value("pith/mirrors_demoted")
+            self._count_crawl("pith/mirrors_demoted")
             logger.warning(
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,
                 self.bad[base],
-                ", ".join(f"{k} {self.stats.get_value(f'{HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
+                ", ".join(f"{k} {self._counted(base, k)}" for k in BAD),
             )
 
     def _base(self, url: str) -> str:
@@ -113,8 +114,14 @@ class SourcePool:
         return next((base for base in self.bases if host_of(base) == netloc), url)
 
     def _count(self, base: str, what: str) -> None:
+        self._count_crawl(f"{HOSTS}{host_of(base)}/{what}")
+
+    def _count_crawl(self, key: str) -> None:
         if self.stats is not None:
-            self.stats.inc_value(f"{HOSTS}{host_of(base)}/{what}")
+            self.stats.inc_value(key)
+
+    def _counted(self, base: str, what: str) -> int:
+        return self.stats.get_value(f"{HOSTS}{host_of(base)}/{what}", 0) if self.stats is not None else 0
 
 
 class SourceSlots:

@@ -113,7 +113,8 @@ class ArchiveSource(RecordSource):
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
         wanted = pa.array(sorted(by_bundle), pa.string())
         aliases, cites = _aliases(archive, wanted), _cites(archive, wanted)
-        signers, first = Counter(), {}  # versions each key signed; one version per key, for its key document
+        signers: Counter[str] = Counter()
+        first: dict[str, str] = {}  # versions each key signed; one version per key, for its key document
         for version in sorted(by_bundle):
             signers[signed_by[version]] += 1
             first.setdefault(signed_by[version], version)
@@ -195,7 +196,7 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
                 for row in batch.to_pylist():
                     raw = archive.objects.get(row["raw_path"])
                     keep.append(raw is not None and raw.sha256 == row["raw_sha256"])
-                    if keep[-1]:
+                    if raw is not None and keep[-1]:
                         versions[row["bundle_sha256"]] = ArchivedVersion(
                             row["pith_number"], row["bundle_sha256"], raw, row["source_version"] or 0, row["built_at"]
                         )
@@ -206,9 +207,7 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     current = history.History.from_tables(committed_rows(), ())
     numbers = {version.pith_number for version in versions.values()}
     return {
-        number: versions[current.current(number).bundle.hex()]
-        for number in numbers
-        if current.current(number) is not None
+        number: versions[version.bundle.hex()] for number in numbers if (version := current.current(number)) is not None
     }
 
 
@@ -233,7 +232,8 @@ def _aliases(archive: CommittedArchive, wanted: pa.Array) -> dict[str, list[str]
 
 def _cites(archive: CommittedArchive, wanted: pa.Array) -> dict[str, tuple[str, ...]]:
     """The suffixes each version's last graph snapshot cites, by bundle version."""
-    cites, latest = {}, {}
+    cites: dict[str, tuple[str, ...]] = {}
+    latest: dict[str, int] = {}
     columns = ["bundle_sha256", "event_index", "payload_json"]
     for row in _rows(archive, "events", lambda kind: kind == "graph_snapshot", columns, wanted):
         version = row["bundle_sha256"]

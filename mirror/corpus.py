@@ -81,7 +81,7 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
         )
         for doc in real_docs
     ]
-    graph = citation_graph(random.Random(seed), len(plan), len(reals))
+    graph = citation_graph(random.Random(seed), len(plan), len(reals))  # noqa: S311 - a seeded, reproducible test corpus, not secrets
 
     def bundles():
         citers = invert(graph, len(targets))
@@ -121,7 +121,7 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
 def paper_for(seed: int, index: int) -> tuple[Paper, int]:
     """Paper ``index`` of the corpus and how many arXiv versions of it there are.
     Pure in (seed, index), so the minting pass can redraw what the planning pass saw."""
-    rng = random.Random(f"{seed}/paper/{index}")
+    rng = random.Random(f"{seed}/paper/{index}")  # noqa: S311 - a seeded, reproducible test corpus, not secrets
     year, month = divmod(FIRST_MONTH[0] * 12 + FIRST_MONTH[1] - 1 + rng.randrange(MONTHS), 12)
     day = datetime(year, month + 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(27 * 86400))
     arxiv_id = f"{year % 100:02d}{month + 1:02d}.{index + 1:05d}"  # the number alone keeps ids unique
@@ -182,7 +182,7 @@ def citation_graph(rng: random.Random, minted: int, real: int) -> list[list[int]
 
 
 def invert(graph: list[list[int]], size: int) -> list[list[int]]:
-    citers = [[] for _ in range(size)]
+    citers: list[list[int]] = [[] for _ in range(size)]
     for citing, cited in enumerate(graph):
         for target in cited:
             citers[target].append(citing)
@@ -219,7 +219,7 @@ def mint_planned(
 
 def record_times(seed: int, index: int) -> tuple[str, str]:
     """When the test registry created the record and when it built the bundle."""
-    rng = random.Random(f"{seed}/times/{index}")
+    rng = random.Random(f"{seed}/times/{index}")  # noqa: S311 - a seeded, reproducible test corpus, not secrets
     created = REGISTRY_EPOCH + timedelta(seconds=rng.randrange(86400))
     built = created + timedelta(seconds=rng.randrange(86400, 8 * 86400))
     return created.strftime("%Y-%m-%dT%H:%M:%SZ"), built.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -82,9 +82,9 @@ class FaultInjector:
     plan: FaultPlan = field(default_factory=FaultPlan)
 
     def __post_init__(self):
-        self._rng = random.Random(self.plan.seed)
+        self._rng = random.Random(self.plan.seed)  # noqa: S311 - a seeded, reproducible fault plan, not secrets
         self._paths = re.compile(self.plan.paths) if self.plan.paths else None
-        self._per_path = Counter()
+        self._per_path: Counter[str] = Counter()
         self._counted = 0
         self._active = self.plan.active
 

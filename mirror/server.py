@@ -114,9 +114,12 @@ class MirrorServer:
 
     # --- connections ---------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.limits.max_connections:
+        cap = self.limits.max_connections  # set by ServerLimits
+        if cap is not None and len(self._connections) >= cap:
             return await self._busy(reader, writer)
         task = asyncio.current_task()
+        if task is None:  # asyncio runs every connection's callback as a task
+            raise RuntimeError("a connection outside a task")
         self._connections[task] = writer
         try:
             first = True
@@ -230,6 +233,8 @@ class MirrorServer:
             return False
         if decision.response:
             response = decision.response
+        elif self.resolver is None:
+            raise RuntimeError("the mirror answers requests once started")
         elif self.source.remote:  # a slow store must not stall every other client
             response = await asyncio.to_thread(self.resolver.respond, request)
         else:

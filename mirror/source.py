@@ -20,7 +20,7 @@ from pathlib import Path
 from pith.numbers import SUFFIX_RE
 from pith.parse import parse
 from pith.reasons import Rejected
-from .catalog import Catalog
+from .catalog import Catalog, CatalogView
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def bundle_name(suffix: str) -> str:
 class RecordSource(ABC):
     """A set of bundles a mirror can serve."""
 
-    catalog: Catalog
+    catalog: CatalogView
     signing_key_document: bytes | None = None  # served as /pith-signing-key.json when given
     remote = False  # bundle_bytes waits on a network store: the server reads it off its event loop
 

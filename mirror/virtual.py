@@ -141,7 +141,7 @@ class VirtualCorpus(RecordSource):
     def __init__(self, records: int, seed: int = 1, base_url: str = REGISTRY_BASE, cache_size: int = 512):
         self.seed, self.base_url = seed, base_url
         self.signer = corpus_signer(seed)
-        self.catalog = VirtualCatalog(seed, records)
+        self.catalog: VirtualCatalog = VirtualCatalog(seed, records)
         self._minted = lru_cache(maxsize=cache_size)(self._mint)
         logger.info("serving %d virtual records (seed %d)", records, seed)
 

@@ -63,7 +63,7 @@ def audit(
         run = Audit(store, keyring, keyring, on_object=checked)
         try:
             for found in run.run():
-                if found.code == "manifest_unpinned":  # the fix goes with it, where a scheduler reads
+                if found.code == "manifest_unpinned" and found.key_id:  # the fix goes with it, where a scheduler reads
                     found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
                 click.echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}

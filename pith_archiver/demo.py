@@ -63,7 +63,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)
         click.echo(
-            f"\nAudit it (the demo's registry key is kept at {keyring}):\n"
+            f"\nAudit it (the demo's registry key is kept at {keyring}):\n"  # noqa: S608 - printed for the user to run, not executed
             f"  pith-archiver audit {quoted} --keyring {shlex.quote(str(keyring))}\n"
             f"Query it, for example with DuckDB (pip install duckdb):\n"
             f"  python -c \"import duckdb; duckdb.sql(\\\"SELECT year, count(*) AS records FROM read_parquet("

@@ -19,7 +19,7 @@ RETRIED_STATUSES = (408, 429, 500, 502, 503, 504)
 
 def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TIMEOUT) -> str | None:
     """POST ``body`` to ``url``; None once delivered (a 2xx), else why not."""
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - run_hooks accepts only http(s) --notify URLs
         url,
         data=body,
         method="POST",
@@ -30,7 +30,7 @@ def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TI
         if attempt:
             time.sleep(BACKOFF * 2 ** (attempt - 1))
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - run_hooks accepts only http(s) --notify URLs
                 response.read()
             return None
         except urllib.error.HTTPError as exc:

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,8 @@ from .stores import ObjectExists, ObjectInfo, ObjectStore
 from .tables import SCHEMA_VERSION, TABLES
 
 logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]  # on_object(done, total)
 
 README = "README.md"
 BAG_CHECKSUMS = ("sha256", "sha512")
@@ -72,7 +75,12 @@ class ExportSummary:
 
 
 def export_bag(
-    store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None, on_object=None
+    store: ObjectStore,
+    keyring: Keyring,
+    out: str | Path,
+    *,
+    organization: str | None = None,
+    on_object: Progress | None = None,
 ) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
     bundles, attestations, keys and manifests and README.md, with sha256 and sha512
@@ -107,7 +115,12 @@ def export_bag(
 
 
 def export_dataset(
-    store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False, on_object=None
+    store: ObjectStore,
+    keyring: Keyring,
+    dest: ObjectStore,
+    *,
+    with_raw: bool = False,
+    on_object: Progress | None = None,
 ) -> ExportSummary:
     """Write the committed tables (and with ``with_raw`` the raw bundles) and README.md
     to ``dest``, a folder or S3 prefix. The README depends only on what is exported, so
@@ -181,11 +194,11 @@ def _copy_manifest(archive: CommittedArchive, path: str, staging: Path) -> int:
     return target.write_bytes(data)
 
 
-def _rows(entries, table: str) -> int:
-    return sum(entry.rows for entry in entries if entry.table == table)
+def _rows(entries: Iterable[ObjectInfo], table: str) -> int:
+    return sum(entry.rows or 0 for entry in entries if entry.table == table)
 
 
-def _bag_info(archive: CommittedArchive, entries, organization: str | None) -> dict:
+def _bag_info(archive: CommittedArchive, entries: Iterable[ObjectInfo], organization: str | None) -> dict:
     last = archive.manifests[-1]
     return {
         "Source-Organization": organization or "unspecified",
