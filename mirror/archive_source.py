@@ -20,6 +20,7 @@ is left out of the catalog from the start, so no alias leads to it.
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -139,10 +140,10 @@ class ArchiveSource(RecordSource):
             time.monotonic() - started,
         )
 
-    def _key_documents(self, versions) -> list[dict]:
+    def _key_documents(self, versions: Iterable[ArchivedVersion]) -> list[dict]:
         """The public key documents the sampled bundles carry, as a catalog lists them."""
 
-        def parsed():
+        def parsed() -> Iterator[tuple[str, dict]]:
             for version in versions:
                 suffix = suffix_of(version.pith_number)
                 raw = self.bundle_bytes(suffix)  # None has been logged
@@ -151,7 +152,7 @@ class ArchiveSource(RecordSource):
                 except Rejected as exc:
                     logger.warning("%s: unreadable (%s); its keys are not published", version.raw.path, exc)
                     continue
-                if document is not None:
+                if document is not None and isinstance(document.data, dict):  # verified when archived
                     yield suffix, document.data
 
         return Catalog.from_bundles(parsed()).public_keys
@@ -189,7 +190,7 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     writer applies) among the versions whose raw bytes a committed manifest lists."""
     versions: dict[str, ArchivedVersion] = {}
 
-    def committed_rows():
+    def committed_rows() -> Iterator[pa.RecordBatch]:
         for entry in archive.table_files("records"):
             for batch in table_batches(archive.store, entry, RECORD_COLUMNS):
                 keep = []
@@ -211,7 +212,13 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     }
 
 
-def _rows(archive: CommittedArchive, table: str, partitions, columns: list[str], wanted: pa.Array):
+def _rows(
+    archive: CommittedArchive,
+    table: str,
+    partitions: Callable[[str | None], bool],
+    columns: list[str],
+    wanted: pa.Array,
+) -> Iterator[dict]:
     """Rows of ``table`` whose partition value ``partitions`` accepts and whose
     bundle_sha256 is ``wanted`` (a served version)."""
     for entry in archive.table_files(table):

@@ -70,7 +70,7 @@ def entry_from_bundle(bundle: dict) -> Entry:
     )
 
 
-def cited_suffixes(snapshot) -> tuple[str, ...]:
+def cited_suffixes(snapshot: object) -> tuple[str, ...]:
     """Suffixes a graph snapshot's references sample names, once each, in order."""
     return tuple(suffix_of(number) for number in cited_numbers(snapshot))
 
@@ -167,7 +167,7 @@ class Catalog:
         return cls(entries, doc["public_keys"], doc["signing_key_id"])
 
     # --- questions the server asks ---------------------------------------------
-    def __contains__(self, suffix) -> bool:
+    def __contains__(self, suffix: object) -> bool:
         return suffix in self._entries
 
     def __len__(self) -> int:

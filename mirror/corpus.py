@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -62,7 +63,7 @@ class Planned(Citable):
     version: int
 
 
-def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
+def generate_corpus(out: str | Path, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
     """Write a corpus of ``records`` minted bundles plus the real ones into ``out`` (absent or
     empty) and return its catalog."""
     out = Path(out)
@@ -83,7 +84,7 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
     ]
     graph = citation_graph(random.Random(seed), len(plan), len(reals))  # noqa: S311 - a seeded, reproducible test corpus, not secrets
 
-    def bundles():
+    def bundles() -> Iterator[tuple[str, dict]]:
         citers = invert(graph, len(targets))
         for index, planned in enumerate(plan):
             bundle = mint_planned(
@@ -149,7 +150,7 @@ def plan_records(seed: int, records: int) -> list[Planned]:
     return list(planned_records(seed, records))
 
 
-def planned_records(seed: int, records: int):
+def planned_records(seed: int, records: int) -> Iterator[Planned]:
     """``plan_records`` one record at a time."""
     planned, paper_index = 0, 0
     while planned < records:

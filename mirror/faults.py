@@ -7,7 +7,9 @@ requests, drawing its random rates from the plan's seed, so a run with the same
 requests in the same order injects the same faults.
 """
 
+import asyncio
 import random
+from collections.abc import Awaitable, Callable
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -42,7 +44,7 @@ class FaultPlan:
     paths: str | None = None
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("tamper", "redirect_loop", "oversize"):
             value = getattr(self, name)
             object.__setattr__(self, name, frozenset([value] if isinstance(value, str) else value))
@@ -81,7 +83,7 @@ NO_FAULT = Decision()
 class FaultInjector:
     plan: FaultPlan = field(default_factory=FaultPlan)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._rng = random.Random(self.plan.seed)  # noqa: S311 - a seeded, reproducible fault plan, not secrets
         self._paths = re.compile(self.plan.paths) if self.plan.paths else None
         self._per_path: Counter[str] = Counter()
@@ -157,12 +159,12 @@ def tamper_canonical_hash(raw: bytes) -> bytes:
     return raw[:digit] + swapped + raw[digit + 1 :]
 
 
-def oversize_body(size: int):
+def oversize_body(size: int) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
     """An async writer of ``size`` bytes that start like a bundle, sent in chunks with
     flow control, so the server never holds the body in memory."""
     opening = b'{"bundle_type":"pith_open_graph_bundle","padding":"'
 
-    async def write(writer) -> None:
+    async def write(writer: asyncio.StreamWriter) -> None:
         writer.write(opening[:size])
         remaining = size - min(size, len(opening))
         chunk = b"0" * CHUNK

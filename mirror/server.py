@@ -11,6 +11,7 @@ garbage gets a 4xx answer and a closed connection, never a traceback in the log.
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from .faults import FaultInjector, FaultPlan
@@ -131,7 +132,7 @@ class MirrorServer:
             del self._connections[task]
             writer.close()
 
-    async def _busy(self, reader, writer) -> None:
+    async def _busy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Beyond the cap: a 503, then a close once the client has it. The close waits
         (at most BUSY_LINGER_SECONDS, for at most MAX_BUSY_LINGERING connections at once)
         for what the client already sent: closing on unread input resets the connection,
@@ -158,7 +159,7 @@ class MirrorServer:
                 self._busy_lingering -= 1
         writer.close()
 
-    async def _exchange(self, reader, writer, first: bool) -> bool:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool) -> bool:
         """Read one request and answer it; False when the connection should end. The
         first request of a connection has ``header_timeout`` from the connection's
         opening; a later one may wait ``idle_timeout`` for its first byte, then has
@@ -194,14 +195,14 @@ class MirrorServer:
                 return self._timed_out(writer)
         return await self._answer(request, writer)
 
-    def _timed_out(self, writer) -> bool:
+    def _timed_out(self, writer: asyncio.StreamWriter) -> bool:
         """A 408 and a close, without waiting for a client that is already too slow."""
         head, body = encode(_BAD_REQUEST, text_response(408), keep_alive=False)
         writer.write(head + body)
         writer.write_eof()  # the answer goes out before a reset for unread input can
         return False
 
-    async def _refuse(self, reader, writer, status: int) -> bool:
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int) -> bool:
         """Answer ``status`` and close, first reading what the client still sends
         (a lingering close): closing on unread input would reset the connection and
         could destroy the answer before the client reads it."""
@@ -214,7 +215,7 @@ class MirrorServer:
             pass
         return False
 
-    async def _answer(self, request: Request, writer) -> bool:
+    async def _answer(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
@@ -222,7 +223,7 @@ class MirrorServer:
         finally:
             self.in_flight -= 1
 
-    async def _respond(self, request: Request, writer) -> bool:
+    async def _respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         injector = self._faults
         decision = injector.decide(request)
         if decision.delay:
@@ -258,7 +259,7 @@ class MirrorServer:
             )
         return sent and keep_alive and response.stream is None and not truncate
 
-    async def _within_send_timeout(self, sending, writer) -> bool:
+    async def _within_send_timeout(self, sending: Awaitable[object], writer: asyncio.StreamWriter) -> bool:
         """Await ``sending``; a client that takes longer than send_timeout loses its connection."""
         try:
             async with asyncio.timeout(self.limits.send_timeout):
@@ -268,7 +269,9 @@ class MirrorServer:
             writer.transport.abort()
             return False
 
-    def _record(self, request: Request, status: int, fault: str | None, document=None, record=None) -> None:
+    def _record(
+        self, request: Request, status: int, fault: str | None, document: str | None = None, record: str | None = None
+    ) -> None:
         self._log.append(
             LoggedRequest(
                 request.method, request.target, request.path, status, request.headers, fault, document, record
