@@ -10,8 +10,10 @@ A threshold already higher, or a collector switched off (0), is left as it is.
 
 import gc
 import logging
+from typing import Self
 
 from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 logger = logging.getLogger(__name__)
@@ -23,7 +25,7 @@ class CollectorThreshold:
         self.before: tuple[int, ...] | None = None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         threshold = crawler.settings.getint("PITH_GC_THRESHOLD")
         if threshold <= 0:
             raise NotConfigured

@@ -8,10 +8,14 @@ compares it with the pinned keyring, so the run says up front which key appeared
 """
 
 import logging
+from typing import Self
 
 import scrapy
 from scrapy import signals
+from scrapy import Spider
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
@@ -24,12 +28,12 @@ KEY_DOCUMENT_PATH = "/pith-signing-key.json"
 UNPINNED_PREFIX = "pith/announced_keys/unpinned/"  # stats: key_id -> fingerprint
 
 
-def crawl_keyring(settings) -> Keyring:
+def crawl_keyring(settings: BaseSettings) -> Keyring:
     """The keyring a crawl verifies with (PITH_KEYRINGS, PITH_DEFAULT_KEYS)."""
     return Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
 
 
-def announced_keys(document) -> list[dict]:
+def announced_keys(document: object) -> list[dict]:
     """The key entries of a key document: one entry, ``{"keys": [...]}``,
     ``{"public_keys": [...]}`` or a list of entries."""
     if isinstance(document, dict):
@@ -53,12 +57,12 @@ class SigningKeyWatch:
     (its fingerprint), ``pith/announced_keys/conflicts``; the operator_notice signal
     carries the one line a person must read."""
 
-    def __init__(self, crawler, keyring: Keyring):
+    def __init__(self, crawler: Crawler, keyring: Keyring) -> None:
         self.crawler = crawler
         self.keyring = keyring
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         if not crawler.settings.getbool("PITH_WATCH_SIGNING_KEY"):
             raise NotConfigured
         try:
@@ -69,7 +73,7 @@ class SigningKeyWatch:
         crawler.signals.connect(watch.spider_opened, signal=signals.spider_opened)
         return watch
 
-    async def spider_opened(self, spider):
+    async def spider_opened(self, spider: Spider) -> None:
         resolver = getattr(spider, "resolver", None)
         if resolver is None:
             return

@@ -20,8 +20,10 @@ from a source that has not served it yet.
 import itertools
 import logging
 from collections import Counter
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
+from scrapy import Request, Spider
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -62,7 +64,7 @@ class SourcePool:
     def resolver(self) -> str:
         return self.bases[0]
 
-    def pick(self, tried=()) -> str | None:
+    def pick(self, tried: Collection[str] = ()) -> str | None:
         """The source for the next bundle request: of those not demoted and not in
         ``tried``, the one with the fewest bundle requests outstanding; None when
         every source was tried."""
@@ -130,6 +132,6 @@ class SourceSlots:
     when two sources share a host name, as on loopback. Scrapy's default slot is the
     host name alone."""
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         request.meta.setdefault("download_slot", urlparse_cached(request).netloc)
         return None

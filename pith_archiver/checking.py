@@ -95,7 +95,7 @@ def rejected(source: str, exc: Rejected) -> dict:
     return {"source": source, "status": "rejected", "reason": exc.reason, "path": exc.path, "detail": exc.detail}
 
 
-def unreadable(source: str, exc) -> dict:
+def unreadable(source: str, exc: BaseException) -> dict:
     return {"source": source, "status": "unreadable", "detail": str(exc)}
 
 

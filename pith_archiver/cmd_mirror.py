@@ -4,6 +4,7 @@ and a conforming Pith mirror of a corpus or an archive, with optional fault inje
 import dataclasses
 import functools
 import tempfile
+from typing import Any
 from pathlib import Path
 
 import click
@@ -15,20 +16,20 @@ from mirror.limits import CONNECTION_CAP, ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
-from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
+from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory, RecordSource
 from mirror.virtual import VirtualCorpus
 from pith.mint import REGISTRY_BASE
 from storage.stores import StorageError
 from storage.reader import NothingCommitted
 from .archive_reading import TRUST_HELP, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
-from .output import log_to_stderr, say, verbosity_options
+from .output import Command, log_to_stderr, say, verbosity_options
 
 FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
 
 
 @click.group()
-def corpus():
+def corpus() -> None:
     """Test corpora of signed bundles."""
 
 
@@ -43,7 +44,7 @@ def corpus():
     help="Base of the links and mirror hints written into minted bundles.",
 )
 @verbosity_options
-def generate(records, out, seed, base_url, verbosity):
+def generate(records: int, out: str, seed: int, base_url: str, verbosity: int) -> None:
     """Mint RECORDS bundles in the registry's format, signed by a test key derived from
     SEED, plus the real registry bundles; write DIR/bundles/, DIR/keyring.json (verifies
     them all) and DIR/corpus.json (the index `serve` starts from)."""
@@ -57,12 +58,20 @@ def generate(records, out, seed, base_url, verbosity):
     )
 
 
-def limit_options(command):
+def limit_options(command: Command) -> Command:
     """The deadlines and the connection cap of a public mirror, handed to ``command``
     as one ServerLimits ``limits``."""
 
     @functools.wraps(command)
-    def with_limits(*args, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections, **kwargs):
+    def with_limits(
+        *args: Any,
+        header_timeout: float,
+        body_timeout: float,
+        idle_timeout: float,
+        send_timeout: float,
+        max_connections: int | None,
+        **kwargs: Any,
+    ) -> Any:
         try:
             limits = ServerLimits(header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
         except ValueError as exc:
@@ -173,25 +182,25 @@ def limit_options(command):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
 @verbosity_options
 def serve(
-    directory,
-    virtual,
-    keyring_out,
-    keyrings,
-    no_default_keys,
-    signing_key,
-    trust_archive_keys,
-    s3_endpoint_url,
-    host,
-    port,
-    public_url,
-    name,
-    sitemap_page_size,
-    disallow,
-    cache_size,
-    verbosity,
-    limits,
-    **faults,
-):
+    directory: str | None,
+    virtual: int | None,
+    keyring_out: str | None,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+    s3_endpoint_url: str | None,
+    host: str,
+    port: int,
+    public_url: str | None,
+    name: str,
+    sitemap_page_size: int,
+    disallow: tuple[str, ...],
+    cache_size: int,
+    verbosity: int,
+    limits: ServerLimits,
+    **faults: Any,
+) -> None:
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
@@ -220,7 +229,7 @@ def serve(
     options = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
     server = MirrorServer(source, host, port, public_url, options, plan, log_size=0, limits=limits)
 
-    def ready(url):  # click.echo flushes: the URL is out before any request
+    def ready(url: str) -> None:  # click.echo flushes: the URL is out before any request
         click.echo(url)
         if keyring_path:
             click.echo(f"keyring {keyring_path}")
@@ -228,7 +237,7 @@ def serve(
     serve_until_signalled(server, ready)
 
 
-def _virtual(records: int, seed: int, keyring_out, directory):
+def _virtual(records: int, seed: int, keyring_out: str | None, directory: str | None) -> tuple[VirtualCorpus, str]:
     """The --virtual corpus, and where its keyring was written."""
     if directory:
         raise ConfigError("give DIRECTORY or --virtual N, not both")
@@ -241,7 +250,14 @@ def _virtual(records: int, seed: int, keyring_out, directory):
     return source, path
 
 
-def _source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys):
+def _source(
+    directory: str | None,
+    s3_endpoint_url: str | None,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+) -> RecordSource:
     """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
     if not directory:
         raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")

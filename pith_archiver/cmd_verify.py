@@ -5,7 +5,9 @@ It imports only the protocol core: start-up is part of verifying a few bundles."
 
 import json
 import sys
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +19,9 @@ from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
 from .ordered_pool import available_cores, ordered_map
 from .output import NORMAL, QUIET, verbosity_options
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 STATUSES = ("verified", "rejected", "unreadable", "skipped")
 
@@ -54,7 +59,17 @@ STATUSES = ("verified", "rejected", "unreadable", "skipped")
 )
 @verbosity_options
 @click.argument("paths", nargs=-1)
-def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proofs, paths, verbosity):
+def verify(
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    as_json: bool,
+    max_bytes: int,
+    max_depth: int,
+    jobs: int | None,
+    proofs: tuple[str, ...],
+    paths: tuple[str, ...],
+    verbosity: int,
+) -> None:
     """Verify bundles and attestation feeds: files, folders or http(s) URLs.
 
     A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
@@ -126,7 +141,7 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
     return [by_source[record["source"]] for record in feeds]
 
 
-def merge_note(inferred_types, matches: bool) -> str:
+def merge_note(inferred_types: Iterable[str], matches: bool) -> str:
     """How a verified bundle's merge stands when some of its event types are new."""
     agrees = "reproduces the signed state" if matches else "differs from the signed state, which is kept"
     return f"merge inferred ({', '.join(inferred_types)}; {agrees})"
@@ -182,7 +197,7 @@ class Report:
         )
 
 
-def _progress(total: int, verbosity: int):
+def _progress(total: int, verbosity: int) -> AbstractContextManager[Callable[[], object]]:
     """A progress bar on stderr when it is a terminal and there is a lot to do; nothing
     on a pipe."""
     if total < 2 or verbosity < NORMAL or not sys.stderr.isatty():
@@ -194,13 +209,13 @@ def _progress(total: int, verbosity: int):
 
 
 class _Bar:
-    def __init__(self, progress, total: int):
+    def __init__(self, progress: "Progress", total: int) -> None:
         self.progress, self.total = progress, total
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[], None]:
         self.progress.__enter__()
         task = self.progress.add_task("verifying", total=self.total)
         return lambda: self.progress.advance(task)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         return self.progress.__exit__(*exc)

@@ -23,6 +23,7 @@ from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import ExitStatus
 from .output import NORMAL
+from .run_hooks import RunHooks
 
 DEMO_RECORDS = 250
 DEMO_SEED = 1
@@ -34,7 +35,7 @@ def demo_keyring_path() -> Path:
     return default_key_path().parent / "demo-keyring.json"
 
 
-def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
+def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, bool], hooks: RunHooks) -> int:
     check_store(archive, None)
     state_dir = default_state_dir(archive, None)
     keyring = demo_keyring_path()

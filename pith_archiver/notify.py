@@ -5,6 +5,7 @@ never changes the run's exit status: what could not be delivered is one warning 
 
 import json
 import time
+from collections.abc import Iterable
 import urllib.error
 import urllib.request
 
@@ -42,7 +43,7 @@ def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TI
     return f"{why} after {attempts} attempts"
 
 
-def notify(urls, summary: RunSummary) -> list[str]:
+def notify(urls: Iterable[str], summary: RunSummary) -> list[str]:
     """Send the summary to every URL; the warning lines of those not delivered."""
     body = json.dumps(summary.as_dict(), sort_keys=True).encode()
     return [
