@@ -12,8 +12,10 @@ docs/OPERATIONS.md, "Performance knobs").
 
 import gc
 import logging
+from typing import Self
 
 from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 logger = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ class CollectorThreshold:
         self.before: tuple[int, ...] | None = None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         threshold = crawler.settings.getint("PITH_GC_THRESHOLD")
         if threshold <= 0:
             raise NotConfigured

@@ -8,7 +8,12 @@ caps nothing when there is no download delay. Taking the slot when the download 
 handed over keeps the cap; the task's own bookkeeping then releases it as before.
 """
 
-from scrapy.core.downloader import Downloader
+from typing import Any
+
+from scrapy import Request
+from scrapy.core.downloader import Downloader, Slot
+from scrapy.http import Response
+from twisted.internet.defer import Deferred
 
 
 class CappedDownloader(Downloader):
@@ -21,6 +26,6 @@ class CappedDownloader(Downloader):
     that it still does, or drop this class once Scrapy enforces the cap itself
     (``test_the_per_host_cap_holds_without_a_download_delay`` measures it)."""
 
-    def _wait_for_download(self, slot, request, queue_dfd):
+    def _wait_for_download(self, slot: Slot, request: Request, queue_dfd: Deferred[Response]) -> Any:
         slot.transferring.add(request)
         return super()._wait_for_download(slot, request, queue_dfd)

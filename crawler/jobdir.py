@@ -23,8 +23,12 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from collections.abc import Set as AbstractSet
+from typing import Self, TextIO
 
-from scrapy import signals
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.statscollectors import StatsCollector
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.job import job_dir
 
@@ -45,14 +49,14 @@ class JobdirInUse(RuntimeError):
 
 
 class JobdirGuard:
-    def __init__(self, jobdir: Path, stats):
+    def __init__(self, jobdir: Path, stats: StatsCollector) -> None:
         self.jobdir = jobdir
         self.stats = stats
         self.reset = False
-        self._handle = None
+        self._handle: TextIO | None = None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         path = job_dir(crawler.settings)
         if not path:
             raise NotConfigured
@@ -96,7 +100,7 @@ class JobdirGuard:
         path = self.jobdir / COMMITS
         return set(path.read_text("utf-8").split()) if path.exists() else set()
 
-    def check(self, present) -> None:
+    def check(self, present: AbstractSet[str]) -> None:
         """Start over from the seeds when the archive lacks a manifest this job
         committed (``present``: the run ids of those it holds): the records the job
         took for them are no longer archived. Before the scheduler opens the queue."""
@@ -115,11 +119,12 @@ class JobdirGuard:
         with open(self.jobdir / COMMITS, "a", encoding="utf-8") as handle:
             handle.write(open_run + "\n")
 
-    def spider_opened(self, spider):
+    def spider_opened(self, spider: Spider) -> None:
         if self.reset:
             self.stats.set_value(Stat.JOBDIR_RESET, 1)
 
-    def spider_closed(self, spider, reason):
+    def spider_closed(self, spider: Spider, reason: str) -> None:
         """Every Scrapy job file is closed by now: the directory may be resumed."""
         os.unlink(self.jobdir / MARK)
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()

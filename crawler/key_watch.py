@@ -8,10 +8,14 @@ compares it with the pinned keyring, so the run says up front which key appeared
 """
 
 import logging
+from typing import Self
 
 import scrapy
 from scrapy import signals
+from scrapy import Spider
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
@@ -24,7 +28,7 @@ logger = logging.getLogger(__name__)
 KEY_DOCUMENT_PATH = "/pith-signing-key.json"
 
 
-def announced_keys(document) -> list[dict]:
+def announced_keys(document: object) -> list[dict]:
     """The key entries of a key document: one entry, ``{"keys": [...]}``,
     ``{"public_keys": [...]}`` or a list of entries."""
     if isinstance(document, dict):
@@ -48,19 +52,19 @@ class SigningKeyWatch:
     (its fingerprint), ``pith/announced_keys/conflicts``; the operator_notice signal
     carries the one line a person must read."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.keyring = Keyring([])  # the crawl's, once its spider opens
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         if not crawler.settings.getbool("PITH_WATCH_SIGNING_KEY"):
             raise NotConfigured
         watch = cls(crawler)
         crawler.signals.connect(watch.spider_opened, signal=signals.spider_opened)
         return watch
 
-    async def spider_opened(self, spider):
+    async def spider_opened(self, spider: Spider) -> None:
         resolver, config = getattr(spider, "resolver", None), getattr(spider, "config", None)
         if resolver is None or config is None:
             return

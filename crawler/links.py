@@ -7,7 +7,7 @@ host are hints only: URLs are always rebuilt on the resolver (or mirror) in use.
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 SUFFIX_IN_TEXT = re.compile(rb"(?:pith:\d{4}:|/pith/)([A-Z2-7]{26})(?![A-Z2-7])")
 SITEMAP_LOC = re.compile(rb"<loc>\s*([^<\s]+)\s*</loc>")
@@ -34,7 +34,7 @@ def base_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def port_of(parts) -> int | None:
+def port_of(parts: SplitResult) -> int | None:
     """The port a split URL connects to (its scheme's default when it names none)."""
     try:
         return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
@@ -98,11 +98,11 @@ def mirror_bases(manifest: dict) -> list[str]:
     return bases
 
 
-def _same_host(url, base: str) -> bool:
+def _same_host(url: object, base: str) -> bool:
     return isinstance(url, str) and urlsplit(url).netloc == urlsplit(base).netloc
 
 
-def _template_path(template) -> str | None:
+def _template_path(template: object) -> str | None:
     if not isinstance(template, str) or "{suffix}" not in template:
         return None
     parts = urlsplit(template.replace("{suffix}", "SUFFIXPLACEHOLDER"))

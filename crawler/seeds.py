@@ -7,7 +7,9 @@ through ``/pith/<alias>``, which redirects to the record page.
 """
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from pith.numbers import PITH_NUMBER_RE, SUFFIX_RE
@@ -70,7 +72,7 @@ def _doi_seed(doi: str) -> Seed:
     return Seed("alias", doi)
 
 
-def seeds_in_file(path):
+def seeds_in_file(path: str | Path) -> Iterator[tuple[int, str]]:
     """``(line number, seed text)`` for each seed of a file, read as they are wanted;
     blank lines and ``#`` comments are ignored. SeedError if it is not UTF-8 text."""
     try:
@@ -90,7 +92,7 @@ class SeedList:
     (SeedError names the first bad one, and its line). No seed at all means the
     resolver's sitemap."""
 
-    def __init__(self, texts=(), path=None):
+    def __init__(self, texts: Iterable[str] = (), path: str | Path | None = None) -> None:
         self.path = path
         self._given = [parse_seed(text) for text in texts]
         self.count = len(self._given)
@@ -106,7 +108,7 @@ class SeedList:
         if not self.count:
             self._given, self.count, self.any_sitemap = [Seed("sitemap", "")], 1, True
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Seed]:
         yield from self._given
         if self.path is not None:
             for _, text in seeds_in_file(self.path):
@@ -115,7 +117,7 @@ class SeedList:
     def describe(self) -> dict:
         """What a manifest records of the seeds: those given, and the file by name and
         count (not its million lines)."""
-        described = {"seeds": [f"{seed.kind}:{seed.value}" for seed in self._given]}
+        described: dict[str, object] = {"seeds": [f"{seed.kind}:{seed.value}" for seed in self._given]}
         if self.path is not None:
             described["seeds_file"] = {"path": str(self.path), "seeds": self.count - len(self._given)}
         return described

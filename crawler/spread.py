@@ -20,8 +20,11 @@ from a source that has not served it yet.
 import itertools
 import logging
 from collections import Counter
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
+from scrapy import Request, Spider
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 from .stat_keys import Stat, StatFamily
 
@@ -40,16 +43,16 @@ class SourcePool:
 
     def __init__(self, bases: list[str], demote_after: int = 3):
         self.bases: list[str] = []
-        self.stats = None  # the crawl's, once it starts (``count_into``)
+        self.stats: StatsCollector | None = None  # the crawl's, once it starts (``count_into``)
         self.demote_after = demote_after
-        self.outstanding: Counter = Counter()
-        self.bad: Counter = Counter()
+        self.outstanding: Counter[str] = Counter()
+        self.bad: Counter[str] = Counter()
         self.demoted: set[str] = set()
         self._turn = itertools.count()
         for base in bases:
             self.add(base)
 
-    def count_into(self, stats, demote_after: int) -> None:
+    def count_into(self, stats: StatsCollector, demote_after: int) -> None:
         """Count into the crawl's stats (they exist once it starts, after the spider)."""
         self.stats, self.demote_after = stats, demote_after
 
@@ -61,7 +64,7 @@ class SourcePool:
     def resolver(self) -> str:
         return self.bases[0]
 
-    def pick(self, tried=()) -> str | None:
+    def pick(self, tried: Collection[str] = ()) -> str | None:
         """The source for the next bundle request: of those not demoted and not in
         ``tried``, the one with the fewest bundle requests outstanding; None when
         every source was tried."""
@@ -100,12 +103,12 @@ class SourcePool:
         self.bad[base] += 1
         if self.bad[base] >= self.demote_after:
             self.demoted.add(base)
-            self.stats.inc_value(Stat.MIRRORS_DEMOTED)
+            self._count_crawl(Stat.MIRRORS_DEMOTED)
             logger.warning(
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,
                 self.bad[base],
-                ", ".join(f"{k} {self.stats.get_value(f'{StatFamily.HOSTS}{host_of(base)}/{k}', 0)}" for k in BAD),
+                ", ".join(f"{k} {self._counted(base, k)}" for k in BAD),
             )
 
     def _base(self, url: str) -> str:
@@ -113,8 +116,14 @@ class SourcePool:
         return next((base for base in self.bases if host_of(base) == netloc), url)
 
     def _count(self, base: str, what: str) -> None:
+        self._count_crawl(f"{StatFamily.HOSTS}{host_of(base)}/{what}")
+
+    def _count_crawl(self, key: str) -> None:
         if self.stats is not None:
-            self.stats.inc_value(f"{StatFamily.HOSTS}{host_of(base)}/{what}")
+            self.stats.inc_value(key)
+
+    def _counted(self, base: str, what: str) -> int:
+        return self.stats.get_value(f"{StatFamily.HOSTS}{host_of(base)}/{what}", 0) if self.stats is not None else 0
 
 
 class SourceSlots:
@@ -123,6 +132,6 @@ class SourceSlots:
     when two sources share a host name, as on loopback. Scrapy's default slot is the
     host name alone."""
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         request.meta.setdefault("download_slot", urlparse_cached(request).netloc)
         return None

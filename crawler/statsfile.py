@@ -4,20 +4,23 @@ import json
 import logging
 from datetime import datetime
 from pathlib import Path
+from typing import Self
 
 from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
 
 class StatsFile:
-    def __init__(self, path: Path, stats):
+    def __init__(self, path: Path, stats: StatsCollector) -> None:
         self.path = path
         self.stats = stats
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         path = crawler.settings.get("PITH_STATS_FILE")
         if not path:
             raise NotConfigured
@@ -26,7 +29,7 @@ class StatsFile:
         crawler.signals.connect(extension.write, signal=signals.engine_stopped)
         return extension
 
-    def write(self):
+    def write(self) -> None:
         values = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in self.stats.get_stats().items()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(values, indent=1, sort_keys=True, default=str), "utf-8")

@@ -20,6 +20,7 @@ is left out of the catalog from the start, so no alias leads to it.
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -113,7 +114,8 @@ class ArchiveSource(RecordSource):
         by_bundle = {v.bundle_sha256: v for v in self.versions.values()}
         wanted = pa.array(sorted(by_bundle), pa.string())
         aliases, cites = _aliases(archive, wanted), _cites(archive, wanted)
-        signers, first = Counter(), {}  # versions each key signed; one version per key, for its key document
+        signers: Counter[str] = Counter()
+        first: dict[str, str] = {}  # versions each key signed; one version per key, for its key document
         for version in sorted(by_bundle):
             signers[signed_by[version]] += 1
             first.setdefault(signed_by[version], version)
@@ -138,10 +140,10 @@ class ArchiveSource(RecordSource):
             time.monotonic() - started,
         )
 
-    def _key_documents(self, versions) -> list[dict]:
+    def _key_documents(self, versions: Iterable[ArchivedVersion]) -> list[dict]:
         """The public key documents the sampled bundles carry, as a catalog lists them."""
 
-        def parsed():
+        def parsed() -> Iterator[tuple[str, dict]]:
             for version in versions:
                 suffix = suffix_of(version.pith_number)
                 raw = self.bundle_bytes(suffix)  # None has been logged
@@ -150,7 +152,7 @@ class ArchiveSource(RecordSource):
                 except Rejected as exc:
                     logger.warning("%s: unreadable (%s); its keys are not published", version.raw.path, exc)
                     continue
-                if document is not None:
+                if document is not None and isinstance(document.data, dict):  # verified when archived
                     yield suffix, document.data
 
         return Catalog.from_bundles(parsed()).public_keys
@@ -188,14 +190,14 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     writer applies) among the versions whose raw bytes a committed manifest lists."""
     versions: dict[str, ArchivedVersion] = {}
 
-    def committed_rows():
+    def committed_rows() -> Iterator[pa.RecordBatch]:
         for entry in archive.table_files("records"):
             for batch in table_batches(archive.store, entry, RECORD_COLUMNS):
                 keep = []
                 for row in batch.to_pylist():
                     raw = archive.objects.get(row["raw_path"])
                     keep.append(raw is not None and raw.sha256 == row["raw_sha256"])
-                    if keep[-1]:
+                    if raw is not None and keep[-1]:
                         versions[row["bundle_sha256"]] = ArchivedVersion(
                             row["pith_number"], row["bundle_sha256"], raw, row["source_version"] or 0, row["built_at"]
                         )
@@ -206,13 +208,17 @@ def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
     current = history.History.from_tables(committed_rows(), ())
     numbers = {version.pith_number for version in versions.values()}
     return {
-        number: versions[current.current(number).bundle.hex()]
-        for number in numbers
-        if current.current(number) is not None
+        number: versions[version.bundle.hex()] for number in numbers if (version := current.current(number)) is not None
     }
 
 
-def _rows(archive: CommittedArchive, table: str, partitions, columns: list[str], wanted: pa.Array):
+def _rows(
+    archive: CommittedArchive,
+    table: str,
+    partitions: Callable[[str | None], bool],
+    columns: list[str],
+    wanted: pa.Array,
+) -> Iterator[dict]:
     """Rows of ``table`` whose partition value ``partitions`` accepts and whose
     bundle_sha256 is ``wanted`` (a served version)."""
     for entry in archive.table_files(table):
@@ -233,7 +239,8 @@ def _aliases(archive: CommittedArchive, wanted: pa.Array) -> dict[str, list[str]
 
 def _cites(archive: CommittedArchive, wanted: pa.Array) -> dict[str, tuple[str, ...]]:
     """The suffixes each version's last graph snapshot cites, by bundle version."""
-    cites, latest = {}, {}
+    cites: dict[str, tuple[str, ...]] = {}
+    latest: dict[str, int] = {}
     columns = ["bundle_sha256", "event_index", "payload_json"]
     for row in _rows(archive, "events", lambda kind: kind == "graph_snapshot", columns, wanted):
         version = row["bundle_sha256"]

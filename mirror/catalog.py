@@ -11,8 +11,10 @@ import bisect
 import logging
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Protocol
 
 from pith.numbers import PITH_NUMBER_RE, SHORT_LENGTHS, SHORT_RE, SUFFIX_RE, suffix_of
 from pith.graph import cited_numbers
@@ -68,7 +70,7 @@ def entry_from_bundle(bundle: dict) -> Entry:
     )
 
 
-def cited_suffixes(snapshot) -> tuple[str, ...]:
+def cited_suffixes(snapshot: object) -> tuple[str, ...]:
     """Suffixes a graph snapshot's references sample names, once each, in order."""
     return tuple(suffix_of(number) for number in cited_numbers(snapshot))
 
@@ -76,6 +78,25 @@ def cited_suffixes(snapshot) -> tuple[str, ...]:
 def most_used(counts: Counter) -> str | None:
     """The key counted most often (the smallest on a tie); None when nothing was counted."""
     return min(counts, key=lambda k: (-counts[k], k)) if counts else None
+
+
+class CatalogView(Protocol):
+    """What the resolver asks of a catalog: a Catalog, or one computed from record
+    indices (``mirror.virtual``)."""
+
+    @property
+    def suffixes(self) -> Sequence[str]: ...
+    @property
+    def public_keys(self) -> list[dict]: ...
+    @property
+    def newest_epoch(self) -> float: ...
+    @property
+    def signing_key(self) -> dict | None: ...
+    def entry(self, suffix: str) -> "Entry": ...
+    def cited_by(self, suffix: str) -> list[str]: ...
+    def resolve(self, text: str) -> str | None: ...
+    def __contains__(self, suffix: object) -> bool: ...
+    def __len__(self) -> int: ...
 
 
 class Catalog:
@@ -107,10 +128,12 @@ class Catalog:
 
     # --- building and saving -----------------------------------------------------
     @classmethod
-    def from_bundles(cls, items) -> "Catalog":
+    def from_bundles(cls, items: Iterable[tuple[str, dict]]) -> "Catalog":
         """Index ``(suffix, parsed bundle)`` pairs, consumed one at a time (so a generator
         can stream a large corpus through without holding its bundles)."""
-        entries, keys, signers = {}, {}, Counter()
+        entries: dict[str, Entry] = {}
+        keys: dict[str, dict] = {}
+        signers: Counter[str] = Counter()
         for suffix, bundle in items:
             try:
                 entries[suffix] = entry_from_bundle(bundle)
@@ -144,7 +167,7 @@ class Catalog:
         return cls(entries, doc["public_keys"], doc["signing_key_id"])
 
     # --- questions the server asks ---------------------------------------------
-    def __contains__(self, suffix) -> bool:
+    def __contains__(self, suffix: object) -> bool:
         return suffix in self._entries
 
     def __len__(self) -> int:

@@ -2,9 +2,11 @@
 bytes on the wire with validators (strong ETag, Last-Modified), conditional requests
 (304), gzip content coding and HEAD. Kept free of I/O so it can be tested and reused."""
 
+import asyncio
 import gzip
 import hashlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
@@ -50,7 +52,7 @@ class Request:
         return False
 
 
-TOKEN_CHARACTERS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+TOKEN_CHARACTERS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # noqa: S105 - RFC 9110 token characters, not a password
 CONTROLS = bytes(range(32)).replace(b"\t", b"") + b"\x7f"  # CR and LF among them
 MAX_HEADERS = 100
 
@@ -131,7 +133,7 @@ class Response:
 
     @property
     def compressible(self) -> bool:
-        return bool(self.content_type) and self.content_type.startswith(COMPRESSIBLE)
+        return self.content_type is not None and self.content_type.startswith(COMPRESSIBLE)
 
 
 def text_response(status: int, message: str | None = None, headers: tuple = ()) -> Response:
@@ -158,7 +160,7 @@ def not_modified(request: Request, response: Response, etag: str) -> bool:
         return False
 
 
-_date_cache = [0, ""]
+_date_cache: list = [0, ""]
 
 
 def _date_now() -> str:

@@ -47,7 +47,7 @@ class ServerLimits:
     max_headers: int = 100
     max_body_bytes: int = 1024 * KiB
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "idle_timeout", "send_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be more than 0 seconds")

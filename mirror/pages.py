@@ -3,10 +3,12 @@ and JSON-LD, the sitemap, robots.txt, the mirror manifest and the home page. Pur
 functions of their inputs, so the same record always renders the same bytes."""
 
 import json
+from collections.abc import Iterable
 from html import escape
 from xml.sax.saxutils import escape as xml_escape
 
 from pith.links import links_for
+from .catalog import CatalogView
 from .record import RecordView
 
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
@@ -16,7 +18,7 @@ def papers(count: int) -> str:
     return f"{count} paper{'' if count == 1 else 's'} in Pith"
 
 
-def _record_links(suffixes, catalog, base: str) -> str:
+def _record_links(suffixes: Iterable[str], catalog: CatalogView, base: str) -> str:
     items = "".join(
         f'<li><a href="{escape(links_for(s, base)["resolver"])}">{escape(catalog.entry(s).pith_number)}</a></li>'
         for s in suffixes
@@ -25,7 +27,9 @@ def _record_links(suffixes, catalog, base: str) -> str:
     return f"<ul>{items}</ul>"
 
 
-def record_page(view: RecordView, suffix: str, cites: list[str], cited_by: list[str], catalog, base: str) -> str:
+def record_page(
+    view: RecordView, suffix: str, cites: list[str], cited_by: list[str], catalog: CatalogView, base: str
+) -> str:
     """The HTML record page: the facts the registry's page shows, the bundle and state
     links, and links to the records this one cites and that cite it."""
     links = links_for(suffix, base)
@@ -102,7 +106,7 @@ def mirror_manifest(base: str, name: str, public_keys: list[dict]) -> dict:
     }
 
 
-def sitemap_urlset(suffixes, catalog, base: str) -> str:
+def sitemap_urlset(suffixes: Iterable[str], catalog: CatalogView, base: str) -> str:
     urls = "".join(
         f"<url><loc>{xml_escape(links_for(s, base)['resolver'])}</loc>"
         f"<lastmod>{catalog.entry(s).built_at[:10]}</lastmod></url>\n"
@@ -116,7 +120,7 @@ def sitemap_index(pages: int, base: str) -> str:
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n{items}</sitemapindex>\n'
 
 
-def robots_txt(base: str, disallow=()) -> str:
+def robots_txt(base: str, disallow: Iterable[str] = ()) -> str:
     """Disallow rules come before ``Allow: /`` so first-match parsers (urllib.robotparser)
     and longest-match parsers (Protego, Scrapy's default) read the same policy."""
     rules = "".join(f"Disallow: {path}\n" for path in disallow)

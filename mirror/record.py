@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pith.graph import latest_snapshot
 
 
-def compact_json(doc) -> bytes:
+def compact_json(doc: object) -> bytes:
     """``doc`` as the registry serves its documents: compact, keys in their own order, UTF-8."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 

@@ -123,6 +123,8 @@ class ResolverSite:
             return Response(200, raw, JSON, modified, record=suffix, document="bundle")
         try:
             bundle = parse(raw).data
+            if not isinstance(bundle, dict):
+                raise TypeError("a bundle is an object")
             state = bundle["state"] if document == "state" else None
         except (Rejected, KeyError, TypeError) as exc:
             logger.warning("stored bundle %s is unusable: %s", suffix, exc)

@@ -5,14 +5,15 @@ a mirror while they do blocking work of their own)."""
 import asyncio
 import signal
 import threading
+from collections.abc import Callable
 
 from .server import MirrorServer
 
 
-def serve_until_signalled(server: MirrorServer, on_ready) -> None:
+def serve_until_signalled(server: MirrorServer, on_ready: Callable[[str], None]) -> None:
     """Start ``server``, call ``on_ready(url)``, serve until SIGINT or SIGTERM."""
 
-    async def main():
+    async def main() -> None:
         url = await server.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -50,5 +51,5 @@ class BackgroundMirror:
     def __enter__(self) -> MirrorServer:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

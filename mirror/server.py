@@ -12,6 +12,7 @@ garbage gets a 4xx answer and a closed connection, never a traceback in the log.
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from .http import BadRequest, Request, Response, encode, parse_head, text_response
@@ -103,9 +104,12 @@ class MirrorServer:
 
     # --- connections ---------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.limits.max_connections:
+        cap = self.limits.max_connections  # set by ServerLimits
+        if cap is not None and len(self._connections) >= cap:
             return await self._busy(reader, writer)
         task = asyncio.current_task()
+        if task is None:  # asyncio runs every connection's callback as a task
+            raise RuntimeError("a connection outside a task")
         self._connections[task] = writer
         try:
             first = True
@@ -117,7 +121,7 @@ class MirrorServer:
             del self._connections[task]
             writer.close()
 
-    async def _busy(self, reader, writer) -> None:
+    async def _busy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Beyond the cap: a 503, then a close once the client has it. The close waits
         (at most BUSY_LINGER_SECONDS, for at most MAX_BUSY_LINGERING connections at once)
         for what the client already sent: closing on unread input resets the connection,
@@ -144,7 +148,7 @@ class MirrorServer:
                 self._busy_lingering -= 1
         writer.close()
 
-    async def _exchange(self, reader, writer, first: bool) -> bool:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool) -> bool:
         """Read one request and answer it; False when the connection should end. The
         first request of a connection has ``header_timeout`` from the connection's
         opening; a later one may wait ``idle_timeout`` for its first byte, then has
@@ -180,14 +184,14 @@ class MirrorServer:
                 return self._timed_out(writer)
         return await self._answer(request, writer)
 
-    def _timed_out(self, writer) -> bool:
+    def _timed_out(self, writer: asyncio.StreamWriter) -> bool:
         """A 408 and a close, without waiting for a client that is already too slow."""
         head, body = encode(_BAD_REQUEST, text_response(408), keep_alive=False)
         writer.write(head + body)
         writer.write_eof()  # the answer goes out before a reset for unread input can
         return False
 
-    async def _refuse(self, reader, writer, status: int) -> bool:
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int) -> bool:
         """Answer ``status`` and close, first reading what the client still sends
         (a lingering close): closing on unread input would reset the connection and
         could destroy the answer before the client reads it."""
@@ -200,7 +204,7 @@ class MirrorServer:
             pass
         return False
 
-    async def _answer(self, request: Request, writer) -> bool:
+    async def _answer(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
@@ -208,15 +212,18 @@ class MirrorServer:
         finally:
             self.in_flight -= 1
 
-    async def _respond(self, request: Request, writer) -> bool:
+    async def _respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         return await self._send(request, await self._route(request), writer)
 
     async def _route(self, request: Request) -> Response:
+        resolver = self.resolver
+        if resolver is None:
+            raise RuntimeError("the mirror answers requests once started")
         if self.source.remote:  # a slow store must not stall every other client
-            return await asyncio.to_thread(self.resolver.respond, request)
-        return self.resolver.respond(request)
+            return await asyncio.to_thread(resolver.respond, request)
+        return resolver.respond(request)
 
-    async def _send(self, request: Request, response: Response, writer) -> bool:
+    async def _send(self, request: Request, response: Response, writer: asyncio.StreamWriter) -> bool:
         """Write ``response``; whether the connection may carry another request."""
         keep_alive = request.keep_alive
         head, body = encode(request, response, keep_alive)
@@ -226,7 +233,7 @@ class MirrorServer:
         sent = not writer.transport.get_write_buffer_size() or await self._within_send_timeout(writer.drain(), writer)
         return sent and keep_alive
 
-    async def _within_send_timeout(self, sending, writer) -> bool:
+    async def _within_send_timeout(self, sending: Awaitable[object], writer: asyncio.StreamWriter) -> bool:
         """Await ``sending``; a client that takes longer than send_timeout loses its connection."""
         try:
             async with asyncio.timeout(self.limits.send_timeout):

@@ -15,12 +15,13 @@ import json
 import logging
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pith.numbers import SUFFIX_RE
 from pith.parse import parse
 from pith.reasons import Rejected
-from .catalog import Catalog
+from .catalog import Catalog, CatalogView
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def bundle_name(suffix: str) -> str:
 class RecordSource(ABC):
     """A set of bundles a mirror can serve."""
 
-    catalog: Catalog
+    catalog: CatalogView
     signing_key_document: bytes | None = None  # served as /pith-signing-key.json when given
     remote = False  # bundle_bytes waits on a network store: the server reads it off its event loop
 
@@ -51,7 +52,7 @@ class CorpusDirectory(RecordSource):
     """A corpus folder (see the module docstring), or any folder of ``<SUFFIX>.bundle.json``
     files: with no ``bundles/`` inside, the folder itself holds the bundles."""
 
-    def __init__(self, root):
+    def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         nested = self.root / BUNDLES_DIR
         self.bundles_dir = nested if nested.is_dir() else self.root
@@ -86,12 +87,15 @@ class CorpusDirectory(RecordSource):
             return None
         return catalog
 
-    def _parsed(self, suffixes):
+    def _parsed(self, suffixes: Iterable[str]) -> Iterator[tuple[str, dict]]:
         for suffix in suffixes:
             try:
                 document = parse((self.bundles_dir / bundle_name(suffix)).read_bytes())
             except (OSError, Rejected) as exc:
                 logger.warning("skipping %s: %s", bundle_name(suffix), exc)
+                continue
+            if not isinstance(document.data, dict):
+                logger.warning("skipping %s: not a JSON object", bundle_name(suffix))
                 continue
             yield suffix, document.data
 

@@ -13,11 +13,14 @@ within a feed and across the feeds of a key's runs.
 A feed is JSON Lines: one attestation per line, each its canonical JSON.
 """
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
-from .keyring import ARCHIVE
+from .keyring import ARCHIVE, Keyring
 from .parse import Limits, parse
 from .reasons import Reason, Rejected
+from .signing import Signer
 from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
 
 EVENT_TYPE = "storage_attestation"
@@ -29,7 +32,7 @@ TEXTS = ("raw_path", "storage_uri", "run_id")
 
 
 def new_attestation(
-    signer, *, pith_number: str, archive: str, payload: dict, prev_event: str | None, created_at: str
+    signer: Signer, *, pith_number: str, archive: str, payload: dict, prev_event: str | None, created_at: str
 ) -> dict:
     """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
     ``archive``. Signing is imported here: checking feeds (``verify``) never signs."""
@@ -50,7 +53,7 @@ def new_attestation(
     )
 
 
-def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
+def check_attestation(event: object, keyring: Keyring, path: str, exact: bool = False) -> str:
     """Its shape, then every check of an open graph event; returns its content hash."""
     if not isinstance(event, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, path, "an attestation is an object")
@@ -72,14 +75,14 @@ def check_attestation(event, keyring, path: str, exact: bool = False) -> str:
     return check_event(event, keyring, path, None, exact, role=ARCHIVE)
 
 
-def read_attestation(line: bytes, keyring, path: str) -> dict:
+def read_attestation(line: bytes, keyring: Keyring, path: str) -> dict:
     """One feed line, parsed safely and checked; Rejected names what broke."""
     try:
         document = parse(line, LINE_LIMITS)
     except Rejected as exc:
         raise Rejected(exc.reason, f"{path}.{exc.path}" if exc.path else path, exc.detail) from None
     check_attestation(document.data, keyring, path, document.exact)
-    return document.data
+    return cast(dict, document.data)  # check_attestation accepted it: an object
 
 
 @dataclass
@@ -101,7 +104,7 @@ class Chain:
     raises chain_broken at once. Each feed's run of a key is a stretch, and ``breaks``
     checks at the end that each key's stretches join into one chain."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._stretches: list[ChainStretch] = []
         self._open: dict[str, ChainStretch] = {}
         self._source = ""
@@ -162,7 +165,7 @@ class Chain:
         return found
 
 
-def check_feed(source: str, lines, keyring, chain: Chain) -> int:
+def check_feed(source: str, lines: Iterable[bytes], keyring: Keyring, chain: Chain) -> int:
     """Check each line of the feed ``source`` and the chain through them; returns how
     many attestations there are, or raises Rejected at the first fault."""
     chain.feed(source)
@@ -178,7 +181,7 @@ def check_feed(source: str, lines, keyring, chain: Chain) -> int:
     return count
 
 
-def split_lines(chunks):
+def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     """The lines (without their newline) of a byte stream given in chunks."""
     rest = b""
     for chunk in chunks:

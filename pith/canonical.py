@@ -12,17 +12,17 @@ import json
 try:  # optional speed-up; the reference encoder is always correct
     import orjson
 except ImportError:  # pragma: no cover - exercised only without orjson
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 
-def reference_canon(obj) -> bytes:
+def reference_canon(obj: object) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 if orjson is not None:
     _SORT = orjson.OPT_SORT_KEYS
 
-    def canon(obj, exact: bool = False) -> bytes:
+    def canon(obj: object, exact: bool = False) -> bytes:
         if not exact:
             return reference_canon(obj)
         try:
@@ -31,7 +31,7 @@ if orjson is not None:
             return reference_canon(obj)
 else:  # pragma: no cover
 
-    def canon(obj, exact: bool = False) -> bytes:
+    def canon(obj: object, exact: bool = False) -> bytes:
         return reference_canon(obj)
 
 
@@ -39,5 +39,5 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def canon_sha256(obj, exact: bool = False) -> str:
+def canon_sha256(obj: object, exact: bool = False) -> str:
     return hashlib.sha256(canon(obj, exact)).hexdigest()

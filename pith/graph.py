@@ -18,7 +18,7 @@ def latest_snapshot(bundle: dict) -> dict:
     return {}
 
 
-def names_every_citer(bundle) -> bool:
+def names_every_citer(bundle: dict) -> bool:
     """Whether the bundle itself names every record that cites it (its ``citations``
     sample is as long as its count), so its record page could name no other record."""
     citations = latest_snapshot(bundle).get("citations") if isinstance(bundle, dict) else None
@@ -28,8 +28,10 @@ def names_every_citer(bundle) -> bool:
     return isinstance(count, int) and isinstance(sample, list) and len(sample) >= count
 
 
-def cited_numbers(snapshot) -> tuple[str, ...]:
+def cited_numbers(snapshot: object) -> tuple[str, ...]:
     """The Pith numbers a graph snapshot's references sample names, once each, in order."""
+    if not isinstance(snapshot, dict):
+        return ()
     try:
         numbers = [item.get("pith_number") for item in snapshot["references"]["sample"]]
     except (KeyError, TypeError, AttributeError):

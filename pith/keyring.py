@@ -15,6 +15,7 @@ key signed before the rotation stays verified, and anything it signs after is
 import base64
 import binascii
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -59,7 +60,7 @@ class KeyringError(ValueError):
 UNDATED = object()  # a signature whose signed thing carries no date to hold to a window
 
 
-def instant(text) -> datetime | None:
+def instant(text: object) -> datetime | None:
     """An RFC 3339 timestamp as an aware datetime; None when ``text`` is not one."""
     if not isinstance(text, str) or not text[:4].isdigit():
         return None
@@ -79,7 +80,7 @@ class PinnedKey:
     not_before: datetime | None = None  # signatures made earlier are key_not_yet_valid
     not_after: datetime | None = None  # what the key signs dated later is key_retired
 
-    def check_window(self, path: str, created_at=UNDATED, signed_at=UNDATED) -> None:
+    def check_window(self, path: str, created_at: object = UNDATED, signed_at: object = UNDATED) -> None:
         """Hold a signature to this key's validity window. ``created_at`` dates what was
         signed (nothing created after the key retired can carry its signature);
         ``signed_at`` dates the signing itself (both ends of the window apply). Either,
@@ -173,8 +174,8 @@ def key_from_entry(entry: dict, role: str = REGISTRY) -> PinnedKey:
 class Keyring:
     """Keys by key_id. A signature naming an absent key_id is ``unknown_key``."""
 
-    def __init__(self, keys=()):
-        self._keys = {}
+    def __init__(self, keys: Iterable[PinnedKey] = ()) -> None:
+        self._keys: dict[str, PinnedKey] = {}
         for key in keys:
             self.add(key)
 
@@ -183,7 +184,7 @@ class Keyring:
         return cls([key_from_entry(REGISTRY_KEY)])
 
     @classmethod
-    def build(cls, files=(), default_keys: bool = True, role: str | None = None) -> "Keyring":
+    def build(cls, files: Iterable[str | Path] = (), default_keys: bool = True, role: str | None = None) -> "Keyring":
         """The built-in registry key (unless not ``default_keys``) and the keys of
         ``files``; ``role`` as in ``load``."""
         ring = cls.default() if default_keys else cls()
@@ -205,7 +206,7 @@ class Keyring:
             key = replace(key, not_before=max(starts, default=None), not_after=min(ends, default=None))
         self._keys[key.key_id] = key
 
-    def load(self, path, role: str | None = None) -> None:
+    def load(self, path: str | Path, role: str | None = None) -> None:
         """Pin the keys of a keyring file (``{"keys": [...]}``, registry keys unless an
         entry names its ``role``), of one key document (an archive's keys/<key_id>.json
         or ``keys generate`` output: an archive key unless it says otherwise), or the
@@ -229,16 +230,16 @@ class Keyring:
         except KeyringError as exc:
             raise KeyringError(f"{path}: {exc}") from None
 
-    def get(self, key_id) -> PinnedKey | None:
+    def get(self, key_id: object) -> PinnedKey | None:
         return self._keys.get(key_id) if isinstance(key_id, str) else None
 
-    def __contains__(self, key_id) -> bool:
+    def __contains__(self, key_id: object) -> bool:
         return self.get(key_id) is not None
 
     def __len__(self) -> int:
         return len(self._keys)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[PinnedKey]:
         return iter(self._keys.values())
 
     def check_signature(
@@ -250,8 +251,8 @@ class Keyring:
         members: frozenset | None = None,
         *,
         role: str,
-        created_at=UNDATED,
-        signed_at=UNDATED,
+        created_at: object = UNDATED,
+        signed_at: object = UNDATED,
     ) -> PinnedKey:
         """Verify a signature object (``key_id``, ``public_key_fingerprint``,
         ``algorithm``, ``signature_b64``) over ``message`` with the pinned key, which
@@ -284,6 +285,8 @@ class Keyring:
             )
         encoded = sig.get("signature_b64")
         try:
+            if not isinstance(encoded, str):
+                raise TypeError(encoded)
             signature = base64.b64decode(encoded, validate=True)
         except (binascii.Error, TypeError, ValueError):
             raise Rejected(invalid_reason, f"{path}.signature_b64", "not base64") from None

@@ -35,16 +35,17 @@ def entry(event: dict) -> dict:
 
 def merge(pith_number: str, source_aliases: list, events: list) -> MergeResult:
     """The state (without ``state_sha256``) that ``events``, all valid, merge into."""
-    current = {"canonical_record": None, "source_aliases": source_aliases}
-    current.update((name, []) for name in LISTS.values())
-    inferred = []
+    current: dict[str, object] = {"canonical_record": None, "source_aliases": source_aliases}
+    lists: dict[str, list[dict]] = {name: [] for name in LISTS.values()}
+    current.update(lists)
+    inferred: list[str] = []
     for event in events:
         kind = event.get("event_type")
         if kind == "record_created":
             current["record_created"] = entry(event)
             current["canonical_record"] = event["payload"]["canonical_record"]
         elif kind in LISTS:
-            current[LISTS[kind]].append(entry(event))
+            lists[LISTS[kind]].append(entry(event))
         if kind not in CONFIRMED_TYPES and kind not in inferred:
             inferred.append(kind)
     state = {

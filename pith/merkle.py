@@ -10,6 +10,7 @@ hashes once the tree is built (in O(n)).
 """
 
 import hashlib
+from collections.abc import Iterable
 
 HASH_SIZE = 32
 
@@ -41,7 +42,7 @@ class MerkleEdge:
     """The right edge of a growing log: its size and the roots of its perfect subtrees,
     O(log n) hashes. Enough to append and to compute the root."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.size = 0
         self._peaks: list[bytes] = []  # left to right; sizes are the set bits of ``size``, largest first
 
@@ -61,7 +62,7 @@ class MerkleEdge:
 class Tree:
     """A log held in memory as the hashes of all its perfect subtrees (64 bytes a leaf)."""
 
-    def __init__(self, leaves=()):
+    def __init__(self, leaves: Iterable[bytes] = ()) -> None:
         self._levels: list[bytearray] = [bytearray()]  # level h: the perfect subtrees of 2**h leaves, in order
         for leaf in leaves:
             self.append(leaf)

@@ -20,11 +20,12 @@ reader's size limit and not another's; padded text is ``not_compact``.
 import json
 import threading
 from dataclasses import dataclass
+from typing import NoReturn
 
 try:
     import orjson
 except ImportError:  # pragma: no cover
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 from .reasons import Reason, Rejected
 
@@ -87,11 +88,11 @@ def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
     return depth
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise Rejected(Reason.NON_FINITE_NUMBER, "", f"{name} is not valid JSON")
 
 
-def _no_duplicates(pairs):
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen = set()
@@ -119,7 +120,7 @@ def _reference_parse(raw: bytes, limits: Limits) -> Document:
     return Document(data, exact=False, size=len(raw))
 
 
-def _check_reference_tree(data, max_depth: int) -> None:
+def _check_reference_tree(data: object, max_depth: int) -> None:
     """Depth (of objects and lists, as the fast path counts it), infinite floats
     (1e400 parses as inf) and lone surrogates."""
     stack = [(data, 1)]
@@ -154,7 +155,7 @@ class _FloatNotingDecoder(json.JSONDecoder):
 
     _local = threading.local()
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(parse_float=self._note_float, parse_constant=_reject_constant)
         self.floats = 0
 

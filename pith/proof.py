@@ -32,7 +32,7 @@ def proof_document(attestation: dict, leaf_index: int, proof: list[bytes], note:
     }
 
 
-def check_proof(document, keyring: Keyring) -> Checkpoint:
+def check_proof(document: object, keyring: Keyring) -> Checkpoint:
     """The checkpoint the proof holds against, once the attestation verifies under a
     pinned key, the checkpoint is signed by that same key and the proof leads from the
     attestation to the checkpoint's root; Rejected names the first thing that fails."""
@@ -74,7 +74,7 @@ def check_proof(document, keyring: Keyring) -> Checkpoint:
     return checkpoint
 
 
-def _hash(encoded, path: str) -> bytes:
+def _hash(encoded: object, path: str) -> bytes:
     try:
         node = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
     except binascii.Error:

@@ -92,7 +92,7 @@ class Signer:
         return signed
 
     # --- key files ---------------------------------------------------------------
-    def save(self, path) -> None:
+    def save(self, path: str | Path) -> None:
         """Write the private key file (mode 0600): key_id and the 32-byte seed."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +107,7 @@ class Signer:
         path.write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
     @classmethod
-    def load(cls, path) -> "Signer":
+    def load(cls, path: str | Path) -> "Signer":
         doc = json.loads(Path(path).read_text("utf-8"))
         if doc.get("key_type") != SIGNING_KEY_TYPE:
             raise ValueError(f"{path}: not a pith-archiver signing key file")

@@ -5,7 +5,7 @@ from pith.shipped import FIXTURES
 __all__ = ["FIXTURES", "__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> str:
     """``__version__`` on first use (see pith.shipped.version)."""
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ archive crawled here reads with no options. The keys the archive publishes under
 publish a key there.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -19,6 +20,7 @@ from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError, RunFailed
 from .keyrings import keyring_options
+from .output import Command
 
 TRUST_HELP = (
     "Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "
@@ -32,7 +34,7 @@ def is_archive(target: str) -> bool:
     return target.startswith(("s3://", "file://")) or (Path(target) / layout.MANIFESTS).is_dir()
 
 
-def trust_options(func):
+def trust_options(func: Command) -> Command:
     """--keyring, --no-default-keys, --signing-key, --trust-archive-keys and --s3-endpoint-url."""
     func = click.option(
         "--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations."
@@ -72,7 +74,11 @@ def machine_key(signing_key: str | None) -> Path | None:
 
 
 def trusted_keyring(
-    store: ObjectStore, keyrings, no_default_keys: bool, signing_key: str | None, trust_archive_keys: bool
+    store: ObjectStore,
+    keyrings: Iterable[str],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
 ) -> Keyring:
     """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
     own = machine_key(signing_key)
@@ -89,7 +95,12 @@ def trusted_keyring(
 
 
 def open_archive(
-    uri: str, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys
+    uri: str,
+    s3_endpoint_url: str | None,
+    keyrings: Iterable[str],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
 ) -> tuple[ObjectStore, Keyring]:
     """The archive's store and the keyring it is read with."""
     if "://" not in uri and not Path(uri).is_dir():

@@ -97,7 +97,7 @@ def rejected(source: str, exc: Rejected) -> dict:
     return {"source": source, "status": Status.REJECTED, "reason": exc.reason, "path": exc.path, "detail": exc.detail}
 
 
-def unreadable(source: str, exc) -> dict:
+def unreadable(source: str, exc: BaseException) -> dict:
     return {"source": source, "status": Status.UNREADABLE, "detail": str(exc)}
 
 

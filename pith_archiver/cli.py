@@ -6,6 +6,7 @@ help) without importing any of them.
 """
 
 import importlib
+from typing import Any
 
 import click
 
@@ -27,20 +28,20 @@ COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
 class LazyGroup(click.Group):
     """A group whose commands are imported only when they run (or are asked for)."""
 
-    def __init__(self, *args, lazy_commands: dict, **kwargs):
+    def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = lazy_commands
 
-    def list_commands(self, ctx) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in self.lazy_commands:
             module, attribute = self.lazy_commands[name][0].split(":")
             self.add_command(getattr(importlib.import_module(module), attribute), name)
         return super().get_command(ctx, name)
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         """An error nobody foresaw is still one line and exit 4; -vv shows its traceback."""
         try:
             return super().invoke(ctx)
@@ -52,7 +53,7 @@ class LazyGroup(click.Group):
             click.echo(f"Error: {type(exc).__name__}: {exc} (rerun with -vv for the traceback)", err=True)
             ctx.exit(ExitStatus.FAILED)
 
-    def format_commands(self, ctx, formatter) -> None:
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [
             (
                 name,
@@ -65,7 +66,7 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-def _show_version(ctx, _param, value) -> None:
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """--version, reading the version (an importlib.metadata look-up) only when asked."""
     if value and not ctx.resilient_parsing:
         click.echo(f"pith-archiver, version {pith_archiver.__version__}")
@@ -86,5 +87,5 @@ def _show_version(ctx, _param, value) -> None:
     callback=_show_version,
     help="Show the version and exit.",
 )
-def main():
+def main() -> None:
     """Crawl, verify, archive and attest Pith open graph bundles."""

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from storage.audit import SIZE_RULE, Audit
+from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.stores import StorageError
 from storage.log_proofs import log_findings
 from .archive_reading import TRUST_HELP, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 from .progress import progress
-from .run_hooks import run_hook_options
+from .run_hooks import RunHooks, run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -32,17 +32,17 @@ from .run_hooks import run_hook_options
 @run_hook_options("audit")
 @verbosity_options
 def audit(
-    archive,
-    keyrings,
-    no_default_keys,
-    signing_key,
-    trust_archive_keys,
-    s3_endpoint_url,
-    as_json,
-    checkpoints,
-    verbosity,
-    hooks,
-):
+    archive: str,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+    s3_endpoint_url: str | None,
+    as_json: bool,
+    checkpoints: tuple[str, ...],
+    verbosity: int,
+    hooks: RunHooks,
+) -> None:
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
     Every object of every committed manifest is there with its size and sha256, every
@@ -57,13 +57,13 @@ def audit(
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     with progress(f"auditing {archive}") as update:
 
-        def checked(counts):
+        def checked(counts: AuditCounts) -> None:
             update(counts.objects, status=f"{counts.manifests} manifests, {counts.bytes / 1e6:.1f} MB")
 
         run = Audit(store, keyring, keyring, on_object=checked)
         try:
             for found in run.run():
-                if found.code == "manifest_unpinned":  # the fix goes with it, where a scheduler reads
+                if found.code == "manifest_unpinned" and found.key_id:  # the fix goes with it, where a scheduler reads
                     found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
                 click.echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
@@ -78,7 +78,7 @@ def audit(
     sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)
 
 
-def _summary(counts) -> str:
+def _summary(counts: AuditCounts) -> str:
     checked = (
         f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
         f"{counts.bundles} bundles"

@@ -6,14 +6,15 @@ import sys
 import click
 
 from storage.reader import NothingCommitted, ObjectAltered
+from pith.keyring import Keyring
 from storage.export import ExportError, export_bag, export_dataset
 from storage.export_check import BundleRejected
-from storage.stores import StorageError
+from storage.stores import ObjectStore, StorageError
 from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .output import QUIET, log_to_stderr, say, verbosity_options
 from .progress import progress
-from .run_hooks import run_hook_options
+from .run_hooks import RunHooks, run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -38,21 +39,21 @@ from .run_hooks import run_hook_options
 @run_hook_options("export")
 @verbosity_options
 def export(
-    archive,
-    bag_out,
-    fmt,
-    dest,
-    with_raw,
-    since,
-    source_organization,
-    keyrings,
-    no_default_keys,
-    signing_key,
-    trust_archive_keys,
-    s3_endpoint_url,
-    verbosity,
-    hooks,
-):
+    archive: str,
+    bag_out: str | None,
+    fmt: str | None,
+    dest: str | None,
+    with_raw: bool,
+    since: str | None,
+    source_organization: str | None,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+    s3_endpoint_url: str | None,
+    verbosity: int,
+    hooks: RunHooks,
+) -> None:
     """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix).
 
     --bag OUT writes a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
@@ -64,17 +65,17 @@ def export(
     Exit 2 on usage or configuration errors, 4 when a store fails.
     """
     log_to_stderr(verbosity)
-    fmt = _check_format(fmt, bag_out, dest, with_raw, since)
+    fmt, target = _check_format(fmt, bag_out, dest, with_raw, since)
     store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
     if fmt == "release":
-        return _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url, hooks)
+        return _release(archive, store, keyring, target, since, signing_key, s3_endpoint_url, hooks)
     try:
         with progress(f"exporting {archive}") as update:
             if fmt == "bag":
-                summary = export_bag(store, keyring, bag_out, organization=source_organization, on_object=update)
+                summary = export_bag(store, keyring, target, organization=source_organization, on_object=update)
             else:
                 summary = export_dataset(
-                    store, keyring, open_location(dest, s3_endpoint_url), with_raw=with_raw, on_object=update
+                    store, keyring, open_location(target, s3_endpoint_url), with_raw=with_raw, on_object=update
                 )
     except NothingCommitted as exc:
         raise nothing_trusted(archive, exc) from None
@@ -93,7 +94,16 @@ def export(
     )
 
 
-def _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url, hooks) -> None:
+def _release(
+    archive: str,
+    store: ObjectStore,
+    keyring: Keyring,
+    dest: str,
+    since: str | None,
+    signing_key: str | None,
+    s3_endpoint_url: str | None,
+    hooks: RunHooks,
+) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
     from storage.release import ReleaseError, read_previous, write_release
     from storage.release_card import write_cards
@@ -135,9 +145,12 @@ def _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url,
     )
 
 
-def _check_format(fmt, bag_out, dest, with_raw, since=None) -> str:
-    """The format asked for, once the options agree with it."""
-    if bool(bag_out) == bool(dest):
+def _check_format(
+    fmt: str | None, bag_out: str | None, dest: str | None, with_raw: bool, since: str | None = None
+) -> tuple[str, str]:
+    """The format asked for, once the options agree with it, and where it goes."""
+    target = bag_out or dest
+    if target is None or bool(bag_out) == bool(dest):
         raise click.UsageError("give either --bag OUT or --format parquet|release --to DEST")
     if since and fmt != "release":
         raise click.UsageError("--since goes with --format release")
@@ -146,4 +159,4 @@ def _check_format(fmt, bag_out, dest, with_raw, since=None) -> str:
         raise click.UsageError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
     if with_raw and wanted == "bag":
         raise click.UsageError("--with-raw goes with --to: a bag always holds the raw bundles")
-    return wanted
+    return wanted, target

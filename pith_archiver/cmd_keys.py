@@ -24,7 +24,7 @@ FINGERPRINT = re.compile(r"^[0-9a-f]{32}$")
 
 
 @click.group()
-def keys():
+def keys() -> None:
     """The archiver's own Ed25519 signing keys, and pinning a rotated registry key."""
 
 
@@ -38,7 +38,7 @@ def keys():
 )
 @click.option("--key-id", default=None, help="The key's id [default: pith-archiver-<host>-<fingerprint>].")
 @verbosity_options
-def generate(out: Path, key_id: str | None, verbosity: int):
+def generate(out: Path, key_id: str | None, verbosity: int) -> None:
     """Make a signing key for `crawl --signing-key FILE`.
 
     Prints its public key document (shaped like a bundle's public_keys entry, with
@@ -65,7 +65,7 @@ def generate(out: Path, key_id: str | None, verbosity: int):
     click.echo(json.dumps(signer.archive_key_document(), indent=2))
 
 
-def _timestamp(ctx, param, value):
+def _timestamp(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None and instant(value) is None:
         raise click.BadParameter("an RFC 3339 timestamp with a zone, e.g. 2026-12-01T00:00:00Z")
     return value
@@ -74,8 +74,8 @@ def _timestamp(ctx, param, value):
 def _read_source(source: str) -> bytes:
     try:
         if source.startswith(("http://", "https://")):
-            request = urllib.request.Request(source, headers={"Accept": "application/json"})
-            with urllib.request.urlopen(request, timeout=30) as response:
+            request = urllib.request.Request(source, headers={"Accept": "application/json"})  # noqa: S310 - http(s) only, checked above
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http(s) only, checked above
                 return response.read(KEY_DOCUMENT_LIMIT + 1)
         return Path(source).read_bytes()
     except (OSError, ValueError) as exc:
@@ -145,7 +145,9 @@ keyring_file_option = click.option(
     help="The key is retired from this time: anything created or built later is key_retired.",
 )
 @verbosity_options
-def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, verbosity: int):
+def pin(
+    source: str, fingerprint: str, keyring: Path, not_before: str | None, not_after: str | None, verbosity: int
+) -> None:
     """Pin a registry key announced in SOURCE, once checked out of band.
 
     SOURCE is a key document: the resolver's /pith-signing-key.json (URL or file), or
@@ -185,7 +187,7 @@ def pin(source: str, fingerprint: str, keyring: Path, not_before, not_after, ver
 )
 @keyring_file_option
 @verbosity_options
-def retire(key_id: str, at: str, keyring: Path, verbosity: int):
+def retire(key_id: str, at: str, keyring: Path, verbosity: int) -> None:
     """Give a pinned registry key its retirement time.
 
     What it signed before AT stays verified; an event created, or a bundle built, after

@@ -46,12 +46,20 @@ class Listening:
         serve_until_signalled(server, ready)
 
 
-def limit_options(command):
+def limit_options(command: Command) -> Command:
     """The deadlines and the connection cap of a public mirror, handed to ``command``
     as one ServerLimits ``limits``."""
 
     @functools.wraps(command)
-    def with_limits(*args, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections, **kwargs):
+    def with_limits(
+        *args: Any,
+        header_timeout: float,
+        body_timeout: float,
+        idle_timeout: float,
+        send_timeout: float,
+        max_connections: int | None,
+        **kwargs: Any,
+    ) -> Any:
         try:
             limits = ServerLimits(header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
         except ValueError as exc:

@@ -2,9 +2,11 @@
 witnesses and third parties; and the offline check of a proof behind ``verify --proof``."""
 
 import json
+from collections.abc import Collection
 
 import click
 
+from pith.keyring import Keyring
 from pith.parse import Limits, parse
 from pith.proof import check_proof
 from pith.reasons import Rejected
@@ -31,7 +33,16 @@ class NoProof(click.ClickException):
 @click.option("--key", "key_id", help="Only the log of this archiver key.")
 @trust_options
 @verbosity_options
-def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, verbosity):
+def checkpoint(
+    archive: str,
+    key_id: str | None,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+    s3_endpoint_url: str | None,
+    verbosity: int,
+) -> None:
     """Print the latest signed checkpoint of each archiver key's log in ARCHIVE (a folder
     or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
     origin, size and root hash. Save one and check the archive against it later with
@@ -66,16 +77,16 @@ def checkpoint(archive, key_id, keyrings, no_default_keys, signing_key, trust_ar
 @trust_options
 @verbosity_options
 def prove(
-    archive,
-    pith_number,
-    as_json,
-    keyrings,
-    no_default_keys,
-    signing_key,
-    trust_archive_keys,
-    s3_endpoint_url,
-    verbosity,
-):
+    archive: str,
+    pith_number: str,
+    as_json: bool,
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    signing_key: str | None,
+    trust_archive_keys: bool,
+    s3_endpoint_url: str | None,
+    verbosity: int,
+) -> None:
     """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
     log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
@@ -100,7 +111,7 @@ def prove(
     click.echo(document["checkpoint"], nl=False)
 
 
-def check_proof_files(paths, keyring, as_json: bool) -> ExitStatus:
+def check_proof_files(paths: Collection[str], keyring: Keyring, as_json: bool) -> ExitStatus:
     """``verify --proof``: check each proof file offline, one line each, then a summary;
     returns the exit status."""
     rejected = 0
@@ -112,7 +123,7 @@ def check_proof_files(paths, keyring, as_json: bool) -> ExitStatus:
             raise ConfigError(f"cannot read {path}: {exc}") from None
         except Rejected as exc:
             rejected += 1
-            record = {
+            record: dict[str, object] = {
                 "source": path,
                 "status": Status.REJECTED,
                 "reason": exc.reason,

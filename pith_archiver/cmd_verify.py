@@ -57,7 +57,17 @@ STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 )
 @verbosity_options
 @click.argument("paths", nargs=-1)
-def verify(keyrings, no_default_keys, as_json, max_bytes, max_depth, jobs, proofs, paths, verbosity):
+def verify(
+    keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    as_json: bool,
+    max_bytes: int,
+    max_depth: int,
+    jobs: int | None,
+    proofs: tuple[str, ...],
+    paths: tuple[str, ...],
+    verbosity: int,
+) -> None:
     """Verify bundles and attestation feeds: files, folders or http(s) URLs.
 
     A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
@@ -129,7 +139,7 @@ def _join_chains(feeds: list[dict]) -> list[dict]:
     return [by_source[record["source"]] for record in feeds]
 
 
-def merge_note(inferred_types, matches: bool) -> str:
+def merge_note(inferred_types: Iterable[str], matches: bool) -> str:
     """How a verified bundle's merge stands when some of its event types are new."""
     agrees = "reproduces the signed state" if matches else "differs from the signed state, which is kept"
     return f"merge inferred ({', '.join(inferred_types)}; {agrees})"

@@ -21,11 +21,12 @@ from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import ExitStatus
 from .output import NORMAL
+from .run_hooks import RunHooks
 
 DEMO_START = "sitemap"  # one seed that reaches every record served
 
 
-def run_demo(archive: str, progress: str, verbosity: int, budget, hooks) -> int:
+def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, bool], hooks: RunHooks) -> int:
     check_store(archive, None)
     state_dir = default_state_dir(archive, None)
     with as_file(FIXTURES) as folder, BackgroundMirror(MirrorServer(CorpusDirectory(folder))) as server:

@@ -1,12 +1,15 @@
 """The keyring options every command that checks signatures shares."""
 
+from collections.abc import Iterable
+
 import click
 
 from pith.keyring import Keyring, KeyringError
 from .exit_status import ConfigError
+from .output import Command
 
 
-def keyring_options(func):
+def keyring_options(func: Command) -> Command:
     func = click.option(
         "--no-default-keys", is_flag=True, help="Do not trust the built-in registry key (pith-v1-2026-05)."
     )(func)
@@ -22,7 +25,7 @@ def keyring_options(func):
     return func
 
 
-def build_keyring(keyrings, no_default_keys) -> Keyring:
+def build_keyring(keyrings: Iterable[str], no_default_keys: bool) -> Keyring:
     try:
         ring = Keyring.build(keyrings, default_keys=not no_default_keys)
     except KeyringError as exc:

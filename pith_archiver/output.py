@@ -7,13 +7,16 @@ stderr and ``-vv`` debug detail and tracebacks.
 
 import functools
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
+Command = Callable[..., Any]  # a click command's function, before and after its options
 
 
-def verbosity_options(func):
+def verbosity_options(func: Command) -> Command:
     """Adds ``verbosity`` (QUIET, NORMAL, VERBOSE or DEBUG) to the command's arguments."""
     func = click.option("-q", "--quiet", is_flag=True, help="Print only errors and a one-line summary.")(func)
     func = click.option(
@@ -22,9 +25,9 @@ def verbosity_options(func):
     return _with_verbosity(func)
 
 
-def _with_verbosity(func):
+def _with_verbosity(func: Command) -> Command:
     @functools.wraps(func)
-    def wrapper(*args, verbose=0, quiet=False, **kwargs):
+    def wrapper(*args: Any, verbose: int = 0, quiet: bool = False, **kwargs: Any) -> Any:
         if verbose and quiet:
             raise click.UsageError("-q and -v do not go together")
         level = QUIET if quiet else min(verbose, DEBUG)

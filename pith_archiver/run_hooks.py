@@ -10,16 +10,26 @@ fails is one warning line.
 
 import functools
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import click
 
 from .crawl_setup import check_http_url
 from .exit_status import ExitStatus
+from .output import Command
 from .run_summary import RunSummary, crawl_counts
 
 
 class RunHooks:
-    def __init__(self, command: str, archive: str, metrics_file=None, pushgateway=None, notify_urls=()):
+    def __init__(
+        self,
+        command: str,
+        archive: str,
+        metrics_file: str | None = None,
+        pushgateway: str | None = None,
+        notify_urls: Iterable[str] = (),
+    ) -> None:
         if metrics_file:
             from .metrics import check_metrics_file
 
@@ -31,12 +41,12 @@ class RunHooks:
         self.metrics_file, self.pushgateway, self.notify_urls = metrics_file, pushgateway, list(notify_urls)
         self.summary = RunSummary(command, archive)
 
-    def update(self, **counts) -> None:
+    def update(self, **counts: object) -> None:
         """The run's counts so far (RunSummary fields)."""
         for name, value in counts.items():
             setattr(self.summary, name, value)
 
-    def interim_commit(self, **counts) -> None:
+    def interim_commit(self, **counts: object) -> None:
         """A crawl committed a checkpoint and goes on: the metrics file says how far it is."""
         self.update(**counts)
         if self.metrics_file:
@@ -64,33 +74,35 @@ class RunHooks:
     def _write_metrics(self) -> None:
         from .metrics import write_metrics
 
-        write_metrics(self.metrics_file, self.summary)
+        if self.metrics_file:
+            write_metrics(self.metrics_file, self.summary)
 
     def _push(self) -> None:
         from .metrics import previous_values, push_metrics
 
-        push_metrics(self.pushgateway, self.summary, previous_values(self.metrics_file))
+        if self.pushgateway:
+            push_metrics(self.pushgateway, self.summary, previous_values(self.metrics_file))
 
     @staticmethod
-    def _warn_on_failure(option: str, action) -> None:
+    def _warn_on_failure(option: str, action: Callable[[], object]) -> None:
         try:
             action()
         except Exception as exc:  # a report that fails never fails the run it reports
             click.echo(f"warning: {option}: {type(exc).__name__}: {exc}; the exit status is unchanged", err=True)
 
 
-def _status_of(code) -> ExitStatus:
+def _status_of(code: str | int | None) -> ExitStatus:
     try:
         return ExitStatus(0 if code is None else int(code))
     except (TypeError, ValueError):
         return ExitStatus.FAILED
 
 
-def run_hook_options(command: str):
+def run_hook_options(command: str) -> Callable[[Command], Command]:
     """Adds --metrics-file, --pushgateway and --notify, and ``hooks`` (a RunHooks) to
     the command's arguments; reports the run however it ends."""
 
-    def decorate(func):
+    def decorate(func: Command) -> Command:
         func = click.option(
             "--notify",
             "notify_urls",
@@ -109,7 +121,13 @@ def run_hook_options(command: str):
         )(func)
 
         @functools.wraps(func)
-        def wrapper(*args, metrics_file=None, pushgateway=None, notify_urls=(), **kwargs):
+        def wrapper(
+            *args: Any,
+            metrics_file: str | None = None,
+            pushgateway: str | None = None,
+            notify_urls: tuple[str, ...] = (),
+            **kwargs: Any,
+        ) -> None:
             hooks = RunHooks(command, kwargs.get("archive") or "", metrics_file, pushgateway, notify_urls)
             status = ExitStatus.FAILED  # an error nobody foresaw (the group makes it exit 4)
             try:

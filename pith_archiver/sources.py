@@ -2,8 +2,10 @@
 http(s) URLs, and what it can tell is not a bundle without checking it."""
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pith_archiver
 from pith.parse import DEFAULT_MAX_BYTES
@@ -40,7 +42,7 @@ class Target:
         return self.source.rsplit("/", 1)[-1] == RELEASE_FILE and not self.source.startswith(("http://", "https://"))
 
 
-def expand(targets) -> list[Target]:
+def expand(targets: Iterable[str]) -> list[Target]:
     """Files and URLs stay; a folder becomes every ``*.json`` (bundle) and ``*.jsonl``
     (attestation feed) file below it, sorted; an archive folder (one holding manifests/)
     its raw bundles and feeds, with the rest of its documents marked skipped."""
@@ -61,7 +63,7 @@ def _documents(folder: Path) -> list[Path]:
     return sorted((p for p in folder.rglob("*.json*") if p.suffix in (".json", FEED_SUFFIX) and p.is_file()), key=str)
 
 
-def _archive(root: Path):
+def _archive(root: Path) -> Iterator[Target]:
     for path in _documents(root):
         relative = path.relative_to(root).as_posix()
         if (
@@ -85,8 +87,8 @@ def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         if target.startswith(("http://", "https://")):
             import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
 
-            request = urllib.request.Request(target, headers={"User-Agent": user_agent(), "Accept": "application/json"})
-            with urllib.request.urlopen(request, timeout=30) as response:
+            request = urllib.request.Request(target, headers={"User-Agent": user_agent(), "Accept": "application/json"})  # noqa: S310 - http(s) only, checked above
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http(s) only, checked above
                 return _read_capped(response, response.length, max_bytes)
         with open(target, "rb", buffering=0) as handle:  # one read: a buffer would copy it
             return _read_capped(handle, os.fstat(handle.fileno()).st_size, max_bytes)
@@ -94,7 +96,7 @@ def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         raise SourceError(f"{target}: {exc}") from None
 
 
-def _read_capped(stream, size: int | None, max_bytes: int) -> bytes:
+def _read_capped(stream: BinaryIO, size: int | None, max_bytes: int) -> bytes:
     return stream.read() if size is not None and size <= max_bytes else stream.read(max_bytes + 1)
 
 
@@ -117,7 +119,7 @@ def not_json(raw: bytes) -> str:
     return "text/html" if raw[:256].lstrip().startswith(b"<") else ""
 
 
-def not_a_bundle(document) -> str:
+def not_a_bundle(document: object) -> str:
     """What a parsed document is when its top level is plainly not a bundle's (""
     when it may be one): only these are skipped; anything else bundle-like is judged."""
     if not isinstance(document, dict) or {"pith_number", "bundle_signature", "bundle_type"} & document.keys():

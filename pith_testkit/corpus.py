@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -63,7 +64,7 @@ class Planned(Citable):
     version: int
 
 
-def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
+def generate_corpus(out: str | Path, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
     """Write a corpus of ``records`` minted bundles plus the real ones into ``out`` (absent or
     empty) and return its catalog."""
     out = Path(out)
@@ -82,9 +83,9 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
         )
         for doc in real_docs
     ]
-    graph = citation_graph(random.Random(seed), len(plan), len(reals))
+    graph = citation_graph(random.Random(seed), len(plan), len(reals))  # noqa: S311 - a seeded, reproducible test corpus, not secrets
 
-    def bundles():
+    def bundles() -> Iterator[tuple[str, dict]]:
         citers = invert(graph, len(targets))
         for index, planned in enumerate(plan):
             bundle = mint_planned(
@@ -122,7 +123,7 @@ def generate_corpus(out, records: int, seed: int = 1, base_url: str = REGISTRY_B
 def paper_for(seed: int, index: int) -> tuple[Paper, int]:
     """Paper ``index`` of the corpus and how many arXiv versions of it there are.
     Pure in (seed, index), so the minting pass can redraw what the planning pass saw."""
-    rng = random.Random(f"{seed}/paper/{index}")
+    rng = random.Random(f"{seed}/paper/{index}")  # noqa: S311 - a seeded, reproducible test corpus, not secrets
     year, month = divmod(FIRST_MONTH[0] * 12 + FIRST_MONTH[1] - 1 + rng.randrange(MONTHS), 12)
     day = datetime(year, month + 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(27 * 86400))
     arxiv_id = f"{year % 100:02d}{month + 1:02d}.{index + 1:05d}"  # the number alone keeps ids unique
@@ -150,7 +151,7 @@ def plan_records(seed: int, records: int) -> list[Planned]:
     return list(planned_records(seed, records))
 
 
-def planned_records(seed: int, records: int):
+def planned_records(seed: int, records: int) -> Iterator[Planned]:
     """``plan_records`` one record at a time."""
     planned, paper_index = 0, 0
     while planned < records:
@@ -183,7 +184,7 @@ def citation_graph(rng: random.Random, minted: int, real: int) -> list[list[int]
 
 
 def invert(graph: list[list[int]], size: int) -> list[list[int]]:
-    citers = [[] for _ in range(size)]
+    citers: list[list[int]] = [[] for _ in range(size)]
     for citing, cited in enumerate(graph):
         for target in cited:
             citers[target].append(citing)
@@ -220,7 +221,7 @@ def mint_planned(
 
 def record_times(seed: int, index: int) -> tuple[str, str]:
     """When the test registry created the record and when it built the bundle."""
-    rng = random.Random(f"{seed}/times/{index}")
+    rng = random.Random(f"{seed}/times/{index}")  # noqa: S311 - a seeded, reproducible test corpus, not secrets
     created = REGISTRY_EPOCH + timedelta(seconds=rng.randrange(86400))
     built = created + timedelta(seconds=rng.randrange(86400, 8 * 86400))
     return created.strftime("%Y-%m-%dT%H:%M:%SZ"), built.strftime("%Y-%m-%dT%H:%M:%SZ")

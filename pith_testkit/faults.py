@@ -9,7 +9,9 @@ FaultyResponses, which name their fault for the request log; ``pith_testkit.serv
 is the mirror server that consults an injector.
 """
 
+import asyncio
 import random
+from collections.abc import Awaitable, Callable
 import re
 import time
 from collections import Counter
@@ -45,7 +47,7 @@ class FaultPlan:
     paths: str | None = None
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("tamper", "redirect_loop", "oversize"):
             value = getattr(self, name)
             object.__setattr__(self, name, frozenset([value] if isinstance(value, str) else value))
@@ -97,10 +99,10 @@ NO_FAULT = Decision()
 class FaultInjector:
     plan: FaultPlan = field(default_factory=FaultPlan)
 
-    def __post_init__(self):
-        self._rng = random.Random(self.plan.seed)
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.plan.seed)  # noqa: S311 - a seeded, reproducible fault plan, not secrets
         self._paths = re.compile(self.plan.paths) if self.plan.paths else None
-        self._per_path = Counter()
+        self._per_path: Counter[str] = Counter()
         self._counted = 0
         self._active = self.plan.active
 
@@ -178,12 +180,12 @@ def endless_head(content_type: str | None) -> bytes:
     return ("\r\n".join([*lines, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
 
 
-def oversize_body(size: int):
+def oversize_body(size: int) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
     """An async writer of ``size`` bytes that start like a bundle, sent in chunks with
     flow control, so the server never holds the body in memory."""
     opening = b'{"bundle_type":"pith_open_graph_bundle","padding":"'
 
-    async def write(writer) -> None:
+    async def write(writer: asyncio.StreamWriter) -> None:
         writer.write(opening[:size])
         remaining = size - min(size, len(opening))
         chunk = b"0" * CHUNK

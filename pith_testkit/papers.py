@@ -4,6 +4,7 @@ exercises non-ASCII handling (accents, Cyrillic, CJK, Greek letters) everywhere 
 crawler or an archive stores or hashes text."""
 
 import hashlib
+from collections.abc import Iterable
 import random
 from dataclasses import dataclass
 
@@ -159,7 +160,7 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).lower().encode("utf-8")).hexdigest()
 
 
-def authors_text(authors) -> str:
+def authors_text(authors: Iterable[str]) -> str:
     return ", ".join(authors)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from functools import lru_cache
 from math import gcd
+from pathlib import Path
+from typing import overload
 
 from mirror.catalog import Entry
 from mirror.record import compact_json
@@ -43,7 +45,7 @@ ARXIV_ALIAS_RE = re.compile(r"^(?:10\.48550/arxiv\.)?(\d{4}\.(\d{5}))(?:v(\d+))?
 NEWEST = (REGISTRY_EPOCH + timedelta(days=9)).timestamp()  # no record_times build is later
 
 
-class _Suffixes(Sequence):
+class _Suffixes(Sequence[str]):
     """The catalog's suffixes in record order, read out of the Pith numbers."""
 
     def __init__(self, numbers: list[str]):
@@ -52,7 +54,11 @@ class _Suffixes(Sequence):
     def __len__(self) -> int:
         return len(self._numbers)
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             return [number[-26:] for number in self._numbers[index]]
         return self._numbers[index][-26:]
@@ -96,7 +102,7 @@ class VirtualCatalog:
         return sorted(set(children) | ({preimage} - {i}))
 
     # --- what the resolver asks --------------------------------------------------------
-    def __contains__(self, suffix) -> bool:
+    def __contains__(self, suffix: object) -> bool:
         return suffix in self.index
 
     def __len__(self) -> int:
@@ -141,7 +147,7 @@ class VirtualCorpus(RecordSource):
     def __init__(self, records: int, seed: int = 1, base_url: str = REGISTRY_BASE, cache_size: int = 512):
         self.seed, self.base_url = seed, base_url
         self.signer = corpus_signer(seed)
-        self.catalog = VirtualCatalog(seed, records)
+        self.catalog: VirtualCatalog = VirtualCatalog(seed, records)
         self._minted = lru_cache(maxsize=cache_size)(self._mint)
         logger.info("serving %d virtual records (seed %d)", records, seed)
 
@@ -152,7 +158,7 @@ class VirtualCorpus(RecordSource):
         """The keyring that verifies every bundle served."""
         return {"keys": [self.signer.public_document()]}
 
-    def write_keyring(self, path) -> None:
+    def write_keyring(self, path: str | Path) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(self.keyring_document(), indent=2) + "\n")
 

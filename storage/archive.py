@@ -25,9 +25,11 @@ then on and ``commit`` raises instead of writing a manifest.
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
@@ -43,8 +45,8 @@ from .history import event_digest, objection_to
 from .manifest import Committed, read_committed
 from .open_run import RunFailure, OpenRun
 from .spool import Spool
-from .stores import ObjectStore, StorageError
-from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
+from .stores import ObjectInfo, ObjectStore, StorageError
+from .rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
 from pith.reasons import Reason
@@ -54,7 +56,7 @@ logger = logging.getLogger(__name__)
 REASON_TYPE = "pith_quarantine_reason"
 
 
-def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
+def quarantine_reason(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
     """The sidecar of a quarantined bundle: a function of the bytes and the verifier
     only (the URL and time are in the verifications table), so re-quarantining the same
     bytes writes the same sidecar."""
@@ -76,8 +78,8 @@ def quarantine_reason(verdict, raw_sha256: str, size: int) -> bytes:
     )
 
 
-def _done(value) -> Future:
-    future = Future()
+def _done(value: ObjectInfo | None) -> "Future[ObjectInfo | None]":
+    future: Future[ObjectInfo | None] = Future()
     future.set_result(value)
     return future
 
@@ -95,9 +97,9 @@ class ArchiveWriter:
         keyring: Keyring | None = None,
         uploader: BoundedUploader | None = None,
         policy: RollPolicy = RollPolicy(),
-        spool_dir=None,
+        spool_dir: str | Path | None = None,
         dedup: bool = True,
-    ):
+    ) -> None:
         """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
         history (default: this signer's key). ``dedup=False`` starts as if the archive
         were empty (no dedup, no history, a new attestation chain): for a fresh archive
@@ -119,7 +121,7 @@ class ArchiveWriter:
         self._quarantined: set[str] = set()
         self._lock = threading.Lock()  # the history, the tables, counters, the current run
         self._commit_lock = threading.Lock()  # runs commit one at a time, in order
-        self._counts = Counter()
+        self._counts: Counter[str] = Counter()
         # after ``open``: the run ids of the manifests trusted for history and dedup, and
         # of every manifest the archive holds (trusted or not): what caches outside the
         # archive are checked against
@@ -134,7 +136,9 @@ class ArchiveWriter:
         committed = read_committed(self.store, self._history.keyring) if self._dedup else Committed([], [])
         manifests = committed.manifests
         self.committed_runs = frozenset(manifest["run_id"] for manifest in manifests)
-        self.present_runs = self.committed_runs | {layout.manifest_run_id(read.path) for read in committed.untrusted}
+        self.present_runs = self.committed_runs | {
+            run_id for read in committed.untrusted if (run_id := layout.manifest_run_id(read.path))
+        }
         self._history.open(manifests)
         head = self._committer.resume(manifests)
         self._spool.open()
@@ -147,13 +151,13 @@ class ArchiveWriter:
     def add_verified(
         self,
         raw: bytes,
-        verdict,
+        verdict: Verdict,
         url: str,
         fetched_at: datetime,
-        equivocation=None,
-        on_objection=None,
+        equivocation: Equivocation | None = None,
+        on_objection: Callable[[str], None] | None = None,
         forks_are_split_views: bool = False,
-    ) -> Future:
+    ) -> "Future[ObjectInfo | None]":
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
         version that is not append-only is stored but not made current (reason
@@ -166,15 +170,18 @@ class ArchiveWriter:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
         raw_sha256 = sha256_hex(raw)
-        number, bundle = verdict.pith_number, verdict.bundle_sha256
-        events = frozenset(event_digest(event["event_id"]) for event in verdict.bundle["events"])
-        built_at = timestamp(verdict.bundle.get("built_at"))
+        number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
+        if number is None or bundle is None or canonical is None:
+            raise ValueError("a verified verdict names its record and hashes")
+        parsed = verified_bundle(verdict)
+        events = frozenset(event_digest(event["event_id"]) for event in parsed["events"])
+        built_at = timestamp(parsed.get("built_at"))
         with self._lock:
-            open_run, history = self._open_run, self._history.history
+            open_run, history = self._run(), self._history.history
             duplicate, current = history.look_up(number, bundle)
             objection = objection_to(current, bundle, events, built_at, fetched_at)
-            forked = bool(objection) and bool(events - current.events)
-            if forked and forks_are_split_views and equivocation is None:
+            forked = current is not None and bool(objection) and bool(events - current.events)
+            if current is not None and forked and forks_are_split_views and equivocation is None:
                 equivocation = Equivocation(
                     None,
                     current.bundle.hex(),
@@ -188,7 +195,7 @@ class ArchiveWriter:
                     verdict,
                     reason=Reason.EQUIVOCATION if equivocation else Reason.NOT_APPEND_ONLY,
                     path="events",
-                    detail=equivocation.detail if equivocation else objection,
+                    detail=equivocation.detail if equivocation else (objection or ""),
                 )
             raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
             rows = [
@@ -231,10 +238,10 @@ class ArchiveWriter:
             if objection:
                 self._count(open_run, Reason.NOT_APPEND_ONLY)
             # tracked before the lock is released: a checkpoint taking this run waits for it
-            if duplicate:
+            if raw_path is None:  # a duplicate
                 stored = _done(None)
             else:
-                owed = Stored(number, bundle, verdict.canonical_sha256, raw_path, raw_sha256, len(raw))
+                owed = Stored(number, bundle, canonical, raw_path, raw_sha256, len(raw))
                 stored = open_run.submit(raw_path, raw, owed=owed)
         if objection:
             logger.warning(
@@ -242,7 +249,7 @@ class ArchiveWriter:
             )
         return stored
 
-    def add_rejected(self, raw: bytes, verdict, url: str, fetched_at: datetime) -> Future:
+    def add_rejected(self, raw: bytes, verdict: Verdict, url: str, fetched_at: datetime) -> "Future[ObjectInfo | None]":
         """Quarantine a rejected bundle's bytes with a reason sidecar. The future gives
         the quarantined object's ObjectInfo, or None when this run already holds it."""
         if verdict.ok:
@@ -250,7 +257,7 @@ class ArchiveWriter:
         self._check_usable()
         raw_sha256 = sha256_hex(raw)
         with self._lock:
-            open_run = self._open_run
+            open_run = self._run()
             first = raw_sha256 not in self._quarantined
             self._quarantined.add(raw_sha256)
             open_run.tables["verifications"].add(
@@ -283,7 +290,7 @@ class ArchiveWriter:
         self._check_usable()
         verdict = Verdict(Status.FAILED, reason, path, detail, pith_number=pith_number)
         with self._lock:
-            open_run = self._open_run
+            open_run = self._run()
             open_run.tables["verifications"].add(
                 verification_row(
                     verdict,
@@ -302,7 +309,7 @@ class ArchiveWriter:
         """The run id of the run adds go into now. Read after an add, it names that
         add's run or a later one (a checkpoint may switch between the two)."""
         with self._lock:
-            return self._open_run.run_id
+            return self._run().run_id
 
     def counts(self) -> dict[str, int]:
         """What the run did so far, over all its runs: verified, duplicates,
@@ -313,7 +320,7 @@ class ArchiveWriter:
     def pending_bundles(self) -> int:
         """Bundle versions (stored, duplicate or quarantined) the next commit would list."""
         with self._lock:
-            counts = self._open_run.counts
+            counts = self._run().counts
             return counts["verified"] + counts["duplicates"] + counts["rejected"]
 
     def commit_interim(self, stats: dict | None = None, params: dict | None = None) -> str:
@@ -324,7 +331,7 @@ class ArchiveWriter:
         self._check_usable()
         with self._commit_lock:
             with self._lock:
-                open_run, self._open_run = self._open_run, self._new_run()
+                open_run, self._open_run = self._run(), self._new_run()
             logger.info(
                 "run %s writing to %s (checkpoint of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
             )
@@ -341,7 +348,7 @@ class ArchiveWriter:
         self._open = False
         try:
             with self._commit_lock:
-                return self._committer.commit(self._open_run, stats, params)
+                return self._committer.commit(self._run(), stats, params)
         finally:
             self._release()
 
@@ -350,7 +357,7 @@ class ArchiveWriter:
         if self._open:
             self._open = False
             with self._commit_lock:  # a checkpoint under way still writes into the spool
-                self._open_run.discard()
+                self._run().discard()
                 self._release()
 
     def refresh(self) -> int:
@@ -378,6 +385,12 @@ class ArchiveWriter:
         self._counts[what] += 1
         open_run.counts[what] += 1
 
+    def _run(self) -> OpenRun:
+        """The run adds go into (``open`` started it)."""
+        if self._open_run is None:
+            raise StorageError(f"run {self.first_run} is not open")
+        return self._open_run
+
     def _check_usable(self) -> None:
         self._failure.check()
         if not self._open:
@@ -385,7 +398,7 @@ class ArchiveWriter:
             raise StorageError(f"run {self.first_run} is {state}")
 
     def _release(self) -> None:
-        self._open_run.wait()  # no upload may still be reading a spool file
+        self._run().wait()  # no upload may still be reading a spool file
         self._spool.cleanup()
         if self._owns_uploader:
             self._uploader.close()

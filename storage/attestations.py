@@ -13,6 +13,7 @@ concurrent workers use keys of their own, and each key has its own chain.
 import logging
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class AttestationFeed:
         self.archive_uri = archive_uri
         self.head = head
 
-    def seal(self, owed, run_id: str):
+    def seal(self, owed: Iterable[tuple[Stored, str]], run_id: str) -> Iterator[dict]:
         """Sign attestations of the ``owed`` versions, ``(Stored, stored_at)`` pairs
         with when the store acknowledged each, in order, for the run ``run_id``, one at
         a time as they are consumed (the chain's head moves with each)."""
@@ -82,7 +83,7 @@ class FeedSpool:
     with their log leaves (the 32 bytes of each ``content_sha256``): a commit of ten
     thousand versions never holds ten thousand signed events at once."""
 
-    def __init__(self, spool_dir):
+    def __init__(self, spool_dir: str | Path) -> None:
         fd, name = tempfile.mkstemp(prefix="attestations-", suffix=".jsonl", dir=spool_dir)
         self.path = Path(name)
         self.leaves = bytearray()
@@ -112,7 +113,7 @@ def chain_head(store: ObjectStore, entry: ObjectInfo, keyring: Keyring) -> str:
         raise StorageError(f"{entry.path}: its last attestation does not verify ({exc})") from None
 
 
-def chain_head_of(store: ObjectStore, manifests, signer: Signer) -> str | None:
+def chain_head_of(store: ObjectStore, manifests: Iterable[dict], signer: Signer) -> str | None:
     """Where ``signer``'s chain stands in the committed ``manifests``: the last
     attestation of its last committed feed (None when it has none)."""
     feed, last = None, ""

@@ -21,6 +21,7 @@ import hashlib
 import logging
 from enum import StrEnum
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
@@ -35,7 +36,7 @@ from pith.verify import verify_bundle
 from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
-from .key_logs import KeyLog, log_part, logs_of
+from .key_logs import KeyLog, LogPart, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class Discrepancy:
         return {name: value for name, value in asdict(self).items() if value is not None}
 
 
+Check = Callable[[ObjectInfo, Iterable[bytes]], Iterator[Discrepancy]]  # reads an object's stream, says what is wrong
+
+
 @dataclass
 class AuditCounts:
     manifests: int = 0
@@ -137,12 +141,12 @@ def parquet_rows(tail: bytes) -> int:
 class _Hashed:
     """An object's chunks, hashed and counted as a check reads them."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = chunks
         self.digest = hashlib.sha256()
         self.size = 0
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         for chunk in self._chunks:
             self.digest.update(chunk)
             self.size += len(chunk)
@@ -153,7 +157,13 @@ class Audit:
     """One pass over an archive: iterate ``run()`` for the discrepancies as they are
     found; ``counts`` holds the totals."""
 
-    def __init__(self, store: ObjectStore, bundle_keyring: Keyring, archive_keyring: Keyring, on_object=None):
+    def __init__(
+        self,
+        store: ObjectStore,
+        bundle_keyring: Keyring,
+        archive_keyring: Keyring,
+        on_object: Callable[[AuditCounts], None] | None = None,
+    ) -> None:
         """``on_object(counts)``, if given, is called after each object is checked."""
         self.store = store
         self.bundle_keyring = bundle_keyring
@@ -163,9 +173,9 @@ class Audit:
         self._chain = Chain()
         self._checked: set[tuple[str, str]] = set()
         self._accounted: set[str] = set()  # manifests and what they list, trusted or not
-        self._log_parts = []  # what each trusted manifest adds to its key's log
+        self._log_parts: list[LogPart] = []  # what each trusted manifest adds to its key's log
 
-    def run(self):
+    def run(self) -> Iterator[Discrepancy]:
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
         for read in read_manifests(self.store, self.archive_keyring):
             self._accounted.add(read.path)
@@ -209,13 +219,13 @@ class Audit:
         self.counts.discrepancies[code] += 1
         return Discrepancy(code, path, detail, key_id)
 
-    def _manifest(self, manifest: dict, objects: list[ObjectInfo]):
+    def _manifest(self, manifest: dict, objects: list[ObjectInfo]) -> Iterator[Discrepancy]:
         by_path = {entry.path: entry for entry in objects}
         attested_before = self.counts.attestations
-        rows = Counter()
+        rows: Counter[str] = Counter()
         for entry in objects:
             if entry.table is not None:
-                rows[entry.table] += entry.rows
+                rows[entry.table] += entry.rows or 0
                 check = self._table
             elif entry.path.startswith(f"{layout.RAW}/"):
                 check = self._bundle
@@ -239,7 +249,7 @@ class Audit:
                 f"the run archived {archive['verified']} versions and attested {attested}",
             )
 
-    def _object(self, entry: ObjectInfo, check):
+    def _object(self, entry: ObjectInfo, check: Check) -> Iterator[Discrepancy]:
         """Read the object once, hashed as ``check(entry, stream)`` reads it (yielding
         what it finds); then compare the hash and size with the entry."""
         path = entry.path
@@ -266,12 +276,12 @@ class Audit:
 
     # --- checks by kind: each reads the whole stream --------------------------------
     @staticmethod
-    def _hash_only(entry: ObjectInfo, stream):
+    def _hash_only(entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
         for _ in stream:
             pass
         yield from ()
 
-    def _bundle(self, entry: ObjectInfo, stream):
+    def _bundle(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
         data = bytearray()
         for chunk in stream:
             if len(data) <= DEFAULT_MAX_BYTES:  # past it the verdict is too_large anyway
@@ -287,7 +297,7 @@ class Audit:
                 f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}",
             )
 
-    def _table(self, entry: ObjectInfo, stream):
+    def _table(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
         tail = b""
         for chunk in stream:
             tail = (tail + chunk)[-TAIL_BYTES:]
@@ -299,7 +309,9 @@ class Audit:
         if rows != entry.rows:
             yield self._found(Finding.ROWS_MISMATCH, entry.path, f"{rows} rows, listed as {entry.rows}")
 
-    def _feed(self, entry: ObjectInfo, stream, *, run_id: str, by_path: dict[str, ObjectInfo]):
+    def _feed(
+        self, entry: ObjectInfo, stream: Iterable[bytes], *, run_id: str, by_path: dict[str, ObjectInfo]
+    ) -> Iterator[Discrepancy]:
         self._chain.feed(entry.path)
         for index, line in enumerate(split_lines(stream)):
             where = f"lines[{index}]"

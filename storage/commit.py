@@ -16,7 +16,7 @@ from . import layout
 from .attestations import AttestationFeed, FeedSpool, chain_head_of
 from .manifest import build_manifest, commit_manifest, sign_manifest
 from .open_run import OpenRun
-from .stores import ObjectExists, ObjectInfo, ObjectStore
+from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .rows import attestation_row
 from .key_logs import LogAppender, key_logs, read_log
 
@@ -69,6 +69,8 @@ class RunCommitter:
     def _attest(self, open_run: OpenRun) -> None:
         """Sign, table, store and log the attestations ``run`` owes; then close its
         tables and wait for every upload."""
+        if self._feed is None or self._log is None:
+            raise StorageError(f"run {open_run.run_id} commits before the committer resumed the archive's chain")
         feed = FeedSpool(open_run.spool_dir)
         try:
             signed = self._feed.seal(open_run.ledger.owed(), open_run.run_id)

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,12 @@ class ExportSummary:
 
 
 def export_bag(
-    store: ObjectStore, keyring: Keyring, out, *, organization: str | None = None, on_object=None
+    store: ObjectStore,
+    keyring: Keyring,
+    out: str | Path,
+    *,
+    organization: str | None = None,
+    on_object: Progress | None = None,
 ) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
     bundles, attestations, keys and manifests and README.md, with sha256 and sha512
@@ -89,7 +95,12 @@ def export_bag(
 
 
 def export_dataset(
-    store: ObjectStore, keyring: Keyring, dest: ObjectStore, *, with_raw: bool = False, on_object=None
+    store: ObjectStore,
+    keyring: Keyring,
+    dest: ObjectStore,
+    *,
+    with_raw: bool = False,
+    on_object: Progress | None = None,
 ) -> ExportSummary:
     """Write the committed tables (and with ``with_raw`` the raw bundles) and README.md
     to ``dest``, a folder or S3 prefix. The README depends only on what is exported, so

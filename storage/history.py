@@ -12,8 +12,11 @@ Readers of the archive apply the same rule (docs/ARCHIVE.md).
 
 import logging
 import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class History:
     was most of the writer's SQLite time). Callers serialize their calls (the archive
     writer's lock)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
         self.db.executescript(f"""
             PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
@@ -68,11 +71,11 @@ class History:
                                   fresh INTEGER, events BLOB) WITHOUT ROWID;
             CREATE TRIGGER current_is_a_version AFTER INSERT ON current
                 BEGIN INSERT OR IGNORE INTO versions VALUES (NEW.bundle); END;
-        """)
+        """)  # noqa: S608 - a constant integer, no outside text
         self.db.execute("BEGIN")
 
     @classmethod
-    def from_tables(cls, records, events) -> "History":
+    def from_tables(cls, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> "History":
         """From ``records`` rows (RECORD_COLUMNS; ``accepted_as_current`` may be
         absent), then ``events`` rows (EVENT_COLUMNS), each an iterable of pyarrow
         tables or record batches; only the current versions' events are kept."""
@@ -80,7 +83,7 @@ class History:
         history.absorb(records, events)
         return history
 
-    def absorb(self, records, events) -> None:
+    def absorb(self, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> None:
         """Add committed rows (as in ``from_tables``): what other writers committed
         since this history was read."""
         for table in records:
@@ -106,7 +109,7 @@ class History:
         logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
 
     def _count(self, table: str) -> int:
-        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - table names from this module only
 
     def _offer(self, number: str, version: CurrentVersion) -> None:
         known = self.current(number)
@@ -138,7 +141,7 @@ class History:
         ).fetchone()
         return None if row is None else _version(*row)
 
-    def current_bundles(self):
+    def current_bundles(self) -> Iterator[tuple[str, str]]:
         """``(pith_number, bundle_sha256)`` of every record's current version, by Pith number."""
         for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
             yield number, bundle.hex()

@@ -5,28 +5,37 @@ again, for the manifests committed since, when other writers may have stored wha
 this run is about to redo (``refresh``)."""
 
 import threading
+from collections.abc import Iterator
+
+import pyarrow as pa
 
 from pith.keyring import Keyring
 from .reader import table_batches
 from .history import EVENT_COLUMNS, RECORD_COLUMNS, History
 from .manifest import listed, read_committed
-from .stores import ObjectStore
+from .stores import ObjectStore, StorageError
 
 
 class HistoryLoader:
-    """The history a writer judges new versions against. ``history`` is None until
-    ``open``; ``known_runs`` are the run ids whose manifests it holds (or that are the
+    """The history a writer judges new versions against, once ``open``;
+    ``known_runs`` are the run ids whose manifests it holds (or that are the
     writer's own, which it need not read back)."""
 
     def __init__(self, store: ObjectStore, keyring: Keyring):
         self.store = store
         self.keyring = keyring
-        self.history: History | None = None
+        self._history: History | None = None
         self.known_runs: set[str] = set()
 
     def open(self, manifests: list[dict]) -> None:
         """Read the history the committed ``manifests`` list (none: an empty archive)."""
-        self.history = History.from_tables(*self._rows(manifests))
+        self._history = History.from_tables(*self._rows(manifests))
+
+    @property
+    def history(self) -> History:
+        if self._history is None:
+            raise StorageError("the history is read when the writer opens")
+        return self._history
 
     def refresh(self, lock: threading.Lock) -> int:
         """Absorb the manifests committed since ``open`` (or the last refresh), under
@@ -36,7 +45,7 @@ class HistoryLoader:
             self.history.absorb(*self._rows(fresh))
         return len(fresh)
 
-    def _rows(self, manifests: list[dict]):
+    def _rows(self, manifests: list[dict]) -> tuple[Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
         """The committed records and events rows of ``manifests``, each read lazily."""
         records, events = [], []
         for manifest in manifests:

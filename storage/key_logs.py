@@ -13,10 +13,12 @@ feed gives the leaves.
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
-from pith.merkle import HASH_SIZE, MerkleEdge, leaf_hash
+from pith.merkle import HASH_SIZE, MerkleEdge, Tree, leaf_hash
 from pith.signing import Signer
 from . import layout
 from .reader import read_entry
@@ -24,6 +26,8 @@ from .manifest import listed
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
+
+LeafSink = TypeVar("LeafSink", Tree, MerkleEdge)  # what read_log appends leaves to
 
 
 class LogBroken(StorageError):
@@ -46,7 +50,8 @@ class LogPart:
     @property
     def size(self) -> int | None:
         """The tree size its checkpoint names."""
-        return layout.checkpoint_of(self.checkpoint.path)[1] if self.checkpoint else None
+        named = layout.checkpoint_of(self.checkpoint.path) if self.checkpoint else None
+        return named[1] if named else None
 
 
 @dataclass
@@ -56,9 +61,9 @@ class KeyLog:
     starts: dict[str, int] = field(default_factory=dict)  # run id -> its first leaf's index, once read
 
     @property
-    def latest(self) -> LogPart | None:
-        """The part with the newest checkpoint."""
-        return next((part for part in reversed(self.parts) if part.checkpoint), None)
+    def latest_checkpoint(self) -> ObjectInfo | None:
+        """The newest checkpoint of its parts."""
+        return next((part.checkpoint for part in reversed(self.parts) if part.checkpoint), None)
 
 
 def log_part(manifest: dict) -> LogPart | None:
@@ -77,12 +82,12 @@ def log_part(manifest: dict) -> LogPart | None:
     return None
 
 
-def key_logs(manifests) -> dict[str, KeyLog]:
+def key_logs(manifests: Iterable[dict]) -> dict[str, KeyLog]:
     """Each archiver key's log, from the verified manifests it signed."""
     return logs_of(part for part in map(log_part, manifests) if part is not None)
 
 
-def logs_of(parts) -> dict[str, KeyLog]:
+def logs_of(parts: Iterable[LogPart]) -> dict[str, KeyLog]:
     """Each key's log from the LogParts of its manifests, in commit order (a key's runs
     follow one another; run ids only sort by start second)."""
     logs: dict[str, KeyLog] = {}
@@ -95,7 +100,8 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
     """The leaf inputs a part added, concatenated, each checked against its entry."""
     entry = part.leaves or part.feed
     if entry is None:
-        raise LogBroken(f"{part.checkpoint.path}: its run lists no leaves and no feed")
+        where = part.checkpoint.path if part.checkpoint else f"run {part.run_id}"
+        raise LogBroken(f"{where}: its run lists no leaves and no feed")
     data = read_entry(store, entry)
     if part.leaves is None:
         return b"".join(bytes.fromhex(json.loads(line)["content_sha256"]) for line in data.splitlines())
@@ -104,19 +110,21 @@ def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
     return data
 
 
-def add_leaves(into, leaves: bytes) -> None:
+def add_leaves(into: Tree | MerkleEdge, leaves: bytes) -> None:
     """Append concatenated 32-byte leaf inputs to a Tree or MerkleEdge."""
     for at in range(0, len(leaves), HASH_SIZE):
         into.append(leaf_hash(leaves[at : at + HASH_SIZE]))
 
 
-def read_log(store: ObjectStore, log: KeyLog | None, into):
+def read_log(store: ObjectStore, log: KeyLog | None, into: LeafSink) -> LeafSink:
     """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a MerkleEdge when only the
     root and appending matter), checking every checkpoint's size on the way."""
-    for part in log.parts if log else ():
+    if log is None:
+        return into
+    for part in log.parts:
         log.starts[part.run_id] = into.size
         add_leaves(into, part_leaves(store, part))
-        if part.size is not None and part.size != into.size:
+        if part.checkpoint and part.size is not None and part.size != into.size:
             raise LogBroken(
                 f"{part.checkpoint.path} names {part.size} leaves where the log of {log.key_id} has {into.size}"
             )
@@ -157,10 +165,10 @@ def _put_replacing_orphan(store: ObjectStore, path: str, data: bytes) -> ObjectI
         return store.put_bytes(path, data)
 
 
-def latest_checkpoints(store: ObjectStore, manifests) -> dict[str, bytes]:
+def latest_checkpoints(store: ObjectStore, manifests: Iterable[dict]) -> dict[str, bytes]:
     """The newest committed checkpoint note of each key, checked against its entry."""
     notes = {}
     for key_id, log in sorted(key_logs(manifests).items()):
-        if log.latest:
-            notes[key_id] = read_entry(store, log.latest.checkpoint)
+        if log.latest_checkpoint:
+            notes[key_id] = read_entry(store, log.latest_checkpoint)
     return notes

@@ -58,7 +58,7 @@ def quarantine_reason(raw_sha256: str) -> str:
     return f"{QUARANTINE}/{raw_sha256[:2]}/{_sha(raw_sha256)}.reason.json"
 
 
-def partition_dir(column: str, value) -> str:
+def partition_dir(column: str, value: object) -> str:
     """One Hive directory level; values are percent-encoded as pyarrow's default
     ``segment_encoding="uri"`` expects, null becomes the Hive default partition."""
     text = HIVE_NULL if value is None or value == "" else quote(str(value), safe="")

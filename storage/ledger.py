@@ -9,7 +9,9 @@ checkpoints are.
 
 import os
 import tempfile
+from typing import BinaryIO
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -22,10 +24,10 @@ class Ledger:
     """A run's stored objects, one line each, written by the upload threads; its
     file in ``spool_dir`` is made by the first note."""
 
-    def __init__(self, spool_dir):
+    def __init__(self, spool_dir: str | Path) -> None:
         self.spool_dir = spool_dir
         self.path: Path | None = None
-        self._handle = None
+        self._handle: BinaryIO | None = None
         self._lock = threading.Lock()
 
     def record(self, info: ObjectInfo, owed: Stored | None = None, stored_at: str | None = None) -> ObjectInfo:
@@ -45,12 +47,12 @@ class Ledger:
     def objects(self) -> list[ObjectInfo]:
         """Every object noted, once each (the last note of a path counts), in the order
         first noted."""
-        objects = {}
+        objects: dict[str, ObjectInfo] = {}
         for line in self._lines():
             objects[line[0]] = ObjectInfo(*line[:5])
         return list(objects.values())
 
-    def owed(self):
+    def owed(self) -> Iterator[tuple[Stored, str]]:
         """``(Stored, stored_at)`` for each version owed an attestation, in the order
         the store acknowledged them."""
         for line in self._lines():
@@ -60,15 +62,15 @@ class Ledger:
 
     def discard(self) -> None:
         with self._lock:
-            if self._handle is not None:
+            if self._handle is not None and self.path is not None:
                 self._handle.close()
                 self.path.unlink(missing_ok=True)
 
-    def _lines(self):
+    def _lines(self) -> Iterator[list]:
         """The lines noted so far: upload threads may go on noting meanwhile (a table
         file a commit hands over), past the end read here."""
         with self._lock:
-            if self._handle is None:
+            if self._handle is None or self.path is None:
                 return
             self._handle.flush()
             end = self._handle.tell()

@@ -9,6 +9,7 @@ log_broken and checkpoint_invalid.
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import replace
 
 from pith.checkpoint import open_checkpoint
@@ -51,16 +52,17 @@ def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tup
     """The key's committed log and its newest checkpoint note, once the note verifies
     and signs the size and root of the leaves; LogBroken otherwise."""
     tree = read_log(store, log, Tree())
-    if log is None or log.latest is None:
+    latest = log.latest_checkpoint if log else None
+    if log is None or latest is None:
         return tree, None
-    note = read_entry(store, log.latest.checkpoint).decode("utf-8")
+    note = read_entry(store, latest).decode("utf-8")
     try:
         checkpoint, _ = open_checkpoint(note, keyring)
     except Rejected as exc:
-        raise LogBroken(f"{log.latest.checkpoint.path}: {exc}") from None
+        raise LogBroken(f"{latest.path}: {exc}") from None
     if (checkpoint.size, checkpoint.root) != (tree.size, tree.root()):
         raise LogBroken(
-            f"{log.latest.checkpoint.path} signs {checkpoint.size} leaves and a root the "
+            f"{latest.path} signs {checkpoint.size} leaves and a root the "
             f"{tree.size} committed leaves of {log.key_id} do not give"
         )
     return tree, note
@@ -72,10 +74,10 @@ def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict
     archive = CommittedArchive.read(store, keyring)
     event_id, run_id = _latest_attestation(archive, suffix_of(pith_number))
     signers = {m["run_id"]: m["signature"]["key_id"] for m in archive.manifests}
-    log = key_logs(archive.manifests).get(signers.get(run_id))
+    log = key_logs(archive.manifests).get(signers.get(run_id, ""))
     tree, note = current_log(store, keyring, log)
     part = next((part for part in log.parts if part.run_id == run_id), None) if log else None
-    if note is None or part is None or part.feed is None:
+    if log is None or note is None or part is None or part.feed is None:
         raise LogBroken(f"run {run_id} attested {pith_number} but its key's log has no checkpoint of it")
     for index, line in enumerate(read_entry(store, part.feed).splitlines()):
         attestation = json.loads(line)
@@ -145,7 +147,9 @@ def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: MerkleEdge) ->
     return ""
 
 
-def log_findings(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], saved: dict[str, bytes]):
+def log_findings(
+    store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog], saved: dict[str, bytes]
+) -> Iterator[Discrepancy]:
     """What the audit adds about the committed ``logs`` (``Audit.logs()``: the manifests
     are not read again): ``check_logs``, then ``check_consistency`` with each saved
     checkpoint (source -> note)."""

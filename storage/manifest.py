@@ -10,7 +10,9 @@ orphan, which the audit (``storage.audit``) reports.
 """
 
 import logging
+from collections.abc import Iterable, Iterator, Set as AbstractSet
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
@@ -28,6 +30,7 @@ logger = logging.getLogger(__name__)
 MANIFEST_TYPE = "pith_archive_manifest"
 MANIFEST_VERSION = "1"
 SIGNED_MESSAGE = "manifest_sha256_bytes"
+T = TypeVar("T")
 MANIFEST_LIMITS = Limits(max_bytes=1 << 31)
 
 
@@ -42,7 +45,9 @@ class ManifestInvalid(Exception):
         self.unpinned = unpinned
 
 
-def build_manifest(*, run_id: str, worker: str, started_at: str, objects, stats: dict, params: dict) -> dict:
+def build_manifest(
+    *, run_id: str, worker: str, started_at: str, objects: Iterable[ObjectInfo], stats: dict, params: dict
+) -> dict:
     """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries."""
     return {
         "manifest_type": MANIFEST_TYPE,
@@ -75,14 +80,14 @@ def commit_manifest(store: ObjectStore, manifest: dict) -> ObjectInfo:
     return info
 
 
-def _require(obj: dict, key: str, kind, path: str = ""):
+def _require(obj: dict, key: str, kind: type[T], path: str = "") -> T:
     value = obj.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {kind.__name__}")
     return value
 
 
-def _check_entry(entry, index: int) -> None:
+def _check_entry(entry: object, index: int) -> None:
     where = f"objects[{index}]."
     if not isinstance(entry, dict):
         raise ManifestInvalid(Reason.SCHEMA_VIOLATION, where[:-1], "expected an object")
@@ -156,7 +161,9 @@ class ManifestRead:
     error: ManifestInvalid | StorageError | None = None
 
 
-def read_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()):
+def read_manifests(
+    store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] = frozenset()
+) -> Iterator[ManifestRead]:
     """Every manifest in the archive, in run id (time) order, verified or not; but
     those of the run ids in ``skip``, not even read."""
     skipped = {layout.manifest(run_id) for run_id in skip}
@@ -183,7 +190,7 @@ class Committed:
     untrusted: list[ManifestRead]
 
 
-def read_committed(store: ObjectStore, keyring: Keyring, skip=frozenset()) -> Committed:
+def read_committed(store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] = frozenset()) -> Committed:
     """Every manifest read (``skip`` as in read_manifests), split into the trusted and the rest."""
     manifests, untrusted = [], []
     for read in read_manifests(store, keyring, skip):
@@ -194,7 +201,7 @@ def read_committed(store: ObjectStore, keyring: Keyring, skip=frozenset()) -> Co
     return Committed(manifests, untrusted)
 
 
-def committed_manifests(store: ObjectStore, keyring: Keyring, skip=frozenset()) -> list[dict]:
+def committed_manifests(store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] = frozenset()) -> list[dict]:
     """The manifests readers may trust (the others are logged); ``skip`` as in read_manifests."""
     return read_committed(store, keyring, skip).manifests
 
@@ -204,7 +211,7 @@ def listed(manifest: dict) -> list[ObjectInfo]:
     return [ObjectInfo.from_entry(entry) for entry in manifest["objects"]]
 
 
-def union(manifests) -> dict[str, ObjectInfo]:
+def union(manifests: Iterable[dict]) -> dict[str, ObjectInfo]:
     """Path to object over all given manifests (the first listing of a path wins;
     a path listed with different content is logged)."""
     objects: dict[str, ObjectInfo] = {}

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from concurrent.futures import Future, wait
 from dataclasses import replace
+from pathlib import Path
 
 from pith.signing import utc_now
 from .attestations import Stored
@@ -70,7 +71,7 @@ class OpenRun:
             name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
             for name, spec in TABLES.items()
         }
-        self.counts = Counter()
+        self.counts: Counter[str] = Counter()
         self.ledger = Ledger(spool_dir)
         self._uploader = uploader
         self._failure = failure
@@ -125,10 +126,10 @@ class OpenRun:
     def archive_stats(self, objects: list[ObjectInfo]) -> dict:
         """The manifest's ``stats.archive``: what the run archived and stored
         (``objects``, as ``objects()`` gives them)."""
-        rows = Counter()
+        rows: Counter[str] = Counter()
         for info in objects:
             if info.table is not None:
-                rows[info.table] += info.rows
+                rows[info.table] += info.rows or 0
         counts = self.counts
         return {
             "verified": counts["verified"],
@@ -155,10 +156,10 @@ class OpenRun:
             raise
         return self.ledger.record(info, owed, utc_now() if owed else None)
 
-    def _emit_table(self, path: str, spool, rows: int) -> None:
+    def _emit_table(self, path: str, spool: Path, rows: int) -> None:
         self._track(self._uploader.submit(spool.stat().st_size, self._put_table, path, spool, rows))
 
-    def _put_table(self, path: str, spool, rows: int) -> ObjectInfo:
+    def _put_table(self, path: str, spool: Path, rows: int) -> ObjectInfo:
         try:
             info = self.store.put_file(path, spool)
         except BaseException as exc:

@@ -9,15 +9,16 @@ ever an archive key (manifests, attestations), never a registry key.
 
 import json
 import logging
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pith.canonical import sha256_hex
-from pith.keyring import ARCHIVE, Keyring, KeyringError, key_from_entry
+from pith.keyring import ARCHIVE, Keyring, KeyringError, PinnedKey, key_from_entry
 from . import layout
-from .manifest import Committed, ManifestRead, read_committed, union
+from .manifest import Committed, ManifestInvalid, ManifestRead, read_committed, union
 from .stores import ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class NothingCommitted(StorageError):
     """No manifest of the archive verifies under the trusted keys: nothing to read.
     ``unpinned`` names the keys that sign manifests but are not pinned."""
 
-    def __init__(self, message: str, unpinned=()):
+    def __init__(self, message: str, unpinned: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.unpinned = sorted(set(unpinned))
 
@@ -38,7 +39,7 @@ class ObjectAltered(StorageError):
     """A stored object no longer matches the manifest entry that lists it."""
 
 
-def published_keys(store: ObjectStore):
+def published_keys(store: ObjectStore) -> Iterator[PinnedKey]:
     """The archiver keys the archive publishes (``keys/<key_id>.json``), as archive
     keys; unusable, misnamed or non-archive documents are logged and skipped."""
     for stored in store.list(f"{layout.KEYS}/"):
@@ -78,7 +79,7 @@ def nothing_committed(store: ObjectStore, keyring: Keyring, committed: Committed
         [
             read.error.unpinned["signature"]["key_id"]
             for read in committed.untrusted
-            if getattr(read.error, "unpinned", None)
+            if isinstance(read.error, ManifestInvalid) and read.error.unpinned
         ],
     )
 
@@ -130,7 +131,7 @@ def read_entry(store: ObjectStore, entry: ObjectInfo) -> bytes:
     return data
 
 
-def table_batches(store: ObjectStore, entry: ObjectInfo, columns: list[str]):
+def table_batches(store: ObjectStore, entry: ObjectInfo, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
     """Record batches of a committed table file, checked against its entry first;
     ``columns`` the file does not have are left out (older schema versions)."""
     data = read_entry(store, entry)

@@ -21,6 +21,8 @@ memory holds one record batch and the set of current versions, not the tables.
 import json
 import logging
 import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -115,18 +117,20 @@ class ShardWriter:
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        if self._writer is None or self._path.stat().st_size >= self.shard_bytes:
-            self._roll()
-        self._writer.write_batch(batch)
+        writer = self._writer
+        if writer is None or self._path.stat().st_size >= self.shard_bytes:
+            writer = self._roll()
+        writer.write_batch(batch)
         self.rows += batch.num_rows
 
-    def _roll(self) -> None:
+    def _roll(self) -> pq.ParquetWriter:
         if self._writer is not None:
             self._writer.close()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._path = self.folder / f"{self.table}-{len(self.files):05d}.parquet"
         self.files.append(self._path)
         self._writer = pq.ParquetWriter(self._path, self.schema, compression="zstd")
+        return self._writer
 
     def close(self) -> list[Path]:
         if self._writer is not None:
@@ -150,7 +154,7 @@ def current_versions(archive: CommittedArchive) -> dict[str, str]:
     return dict(History.from_tables(rows, ()).current_bundles())
 
 
-def _table_rows(archive: CommittedArchive, table: str, wanted: pa.Array):
+def _table_rows(archive: CommittedArchive, table: str, wanted: pa.Array) -> Iterator[pa.RecordBatch]:
     """The committed rows of ``table`` whose version is ``wanted``, in release columns."""
     schema = SCHEMAS[table]
     spec = SPECS[table]
@@ -171,7 +175,7 @@ def _table_rows(archive: CommittedArchive, table: str, wanted: pa.Array):
 
 def _dois(archive: CommittedArchive, wanted: pa.Array) -> dict[str, str]:
     """The DOI alias of each wanted version (the aliases files of kind doi only)."""
-    dois = {}
+    dois: dict[str, str] = {}
     for entry in archive.table_files("aliases"):
         if layout.partition_of(entry.path)[1] == "doi":
             for batch in table_batches(archive.store, entry, ["bundle_sha256", "alias_value"]):
@@ -188,7 +192,7 @@ def _citations(batch: pa.RecordBatch) -> pa.RecordBatch:
     ):
         if bundle not in latest or latest[bundle][0] < index:
             latest[bundle] = (index, number, payload)
-    rows = {"pith_number": [], "cited_pith_number": [], "bundle_sha256": []}
+    rows: dict[str, list[str]] = {"pith_number": [], "cited_pith_number": [], "bundle_sha256": []}
     for bundle, (_, number, payload) in latest.items():
         snapshot = json.loads(payload).get("graph_snapshot") if payload else None
         for cited in cited_numbers(snapshot):
@@ -240,7 +244,7 @@ def write_release(
     *,
     previous: Previous | None = None,
     shard_bytes: int = SHARD_BYTES,
-    describe=None,
+    describe: Callable[[dict, Path], None] | None = None,
 ) -> dict:
     """Write a release of the committed archive in ``store`` to ``dest`` (only what
     changed since ``previous``, with a ``changes`` table, when given); returns its
@@ -249,7 +253,7 @@ def write_release(
     archive = CommittedArchive.read(store, keyring)
     current = current_versions(archive)
     index = pa.table({"pith_number": list(current), "bundle_sha256": list(current.values())}, schema=VERSIONS)
-    changes = {"pith_number": [], "previous_bundle_sha256": [], "bundle_sha256": [], "kind": []}
+    changes: dict[str, list] = {"pith_number": [], "previous_bundle_sha256": [], "bundle_sha256": [], "kind": []}
     if previous is not None:
         for number, bundle in current.items():
             before = previous.versions.get(number)
@@ -289,7 +293,7 @@ def write_release(
         files = {name: writer.close() for name, writer in writers.items()}
         (folder / VERSIONS_INDEX).parent.mkdir(parents=True)
         pq.write_table(index, folder / VERSIONS_INDEX, compression="zstd")
-        release = {
+        release: dict[str, Any] = {  # JSON
             "release_type": RELEASE_TYPE,
             "release_version": RELEASE_VERSION,
             "release_id": release_id,

@@ -5,29 +5,38 @@ becomes its canonical JSON text, or null, never an error and never a dropped row
 from datetime import datetime, timezone
 
 from pith.canonical import canon
+from pith.split_view import Equivocation
+from pith.verify import Verdict
 from . import layout
 
 
-def _text(value) -> str | None:
+def verified_bundle(verdict: Verdict) -> dict:
+    """The parsed bundle of a verified verdict (a rejected one may have none)."""
+    if verdict.bundle is None:
+        raise ValueError(f"a {verdict.status} verdict without its bundle")
+    return verdict.bundle
+
+
+def _text(value: object) -> str | None:
     """Strings as they are; other JSON values as canonical JSON text, never dropped."""
     if value is None or isinstance(value, str):
         return value
     return canon(value).decode("utf-8")
 
 
-def _integer(value) -> int | None:
+def _integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63 else None
 
 
-def _texts(value) -> list[str] | None:
+def _texts(value: object) -> list[str | None] | None:
     return [_text(v) for v in value] if isinstance(value, list) else None
 
 
-def _dict(value) -> dict:
+def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def timestamp(value) -> datetime | None:
+def timestamp(value: object) -> datetime | None:
     """An ISO 8601 UTC time from a bundle, or None when it is not one."""
     if not isinstance(value, str):
         return None
@@ -53,10 +62,16 @@ def _paper(bundle: dict) -> dict:
 
 
 def record_row(
-    verdict, *, raw_sha256: str, url: str | None, fetched_at: datetime, run_id: str, accepted_as_current: bool = True
+    verdict: Verdict,
+    *,
+    raw_sha256: str,
+    url: str | None,
+    fetched_at: datetime,
+    run_id: str,
+    accepted_as_current: bool = True,
 ) -> dict:
     """The ``records`` row of a verified bundle version."""
-    bundle = verdict.bundle
+    bundle = verified_bundle(verdict)
     record = bundle["canonical_record"]
     metadata, source = record["metadata"], _dict(record.get("source"))
     paper = _paper(bundle)
@@ -92,7 +107,7 @@ def record_row(
     }
 
 
-def merge_facts(verdict) -> dict:
+def merge_facts(verdict: Verdict) -> dict:
     """The merge columns of a verified version (all null for anything else)."""
     if not verdict.ok:
         return {}
@@ -103,10 +118,10 @@ def merge_facts(verdict) -> dict:
     }
 
 
-def event_rows(verdict, *, run_id: str) -> list[dict]:
+def event_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
     """One ``events`` row per event of a verified bundle version."""
     rows = []
-    for index, event in enumerate(verdict.bundle["events"]):
+    for index, event in enumerate(verified_bundle(verdict)["events"]):
         signer, signature = _dict(event.get("signer")), _dict(event.get("signature"))
         rows.append(
             {
@@ -130,7 +145,7 @@ def event_rows(verdict, *, run_id: str) -> list[dict]:
     return rows
 
 
-def alias_rows(verdict, *, run_id: str) -> list[dict]:
+def alias_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
     """One ``aliases`` row per source alias of a verified bundle version."""
     return [
         {
@@ -141,7 +156,7 @@ def alias_rows(verdict, *, run_id: str) -> list[dict]:
             "bundle_sha256": verdict.bundle_sha256,
             "run_id": run_id,
         }
-        for alias in verdict.bundle["source_aliases"]
+        for alias in verified_bundle(verdict)["source_aliases"]
     ]
 
 
@@ -166,7 +181,7 @@ def attestation_row(event: dict) -> dict:
 
 
 def verification_row(
-    verdict,
+    verdict: Verdict,
     *,
     url: str,
     raw_sha256: str | None,
@@ -175,7 +190,7 @@ def verification_row(
     fetched_at: datetime,
     run_id: str,
     duplicate: bool = False,
-    equivocation=None,
+    equivocation: Equivocation | None = None,
 ) -> dict:
     """The ``verifications`` row of any fetch: verified, rejected or failed;
     ``equivocation`` (a pith.split_view.Equivocation) names the copy it forks from."""

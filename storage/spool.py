@@ -13,7 +13,7 @@ logger = logging.getLogger(__name__)
 SPOOL_PREFIX = "pith-spool-"  # then the writing process's id: a dead one's folder can go
 
 
-def sweep_spools(spool_dir=None) -> list[str]:
+def sweep_spools(spool_dir: str | Path | None = None) -> list[str]:
     """Remove the table spool folders that killed runs left in ``spool_dir`` (default:
     the system's temp folder): those named by a process that no longer exists. A
     folder of a live process, or one not named by a process, stays."""
@@ -39,7 +39,7 @@ class Spool:
     Nothing exists on disk until ``open``, which first sweeps the folders of killed
     runs; ``cleanup`` removes it with whatever it still holds."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: str | Path | None = None) -> None:
         self.parent = parent
         self._folder: tempfile.TemporaryDirectory | None = None
 
@@ -49,6 +49,8 @@ class Spool:
 
     @property
     def path(self) -> str:
+        if self._folder is None:
+            raise RuntimeError("the spool folder is made by open()")
         return self._folder.name
 
     def cleanup(self) -> None:

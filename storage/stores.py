@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +29,7 @@ from .layout import TEMP_PREFIX, check_path
 logger = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+LocalPath = str | os.PathLike[str]  # a file or folder on this machine
 MiB = 1 << 20
 
 
@@ -82,7 +84,7 @@ class StoredObject:
     modified: datetime
 
 
-def hash_file(local_path) -> tuple[str, int]:
+def hash_file(local_path: LocalPath) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
     with open(local_path, "rb") as handle:
         while chunk := handle.read(CHUNK):
@@ -101,7 +103,7 @@ class ObjectStore(ABC):
         info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))
         return info if self._create_bytes(path, data, info.sha256) else self._settle(info)
 
-    def put_file(self, path: str, local_path) -> ObjectInfo:
+    def put_file(self, path: str, local_path: LocalPath) -> ObjectInfo:
         """Store a local file (large tables): streamed, multipart on S3."""
         info = ObjectInfo(check_path(path), *hash_file(local_path))
         return info if self._create_file(path, local_path, info.sha256) else self._settle(info)
@@ -129,15 +131,15 @@ class ObjectStore(ABC):
         """Create the object; False when the name is taken."""
 
     @abstractmethod
-    def _create_file(self, path: str, local_path, sha256: str) -> bool:
+    def _create_file(self, path: str, local_path: LocalPath, sha256: str) -> bool:
         """Create the object from a file; False when the name is taken."""
 
     @abstractmethod
-    def read_chunks(self, path: str, chunk_size: int = CHUNK):
+    def read_chunks(self, path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
         """Yield the object's bytes in chunks; ObjectMissing when absent."""
 
     @abstractmethod
-    def list(self, prefix: str = ""):
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
         """Yield StoredObject for every object whose path starts with ``prefix``."""
 
     @abstractmethod
@@ -162,7 +164,7 @@ class LocalStore(ObjectStore):
 
     upload_threads = 4  # fsyncs overlap (the journal groups them); more only contend for the GIL
 
-    def __init__(self, root):
+    def __init__(self, root: LocalPath) -> None:
         self.root = Path(root).absolute()
         self.uri = self.root.as_uri()
         self._unsynced_dirs: set[str] = set()
@@ -173,22 +175,22 @@ class LocalStore(ObjectStore):
     def _target(self, path: str) -> Path:
         return self.root / check_path(path)
 
-    def _create_bytes(self, path, data, sha256) -> bool:
-        def write(fd):
+    def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
+        def write(fd: int) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
 
         return self._create(path, write)
 
-    def _create_file(self, path, local_path, sha256) -> bool:
-        def copy(fd):
+    def _create_file(self, path: str, local_path: LocalPath, sha256: str) -> bool:
+        def copy(fd: int) -> None:
             with open(local_path, "rb") as source, open(fd, "wb", closefd=False) as out:
                 shutil.copyfileobj(source, out, CHUNK)
 
         return self._create(path, copy)
 
-    def _create(self, path: str, write) -> bool:
+    def _create(self, path: str, write: Callable[[int], None]) -> bool:
         target = f"{self.root}/{check_path(path)}"
         folder = target.rpartition("/")[0]
         try:
@@ -231,7 +233,7 @@ class LocalStore(ObjectStore):
                 folder = folder.rpartition("/")[0]
                 self._unsynced_dirs.add(folder)
 
-    def read_chunks(self, path, chunk_size=CHUNK):
+    def read_chunks(self, path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
         try:
             with open(self._target(path), "rb") as handle:
                 while chunk := handle.read(chunk_size):
@@ -241,7 +243,7 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot read {path}: {exc}") from exc
 
-    def list(self, prefix=""):
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
         top = self.root / prefix.rpartition("/")[0] if prefix else self.root
         for folder, dirs, files in os.walk(top):
             dirs.sort()
@@ -256,13 +258,13 @@ class LocalStore(ObjectStore):
                     continue
                 yield StoredObject(path, stat.st_size, datetime.fromtimestamp(stat.st_mtime, timezone.utc))
 
-    def delete(self, path):
+    def delete(self, path: str) -> None:
         try:
             self._target(path).unlink(missing_ok=True)
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot delete {path}: {exc}") from exc
 
-    def flush(self):
+    def flush(self) -> None:
         with self._lock:
             folders, self._unsynced_dirs = self._unsynced_dirs, set()
         try:
@@ -275,7 +277,7 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot sync {folder}: {exc}") from exc
 
-    def probe(self):
+    def probe(self) -> None:
         if self.root.exists() and not self.root.is_dir():
             raise StorageError(f"{self.root} is not a folder")
         try:
@@ -309,7 +311,7 @@ class S3Store(ObjectStore):
         multipart_threshold: int = 16 * MiB,
         multipart_chunksize: int = 16 * MiB,
         max_concurrency: int = 4,
-    ):
+    ) -> None:
         import boto3
         from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
@@ -336,7 +338,7 @@ class S3Store(ObjectStore):
     def _error(self, action: str, path: str, exc: Exception) -> StorageError:
         return StorageError(f"{self.uri}: cannot {action} {path}: {exc}")
 
-    def _create_bytes(self, path, data, sha256) -> bool:
+    def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
         checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
         return self._conditional(
             path,
@@ -350,8 +352,8 @@ class S3Store(ObjectStore):
             ),
         )
 
-    def _create_file(self, path, local_path, sha256) -> bool:
-        def upload():  # upload_fileobj, unlike upload_file, lets the 412 ClientError through
+    def _create_file(self, path: str, local_path: LocalPath, sha256: str) -> bool:
+        def upload() -> None:  # upload_fileobj, unlike upload_file, lets the 412 ClientError through
             with open(local_path, "rb") as source:
                 self._client.upload_fileobj(
                     source,
@@ -363,7 +365,7 @@ class S3Store(ObjectStore):
 
         return self._conditional(path, upload)
 
-    def _conditional(self, path: str, write) -> bool:
+    def _conditional(self, path: str, write: Callable[[], object]) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
 
         for attempt in range(self.CONFLICT_RETRIES):
@@ -382,7 +384,7 @@ class S3Store(ObjectStore):
                 raise self._error("write", path, exc) from exc
         raise StorageError(f"{self.uri}: writes of {path} kept conflicting")
 
-    def read_chunks(self, path, chunk_size=CHUNK):
+    def read_chunks(self, path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -395,7 +397,7 @@ class S3Store(ObjectStore):
         except BotoCoreError as exc:
             raise self._error("read", path, exc) from exc
 
-    def list(self, prefix=""):
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         root = f"{self.prefix}/" if self.prefix else ""
@@ -408,7 +410,7 @@ class S3Store(ObjectStore):
         except (BotoCoreError, ClientError) as exc:
             raise self._error("list", prefix or "/", exc) from exc
 
-    def delete(self, path):
+    def delete(self, path: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -416,10 +418,10 @@ class S3Store(ObjectStore):
         except (BotoCoreError, ClientError) as exc:
             raise self._error("delete", path, exc) from exc
 
-    def flush(self):
+    def flush(self) -> None:
         """Nothing to do: S3 acknowledges a write once it is durable."""
 
-    def probe(self):
+    def probe(self) -> None:
         """The bucket exists and the credentials are accepted (HeadBucket; no write is
         made, since a bucket under object lock could not delete a probe object)."""
         from botocore.exceptions import BotoCoreError, ClientError
@@ -439,11 +441,11 @@ class S3Store(ObjectStore):
             raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None
 
 
-def _create_only(params, **_):
+def _create_only(params: dict, **_: object) -> None:
     params.setdefault("IfNoneMatch", "*")
 
 
-def open_store(uri: str, endpoint_url: str | None = None, **options) -> ObjectStore:
+def open_store(uri: str, endpoint_url: str | None = None, **options: int) -> ObjectStore:
     """``s3://bucket/prefix``, ``file:///path`` or a plain folder path."""
     if uri.startswith("s3://"):
         bucket, _, prefix = uri[5:].partition("/")

@@ -5,6 +5,8 @@ to one memory budget."""
 import logging
 import os
 import tempfile
+from collections.abc import Callable
+from typing import BinaryIO
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,7 +93,7 @@ class _Part:
     """One partition's open spool file and its not yet written rows."""
 
     spool: Path
-    handle: object
+    handle: BinaryIO
     writer: pq.ParquetWriter
     rows_in_file: int = 0
     buffer: list = field(default_factory=list)
@@ -107,11 +109,11 @@ class TableWriter:
         self,
         spec: TableSpec,
         run_id: str,
-        emit,
+        emit: Callable[[str, Path, int], None],
         policy: RollPolicy = RollPolicy(),
-        spool_dir=None,
+        spool_dir: str | Path | None = None,
         budget: RowBudget | None = None,
-    ):
+    ) -> None:
         """``budget`` is shared with the run's other tables (default: this one's own)."""
         self.spec = spec
         self.run_id = layout.check_run_id(run_id)

@@ -9,9 +9,13 @@ for its item off the reactor thread.
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 from .stores import MiB
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +40,7 @@ class BoundedUploader:
         with self._changed:
             return self._bytes == 0 or self._bytes + size <= self.max_bytes_in_flight
 
-    def submit(self, size: int, fn, *args, timeout: float | None = None) -> Future:
+    def submit(self, size: int, fn: Callable[..., T], *args: object, timeout: float | None = None) -> "Future[T]":
         """Run ``fn(*args)`` on the pool once ``size`` more bytes fit under the bound.
         Raises TimeoutError when they do not fit within ``timeout`` seconds."""
         with self._changed:

@@ -47,7 +47,7 @@ from .serializer import BUNDLE, PAGE, record_task
 _ON_DEMAND = {"TaskQueue": ".queue", "FrontierScheduler": ".scheduler"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     if name in _ON_DEMAND:
         return getattr(importlib.import_module(_ON_DEMAND[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,8 @@ PITH_FRONTIER=...`` alike."""
 import re
 from urllib.parse import urlsplit
 
+from scrapy.settings import BaseSettings
+
 from .errors import FrontierError
 
 _KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -57,7 +59,7 @@ class FrontierAddon:
     """Sets scrapy-redis's settings when PITH_FRONTIER is set (the Frontier extension,
     in the project's EXTENSIONS, switches itself on from the same setting)."""
 
-    def update_settings(self, settings):
+    def update_settings(self, settings: BaseSettings) -> None:
         url = settings.get("PITH_FRONTIER")
         if url:
             for name, value in frontier_settings(url, settings.get("PITH_FRONTIER_KEY") or "pith").items():

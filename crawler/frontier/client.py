@@ -29,7 +29,12 @@ from .errors import FrontierError, SigningKeyInUse
 from .serializer import BUNDLE, PAGE
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import redis
+    from redis.commands.core import Script
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +43,7 @@ CLAIMED, SEEN, FULL = "claimed", "seen", "full"
 _LUA = files(__package__) / "lua"
 
 
-def _script(server: redis.Redis, name: str):
+def _script(server: redis.Redis, name: str) -> Script:
     """The script ``lua/<name>.lua``, registered with the helpers of ``lua/prelude.lua``."""
     return server.register_script((_LUA / "prelude.lua").read_text("utf-8") + (_LUA / f"{name}.lua").read_text("utf-8"))
 
@@ -67,7 +72,9 @@ class Frontier:
     (NotConfigured without PITH_FRONTIER): the spider, the scheduler and the archive
     pipeline reach the one Frontier of a crawl with ``crawler.get_extension(Frontier)``."""
 
-    def __init__(self, server: redis.Redis, key: str, worker: str, lease: float, stats=None):
+    def __init__(
+        self, server: redis.Redis, key: str, worker: str, lease: float, stats: StatsCollector | None = None
+    ) -> None:
         self.server = server
         self.worker = worker
         self.lease_ms = int(lease * 1000)
@@ -110,7 +117,7 @@ class Frontier:
         )
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Frontier:
         settings = crawler.settings
         url = settings.get("PITH_FRONTIER")
         if not url:
@@ -166,7 +173,7 @@ class Frontier:
         """A manifest of this worker's is committed: the claims now stand on it."""
         self.server.sadd(self.commits_key, open_run)
 
-    def claim(self, suffixes, depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
+    def claim(self, suffixes: Iterable[str], depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first
         worker to see it (its bundle task, and its page task when ``page``, now belong
         to this worker), SEEN after that, FULL once ``limit`` records are claimed."""
@@ -187,7 +194,7 @@ class Frontier:
                     self.known.add(suffix)
         return list(verdicts.items())
 
-    def push(self, entries, dupefilter_key: str) -> int:
+    def push(self, entries: Iterable[tuple[str, bytes, int, str | None]], dupefilter_key: str) -> int:
         """Queue tasks' requests, ``(task, data, score, fingerprint)`` each, in one round
         trip; how many were queued. A request with a fingerprint passes the duplicate
         filter first; a task no claim created gets this worker as its owner, who keeps
@@ -224,7 +231,7 @@ class Frontier:
     def mark_idle(self) -> None:
         self.server.sadd(self.idle_key, self.worker)
 
-    def release(self, tasks) -> int:
+    def release(self, tasks: Iterable[str]) -> int:
         """Done with ``tasks`` for good: their results are committed, or their entries refused."""
         tasks, released = sorted(tasks), 0
         for start in range(0, len(tasks), 1000):

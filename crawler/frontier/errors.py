@@ -17,7 +17,7 @@ class RefusedEntry(FrontierError, ValueError):
     """An entry read from the frontier that is not a task this crawler would have queued.
     ``reason`` names the rule it breaks (counted as ``pith/frontier_refused/<reason>``)."""
 
-    def __init__(self, reason: str, detail):
+    def __init__(self, reason: str, detail: object) -> None:
         detail = str(detail)
         super().__init__(f"{reason}: {detail[:200]}{'...' if len(detail) > 200 else ''}")
         self.reason = reason

@@ -1,13 +1,16 @@
 """scrapy-redis's priority queue, holding tasks (``serializer``) rather than requests."""
 
 import logging
+from typing import Any
 
-from scrapy import Request
+import redis
+
+from scrapy import Request, Spider
 from scrapy_redis.queue import PriorityQueue
 
 from ..stat_keys import StatFamily
 from .client import Frontier
-from .errors import RefusedEntry
+from .errors import FrontierError, RefusedEntry
 from .serializer import check_task, task_of
 from ..meta_keys import Meta
 
@@ -19,15 +22,18 @@ class TaskQueue(PriorityQueue):
     until ``flush`` sends them in one round trip; ``take`` takes several tasks over in
     one; each step is atomic in Redis (see Frontier)."""
 
-    def __init__(self, server, spider, key, serializer=None):
+    def __init__(self, server: redis.Redis, spider: Spider, key: str, serializer: Any = None) -> None:
         super().__init__(server, spider, key, serializer)
-        self.frontier = spider.crawler.get_extension(Frontier)
-        self.pending: list[tuple] = []
+        frontier = spider.crawler.get_extension(Frontier)
+        if frontier is None:
+            raise FrontierError("TaskQueue needs the Frontier extension (set PITH_FRONTIER)")
+        self.frontier = frontier
+        self.pending: list[tuple[str, bytes, int, str | None]] = []
 
-    def push(self, request, fingerprint: str | None = None):
+    def push(self, request: Request, fingerprint: str | None = None) -> None:
         self.pending.append((request.meta[Meta.TASK], self._encode_request(request), -request.priority, fingerprint))
 
-    def _encode_request(self, request) -> bytes:
+    def _encode_request(self, request: Request) -> bytes:
         return self.serializer.dumps(task_of(request, self.spider.sources))
 
     def flush(self, dupefilter_key: str) -> int:
@@ -57,5 +63,5 @@ class TaskQueue(PriorityQueue):
             self.spider.crawler.stats.inc_value(StatFamily.FRONTIER_REFUSED + refused.reason)
             return None
 
-    def pop(self, timeout=0):
+    def pop(self, timeout: float = 0) -> Request | None:
         return next(iter(self.take(1)), None)

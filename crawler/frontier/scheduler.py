@@ -7,9 +7,11 @@ import itertools
 from itertools import groupby
 import logging
 import time
+from typing import Any, Self
 
 import redis
-from scrapy import signals
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
@@ -38,9 +40,9 @@ class FrontierScheduler(Scheduler):
     PITH_FRONTIER_LEASE, PITH_FRONTIER_IDLE_CLOSE, PITH_FRONTIER_POLL.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.local: list = []
+        self.local: list[tuple[int, int, Request]] = []
         self.order = itertools.count()
         self.running: set[str] = set()  # tasks this worker popped
         self.recoveries_seen = 0  # takeovers whose checkpoints the archive has read
@@ -51,7 +53,7 @@ class FrontierScheduler(Scheduler):
         self.max_records = 0
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         frontier = crawler.get_extension(Frontier)
         if frontier is None:
             raise FrontierError("FrontierScheduler needs the Frontier extension (set PITH_FRONTIER)")
@@ -67,7 +69,7 @@ class FrontierScheduler(Scheduler):
         scheduler.ticker = create_looping_call(scheduler.tick)
         return scheduler
 
-    def open(self, spider):
+    def open(self, spider: Spider) -> None:
         self.max_records = getattr(spider, "max_records", 0)
         super().open(spider)
         self.frontier.heartbeat()
@@ -78,10 +80,10 @@ class FrontierScheduler(Scheduler):
             len(self.queue),
         )
 
-    def spider_opened(self, spider):
+    def spider_opened(self, spider: Spider) -> None:
         self.ticker.start(self.poll, now=False)  # the engine's scraper is open only now
 
-    def enqueue_request(self, request):
+    def enqueue_request(self, request: Request) -> bool:
         opening = take_opening(request)
         if opening is not None:  # claimed in one round trip with those found beside it
             self.found.append((opening, request))
@@ -111,7 +113,7 @@ class FrontierScheduler(Scheduler):
         self._claim()
         return self.frontier.full
 
-    def _schedule(self, request) -> None:
+    def _schedule(self, request: Request) -> None:
         task = request.meta.get(Meta.TASK)
         if task and task not in self.running and self._share(request):
             self.stats.inc_value("scheduler/enqueued/redis")
@@ -119,7 +121,7 @@ class FrontierScheduler(Scheduler):
             self._keep(request)
             self.stats.inc_value("scheduler/enqueued/memory")
 
-    def _share(self, request) -> bool:
+    def _share(self, request: Request) -> bool:
         """Queue a request that opens a task in the frontier, past scrapy-redis's duplicate
         filter (its fingerprint and set, checked as it is queued). False when no task can
         name it (a sitemap seed on an --allow-host host): this worker fetches it alone."""
@@ -133,16 +135,16 @@ class FrontierScheduler(Scheduler):
             call_later(0, self.flush)
         return True
 
-    def _keep(self, request):
+    def _keep(self, request: Request) -> None:
         heapq.heappush(self.local, (-request.priority, next(self.order), request))
 
-    def flush(self):
+    def flush(self) -> None:
         self._claim()
         filtered = self.queue.flush(self.df.key)
         if filtered:
             self.stats.inc_value("dupefilter/filtered", filtered)
 
-    def next_request(self):
+    def next_request(self) -> Request | None:
         self.flush()
         if not self.local:
             self._take()
@@ -168,10 +170,10 @@ class FrontierScheduler(Scheduler):
             self.recoveries_seen = count
             self.crawler.signals.send_catch_log(pith_signals.frontier_recovered)
 
-    def has_pending_requests(self):
+    def has_pending_requests(self) -> bool:
         return bool(self.found or self.local or self.queue.pending) or len(self.queue) > 0
 
-    def archive_committed(self):
+    def archive_committed(self) -> None:
         """Release the tasks whose results the manifest just committed lists. The archive
         commits once, as the spider closes, when the engine has run every request it
         started; the tasks still queued here never ran and go to the other workers."""
@@ -180,14 +182,14 @@ class FrontierScheduler(Scheduler):
         released = self.frontier.release(self.running - unfinished)
         self.stats.set_value(Stat.FRONTIER_RELEASED, released)
 
-    def spider_idle(self):
+    def spider_idle(self) -> None:
         """Keep the worker open: the frontier, not one worker's empty queue, says when
         the crawl is over (see ``tick``)."""
         if not self.closing:
             self.frontier.mark_idle()
             raise DontCloseSpider
 
-    def tick(self):
+    def tick(self) -> None:
         """Renew the lease; when there is room, take shared work; when idle, give back
         dead workers' tasks, and close once all has stayed drained for a while."""
         try:
@@ -211,7 +213,7 @@ class FrontierScheduler(Scheduler):
         self.closing = True
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="frontier_unreachable"))
 
-    def _tick(self):
+    def _tick(self) -> None:
         self.frontier.heartbeat()
         engine = self.crawler.engine
         if self.closing or engine.spider is None:
@@ -256,7 +258,7 @@ class FrontierScheduler(Scheduler):
             logger.info("queued again %d tasks of a worker that stopped", len(taken))
         return len(taken)
 
-    def close(self, reason):
+    def close(self, reason: str) -> None:
         """Leave the crawl, handing the tasks still held (all of them when nothing was
         committed) to the other workers. Never flush: the queue and seen-sets belong to
         the whole crawl."""

@@ -41,7 +41,7 @@ def record_task(kind: str, suffix: str) -> str:
     return f"{kind}:{suffix}"
 
 
-def check_task(entry) -> dict:
+def check_task(entry: object) -> dict:
     """``entry`` when it is a task of the schema above, field by field; else RefusedEntry."""
     if not isinstance(entry, dict):
         raise RefusedEntry("not_an_object", f"a JSON {type(entry).__name__}")
