@@ -9,6 +9,9 @@ read this one object (``crawl_config(crawler)``) instead of parsing settings aga
 
 from dataclasses import dataclass
 
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
 from storage.signing_key import load_or_create
@@ -25,7 +28,7 @@ class CrawlConfig:
     signer: Signer | None = None  # signs what the crawl commits (PITH_SIGNING_KEY)
 
     @classmethod
-    def from_settings(cls, settings, seeds: SeedList) -> "CrawlConfig":
+    def from_settings(cls, settings: BaseSettings, seeds: SeedList) -> "CrawlConfig":
         """From Scrapy's settings and the spider's seeds. KeyringError or ValueError (a
         store location) for what cannot work."""
         keyring = Keyring.build(settings.getlist("PITH_KEYRINGS"), settings.getbool("PITH_DEFAULT_KEYS"))
@@ -41,6 +44,6 @@ class CrawlConfig:
         )
 
 
-def crawl_config(crawler) -> CrawlConfig:
+def crawl_config(crawler: Crawler) -> CrawlConfig:
     """The crawl's config, which its spider holds (built before any pipeline)."""
-    return crawler.spider.config
+    return crawler.spider.config  # type: ignore[union-attr]  # the pith spider's

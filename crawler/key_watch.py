@@ -15,7 +15,6 @@ from scrapy import signals
 from scrapy import Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
-from scrapy.settings import BaseSettings
 
 from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse

@@ -15,8 +15,12 @@ requests in flight, not the records found. A crawl sharing a Redis frontier uses
 import logging
 from collections import deque
 from itertools import groupby
+from typing import Any, Protocol
 
+from scrapy import Request, Spider
 from scrapy.core.scheduler import Scheduler
+from scrapy.crawler import Crawler
+from scrapy.statscollectors import StatsCollector
 
 from .frontier import CLAIMED, FULL
 from .meta_keys import take_opening
@@ -28,34 +32,46 @@ logger = logging.getLogger(__name__)
 TAKE = 32  # waiting records read from SQLite at once (one transaction, not one per record)
 
 
+class RecordSpider(Protocol):
+    """What the scheduler needs of its spider."""
+
+    max_records: int
+
+    def record_request(self, suffix: str, depth: int) -> Request: ...
+
+
 class LocalScheduler(Scheduler):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.records = SeenStore()
+        self.builder: RecordSpider | None = None  # the spider, which builds a record's request
+        self.counts: StatsCollector | None = None
         self.found: list[tuple[str, int]] = []  # named by responses, not yet claimed
         self.ready: deque[tuple[str, int]] = deque()  # taken from SQLite, not yet requested
         self.max_records = 0
         self.held_max = 0  # the most requests held in memory at once
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "LocalScheduler":
         scheduler = super().from_crawler(crawler)
         scheduler.records = SeenStore.for_job(crawler.settings)
+        scheduler.counts = crawler.stats
         return scheduler
 
-    def open(self, spider):
-        self.spider = spider
+    def open(self, spider: Spider) -> Any:
+        self.builder = spider  # type: ignore[assignment]  # the pith spider
         self.max_records = getattr(spider, "max_records", 0)
         taken = self.records.open()
-        if taken:  # a resumed job may rightly find nothing left to fetch
-            self.stats.set_value(Stat.RECORDS_TAKEN_BEFORE, taken)
+        if taken and self.counts is not None:  # a resumed job may rightly find nothing left to fetch
+            self.counts.set_value(Stat.RECORDS_TAKEN_BEFORE, taken)
         return super().open(spider)
 
-    def close(self, reason):
+    def close(self, reason: str) -> Any:
         self._claim()
         self.records.put_back(self.ready)
         self.ready.clear()
-        self.stats.set_value(Stat.REQUESTS_HELD_MAX, self.held_max)
+        if self.counts is not None:
+            self.counts.set_value(Stat.REQUESTS_HELD_MAX, self.held_max)
         self.records.close()
         return super().close(reason)
 
@@ -65,7 +81,7 @@ class LocalScheduler(Scheduler):
         self._claim()
         return bool(self.max_records) and len(self.records) >= self.max_records
 
-    def enqueue_request(self, request) -> bool:
+    def enqueue_request(self, request: Request) -> bool:
         opening = take_opening(request)
         if opening is None:
             return super().enqueue_request(request)
@@ -76,12 +92,12 @@ class LocalScheduler(Scheduler):
         found, self.found = self.found, []
         for depth, named in groupby(found, key=lambda record: record[1]):
             for _, verdict in self.records.claim([suffix for suffix, _ in named], depth, self.max_records):
-                if verdict == CLAIMED:
-                    self.stats.inc_value(Stat.RECORDS_FOUND)
-                elif verdict == FULL:
-                    self.stats.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
+                if self.counts is not None and verdict == CLAIMED:
+                    self.counts.inc_value(Stat.RECORDS_FOUND)
+                elif self.counts is not None and verdict == FULL:
+                    self.counts.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
 
-    def next_request(self):
+    def next_request(self) -> Request | None:
         self._claim()
         request = super().next_request()
         if request is not None:
@@ -89,9 +105,9 @@ class LocalScheduler(Scheduler):
         if not self.ready:
             self.ready.extend(self.records.take(TAKE))
             self.held_max = max(self.held_max, len(self.ready) + len(self.mqs))
-        if not self.ready:
+        if not self.ready or self.builder is None:
             return None
-        return self.spider.record_request(*self.ready.popleft())
+        return self.builder.record_request(*self.ready.popleft())
 
     def has_pending_requests(self) -> bool:
         return bool(self.found or self.ready or self.records.waiting) or super().has_pending_requests()

@@ -2,11 +2,9 @@
 bytes on the wire with validators (strong ETag, Last-Modified), conditional requests
 (304), gzip content coding and HEAD. Kept free of I/O so it can be tested and reused."""
 
-import asyncio
 import gzip
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache

@@ -12,11 +12,11 @@ def new_event(
     payload: dict,
     created_at: str,
     signed_at: str,
-    prev_event=None,
+    prev_event: str | None = None,
     signer_id: str = "pith.science",
     signer_type: str = "pith_registry",
 ) -> dict:
-    event = {
+    event: dict[str, object] = {
         "event_type": event_type,
         "subject_pith_number": subject,
         "target": target,

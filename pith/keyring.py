@@ -247,7 +247,7 @@ class Keyring:
         sig: dict,
         message: bytes,
         path: str,
-        invalid_reason: str,
+        invalid_reason: Reason,
         members: frozenset | None = None,
         *,
         role: str,

@@ -8,8 +8,10 @@ archive crawled here reads with no options. The keys the archive publishes under
 publish a key there.
 """
 
-from collections.abc import Iterable
+import functools
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -34,24 +36,56 @@ def is_archive(target: str) -> bool:
     return target.startswith(("s3://", "file://")) or (Path(target) / layout.MANIFESTS).is_dir()
 
 
+@dataclass(frozen=True)
+class Trust:
+    """How a command reads an archive: which keys it trusts (see the module docstring)
+    and the S3 endpoint, as the options of ``trust_options`` give them."""
+
+    keyrings: tuple[str, ...] = ()
+    no_default_keys: bool = False
+    signing_key: str | None = None
+    trust_archive_keys: bool = False
+    s3_endpoint_url: str | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether any of the options was given."""
+        return self != Trust()
+
+
 def trust_options(func: Command) -> Command:
-    """--keyring, --no-default-keys, --signing-key, --trust-archive-keys and --s3-endpoint-url."""
-    func = click.option(
+    """--keyring, --no-default-keys, --signing-key, --trust-archive-keys and
+    --s3-endpoint-url, handed to ``func`` as one Trust ``trust``."""
+
+    @functools.wraps(func)
+    def with_trust(
+        *args: Any,
+        keyrings: tuple[str, ...],
+        no_default_keys: bool,
+        signing_key: str | None,
+        trust_archive_keys: bool,
+        s3_endpoint_url: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        trust = Trust(tuple(keyrings), no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url)
+        return func(*args, trust=trust, **kwargs)
+
+    command = click.option(
         "--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations."
-    )(func)
-    func = click.option(
+    )(with_trust)
+    command = click.option(
         "--trust-archive-keys",
         is_flag=True,
         help="Also trust, for manifests and attestations, the archiver keys the archive publishes "
         "under keys/. Trust then comes from the archive itself: only for an archive you keep.",
-    )(func)
-    func = click.option(
+    )(command)
+    command = click.option(
         "--signing-key",
         type=click.Path(dir_okay=False),
         help="Trust this archiver key file's public half for manifests and attestations "
         f"[default: this machine's key, {default_key_path()}, if there is one].",
-    )(func)
-    return keyring_options(func)
+    )(command)
+    return keyring_options(command)
 
 
 def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
@@ -73,18 +107,12 @@ def machine_key(signing_key: str | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def trusted_keyring(
-    store: ObjectStore,
-    keyrings: Iterable[str],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-) -> Keyring:
+def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
     """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
-    own = machine_key(signing_key)
+    own = machine_key(trust.signing_key)
     try:
-        pinned = Keyring.build([*keyrings, *([own] if own else [])], default_keys=not no_default_keys)
-        ring = reading_keyring(store, pinned, archive_keys=trust_archive_keys)
+        pinned = Keyring.build([*trust.keyrings, *([own] if own else [])], default_keys=not trust.no_default_keys)
+        ring = reading_keyring(store, pinned, archive_keys=trust.trust_archive_keys)
     except KeyringError as exc:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
@@ -94,19 +122,12 @@ def trusted_keyring(
     return ring
 
 
-def open_archive(
-    uri: str,
-    s3_endpoint_url: str | None,
-    keyrings: Iterable[str],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-) -> tuple[ObjectStore, Keyring]:
+def open_archive(uri: str, trust: Trust) -> tuple[ObjectStore, Keyring]:
     """The archive's store and the keyring it is read with."""
     if "://" not in uri and not Path(uri).is_dir():
         raise ConfigError(f"no archive folder at {uri}")
-    store = open_location(uri, s3_endpoint_url)
-    return store, trusted_keyring(store, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    store = open_location(uri, trust.s3_endpoint_url)
+    return store, trusted_keyring(store, trust)
 
 
 def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:

@@ -10,7 +10,7 @@ import click
 from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.stores import StorageError
 from storage.log_proofs import log_findings
-from .archive_reading import TRUST_HELP, open_archive, pin_hint, trust_options
+from .archive_reading import TRUST_HELP, Trust, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 from .progress import progress
@@ -33,11 +33,7 @@ from .run_hooks import RunHooks, run_hook_options
 @verbosity_options
 def audit(
     archive: str,
-    keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-    s3_endpoint_url: str | None,
+    trust: Trust,
     as_json: bool,
     checkpoints: tuple[str, ...],
     verbosity: int,
@@ -54,7 +50,7 @@ def audit(
     discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way.
     """
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    store, keyring = open_archive(archive, trust)
     with progress(f"auditing {archive}") as update:
 
         def checked(counts: AuditCounts) -> None:

@@ -10,7 +10,7 @@ from pith.keyring import Keyring
 from storage.export import ExportError, export_bag, export_dataset
 from storage.export_check import BundleRejected
 from storage.stores import ObjectStore, StorageError
-from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_location, trust_options
+from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .output import QUIET, log_to_stderr, say, verbosity_options
 from .progress import progress
@@ -46,11 +46,7 @@ def export(
     with_raw: bool,
     since: str | None,
     source_organization: str | None,
-    keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-    s3_endpoint_url: str | None,
+    trust: Trust,
     verbosity: int,
     hooks: RunHooks,
 ) -> None:
@@ -66,16 +62,16 @@ def export(
     """
     log_to_stderr(verbosity)
     fmt, target = _check_format(fmt, bag_out, dest, with_raw, since)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    store, keyring = open_archive(archive, trust)
     if fmt == "release":
-        return _release(archive, store, keyring, target, since, signing_key, s3_endpoint_url, hooks)
+        return _release(archive, store, keyring, target, since, trust, hooks)
     try:
         with progress(f"exporting {archive}") as update:
             if fmt == "bag":
                 summary = export_bag(store, keyring, target, organization=source_organization, on_object=update)
             else:
                 summary = export_dataset(
-                    store, keyring, open_location(target, s3_endpoint_url), with_raw=with_raw, on_object=update
+                    store, keyring, open_location(target, trust.s3_endpoint_url), with_raw=with_raw, on_object=update
                 )
     except NothingCommitted as exc:
         raise nothing_trusted(archive, exc) from None
@@ -100,8 +96,7 @@ def _release(
     keyring: Keyring,
     dest: str,
     since: str | None,
-    signing_key: str | None,
-    s3_endpoint_url: str | None,
+    trust: Trust,
     hooks: RunHooks,
 ) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
@@ -111,20 +106,20 @@ def _release(
     from storage.reader import CommittedArchive
     from storage.signing_key import load_or_create
 
-    target = open_location(dest, s3_endpoint_url)
+    target = open_location(dest, trust.s3_endpoint_url)
     try:
         previous = None
         if since:
             location = since[: -len("release.json")] if since.endswith("release.json") else since
             previous = read_previous(
-                open_location(location.rstrip("/") or ".", s3_endpoint_url), CommittedArchive.read(store, keyring)
+                open_location(location.rstrip("/") or ".", trust.s3_endpoint_url), CommittedArchive.read(store, keyring)
             )
         if any(stored.path == "release.json" for stored in target.list("release.json")):
             raise ConfigError(f"{dest} holds a release already: give an empty destination")
         release = write_release(
             store,
             keyring,
-            load_or_create(signing_key),
+            load_or_create(trust.signing_key),
             target,
             previous=previous,
             describe=lambda made, folder: write_cards(made, folder, {t: SCHEMAS[t] for t in made["tables"]}),

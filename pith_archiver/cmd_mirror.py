@@ -5,6 +5,8 @@ are decorators the test kit's fault-injecting ``serve`` reuses."""
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
 
 import click
 
@@ -16,9 +18,9 @@ from mirror.server import MirrorServer
 from mirror.source import CorpusDirectory, RecordSource
 from storage.stores import StorageError
 from storage.reader import NothingCommitted
-from .archive_reading import TRUST_HELP, is_archive, nothing_trusted, open_archive, trust_options
+from .archive_reading import TRUST_HELP, Trust, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
-from .output import log_to_stderr, verbosity_options
+from .output import Command, log_to_stderr, verbosity_options
 
 
 @dataclass(frozen=True)
@@ -31,14 +33,20 @@ class Listening:
     site: SiteOptions
     limits: ServerLimits
 
-    def serve(self, source: RecordSource, server_class=MirrorServer, after_url=(), **server_args) -> None:
+    def serve(
+        self,
+        source: RecordSource,
+        server_class: type[MirrorServer] = MirrorServer,
+        after_url: Iterable[str] = (),
+        **server_args: Any,
+    ) -> None:
         """Serve ``source`` until SIGINT or SIGTERM: the URL is the first line printed,
         then the lines of ``after_url``."""
         server = server_class(
             source, self.host, self.port, self.public_url, self.site, log_size=0, limits=self.limits, **server_args
         )
 
-        def ready(url):  # click.echo flushes: the URL is out before any request
+        def ready(url: str) -> None:  # click.echo flushes: the URL is out before any request
             click.echo(url)
             for line in after_url:
                 click.echo(line)
@@ -111,12 +119,23 @@ def limit_options(command: Command) -> Command:
     return with_limits
 
 
-def listen_options(command):
+def listen_options(command: Command) -> Command:
     """--host, --port, --public-url, the site's options and the limits, handed to
     ``command`` as one Listening ``listening``."""
 
     @functools.wraps(command)
-    def with_listening(*args, host, port, public_url, name, sitemap_page_size, disallow, cache_size, limits, **kwargs):
+    def with_listening(
+        *args: Any,
+        host: str,
+        port: int,
+        public_url: str | None,
+        name: str,
+        sitemap_page_size: int,
+        disallow: tuple[str, ...],
+        cache_size: int,
+        limits: ServerLimits,
+        **kwargs: Any,
+    ) -> Any:
         site = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
         return command(*args, listening=Listening(host, port, public_url, site, limits), **kwargs)
 
@@ -154,7 +173,7 @@ def listen_options(command):
 @trust_options
 @listen_options
 @verbosity_options
-def serve(directory, keyrings, no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url, listening, verbosity):
+def serve(directory: str, trust: Trust, listening: Listening, verbosity: int) -> None:
     """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
     <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
     s3://bucket/prefix), whose committed current version of each record is served as
@@ -163,23 +182,21 @@ def serve(directory, keyrings, no_default_keys, signing_key, trust_archive_keys,
     until SIGINT or SIGTERM. -v logs startup, -vv every request. Exit 2 on usage or
     configuration errors, 4 when the archive cannot be read."""
     log_to_stderr(verbosity)
-    listening.serve(open_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys))
+    listening.serve(open_source(directory, trust))
 
 
-def open_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys):
+def open_source(directory: str, trust: Trust) -> RecordSource:
     """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
     if not is_archive(directory):
         if not Path(directory).is_dir():
             raise ConfigError(f"{directory}: neither a folder nor s3://bucket/prefix")
-        if s3_endpoint_url or keyrings or no_default_keys or signing_key or trust_archive_keys:
+        if trust.given:
             raise ConfigError(
                 f"{directory} is a corpus, not an archive (no manifests/ folder): --s3-endpoint-url, "
                 "--keyring, --no-default-keys, --signing-key and --trust-archive-keys apply to archives"
             )
         return CorpusDirectory(directory)
-    store, keyring = open_archive(
-        directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys
-    )
+    store, keyring = open_archive(directory, trust)
     try:
         return ArchiveSource(store, keyring)
     except NothingCommitted as exc:

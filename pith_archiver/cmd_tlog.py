@@ -15,7 +15,7 @@ from storage.reader import NothingCommitted
 from storage.stores import StorageError
 from storage.key_logs import LogBroken
 from storage.log_proofs import NotAttested, checkpoint_notes, prove_record
-from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, trust_options
+from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options
 
@@ -36,11 +36,7 @@ class NoProof(click.ClickException):
 def checkpoint(
     archive: str,
     key_id: str | None,
-    keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-    s3_endpoint_url: str | None,
+    trust: Trust,
     verbosity: int,
 ) -> None:
     """Print the latest signed checkpoint of each archiver key's log in ARCHIVE (a folder
@@ -49,7 +45,7 @@ def checkpoint(
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
     by a blank line."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    store, keyring = open_archive(archive, trust)
     try:
         notes = checkpoint_notes(store, keyring)
     except NothingCommitted as exc:
@@ -80,11 +76,7 @@ def prove(
     archive: str,
     pith_number: str,
     as_json: bool,
-    keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    signing_key: str | None,
-    trust_archive_keys: bool,
-    s3_endpoint_url: str | None,
+    trust: Trust,
     verbosity: int,
 ) -> None:
     """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
@@ -92,7 +84,7 @@ def prove(
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
     checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+    store, keyring = open_archive(archive, trust)
     try:
         document = prove_record(store, keyring, pith_number)
     except (NotAttested, LogBroken) as exc:

@@ -4,6 +4,7 @@ count; ``--json`` lines for machines; the exit status of pith_archiver.exit_stat
 It imports only the protocol core: start-up is part of verifying a few bundles."""
 
 import json
+from collections.abc import Iterable
 import sys
 
 import click
@@ -182,11 +183,11 @@ class Report:
     def close(self) -> ExitStatus:
         counts = self.counts
         inferred = f" ({self.inferred} with a merge rule only inferred)" if self.inferred else ""
-        summary = f"{counts['verified']} verified{inferred}, {counts['rejected']} rejected"
+        summary = f"{counts[Status.VERIFIED]} verified{inferred}, {counts[Status.REJECTED]} rejected"
         if counts[Status.UNREADABLE]:
-            summary += f", {counts['unreadable']} unreadable"
+            summary += f", {counts[Status.UNREADABLE]} unreadable"
         if counts[Status.SKIPPED]:
-            summary += f", {counts['skipped']} skipped (not bundles)"
+            summary += f", {counts[Status.SKIPPED]} skipped (not bundles)"
         click.echo(summary, err=self.as_json)
         return worst(
             ExitStatus.REJECTED if counts[Status.REJECTED] else ExitStatus.OK,

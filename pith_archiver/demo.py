@@ -48,7 +48,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, b
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)
         click.echo(
-            f"\nAudit it:\n"
+            f"\nAudit it:\n"  # noqa: S608 - a command printed for the user to run, not a query this builds
             f"  pith-archiver audit {quoted}\n"
             f"Query it, for example with DuckDB (pip install duckdb):\n"
             f"  python -c \"import duckdb; duckdb.sql(\\\"SELECT year, count(*) AS records FROM read_parquet("

@@ -14,6 +14,7 @@ import ctypes
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def economise() -> bool:
 
 
 @contextmanager
-def root_log_level(level):
+def root_log_level(level: int | str) -> Iterator[None]:
     """The root logger at ``level`` (the crawl's LOG_LEVEL) within, as it was after.
     Scrapy filters in its root handler and leaves the root logger open to every level,
     so each request's and each item's DEBUG line is built only to be dropped; at INFO

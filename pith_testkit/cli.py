@@ -101,11 +101,7 @@ def serve(
     directory,
     virtual,
     keyring_out,
-    keyrings,
-    no_default_keys,
-    signing_key,
-    trust_archive_keys,
-    s3_endpoint_url,
+    trust,
     listening,
     verbosity,
     **faults,
@@ -126,7 +122,7 @@ def serve(
     if virtual:
         source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory)
     elif directory:
-        source = open_source(directory, s3_endpoint_url, keyrings, no_default_keys, signing_key, trust_archive_keys)
+        source = open_source(directory, trust)
         keyring_path = None
     else:
         raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,8 @@ from .reader import CommittedArchive, read_entry
 from .stores import ObjectExists, ObjectStore
 
 logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]  # on_object(done, total)
 
 BAG_CHECKSUMS = ("sha256", "sha512")
 BAG_PREFIXES = (

@@ -3,6 +3,7 @@ the archiver (contents, counts, provenance, the tables' schema, how to read them
 the bag-info of a bag. Both are functions of the archive's committed state and of what
 is exported only, so an export run again writes the same README."""
 
+from collections.abc import Iterable
 from datetime import datetime, timezone
 
 import bagit
@@ -25,12 +26,12 @@ FOLDERS = {  # what each exported folder holds, for the README
 }
 
 
-def rows_of(entries, table: str) -> int:
+def rows_of(entries: Iterable[ObjectInfo], table: str) -> int:
     """The rows of ``table`` among the exported ``entries``."""
-    return sum(entry.rows for entry in entries if entry.table == table)
+    return sum(entry.rows or 0 for entry in entries if entry.table == table)
 
 
-def bag_info(archive: CommittedArchive, entries, organization: str | None) -> dict:
+def bag_info(archive: CommittedArchive, entries: Iterable[ObjectInfo], organization: str | None) -> dict:
     last = archive.manifests[-1]
     return {
         "Source-Organization": organization or "unspecified",

@@ -144,7 +144,9 @@ class Frontier:
         import redis
 
         try:
-            self.commits_before = set(self.server.smembers(self.commits_key))
+            self.commits_before = {
+                run if isinstance(run, bytes) else run.encode() for run in self.server.smembers(self.commits_key)
+            }
         except redis.RedisError as exc:  # the scheduler says so, and retries; nothing is dropped
             logger.warning("frontier unreachable, its commits not checked against the archive: %s", exc)
 

@@ -97,8 +97,8 @@ class FrontierScheduler(Scheduler):
         """Claim the records found since the last round trip: a record is this worker's
         when it is the first of all workers to name it (within --max-records)."""
         found, self.found = self.found, []
-        for depth, named in groupby(found, key=lambda entry: entry[0][1]):
-            named = list(named)
+        for depth, group in groupby(found, key=lambda entry: entry[0][1]):
+            named = list(group)
             verdicts = dict(self.frontier.claim([suffix for (suffix, _), _ in named], depth, False, self.max_records))
             for (suffix, _), request in named:
                 verdict = verdicts.pop(suffix, None)  # a record named twice is claimed once
