@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from pith.merkle import Frontier, Tree, leaf_hash, node_hash, verify_consistency, verify_inclusion
+from pith.merkle import MerkleEdge, Tree, leaf_hash, node_hash, verify_consistency, verify_inclusion
 
 
 def sha(data: bytes) -> bytes:
@@ -60,7 +60,7 @@ def trees():
 
 def test_roots_match_the_recursive_definition(trees):
     data, tree = trees
-    frontier = Frontier()
+    frontier = MerkleEdge()
     assert tree.root(0) == frontier.root() == sha(b"")
     for n in SIZES:
         frontier.append(leaf_hash(data[n - 1]))
