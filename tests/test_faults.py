@@ -8,15 +8,14 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from click.testing import CliRunner
 
 from mirror.faults import FaultPlan, tamper_canonical_hash
 from pith.canonical import canon_sha256
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES
 from pith.verify import verify_bundle
-from pith_archiver.cli import main
 from tests.plugins.mirror import serve_process
+from tests.plugins.cli import run_cli
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BUNDLE = f"/pith/{REAL}/bundle.json"
@@ -175,5 +174,5 @@ def test_serve_options_switch_faults_on(corpus_dir):
 
 
 def test_serve_refuses_faults_naming_records_it_does_not_hold(corpus_dir):
-    result = CliRunner().invoke(main, ["serve", str(corpus_dir), "--tamper", "A" * 26])
-    assert result.exit_code == 2 and "not records of" in result.output
+    result = run_cli("serve", str(corpus_dir), "--tamper", "A" * 26)
+    assert result.returncode == 2 and "not records of" in result.output

@@ -5,16 +5,15 @@ import json
 import random
 
 import pytest
-from click.testing import CliRunner
 
 from mirror.virtual import VirtualCorpus
 from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
 from pith.verify import verify_document
-from pith_archiver.cli import main
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
+from tests.plugins.cli import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -96,13 +95,11 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
 
 
 def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):
-    runner = CliRunner()
-    both = runner.invoke(main, ["serve", str(tmp_path), "--virtual", "10"])
-    assert both.exit_code == 2 and "not both" in both.output
-    alone = runner.invoke(main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
-    assert alone.exit_code == 2 and "--keyring-out goes with --virtual" in alone.output
-    share = runner.invoke(
-        main,
-        ["crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%", "RLLQL6357CWNZYHNBMCYD3UK5B"],
+    both = run_cli("serve", str(tmp_path), "--virtual", "10")
+    assert both.returncode == 2 and "not both" in both.output
+    alone = run_cli("serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json"))
+    assert alone.returncode == 2 and "--keyring-out goes with --virtual" in alone.output
+    share = run_cli(
+        "crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%", "RLLQL6357CWNZYHNBMCYD3UK5B"
     )
-    assert share.exit_code == 2 and "not a percentage" in share.output
+    assert share.returncode == 2 and "not a percentage" in share.output
