@@ -92,17 +92,14 @@ def test_the_malloc_arenas_are_capped_unless_the_operator_set_them():
 
 def test_bounds_on_the_walk(tmp_path, static_site):
     base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    assert run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=archive).stat("records_found") == 1
     assert (
-        run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=tmp_path / "archive").stat(
-            "records_found"
-        )
-        == 1
+        run_cli_crawl(tmp_path, "--max-records", "2", suffixes[0], resolver=base, out=archive).stat("records_found")
+        == 2
     )
     assert (
-        run_cli_crawl(tmp_path, "--max-records", "2", suffixes[0], resolver=base, out=tmp_path / "archive").stat(
-            "records_found"
-        )
-        == 2
+        run_cli_crawl(tmp_path, "--max-depth", "1", suffixes[0], resolver=base, out=archive).stat("records_found") == 2
     )
     assert (
         run_cli_crawl(tmp_path, "--max-depth", "1", suffixes[0], resolver=base, out=tmp_path / "archive").stat(
