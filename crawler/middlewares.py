@@ -17,7 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from . import signals as pith_signals
 from .links import port_of
-from storage.history import PAGE_CACHE_KIB
+from storage.page_cache import PAGE_CACHE_KIB
 from .stat_keys import Stat, StatFamily
 from .meta_keys import Meta
 

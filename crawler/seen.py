@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scrapy.utils.job import job_dir
 
-from storage.history import PAGE_CACHE_KIB
+from storage.page_cache import PAGE_CACHE_KIB
 from .frontier import CLAIMED, FULL, SEEN
 
 logger = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
 from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
+from . import tuning
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options
@@ -188,6 +189,7 @@ def crawl(
     folder or bucket, the signing key, the frontier); on a terminal you see a live
     progress line and a summary, and Scrapy's log goes to a file the summary names.
     """
+    tuning.economise()  # before anything allocates: checking the configuration does
     if not seeds and not seeds_file and resolver is None:
         from .demo import run_demo
 

@@ -18,6 +18,8 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 
+from .page_cache import PAGE_CACHE_KIB
+
 logger = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ("pith_number", "bundle_sha256", "built_at", "fetched_at", "accepted_as_current")
@@ -26,10 +28,6 @@ _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _DIGEST = 32  # bytes of an event digest
-# Page cache of each of a crawl's SQLite databases (this history, the crawl's seen-set and
-# validators): SQLite's default, 2 MiB each, fills by a few thousand records (4-7 MiB of a
-# 10k crawl's peak, bench/RESULTS.md); the files are on disk and the OS caches their pages.
-PAGE_CACHE_KIB = 256
 
 
 def event_digest(event_id: str) -> bytes:

@@ -264,6 +264,12 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot delete {path}: {exc}") from exc
 
+    @property
+    def unsynced_folders(self) -> frozenset[str]:
+        """The folders whose new entries the next ``flush`` makes durable."""
+        with self._lock:
+            return frozenset(self._unsynced_dirs)
+
     def flush(self) -> None:
         with self._lock:
             folders, self._unsynced_dirs = self._unsynced_dirs, set()

@@ -53,6 +53,11 @@ class RowBudget:
         self.used = 0
         self._writers: list["TableWriter"] = []
 
+    @property
+    def writers(self) -> tuple["TableWriter", ...]:
+        """The open writers whose buffers this budget holds."""
+        return tuple(self._writers)
+
     def join(self, writer: "TableWriter") -> None:
         self._writers.append(writer)
 

@@ -1,4 +1,11 @@
-"""Shared test fixtures live in tests/plugins/, one module per real service or area."""
+"""Shared test fixtures live in tests/plugins/, one module per real service or area.
+
+``slow`` marks what the fast subset (``pytest -m "not slow"``) leaves out: every test
+that needs a test server of its own process (Redis, the S3 server; marked here, from
+the fixtures it uses, so none can be forgotten), a real crawl, a served archive or a
+daemon in a subprocess, or that takes more than about a second."""
+
+import pytest
 
 pytest_plugins = [
     "tests.plugins.core",
@@ -9,3 +16,11 @@ pytest_plugins = [
     "tests.plugins.redis",
     "tests.plugins.listener",
 ]
+
+SERVER_FIXTURES = {"redis_server", "s3_endpoint"}  # session fixtures that start a server process
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)

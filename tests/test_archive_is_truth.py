@@ -6,30 +6,23 @@ command line against a server on a fixed address, as a real registry is."""
 
 import json
 import shutil
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import boto3
-from click.testing import CliRunner
 
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
-from pith_archiver.cli import main
 from tests.plugins.core import real_bundle_paths
-from tests.plugins.crawling import crawl_corpus, run_cli_crawl
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 from tests.test_frontier import committed_records, finish, start_worker
+from tests.plugins.cli import run_cli
 
 REAL_SUFFIXES = {path.name.split(".")[0] for path in real_bundle_paths()}
 
 DROPPED = "cache did not match the archive: validators dropped"
-
-
-def crawl(tmp_path, base, out, *args):
-    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(out), *args)
 
 
 def corpus_key_id(corpus_dir) -> str:
@@ -39,25 +32,21 @@ def corpus_key_id(corpus_dir) -> str:
     return key_id
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-
-
 def test_a_deleted_archive_gets_every_record_back(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"
-    first = crawl(tmp_path, base, archive, suffixes[0])
-    ok(first)
+    first = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive)
+    first.check()
     assert first.stat("archived") == len(suffixes) == 3
 
-    again = crawl(tmp_path, base, archive, suffixes[0])  # nothing changed: the validators hold
-    ok(again)
+    again = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive)  # nothing changed: the validators hold
+    again.check()
     assert (again.stat("not_modified"), again.stat("archived")) == (3, 0)
     assert "cache did not match" not in again.stdout
 
     shutil.rmtree(archive)
-    restored = crawl(tmp_path, base, archive, suffixes[0])
-    ok(restored)
+    restored = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive)
+    restored.check()
     assert restored.stat("archived") == 3
     assert restored.stat("not_modified") == 0
     assert restored.stats["pith/cache_dropped/validators"] == 3
@@ -68,16 +57,18 @@ def test_a_deleted_archive_gets_every_record_back(tmp_path, static_site):
 def test_an_archive_restored_from_an_older_copy_gets_back_what_came_after(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive, backup = tmp_path / "archive", tmp_path / "backup"
-    ok(crawl(tmp_path, base, archive, "--no-follow", suffixes[0]))  # one record, then the backup
+    run_cli_crawl(
+        tmp_path, "--no-follow", suffixes[0], resolver=base, out=archive
+    ).check()  # one record, then the backup
     shutil.copytree(archive, backup)
-    later = crawl(tmp_path, base, archive, suffixes[0])
-    ok(later)
+    later = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive)
+    later.check()
     assert (later.stat("not_modified"), later.stat("archived")) == (1, 2)
 
     shutil.rmtree(archive)
     shutil.copytree(backup, archive)
-    result = crawl(tmp_path, base, archive, suffixes[0])
-    ok(result)
+    result = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive)
+    result.check()
     # the record the copy holds is still unchanged; the two archived after it come back
     assert (result.stat("not_modified"), result.stat("archived")) == (1, 2)
     assert result.stats["pith/cache_dropped/validators"] == 2
@@ -89,14 +80,14 @@ def test_a_fresh_bucket_at_the_same_url_gets_every_record(tmp_path, static_site,
     client = boto3.client("s3", endpoint_url=s3_endpoint)
     client.create_bucket(Bucket="pith-same-url")
     url = "s3://pith-same-url/archive"
-    ok(crawl(tmp_path, base, url, "--s3-endpoint-url", s3_endpoint, suffixes[0]))
+    run_cli_crawl(tmp_path, "--s3-endpoint-url", s3_endpoint, suffixes[0], resolver=base, out=url).check()
 
     objects = client.list_objects_v2(Bucket="pith-same-url")["Contents"]
     client.delete_objects(Bucket="pith-same-url", Delete={"Objects": [{"Key": o["Key"]} for o in objects]})
     client.delete_bucket(Bucket="pith-same-url")
     client.create_bucket(Bucket="pith-same-url")
-    result = crawl(tmp_path, base, url, "--s3-endpoint-url", s3_endpoint, suffixes[0])
-    ok(result)
+    result = run_cli_crawl(tmp_path, "--s3-endpoint-url", s3_endpoint, suffixes[0], resolver=base, out=url)
+    result.check()
     assert result.stat("archived") == 3
     assert DROPPED in result.stdout
     raws = client.list_objects_v2(Bucket="pith-same-url", Prefix="archive/raw/bundles/")
@@ -106,10 +97,10 @@ def test_a_fresh_bucket_at_the_same_url_gets_every_record(tmp_path, static_site,
 def test_a_finished_job_whose_archive_was_deleted_crawls_again(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive, jobdir = tmp_path / "archive", tmp_path / "job"
-    ok(crawl(tmp_path, base, archive, "--jobdir", str(jobdir), suffixes[0]))
+    run_cli_crawl(tmp_path, "--jobdir", str(jobdir), suffixes[0], resolver=base, out=archive).check()
     shutil.rmtree(archive)
-    result = crawl(tmp_path, base, archive, "--jobdir", str(jobdir), suffixes[0])
-    ok(result)
+    result = run_cli_crawl(tmp_path, "--jobdir", str(jobdir), suffixes[0], resolver=base, out=archive)
+    result.check()
     assert result.stat("archived") == 3
     assert result.stats["pith/cache_dropped/job"] == 1  # the manifest the job committed is gone
     assert "cache did not match the archive: validators dropped, the job's state dropped" in result.stdout
@@ -142,32 +133,19 @@ def test_max_failures_counts_a_record_whose_bundle_and_page_both_fail_once(tmp_p
     lost = suffixes[1]
     for folder in (root / "pith" / lost, root / ".well-known" / "pith" / lost):
         shutil.rmtree(folder)  # its bundle and its page: 404 both
-    result = crawl(tmp_path, base, tmp_path / "archive", "--max-failures", "1", suffixes[0], suffixes[2])
+    result = run_cli_crawl(
+        tmp_path, "--max-failures", "1", suffixes[0], suffixes[2], resolver=base, out=tmp_path / "archive"
+    )
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]  # partial: one record, within the budget
     assert "fetch failures: fetch_failed 1" in result.stdout
     assert result.stat("page_failures_after_bundle") == 1  # its page failed too: the same record
 
 
-def serve_archive(archive, *options):
-    return subprocess.run(
-        [sys.executable, "-m", "pith_archiver", "serve", str(archive), *options],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def corpus_crawl(tmp_path, server, corpus_dir, archive, *args):
-    result = crawl_corpus(tmp_path, corpus_dir, server.url, archive, *args)
-    ok(result)
-    return result
-
-
 def test_serve_refuses_an_archive_it_can_serve_nothing_of(tmp_path, corpus_dir, corpus_catalog, mirror):
     minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:3]
     archive = tmp_path / "archive"
-    corpus_crawl(tmp_path, mirror(), corpus_dir, archive, "--no-follow", *minted)
-    refused = serve_archive(archive)  # only the built-in registry key: not the corpus's
+    run_cli_crawl(tmp_path, "--no-follow", *minted, resolver=mirror().url, out=archive, corpus=corpus_dir).check()
+    refused = run_cli("serve", archive, home=tmp_path, timeout=60)  # only the built-in registry key: not the corpus's
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stdout == ""  # no URL: it never started
     [line] = refused.stderr.splitlines()
@@ -179,7 +157,9 @@ def test_serve_refuses_an_archive_it_can_serve_nothing_of(tmp_path, corpus_dir, 
 def test_serve_says_once_what_it_withholds(tmp_path, corpus_dir, corpus_catalog, mirror):
     minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:2]
     archive = tmp_path / "archive"
-    corpus_crawl(tmp_path, mirror(), corpus_dir, archive, "--no-follow", *minted, *sorted(REAL_SUFFIXES))
+    run_cli_crawl(
+        tmp_path, "--no-follow", *minted, *sorted(REAL_SUFFIXES), resolver=mirror().url, out=archive, corpus=corpus_dir
+    ).check()
     log = tmp_path / "serve.log"
     with log.open("w") as stderr, serve_process(archive, stderr=stderr) as (process, url):
         real = next(iter(sorted(REAL_SUFFIXES)))
@@ -193,19 +173,19 @@ def test_serve_says_once_what_it_withholds(tmp_path, corpus_dir, corpus_catalog,
 def test_checkpoint_prove_and_audit_name_the_key_that_is_not_pinned(tmp_path, static_site, monkeypatch):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"
-    ok(crawl(tmp_path, base, archive, "--no-follow", suffixes[0]))
+    run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=archive).check()
     [key_document] = (archive / "keys").glob("*.json")
     key_id = json.loads(key_document.read_text())["key_id"]
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "another-machine"))  # without the archiver key
     number = json.loads(real_bundle_paths()[0].read_text())["pith_number"]
     for args in (["checkpoint", str(archive)], ["prove", str(archive), number]):
-        result = CliRunner().invoke(main, args)
-        assert result.exit_code == 2, result.output
+        result = run_cli(*args)
+        assert result.returncode == 2, result.output
         assert "has no checkpoint" not in result.output
         assert f"for {key_id}, pass --keyring {archive}/keys/{key_id}.json" in result.output
         assert "or --trust-archive-keys" in result.output
-    audit = CliRunner().invoke(main, ["audit", str(archive)])
-    assert audit.exit_code == 1
+    audit = run_cli("audit", str(archive))
+    assert audit.returncode == 1
     assert f"signed by {key_id}" in audit.output and f"--keyring {archive}/keys/{key_id}.json" in audit.output
 
 

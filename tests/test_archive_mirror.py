@@ -7,9 +7,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 
 from mirror.archive_source import ArchiveSource
 from mirror.runner import BackgroundMirror
@@ -17,7 +15,6 @@ from mirror.server import MirrorServer
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from pith.keyring import Keyring
 from pith.signing import Signer
-from pith_archiver.cli import main
 from storage import layout
 from storage.reader import NothingCommitted, reading_keyring
 from storage.stores import LocalStore, S3Store
@@ -25,38 +22,17 @@ from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import FaultRule
 from tests.plugins.mirror import serve_process
-from tests.plugins.s3 import arrow_filesystem
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def crawl_into(tmp_path, corpus_dir, resolver: str, out: str, *args):
-    """Crawl everything reachable from one real record at ``resolver`` into ``out``."""
-    result = run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        resolver,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        out,
-        "-s",
-        "AUTOTHROTTLE_ENABLED=false",
-        *args,
-        f"pith:2019:{REAL}",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 def archived(store) -> tuple[set[str], dict[str, bytes]]:
     """The bundle_sha256 set of the records table, and every raw object's bytes by path."""
-    filesystem, base = arrow_filesystem(store)
-    records = ds.dataset(f"{base}/tables/records", format="parquet", partitioning="hive", filesystem=filesystem)
     raw = {stored.path: store.get_bytes(stored.path) for stored in store.list(f"{layout.RAW}/")}
-    return set(records.to_table(columns=["bundle_sha256"]).column(0).to_pylist()), raw
+    return {row["bundle_sha256"] for row in read_rows(store, "records", columns=["bundle_sha256"])}, raw
 
 
 def trusted(store, corpus_keyring):
@@ -77,7 +53,9 @@ def crawled(tmp_path_factory, corpus_dir):
     """Archive A: the whole corpus, crawled from its mirror into a folder."""
     root = tmp_path_factory.mktemp("crawled")
     with BackgroundMirror(MirrorServer(CorpusDirectory(corpus_dir))) as server:
-        result = crawl_into(root, corpus_dir, server.url, str(root / "archive"))
+        result = run_cli_crawl(
+            root, f"pith:2019:{REAL}", resolver=server.url, out=str(root / "archive"), corpus=corpus_dir
+        ).check()
     assert result.stat("archived") == 43
     return LocalStore(root / "archive")
 
@@ -85,7 +63,9 @@ def crawled(tmp_path_factory, corpus_dir):
 def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled, corpus_keyring):
     source = ArchiveSource(crawled, trusted(crawled, corpus_keyring))
     with BackgroundMirror(MirrorServer(source)) as server:
-        result = crawl_into(tmp_path, corpus_dir, server.url, str(tmp_path / "b"))
+        result = run_cli_crawl(
+            tmp_path, f"pith:2019:{REAL}", resolver=server.url, out=str(tmp_path / "b"), corpus=corpus_dir
+        ).check()
         served = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
     assert (result.stat("verified"), result.stat("rejected"), result.stat("state_mismatch")) == (43, 0, 0)
     assert served == set(source.catalog.suffixes) and len(served) == 43
@@ -98,11 +78,21 @@ def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawle
 
 def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
     first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
-    crawl_into(tmp_path, corpus_dir, mirror().url, first, "--s3-endpoint-url", s3_endpoint)
+    run_cli_crawl(
+        tmp_path,
+        "--s3-endpoint-url",
+        s3_endpoint,
+        f"pith:2019:{REAL}",
+        resolver=mirror().url,
+        out=first,
+        corpus=corpus_dir,
+    ).check()
     with serve_process(
         first, "--s3-endpoint-url", s3_endpoint, "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"
     ) as (_, url):
-        result = crawl_into(tmp_path, corpus_dir, url, second, "--s3-endpoint-url", s3_endpoint)
+        result = run_cli_crawl(
+            tmp_path, "--s3-endpoint-url", s3_endpoint, f"pith:2019:{REAL}", resolver=url, out=second, corpus=corpus_dir
+        ).check()
     assert (result.stat("verified"), result.stat("rejected")) == (43, 0)
     versions_a, raw_a = archived(S3Store(s3_bucket, "a", endpoint_url=s3_endpoint))
     versions_b, raw_b = archived(S3Store(s3_bucket, "b", endpoint_url=s3_endpoint))
@@ -182,20 +172,19 @@ def test_altered_raw_bytes_are_not_served(tmp_path, crawled, corpus_keyring):
 
 
 def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_path, corpus_dir, crawled):
-    runner = CliRunner()
-    untrusted = runner.invoke(main, ["serve", str(crawled.root), "--keyring", str(corpus_dir / KEYRING_NAME)])
+    untrusted = run_cli("serve", str(crawled.root), "--keyring", str(corpus_dir / KEYRING_NAME))
     [key_document] = (crawled.root / "keys").glob("*.json")
-    assert untrusted.exit_code == 2 and "Traceback" not in untrusted.output
+    assert untrusted.returncode == 2 and "Traceback" not in untrusted.output
     [line] = untrusted.output.splitlines()
     assert line.startswith("Error: ") and "no manifest verifies under the trusted keys" in line
     assert f"pass --keyring {crawled.root}/keys/{key_document.name} after checking its fingerprint" in line
     (tmp_path / "empty" / "manifests").mkdir(parents=True)
-    empty = runner.invoke(main, ["serve", str(tmp_path / "empty"), "--no-default-keys"])
-    assert empty.exit_code == 2 and "no key to trust" in empty.output
-    corpus = runner.invoke(main, ["serve", str(corpus_dir), "--keyring", str(corpus_dir / KEYRING_NAME)])
-    assert corpus.exit_code == 2 and "is a corpus, not an archive" in corpus.output
-    missing = runner.invoke(main, ["serve", str(tmp_path / "nowhere")])
-    assert missing.exit_code == 2 and "neither a folder nor s3://" in missing.output
+    empty = run_cli("serve", str(tmp_path / "empty"), "--no-default-keys")
+    assert empty.returncode == 2 and "no key to trust" in empty.output
+    corpus = run_cli("serve", str(corpus_dir), "--keyring", str(corpus_dir / KEYRING_NAME))
+    assert corpus.returncode == 2 and "is a corpus, not an archive" in corpus.output
+    missing = run_cli("serve", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "neither a folder nor s3://" in missing.output
 
 
 def test_a_stalled_store_does_not_stall_the_served_mirror(
@@ -203,7 +192,15 @@ def test_a_stalled_store_does_not_stall_the_served_mirror(
 ):
     """Bundles of an S3 archive are read off the event loop: while the store holds one
     read, other clients are still answered."""
-    crawl_into(tmp_path, corpus_dir, mirror().url, f"s3://{s3_bucket}/a", "--s3-endpoint-url", s3_endpoint)
+    run_cli_crawl(
+        tmp_path,
+        "--s3-endpoint-url",
+        s3_endpoint,
+        f"pith:2019:{REAL}",
+        resolver=mirror().url,
+        out=f"s3://{s3_bucket}/a",
+        corpus=corpus_dir,
+    ).check()
     proxy = fault_proxy()
     store = S3Store(s3_bucket, "a", endpoint_url=proxy.url, max_attempts=1)
     source = ArchiveSource(store, trusted(store, corpus_keyring))

@@ -27,6 +27,7 @@ from storage.uploads import BoundedUploader
 from tests.plugins.archives import corpus_raws
 from tests.plugins.faults import audit_archive
 from tests.plugins.s3 import arrow_filesystem, local_copy
+from tests.plugins.tables import read_rows
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
 RUN = "20261122T053000Z-w0-0123abcd"
@@ -211,12 +212,7 @@ def records_by_manifest(store, keyring) -> dict[str, list[str]]:
     found = {}
     for manifest in committed_manifests(store, keyring):
         found[manifest["run_id"]] = [
-            version
-            for entry in manifest["objects"]
-            if entry.get("table") == "records"
-            for version in pq.read_table(pa.BufferReader(store.get_bytes(entry["path"])))
-            .column("bundle_sha256")
-            .to_pylist()
+            row["bundle_sha256"] for row in read_rows(store, "records", columns=["bundle_sha256"], manifest=manifest)
         ]
     return found
 

@@ -7,9 +7,7 @@ import base64
 import hashlib
 import json
 
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -20,13 +18,13 @@ from pith.merge import entry, merge
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith.verify import check_event
-from pith_archiver.cli import main
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.crawling import run_cli_crawl
-from tests.plugins.s3 import arrow_filesystem
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
 
@@ -92,10 +90,7 @@ def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_
     events = [independently_verified(line, key_document) for line in lines]
     assert len(events) == len(corpus_catalog)
     assert [e["prev_event"] for e in events] == [None] + [e["event_id"] for e in events[:-1]]
-    records = {
-        r["bundle_sha256"]: r
-        for r in ds.dataset(archive / "tables" / "records", partitioning="hive").to_table().to_pylist()
-    }
+    records = {r["bundle_sha256"]: r for r in read_rows(archive, "records")}
     for event in events:
         payload = event["payload"]
         stored = (archive / payload["raw_path"]).read_bytes()
@@ -114,7 +109,7 @@ def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_
     # listed in the manifest, with the attestations table
     listed = {e["path"]: e for e in manifest["objects"]}
     assert layout.attestation_feed(manifest["run_id"]) in listed
-    table = ds.dataset(archive / "tables" / "attestations", partitioning="hive").to_table().to_pylist()
+    table = read_rows(archive, "attestations")
     assert [r["event_id"] for r in table] == [e["event_id"] for e in events]
     assert {r["key_id"] for r in table} == {key_document["key_id"]}
     assert sum(e["rows"] for e in listed.values() if e.get("table") == "attestations") == len(events)
@@ -129,21 +124,20 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
     write_run(store, test_signer, corpus_keyring, raws[3:])
     [second] = set((archive / "attestations").glob("*.jsonl")) - {first}
     key_document = archive / layout.key_document(test_signer.key_id)
-    runner = CliRunner()
 
     def verify(*paths):
-        return runner.invoke(main, ["verify", "--keyring", str(key_document), *map(str, paths)])
+        return run_cli("verify", "--keyring", str(key_document), *map(str, paths))
 
     result = verify(first, second)
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.output
     assert result.output.splitlines() == [
         f"VERIFIED    feed  {first}  3 attestations",
         f"VERIFIED    feed  {second}  1 attestations",
         "2 verified, 0 rejected",
     ]
-    assert verify(second).exit_code == 0  # it continues a feed not given: taken as it is
+    assert verify(second).returncode == 0  # it continues a feed not given: taken as it is
     whole = verify(archive / "attestations")  # a folder: its feeds, in order
-    assert whole.exit_code == 0 and whole.output.splitlines()[-1] == "2 verified, 0 rejected", whole.output
+    assert whole.returncode == 0 and whole.output.splitlines()[-1] == "2 verified, 0 rejected", whole.output
 
     lines = first.read_bytes().splitlines(keepends=True)
     ids = [json.loads(line)["event_id"] for line in lines]
@@ -158,15 +152,15 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
     ]:
         (tmp_path / name).write_bytes(b"".join(changed))
         result = verify(tmp_path / name, second)
-        assert result.exit_code == 1 and reason in result.output, (name, result.output)
+        assert result.returncode == 1 and reason in result.output, (name, result.output)
     # the last attestation of the first feed gone: the second feed no longer joins it
     (tmp_path / "truncated.jsonl").write_bytes(b"".join(lines[:2]))
     result = verify(tmp_path / "truncated.jsonl", second)
-    assert result.exit_code == 1
+    assert result.returncode == 1
     assert f"REJECTED    feed  {second}  chain_broken at lines[0].prev_event: a second chain" in result.output
     # the registry key alone does not make the archive's attestations verify
-    result = runner.invoke(main, ["verify", "--json", str(first)])
-    assert result.exit_code == 1 and json.loads(result.stdout.splitlines()[0])["reason"] == "unknown_key"
+    result = run_cli("verify", "--json", str(first))
+    assert result.returncode == 1 and json.loads(result.stdout.splitlines()[0])["reason"] == "unknown_key"
 
 
 def test_the_chain_continues_across_runs_per_key(store, real_raw, registry_keyring, test_signer, test_keyring):
@@ -198,9 +192,7 @@ def test_the_chain_continues_across_runs_per_key(store, real_raw, registry_keyri
         f"names {first[1]['event_id']}, which ends no feed of test-key-1",
     )
 
-    filesystem, base = arrow_filesystem(store)
-    table = ds.dataset(f"{base}/tables/attestations", filesystem=filesystem, partitioning="hive").to_table()
-    assert sorted(table.column("key_id").to_pylist()) == ["test-key-1"] * 3 + ["test-key-2"]
+    assert sorted(r["key_id"] for r in read_rows(store, "attestations")) == ["test-key-1"] * 3 + ["test-key-2"]
 
 
 def test_attestations_verify_as_events_and_merge_into_storage_attestations(

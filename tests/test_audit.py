@@ -7,18 +7,17 @@ import json
 from collections import Counter
 
 import pytest
-from click.testing import CliRunner
 
 from mirror.source import KEYRING_NAME
 from pith.canonical import canon
 from pith.keyring import Keyring
-from pith_archiver.cli import main
 from storage import layout
 from storage.audit import Audit, parquet_rows
 from storage.manifest import sign_manifest
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.cli import run_cli
 
 
 @pytest.fixture
@@ -163,17 +162,16 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     [key_document] = (archive / "keys").glob("*.json")
     keys = ["--keyring", str(corpus_dir / KEYRING_NAME), "--no-default-keys"]
-    runner = CliRunner()
 
-    clean = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document)])
-    assert clean.exit_code == 0, clean.output
+    clean = run_cli("audit", str(archive), *keys, "--keyring", str(key_document))
+    assert clean.returncode == 0, clean.output
     assert clean.output.startswith("clean: 1 manifests, ") and ", 6 bundles, 6 attestations" in clean.output
 
     # trust never comes from the archive unless asked for; elsewhere than the crawling machine, the
     # manifest is one finding that says how to pin its key, and its objects are not orphans
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "elsewhere"))
-    untrusted = runner.invoke(main, ["audit", str(archive), *keys])
-    assert untrusted.exit_code == 1
+    untrusted = run_cli("audit", str(archive), *keys)
+    assert untrusted.returncode == 1
     finding, summary = untrusted.stdout.splitlines()
     assert finding.startswith("manifest_unpinned manifests/")
     assert (
@@ -181,15 +179,15 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
         "or --trust-archive-keys"
     ) in finding
     assert summary.startswith("1 discrepancies (manifest_unpinned 1) in 0 manifests")
-    assert runner.invoke(main, ["audit", str(archive), *keys, "--trust-archive-keys"]).exit_code == 0
+    assert run_cli("audit", str(archive), *keys, "--trust-archive-keys").returncode == 0
     # on the crawling machine its own key is trusted with no option
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    assert runner.invoke(main, ["audit", str(archive), *keys]).exit_code == 0
+    assert run_cli("audit", str(archive), *keys).returncode == 0
 
     raw = next((archive / "raw" / "bundles").glob("*/*.json"))
     raw.write_bytes(raw.read_bytes().replace(b'"pith_number":"pith:', b'"pith_number":"pith:X', 1))
-    damaged = runner.invoke(main, ["audit", str(archive), *keys, "--keyring", str(key_document), "--json"])
-    assert damaged.exit_code == 1
+    damaged = run_cli("audit", str(archive), *keys, "--keyring", str(key_document), "--json")
+    assert damaged.returncode == 1
     lines = [json.loads(line) for line in damaged.stdout.splitlines()]
     path = raw.relative_to(archive).as_posix()
     assert [(line["code"], line["path"]) for line in lines[:-1]] == [("size_mismatch", path), ("bundle_rejected", path)]
@@ -208,24 +206,20 @@ def test_the_command_on_s3_and_its_usage_errors(
     )
     key_document = tmp_path / "archive-key.json"
     key_document.write_text(json.dumps(test_signer.public_document()))
-    runner = CliRunner()
-    result = runner.invoke(
-        main,
-        [
-            "audit",
-            f"s3://{s3_bucket}/archive",
-            "--s3-endpoint-url",
-            s3_endpoint,
-            "--keyring",
-            str(corpus_dir / KEYRING_NAME),
-            "--keyring",
-            str(key_document),
-        ],
+    result = run_cli(
+        "audit",
+        f"s3://{s3_bucket}/archive",
+        "--s3-endpoint-url",
+        s3_endpoint,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--keyring",
+        str(key_document),
     )
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.output
     assert "2 bundles, 2 attestations" in result.output
-    assert runner.invoke(main, ["audit", str(tmp_path / "nowhere")]).exit_code == 2
-    assert runner.invoke(main, ["audit", str(tmp_path), "--no-default-keys"]).exit_code == 2
+    assert run_cli("audit", str(tmp_path / "nowhere")).returncode == 2
+    assert run_cli("audit", str(tmp_path), "--no-default-keys").returncode == 2
 
 
 def test_the_audit_reads_each_manifest_once(
@@ -242,21 +236,18 @@ def test_the_audit_reads_each_manifest_once(
     key_document = tmp_path / "archive-key.json"
     key_document.write_text(json.dumps(test_signer.public_document()))
     proxy = fault_proxy()
-    result = CliRunner().invoke(
-        main,
-        [
-            "audit",
-            f"s3://{s3_bucket}/archive",
-            "--s3-endpoint-url",
-            proxy.url,
-            "--keyring",
-            str(corpus_dir / KEYRING_NAME),
-            "--keyring",
-            str(key_document),
-            "--checkpoint",
-            str(saved),
-        ],
+    result = run_cli(
+        "audit",
+        f"s3://{s3_bucket}/archive",
+        "--s3-endpoint-url",
+        proxy.url,
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--keyring",
+        str(key_document),
+        "--checkpoint",
+        str(saved),
     )
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.output
     reads = Counter(r.path.partition("?")[0] for r in proxy.log if r.method == "GET" and "/manifests/" in r.path)
     assert sorted(reads.values()) == [1, 1], reads

@@ -14,12 +14,10 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from click.testing import CliRunner
 
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from tests.tamper import tampered
 from pith.links import links_for
-from pith_archiver.cli import main
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.ordered_pool import WORTH_A_POOL
 from storage import layout
@@ -27,10 +25,7 @@ from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.archives import tampered as tampered_bundle
 from tests.plugins.core import real_bundle_paths
-
-
-def verify_cli(*args: str):
-    return CliRunner().invoke(main, ["verify", *args])
+from tests.plugins.cli import run_cli
 
 
 @pytest.fixture
@@ -60,8 +55,8 @@ def served(corpus):
 
 
 def test_lines_and_closing_count(corpus, real_docs):
-    result = verify_cli(str(corpus))
-    assert result.exit_code == 1
+    result = run_cli("verify", str(corpus))
+    assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 5  # four bundles, notes.txt skipped, the count
     verified = [line for line in lines if line.startswith("VERIFIED")]
@@ -75,8 +70,8 @@ def test_lines_and_closing_count(corpus, real_docs):
 
 
 def test_json_lines(corpus):
-    result = verify_cli("--json", str(corpus))
-    assert result.exit_code == 1
+    result = run_cli("verify", "--json", str(corpus))
+    assert result.returncode == 1
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(records) == 4
     assert {r["status"] for r in records} == {"verified", "rejected"}
@@ -92,8 +87,8 @@ def test_json_lines(corpus):
 
 def test_all_verified_exits_zero(real_docs):
     paths = [str(p) for p in real_bundle_paths()]
-    result = verify_cli(*paths)
-    assert result.exit_code == 0
+    result = run_cli("verify", *paths)
+    assert result.returncode == 0
     assert result.stdout.splitlines()[-1] == f"{len(paths)} verified, 0 rejected"
 
 
@@ -108,21 +103,21 @@ def test_all_verified_exits_zero(real_docs):
     ],
 )
 def test_usage_errors_exit_two(args):
-    result = verify_cli(*args)
-    assert result.exit_code == 2
+    result = run_cli("verify", *args)
+    assert result.returncode == 2
     assert "VERIFIED" not in result.stdout
 
 
 def test_directory_without_bundles_is_a_usage_error(tmp_path):
     (tmp_path / "readme.txt").write_text("nothing here")
-    result = verify_cli(str(tmp_path))
-    assert result.exit_code == 2
+    result = run_cli("verify", str(tmp_path))
+    assert result.returncode == 2
     assert "no *.json or *.jsonl files" in result.stderr
 
 
 def test_unreadable_path_is_counted_and_partial(tmp_path):
-    result = verify_cli(str(real_bundle_paths()[0]), str(tmp_path / "missing.json"))
-    assert result.exit_code == 3  # some could not be read, none rejected
+    result = run_cli("verify", str(real_bundle_paths()[0]), str(tmp_path / "missing.json"))
+    assert result.returncode == 3  # some could not be read, none rejected
     assert result.stdout.splitlines()[1].startswith("UNREADABLE")
     assert result.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 unreadable"
 
@@ -140,16 +135,16 @@ def test_limits_and_hostile_bytes(tmp_path, real_raw, mutation, args, reason):
     raw = next(iter(real_raw.values()))
     path = tmp_path / "doc.json"
     path.write_bytes(tampered(raw, mutation) if mutation else raw)
-    result = verify_cli("--json", *args, str(path))
-    assert result.exit_code == 1
+    result = run_cli("verify", "--json", *args, str(path))
+    assert result.returncode == 1
     assert json.loads(result.stdout)["reason"] == reason
 
 
 def test_http_urls(served, real_docs):
     names = [p.name for p in real_bundle_paths()]
     urls = [f"{served}/{name}" for name in names] + [f"{served}/nested/bad.json", f"{served}/missing.json"]
-    result = verify_cli("--json", *urls)
-    assert result.exit_code == 1
+    result = run_cli("verify", "--json", *urls)
+    assert result.returncode == 1
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["status"] for r in records] == ["verified"] * len(names) + ["rejected", "unreadable"]
     assert [r["pith_number"] for r in records[:3]] == [real_docs[n.split(".")[0]]["pith_number"] for n in names]
@@ -157,8 +152,8 @@ def test_http_urls(served, real_docs):
 
 
 def test_http_urls_all_verified_exit_zero(served):
-    result = verify_cli(*(f"{served}/{p.name}" for p in real_bundle_paths()))
-    assert result.exit_code == 0
+    result = run_cli("verify", *(f"{served}/{p.name}" for p in real_bundle_paths()))
+    assert result.returncode == 0
 
 
 def test_exit_codes_from_a_real_process(corpus):
@@ -175,21 +170,16 @@ def test_exit_codes_from_a_real_process(corpus):
 # --- through the real command line, in a subprocess -------------------------------
 
 
-def run_verify(*args) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "pith_archiver", "verify", *map(str, args)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+def run_verify(tmp_path, *args):
+    """``pith-archiver verify ARGS`` in a real process, which never ends in a traceback."""
+    result = run_cli("verify", *args, home=tmp_path, timeout=180)
     assert "Traceback" not in result.stderr, result.stderr
     return result
 
 
-def test_a_corpus_folder_skips_its_index_and_keyring(corpus_dir):
+def test_a_corpus_folder_skips_its_index_and_keyring(tmp_path, corpus_dir):
     bundles = sorted((corpus_dir / BUNDLES_DIR).glob("*.json"))
-    result = run_verify("--keyring", corpus_dir / KEYRING_NAME, corpus_dir)
+    result = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, corpus_dir)
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
     assert lines[-1] == f"{len(bundles)} verified, 0 rejected, 2 skipped (not bundles)"
@@ -231,7 +221,7 @@ def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus
     write_run(LocalStore(archive), test_signer, corpus_keyring, raws[3:5])
     key_document = archive / layout.key_document(test_signer.key_id)
     feeds = sorted((archive / layout.ATTESTATIONS).glob("*.jsonl"))
-    result = run_verify("--keyring", corpus_dir / KEYRING_NAME, "--keyring", key_document, archive)
+    result = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, "--keyring", key_document, archive)
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
     verified = [line for line in lines if line.startswith("VERIFIED")]
@@ -247,22 +237,22 @@ def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus
     assert all("quarantine" not in line for line in verified)
     assert lines[-1] == f"7 verified, 0 rejected, {len(skipped)} skipped (not bundles)"
 
-    without_its_key = run_verify("--keyring", corpus_dir / KEYRING_NAME, archive)
+    without_its_key = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, archive)
     assert without_its_key.returncode == 1
     assert without_its_key.stdout.count("unknown_key") == 2  # both feeds; the bundles still verify
 
 
-def test_a_record_page_is_not_a_bundle(mirror, corpus_dir, corpus_catalog):
+def test_a_record_page_is_not_a_bundle(tmp_path, mirror, corpus_dir, corpus_catalog):
     server = mirror()
     suffix = min(corpus_raws(corpus_dir))
     page, bundle = links_for(suffix, server.url)["resolver"], links_for(suffix, server.url)["bundle"]
-    alone = run_verify("--keyring", corpus_dir / KEYRING_NAME, page)
+    alone = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, page)
     assert alone.returncode == 4  # nothing could be verified
     assert alone.stdout.splitlines() == [
         f"SKIPPED     {page}  not a bundle (text/html)",
         "0 verified, 0 rejected, 1 skipped (not bundles)",
     ]
-    beside = run_verify("--keyring", corpus_dir / KEYRING_NAME, page, bundle)
+    beside = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, page, bundle)
     assert beside.returncode == 0
     assert beside.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 skipped (not bundles)"
     assert "malformed_json" not in alone.stdout + beside.stdout
@@ -280,9 +270,9 @@ def many(tmp_path, corpus_dir, real_raw):
     return tmp_path
 
 
-def test_jobs_keep_the_input_order(many):
-    one = run_verify("--jobs", "1", "--keyring", many / KEYRING_NAME, many)
-    two = run_verify("--jobs", "2", "--keyring", many / KEYRING_NAME, many)
+def test_jobs_keep_the_input_order(tmp_path, many):
+    one = run_verify(tmp_path, "--jobs", "1", "--keyring", many / KEYRING_NAME, many)
+    two = run_verify(tmp_path, "--jobs", "2", "--keyring", many / KEYRING_NAME, many)
     assert one.returncode == two.returncode == 1
     assert two.stdout == one.stdout
     sources = [
@@ -294,14 +284,14 @@ def test_jobs_keep_the_input_order(many):
 
 def test_quiet_prints_only_what_failed_and_the_summary(many, tmp_path):
     missing = tmp_path / "missing.json"
-    result = run_verify("-q", "--keyring", many / KEYRING_NAME, many, missing)
+    result = run_verify(tmp_path, "-q", "--keyring", many / KEYRING_NAME, many, missing)
     lines = result.stdout.splitlines()
     assert result.returncode == 1
     assert [line.split()[0] for line in lines[:-1]] == ["REJECTED", "UNREADABLE"]
     assert "m-bad.json" in lines[0] and str(missing) in lines[1]
     assert lines[-1].endswith(", 1 rejected, 1 unreadable, 1 skipped (not bundles)")
     assert result.stderr == ""
-    clean = run_verify("-q")  # the shipped real bundles
+    clean = run_verify(tmp_path, "-q")  # the shipped real bundles
     assert (clean.returncode, clean.stdout) == (0, f"{len(real_bundle_paths())} verified, 0 rejected\n")
 
 
@@ -317,10 +307,10 @@ def test_exit_status_for_each_outcome(tmp_path, real_raw):
         "nothing readable": ([missing], ExitStatus.FAILED),
     }
     for name, (args, status) in outcomes.items():
-        assert run_verify(*args).returncode == status, name
+        assert run_verify(tmp_path, *args).returncode == status, name
     for args in (["--keyring", tmp_path / "not-a-keyring.json"], [tmp_path / "empty"]):
         (tmp_path / "empty").mkdir(exist_ok=True)
-        result = run_verify(*args)
+        result = run_verify(tmp_path, *args)
         assert result.returncode == ExitStatus.USAGE
         assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("Error: "), result.stderr
         assert result.stdout == ""
@@ -358,12 +348,12 @@ def test_an_error_page_saved_as_a_bundle_is_rejected_in_a_folder_and_alone(tmp_p
     failed.write_bytes(ERROR_PAGE)
     (folder / "notes.json").write_text('{"keys": []}')  # plainly a keyring: still skipped
 
-    in_folder = run_verify(folder)
+    in_folder = run_verify(tmp_path, folder)
     assert in_folder.returncode == 1, in_folder.stdout
     assert f"REJECTED    -  {failed}  malformed_json at <document>: text/html where a bundle" in in_folder.stdout
     assert in_folder.stdout.splitlines()[-1] == "3 verified, 1 rejected, 1 skipped (not bundles)"
 
-    alone = run_verify(failed)
+    alone = run_verify(tmp_path, failed)
     assert alone.returncode == 1
     assert alone.stdout.splitlines()[-1] == "0 verified, 1 rejected"
 
@@ -373,7 +363,7 @@ def test_json_that_claims_to_be_a_bundle_is_judged_not_skipped(tmp_path):
     by_name.write_text('{"error": "upstream timed out"}')
     by_type = tmp_path / "other.json"
     by_type.write_text('{"bundle_type": "pith_open_graph_bundle"}')
-    result = run_verify(by_name, by_type)
+    result = run_verify(tmp_path, by_name, by_type)
     assert result.returncode == 1
     assert result.stdout.count("REJECTED") == 2 and "schema_violation" in result.stdout
     assert result.stdout.splitlines()[-1] == "0 verified, 2 rejected"

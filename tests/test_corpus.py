@@ -5,7 +5,6 @@ import random
 import shutil
 from collections import Counter
 
-from click.testing import CliRunner
 
 from mirror.catalog import Catalog
 from pith_testkit.corpus import citation_graph, corpus_signer, generate_corpus, invert
@@ -15,9 +14,8 @@ from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
-from pith_archiver.cli import main
-from pith_testkit.cli import main as kit_main
 from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
+from tests.plugins.cli import run_cli
 
 
 def minted(corpus_dir) -> dict[str, dict]:
@@ -37,11 +35,10 @@ def shape(value):
 
 
 def test_whole_corpus_verifies_with_the_cli_under_its_keyring(corpus_dir):
-    result = CliRunner().invoke(
-        main,
-        ["verify", "--no-default-keys", "--keyring", str(corpus_dir / KEYRING_NAME), str(corpus_dir / BUNDLES_DIR)],
+    result = run_cli(
+        "verify", "--no-default-keys", "--keyring", str(corpus_dir / KEYRING_NAME), str(corpus_dir / BUNDLES_DIR)
     )
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.output
     assert f"{SMALL_CORPUS_RECORDS + 3} verified, 0 rejected" in result.output
 
 
@@ -141,13 +138,12 @@ def test_saved_index_equals_the_one_rebuilt_from_the_bundles(corpus_dir, tmp_pat
 
 def test_cli_generate_writes_a_corpus_and_refuses_a_used_directory(tmp_path):
     out = tmp_path / "corpus"
-    runner = CliRunner()
-    result = runner.invoke(kit_main, ["corpus", "generate", "--records", "5", "--out", str(out), "--seed", "3"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("corpus", "generate", "--records", "5", "--out", str(out), "--seed", "3", kit=True)
+    assert result.returncode == 0, result.output
     assert "wrote 8 bundles (5 minted, 3 real)" in result.output
     assert len(list((out / BUNDLES_DIR).glob("*.bundle.json"))) == 8
-    again = runner.invoke(kit_main, ["corpus", "generate", "--records", "5", "--out", str(out)])
-    assert again.exit_code == 2 and "not empty" in again.output
+    again = run_cli("corpus", "generate", "--records", "5", "--out", str(out), kit=True)
+    assert again.returncode == 2 and "not empty" in again.output
 
 
 def test_citation_graph_of_a_large_corpus_is_connected():

@@ -25,7 +25,8 @@ from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore, S3Store
-from tests.plugins.crawling import isolated_home, run_cli_crawl
+from tests.plugins.cli import isolated_home
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"

@@ -4,7 +4,6 @@ then read the archive back the way its users will (pyarrow, DuckDB, the manifest
 import hashlib
 
 import duckdb
-import pyarrow.dataset as ds
 import pytest
 
 from pith.keyring import Keyring
@@ -14,7 +13,8 @@ from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
-from tests.plugins.s3 import arrow_filesystem, local_copy
+from tests.plugins.s3 import local_copy
+from tests.plugins.tables import read_rows
 
 
 def out_args(store) -> list[str]:
@@ -26,11 +26,6 @@ def out_args(store) -> list[str]:
 def archiver_keyring(tmp_path) -> Keyring:
     """The key the crawl created on first use (XDG_CONFIG_HOME points into tmp_path)."""
     return Keyring([Signer.load(tmp_path / "config" / "pith-archiver" / "signing-key.json").pinned()])
-
-
-def table(store, name):
-    filesystem, base = arrow_filesystem(store)
-    return ds.dataset(f"{base}/tables/{name}", format="parquet", partitioning="hive", filesystem=filesystem).to_table()
 
 
 def test_crawl_archives_exact_bytes_tables_and_a_signed_manifest(tmp_path, static_site, store):
@@ -52,12 +47,12 @@ def test_crawl_archives_exact_bytes_tables_and_a_signed_manifest(tmp_path, stati
         data = store.get_bytes(path)
         assert (hashlib.sha256(data).hexdigest(), len(data)) == (entry["sha256"], entry["size"])
 
-    records = table(store, "records")
-    assert sorted(records.column("pith_number").to_pylist()) == sorted(
+    records = read_rows(store, "records")
+    assert sorted(r["pith_number"] for r in records) == sorted(
         f"pith:{'2018' if s.startswith('6VA') else '2019'}:{s}" for s in suffixes
     )
-    assert set(table(store, "verifications").column("status").to_pylist()) == {"verified"}
-    assert table(store, "events").num_rows == 6
+    assert {r["status"] for r in read_rows(store, "verifications")} == {"verified"}
+    assert len(read_rows(store, "events")) == 6
 
     folder = local_copy(store, tmp_path / "copy")
     con = duckdb.connect()
@@ -82,12 +77,12 @@ def test_a_tampered_bundle_is_quarantined_and_counted(tmp_path, static_site, sto
     digest = hashlib.sha256(tampered).hexdigest()
     assert store.get_bytes(layout.quarantined(digest)) == tampered
     assert b"canonical_hash_mismatch" in store.get_bytes(layout.quarantine_reason(digest))
-    rows = table(store, "verifications").to_pylist()
+    rows = read_rows(store, "verifications")
     rejected = [row for row in rows if row["status"] == "rejected"]
     assert [(r["reason"], r["detail_path"], r["raw_sha256"]) for r in rejected] == [
         ("canonical_hash_mismatch", "canonical_sha256", digest)
     ]
-    assert table(store, "records").num_rows == 2
+    assert len(read_rows(store, "records")) == 2
 
 
 def test_recrawl_archives_nothing_twice(tmp_path, static_site):
@@ -101,8 +96,8 @@ def test_recrawl_archives_nothing_twice(tmp_path, static_site):
     assert (refetched.stat("verified"), refetched.stat("archived")) == (3, 0)
     assert refetched.stat("already_archived") == 3
     store = LocalStore(tmp_path / "archive")
-    assert table(store, "records").num_rows == 3
-    duplicates = [row for row in table(store, "verifications").to_pylist() if row["duplicate"]]
+    assert len(read_rows(store, "records")) == 3
+    duplicates = [row for row in read_rows(store, "verifications") if row["duplicate"]]
     assert len(duplicates) == 3
 
 
@@ -129,6 +124,6 @@ def test_a_bundle_that_cannot_be_fetched_gets_a_failed_row(tmp_path, static_site
     assert result.returncode == 3, result.stderr[-3000:]
     reason = "fetch_failed" if failure == "missing" else "too_large"
     assert result.stat(f"bundle_failures/{reason}") == 1
-    rows = table(LocalStore(tmp_path / "archive"), "verifications").to_pylist()
+    rows = read_rows(LocalStore(tmp_path / "archive"), "verifications")
     failed = [row for row in rows if row["status"] == "failed"]
     assert [(row["reason"], row["url"].endswith(f"{suffixes[1]}/bundle.json")) for row in failed] == [(reason, True)]

@@ -7,11 +7,12 @@ import subprocess
 import sys
 import time
 
-import pyarrow.dataset as ds
 
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
-from tests.plugins.crawling import isolated_home, run_cli_crawl
+from tests.plugins.cli import isolated_home
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 FAST_RETRIES = [
@@ -24,32 +25,11 @@ FAST_RETRIES = [
 ]
 
 
-def crawl(tmp_path, corpus_dir, server, *args):
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        server.url,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        str(tmp_path / "archive"),
-        *FAST_RETRIES,
-        *args,
-    )
-
-
-def records(tmp_path) -> list[dict]:
-    return ds.dataset(tmp_path / "archive" / "tables" / "records", partitioning="hive").to_table().to_pylist()
-
-
-def verifications(tmp_path) -> list[dict]:
-    return ds.dataset(tmp_path / "archive" / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
-
-
 def test_one_seed_reaches_the_whole_corpus_on_the_mirror_in_use(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror()
-    result = crawl(tmp_path, corpus_dir, server, f"pith:2019:{REAL}")
+    result = run_cli_crawl(
+        tmp_path, *FAST_RETRIES, f"pith:2019:{REAL}", resolver=server.url, out=tmp_path / "archive", corpus=corpus_dir
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     total = len(corpus_catalog)
     assert result.stat("records_found") == total
@@ -57,7 +37,7 @@ def test_one_seed_reaches_the_whole_corpus_on_the_mirror_in_use(tmp_path, corpus
     # the bundles name https://pith.science; every fetch still went to the mirror in use
     fetched = {r.record for r in server.requests if r.document == "bundle" and r.status == 200}
     assert fetched == set(corpus_catalog.suffixes)
-    assert {r["pith_number"] for r in records(tmp_path)} == {
+    assert {r["pith_number"] for r in read_rows(tmp_path / "archive", "records")} == {
         corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes
     }
 
@@ -73,14 +53,27 @@ def test_alias_seeds_resolve_through_the_resolver(tmp_path, corpus_dir, mirror):
         "10.48550/arxiv.1904.12043",
         "https://doi.org/10.48550/arxiv.1904.12043",
     ]
-    result = crawl(tmp_path, corpus_dir, server, "--no-follow", *seeds)
+    result = run_cli_crawl(
+        tmp_path, *FAST_RETRIES, "--no-follow", *seeds, resolver=server.url, out=tmp_path / "archive", corpus=corpus_dir
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified"), result.stat("seeds_unresolved")) == (1, 1, 0)
-    assert [r["pith_number"] for r in records(tmp_path)] == [f"pith:2019:{REAL}"]
+    assert [r["pith_number"] for r in read_rows(tmp_path / "archive", "records")] == [f"pith:2019:{REAL}"]
 
 
 def test_unknown_alias_is_counted_not_fatal(tmp_path, corpus_dir, mirror):
-    result = crawl(tmp_path, corpus_dir, mirror(), "--no-follow", "--max-failures", "1", "2101.99999", REAL)
+    result = run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "--no-follow",
+        "--max-failures",
+        "1",
+        "2101.99999",
+        REAL,
+        resolver=mirror().url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 3  # done with failures, within --max-failures
     assert "partial (exit 3): 1 fetch failures" in result.stderr
     assert (result.stat("seeds_unresolved"), result.stat("verified")) == (1, 1)
@@ -88,7 +81,15 @@ def test_unknown_alias_is_counted_not_fatal(tmp_path, corpus_dir, mirror):
 
 def test_sitemap_index_seed_finds_every_record(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror(sitemap_page_size=10)
-    result = crawl(tmp_path, corpus_dir, server, "--no-follow", "sitemap")
+    result = run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "--no-follow",
+        "sitemap",
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.stat("records_found") == len(corpus_catalog)
     assert result.stat("verified") == len(corpus_catalog)
     assert any(r.path.startswith("/sitemap-") for r in server.requests)
@@ -97,8 +98,19 @@ def test_sitemap_index_seed_finds_every_record(tmp_path, corpus_dir, corpus_cata
 def test_fallback_mirror_serves_what_the_primary_cannot(tmp_path, corpus_dir, mirror):
     primary = mirror(faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
     secondary = mirror()
-    result = crawl(
-        tmp_path, corpus_dir, primary, "--max-records", "5", "--mirror", secondary.url, "-s", "RETRY_TIMES=1", REAL
+    result = run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "--max-records",
+        "5",
+        "--mirror",
+        secondary.url,
+        "-s",
+        "RETRY_TIMES=1",
+        REAL,
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     failed = {r.path for r in primary.requests if r.path.endswith("/bundle.json")}
@@ -117,7 +129,18 @@ def run_with_faults(tmp_path, corpus_dir, mirror, plan, *args):
     """Crawl twelve records, named as seeds, through a mirror injecting ``plan``."""
     server = mirror(faults=plan)
     seeds = twelve(server.source.catalog)
-    return server, crawl(tmp_path, corpus_dir, server, "--no-follow", "-s", "RETRY_TIMES=8", *args, *seeds)
+    return server, run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "--no-follow",
+        "-s",
+        "RETRY_TIMES=8",
+        *args,
+        *seeds,
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
 
 
 def test_429_with_retry_after_is_honoured(tmp_path, corpus_dir, mirror):
@@ -145,7 +168,7 @@ def test_tampered_bundle_is_rejected_and_quarantined(tmp_path, corpus_dir, corpu
     victim = twelve(corpus_catalog)[3]
     _, result = run_with_faults(tmp_path, corpus_dir, mirror, FaultPlan(tamper={victim}))
     assert (result.stat("verified"), result.stat("rejected/canonical_hash_mismatch")) == (11, 1)
-    rejected = [v for v in verifications(tmp_path) if v["status"] == "rejected"]
+    rejected = [v for v in read_rows(tmp_path / "archive", "verifications") if v["status"] == "rejected"]
     assert [(v["reason"], v["url"].split("/")[-2]) for v in rejected] == [("canonical_hash_mismatch", victim)]
 
 
@@ -169,7 +192,11 @@ def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, 
     assert result.returncode == 3, result.stderr[-3000:]  # done with failures, within the budget
     assert result.stat("bundle_failures/too_large") == 1
     assert result.stat("bundle_failures/fetch_failed") == 1
-    failed = {(v["reason"], v["url"].split("/")[-2]) for v in verifications(tmp_path) if v["status"] == "failed"}
+    failed = {
+        (v["reason"], v["url"].split("/")[-2])
+        for v in read_rows(tmp_path / "archive", "verifications")
+        if v["status"] == "failed"
+    }
     assert failed == {("too_large", huge), ("fetch_failed", looping)}
 
 
@@ -177,7 +204,16 @@ def test_the_per_host_cap_holds_without_a_download_delay(tmp_path, corpus_dir, c
     """Scrapy 2.19 alone lets every queued request for a host go at once when no delay
     is set (crawler/downloader.py): the mirror sees no more than the cap in flight."""
     server = mirror(faults=FaultPlan(latency_ms=40))
-    result = crawl(tmp_path, corpus_dir, server, "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=3", REAL)
+    result = run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "-s",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=3",
+        REAL,
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("archived") == len(corpus_catalog)
     assert server.peak_in_flight == 3
@@ -244,5 +280,5 @@ def test_stop_and_resume_loses_nothing(tmp_path, corpus_dir, corpus_catalog, mir
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert stopped["pith/archived"] + resumed.stat("archived") == len(corpus_catalog)
-    numbers = [r["pith_number"] for r in records(tmp_path)]
+    numbers = [r["pith_number"] for r in read_rows(tmp_path / "archive", "records")]
     assert len(numbers) == len(set(numbers)) == len(corpus_catalog)

@@ -9,13 +9,9 @@ import sys
 from tests.plugins.crawling import run_cli_crawl
 
 
-def crawl(tmp_path, base, *args, out="archive", env=None):
-    return run_cli_crawl(tmp_path, "--resolver", base, "--out", str(tmp_path / out), *args, env=env)
-
-
 def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site):
     base, suffixes, _ = static_site
-    result = crawl(tmp_path, base, suffixes[0])
+    result = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=tmp_path / "archive")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("records_found") == len(suffixes) == 3
     assert result.stat("verified") == 3
@@ -36,7 +32,7 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
 def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
-    result = crawl(tmp_path, base, "--no-follow", suffixes[0])
+    result = run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=tmp_path / "archive")
     assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 0
     assert result.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
@@ -52,7 +48,7 @@ def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
         f"{base}/pith/{suffix}/bundle.json",
         f"https://pith.science/pith/{suffix}/bundle.json",
     ]
-    result = crawl(tmp_path, base, "--no-follow", *forms)
+    result = run_cli_crawl(tmp_path, "--no-follow", *forms, resolver=base, out=tmp_path / "archive")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("records_found") == 1
     assert result.stat("verified") == 1
@@ -62,7 +58,9 @@ def test_a_crawl_loads_neither_a_redis_client_without_a_frontier_nor_the_compone
     tmp_path, static_site
 ):
     base, suffixes, _ = static_site
-    result = crawl(tmp_path, base, suffixes[0], env={"PYTHONPROFILEIMPORTTIME": "1"})
+    result = run_cli_crawl(
+        tmp_path, suffixes[0], resolver=base, out=tmp_path / "archive", env={"PYTHONPROFILEIMPORTTIME": "1"}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
     assert {"scrapy", "pyarrow"} <= imported  # the import log is complete
@@ -74,8 +72,10 @@ def test_a_crawl_loads_neither_a_redis_client_without_a_frontier_nor_the_compone
 
 def test_pyarrow_encodes_with_the_system_allocator_unless_the_operator_says_otherwise(tmp_path, static_site):
     base, suffixes, _ = static_site
-    ours = crawl(tmp_path, base, "--no-follow", suffixes[0])
-    theirs = crawl(tmp_path, base, suffixes[0], out="b", env={"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+    ours = run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=tmp_path / "archive")
+    theirs = run_cli_crawl(
+        tmp_path, suffixes[0], resolver=base, out=tmp_path / "b", env={"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    )
     assert (ours.returncode, theirs.returncode) == (0, 0), ours.stderr[-2000:] + theirs.stderr[-2000:]
     assert (ours.stats["pith/arrow_memory_pool"], theirs.stats["pith/arrow_memory_pool"]) == ("system", "jemalloc")
 
@@ -92,14 +92,28 @@ def test_the_malloc_arenas_are_capped_unless_the_operator_set_them():
 
 def test_bounds_on_the_walk(tmp_path, static_site):
     base, suffixes, _ = static_site
-    assert crawl(tmp_path, base, "--no-follow", suffixes[0]).stat("records_found") == 1
-    assert crawl(tmp_path, base, "--max-records", "2", suffixes[0]).stat("records_found") == 2
-    assert crawl(tmp_path, base, "--max-depth", "1", suffixes[0]).stat("records_found") == 2
+    archive = tmp_path / "archive"
+    assert run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=archive).stat("records_found") == 1
+    assert (
+        run_cli_crawl(tmp_path, "--max-records", "2", suffixes[0], resolver=base, out=archive).stat("records_found")
+        == 2
+    )
+    assert (
+        run_cli_crawl(tmp_path, "--max-depth", "1", suffixes[0], resolver=base, out=archive).stat("records_found") == 2
+    )
+    assert (
+        run_cli_crawl(tmp_path, "--max-depth", "1", suffixes[0], resolver=base, out=tmp_path / "archive").stat(
+            "records_found"
+        )
+        == 2
+    )
 
 
 def test_records_found_while_the_engine_is_busy_wait_on_disk_and_are_all_crawled(tmp_path, static_site):
     base, suffixes, _ = static_site
-    result = crawl(tmp_path, base, "-s", "CONCURRENT_REQUESTS=1", suffixes[0])
+    result = run_cli_crawl(
+        tmp_path, "-s", "CONCURRENT_REQUESTS=1", suffixes[0], resolver=base, out=tmp_path / "archive"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("records_found"), result.stat("verified")) == (3, 3)
     assert result.stat("requests_held_max") >= 1
@@ -109,7 +123,9 @@ def test_seeds_file_with_comments(tmp_path, static_site):
     base, suffixes, _ = static_site
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"# two of the three\n{suffixes[0]}\n\n  {suffixes[1]}  # trailing comment\n")
-    result = crawl(tmp_path, base, "--no-follow", "--seeds-file", str(seeds), suffixes[2])
+    result = run_cli_crawl(
+        tmp_path, "--no-follow", "--seeds-file", str(seeds), suffixes[2], resolver=base, out=tmp_path / "archive"
+    )
     assert result.stat("records_found") == 3
     assert result.stat("verified") == 3
     # the manifest names the file and how many seeds it gave, not each of its lines
@@ -122,7 +138,7 @@ def test_seeds_file_with_comments(tmp_path, static_site):
 def test_robots_txt_is_obeyed(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "robots.txt").write_text(f"User-agent: *\nDisallow: /pith/{suffixes[2]}\n")
-    result = crawl(tmp_path, base, suffixes[0])
+    result = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=tmp_path / "archive")
     assert result.stat("records_found") == 3
     assert result.stat("verified") == 2  # the disallowed record is found but never fetched
     assert result.stat("robots_forbidden") == 1
@@ -132,7 +148,9 @@ def test_robots_txt_is_obeyed(tmp_path, static_site):
 def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
-    result = crawl(tmp_path, base, "--no-follow", "--check-state", suffixes[0])
+    result = run_cli_crawl(
+        tmp_path, "--no-follow", "--check-state", suffixes[0], resolver=base, out=tmp_path / "archive"
+    )
     assert result.stat("verified") == 1
     assert result.stat("state_mismatch") == 1
     sampled = run_cli_crawl(
@@ -152,7 +170,7 @@ def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_si
 
 def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):
     base, _, _ = static_site
-    result = crawl(tmp_path, base, "not a seed at all")
+    result = run_cli_crawl(tmp_path, "not a seed at all", resolver=base, out=tmp_path / "archive")
     assert result.returncode != 0
     assert "not a Pith number" in result.stderr
 

@@ -13,7 +13,6 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pyarrow.dataset as ds
 
 from crawler.verifier import Worker
 from crawler.verify_worker import BundleChecker, decode, encode
@@ -27,6 +26,7 @@ from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.tamper import MUTATIONS, RAW_MUTATIONS, tampered
 from tests.test_crash_resume import crawl_args, expected_numbers, start_crawl, wait_for
+from tests.plugins.tables import read_rows
 
 REAL = sorted(path.name.split(".")[0] for path in FIXTURES.glob("*.bundle.json"))
 # every mutation that needs no re-signing; too_large is never fetched whole (DOWNLOAD_MAXSIZE)
@@ -59,9 +59,8 @@ def tampered_site(root: Path) -> dict[str, str]:
 
 def verdicts(archive: Path) -> set[tuple]:
     """What the verifications table says of each URL, minus when and in which run."""
-    table = ds.dataset(archive / "tables" / "verifications", format="parquet", partitioning="hive").to_table()
     columns = ["url", "pith_number", "status", "reason", "detail_path", "detail", "raw_sha256", "bundle_sha256"]
-    return set(zip(*(table.column(name).to_pylist() for name in columns)))
+    return {tuple(row[name] for name in columns) for row in read_rows(archive, "verifications", columns=columns)}
 
 
 def stored(archive: Path) -> set[str]:

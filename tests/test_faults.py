@@ -8,16 +8,14 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from click.testing import CliRunner
 
 from pith_testkit.faults import FaultPlan, tamper_canonical_hash
 from pith.canonical import canon_sha256
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES
 from pith.verify import verify_bundle
-from pith_archiver.cli import main
-from pith_testkit.cli import main as kit_main
 from tests.plugins.mirror import serve_process
+from tests.plugins.cli import run_cli
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BUNDLE = f"/pith/{REAL}/bundle.json"
@@ -179,13 +177,12 @@ def test_serve_options_switch_faults_on(corpus_dir):
 
 
 def test_serve_refuses_faults_naming_records_it_does_not_hold(corpus_dir):
-    result = CliRunner().invoke(kit_main, ["serve", str(corpus_dir), "--tamper", "A" * 26])
-    assert result.exit_code == 2 and "not records of" in result.output
+    result = run_cli("serve", str(corpus_dir), "--tamper", "A" * 26, kit=True)
+    assert result.returncode == 2 and "not records of" in result.output
 
 
 def test_the_public_serve_has_no_fault_or_virtual_options(corpus_dir):
-    runner = CliRunner()
     for option in ("--tamper", "--latency-ms", "--virtual"):
-        result = runner.invoke(main, ["serve", str(corpus_dir), option, REAL])
-        assert result.exit_code == 2 and "No such option" in result.output and option in result.output
-    assert "Fault" not in runner.invoke(main, ["serve", "--help"]).output
+        result = run_cli("serve", str(corpus_dir), option, REAL)
+        assert result.returncode == 2 and "No such option" in result.output and option in result.output
+    assert "Fault" not in run_cli("serve", "--help").output

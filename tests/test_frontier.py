@@ -12,10 +12,8 @@ import time
 import tomllib
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import scrapy
-from click.testing import CliRunner
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
@@ -41,13 +39,14 @@ from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
-from pith_archiver.cli import main
 from pith_archiver.crawling import project_settings
 from storage.layout import check_run_id, new_run_id
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.redis import start_redis
-from tests.plugins.crawling import isolated_home
+from tests.plugins.cli import isolated_home
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
@@ -178,27 +177,22 @@ def test_one_worker_name_fits_run_ids_and_the_frontiers_keys(name):
     ],
 )
 def test_crawl_refuses_a_frontier_it_cannot_use(tmp_path, args, code, said):
-    result = CliRunner().invoke(
-        main, ["crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path), *args, REAL]
-    )
-    assert (result.exit_code, said in result.output) == (code, True), result.output
+    result = run_cli("crawl", "--resolver", "http://127.0.0.1:1", "--out", str(tmp_path), *args, REAL)
+    assert (result.returncode, said in result.output) == (code, True), result.output
 
 
 def test_crawl_says_when_the_frontier_is_unreachable(tmp_path, refused_port):
-    result = CliRunner().invoke(
-        main,
-        [
-            "crawl",
-            "--resolver",
-            "http://127.0.0.1:1",
-            "--out",
-            str(tmp_path),
-            "--frontier",
-            f"redis://127.0.0.1:{refused_port}/0",
-            REAL,
-        ],
+    result = run_cli(
+        "crawl",
+        "--resolver",
+        "http://127.0.0.1:1",
+        "--out",
+        str(tmp_path),
+        "--frontier",
+        f"redis://127.0.0.1:{refused_port}/0",
+        REAL,
     )
-    assert result.exit_code == 2 and "cannot reach the frontier" in result.output, result.output
+    assert result.returncode == 2 and "cannot reach the frontier" in result.output, result.output
     assert result.output.count("\n") == 1  # one line, before the crawl starts
 
 
@@ -364,10 +358,8 @@ def committed_records(tmp_path: Path, *names: str) -> dict[str, list[str]]:
     store = LocalStore(tmp_path / "archive")
     found: dict[str, list[str]] = {}
     for manifest in committed_manifests(store, keyring):
-        for entry in manifest["objects"]:
-            if entry.get("table") == "records":
-                table = pq.read_table(store.root / entry["path"], columns=["pith_number"])
-                found.setdefault(manifest["worker"], []).extend(table.column("pith_number").to_pylist())
+        rows = read_rows(store, "records", columns=["pith_number"], manifest=manifest)
+        found.setdefault(manifest["worker"], []).extend(row["pith_number"] for row in rows)
     return found
 
 

@@ -6,19 +6,17 @@ both backends, and end to end through re-crawls of a mirror serving new versions
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
-from storage import layout
 from storage.archive import ArchiveWriter
 from storage.reader import CommittedArchive, table_batches
 from storage.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
-from tests.plugins.s3 import arrow_filesystem
+from tests.plugins.tables import read_rows
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -46,11 +44,6 @@ def versions(corpus_dir, corpus_keyring):
 def add(writer, versions, name, minutes):
     raw, verdict = versions[name]
     return writer.add_verified(raw, verdict, f"http://127.0.0.1/{name}", T0 + timedelta(minutes=minutes)).result(30)
-
-
-def read_table(store, name) -> list[dict]:
-    filesystem, base = arrow_filesystem(store)
-    return ds.dataset(f"{base}/tables/{name}", filesystem=filesystem, partitioning="hive").to_table().to_pylist()
 
 
 def current_version(records: list[dict], pith_number: str) -> str:
@@ -82,7 +75,7 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     assert stored["original"] is None
 
     sha = {name: verdict.bundle_sha256 for name, (_, verdict) in versions.items()}
-    records = read_table(store, "records")
+    records = read_rows(store, "records")
     assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
         sha["original"]: True,
         sha["successor"]: True,
@@ -93,7 +86,7 @@ def test_forks_and_rollbacks_are_kept_as_evidence_and_never_current(store, versi
     assert current_version(records, number) == sha["successor"]
     flagged = {
         (r["bundle_sha256"], r["status"], r["duplicate"]): r["detail"]
-        for r in read_table(store, "verifications")
+        for r in read_rows(store, "verifications")
         if r["reason"] == "not_append_only"
     }
     assert set(flagged) == {
@@ -135,7 +128,7 @@ def test_an_append_only_successor_in_the_same_run_becomes_current(tmp_path, vers
         add(writer, versions, name, minute)
     assert writer.counts()["not_append_only"] == 1  # the original served again after its successor
     writer.commit()
-    records = read_table(store, "records")
+    records = read_rows(store, "records")
     assert [r["accepted_as_current"] for r in records] == [True, True]
     assert current_version(records, versions["original"][1].pith_number) == versions["successor"][1].bundle_sha256
 
@@ -189,7 +182,7 @@ def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_
     assert [r.stat("archived") for r in results["original"]] == [1, 0]  # the rollback's bytes were kept already
     assert results["fork"][0].stat("archived") == 1
 
-    records = ds.dataset(archive / layout.TABLES / "records", partitioning="hive").to_table().to_pylist()
+    records = read_rows(archive, "records")
     sha = {name: versions[name][1].bundle_sha256 for name in ("original", "successor", "fork")}
     assert {r["bundle_sha256"]: r["accepted_as_current"] for r in records} == {
         sha["original"]: True,

@@ -14,13 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 
 from pith_archiver import FIXTURES
-from pith_archiver.cli import main
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BOMB_IN_BOMB, BOMB, HUGE, DEEP, AWAY, FAILING, ELSEWHERE, NEXT_DOOR = (letter * 26 for letter in "ABCDEFGH")
@@ -153,7 +152,7 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     assert site.requests.count(bundle(HUGE)) == 1  # refused on its header, not retried
     assert bundle(ELSEWHERE) in site.requests  # a record named on another host is fetched here, if at all
 
-    rows = ds.dataset(tmp_path / "archive" / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
+    rows = read_rows(tmp_path / "archive", "verifications")
     outcome = {urlsplit(row["url"]).path.split("/")[2]: (row["status"], row["reason"]) for row in rows}
     assert outcome == {
         REAL: ("verified", None),
@@ -194,7 +193,7 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
 )
 def test_path_tricks_in_seeds_are_usage_errors_before_any_request(seed, sites):
     site = sites({})
-    outcome = CliRunner().invoke(main, ["crawl", "--resolver", site.url(), "--out", "unused", seed])
-    assert outcome.exit_code == 2
+    outcome = run_cli("crawl", "--resolver", site.url(), "--out", "unused", seed)
+    assert outcome.returncode == 2
     assert outcome.output.startswith("Error: seed: ") and outcome.output.count("\n") == 1
     assert site.requests == []

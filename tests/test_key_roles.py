@@ -24,21 +24,10 @@ from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 from tests.test_archive_mirror import fetch
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043
-
-
-def cli(tmp_path, *args, config: str = "config") -> subprocess.CompletedProcess:
-    """``pith-archiver ARGS`` on the machine whose config folder is tmp_path/CONFIG."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / config)}
-    return subprocess.run(
-        [sys.executable, "-m", "pith_archiver", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=env,
-    )
 
 
 def on_a_terminal(tmp_path, *args) -> str:
@@ -75,13 +64,6 @@ def one_error_line(result, code: int) -> str:
     return line
 
 
-def crawl(tmp_path, base: str, *seeds: str):
-    archive = tmp_path / "archive"
-    result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), *seeds)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return archive
-
-
 def machine_signer(tmp_path) -> Signer:
     return Signer.load(tmp_path / "config" / "pith-archiver" / "signing-key.json")
 
@@ -99,13 +81,14 @@ def forged(signer: Signer) -> bytes:
 
 def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, static_site):
     base, suffixes, _ = static_site
-    archive = crawl(tmp_path, base, "--no-follow", *(s for s in suffixes if s != REAL))
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, "--no-follow", *(s for s in suffixes if s != REAL), resolver=base, out=archive).check()
     stolen = machine_signer(tmp_path)  # hot on every worker
     key_document = archive / layout.key_document(stolen.key_id)
     forgery = forged(stolen)
     (tmp_path / "forged.json").write_bytes(forgery)
 
-    verified = cli(tmp_path, "verify", "--keyring", key_document, tmp_path / "forged.json")
+    verified = run_cli("verify", "--keyring", key_document, tmp_path / "forged.json", home=tmp_path)
     assert verified.returncode == 1
     assert "REJECTED" in verified.stdout and "wrong_key_role at events[0].payload.receipt.key_id" in verified.stdout
 
@@ -117,7 +100,7 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
     writer.commit(stats={}, params={})
 
     for options in ([], ["--keyring", key_document]):
-        audited = cli(tmp_path, "audit", archive, *options)
+        audited = run_cli("audit", archive, *options, home=tmp_path)
         assert audited.returncode == 1, audited.stderr
         [finding] = [line for line in audited.stdout.splitlines() if line.startswith("bundle_rejected")]
         assert "wrong_key_role at events[0].payload.receipt.key_id" in finding
@@ -129,7 +112,7 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
         other = next(s for s in suffixes if s != REAL)
         assert fetch(f"{url}/pith/{other}/bundle.json") == (200, (FIXTURES / f"{other}.bundle.json").read_bytes())
 
-    exported = cli(tmp_path, "export", archive, "--bag", tmp_path / "bag")
+    exported = run_cli("export", archive, "--bag", tmp_path / "bag", home=tmp_path)
     assert "wrong_key_role" in one_error_line(exported, 1)
     assert not (tmp_path / "bag").exists()
 
@@ -144,7 +127,7 @@ def test_the_crawl_rejects_a_forgery_by_a_pinned_archive_key(tmp_path, static_si
     run_cli_crawl(
         tmp_path, "--resolver", base, "--out", str(archive), "--keyring", str(key_document), "--no-follow", REAL
     )
-    [row] = [row for row in _verifications(archive) if row["url"].endswith("/bundle.json")]
+    [row] = [row for row in read_rows(archive, "verifications") if row["url"].endswith("/bundle.json")]
     assert (row["status"], row["reason"], row["detail_path"]) == (
         "rejected",
         "wrong_key_role",
@@ -164,7 +147,7 @@ def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, s
     spaced = json.dumps(json.loads(raw)).encode()  # ', ' and ': ': within the margin
     for name, data in (("huge", huge), ("padded", padded), ("spaced", spaced)):
         (tmp_path / f"{name}.json").write_bytes(data)
-    checked = cli(tmp_path, "verify", *(tmp_path / f"{n}.json" for n in ("huge", "padded", "spaced")))
+    checked = run_cli("verify", *(tmp_path / f"{n}.json" for n in ("huge", "padded", "spaced")), home=tmp_path)
     assert checked.returncode == 1
     lines = checked.stdout.splitlines()
     assert "too_large" in lines[0] and f"limit {DEFAULT_MAX_BYTES}" in lines[0]
@@ -178,18 +161,12 @@ def test_a_padded_bundle_is_refused_by_the_crawl_and_by_verify_alike(tmp_path, s
     archive = tmp_path / "archive"
     result = run_cli_crawl(tmp_path, "--resolver", base, "--out", str(archive), "--no-follow", *others)
     assert list((archive / layout.MANIFESTS).glob("*.json")), result.stderr[-3000:]
-    rows = {row["url"].split("/")[-2]: (row["status"], row["reason"]) for row in _verifications(archive)}
+    rows = {row["url"].split("/")[-2]: (row["status"], row["reason"]) for row in read_rows(archive, "verifications")}
     assert rows == {others[0]: ("rejected", "not_compact"), others[1]: ("failed", "too_large")}
     assert not list((archive / layout.RAW).rglob("*.json"))  # nothing padded is archived as verified
-    audited = cli(tmp_path, "audit", archive)  # and what was archived audits clean: the same rule
+    audited = run_cli("audit", archive, home=tmp_path)  # and what was archived audits clean: the same rule
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert f"bundle size limit {DEFAULT_MAX_BYTES} bytes" in audited.stdout
-
-
-def _verifications(archive) -> list[dict]:
-    import pyarrow.dataset as ds
-
-    return ds.dataset(archive / "tables" / "verifications", partitioning="hive").to_table().to_pylist()
 
 
 # --- an audit with no blind spots (13.5) --------------------------------------------------
@@ -197,7 +174,8 @@ def _verifications(archive) -> list[dict]:
 
 def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, static_site):
     base, suffixes, _ = static_site
-    archive = crawl(tmp_path, base, suffixes[0])
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive).check()
     planted = {
         "keys/someone-else.json": b"{}",
         "manifests/notes.txt": b"hello",
@@ -209,7 +187,7 @@ def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, st
         (archive / path).parent.mkdir(parents=True, exist_ok=True)
         (archive / path).write_bytes(data)
     assert not list(archive.glob(".*"))  # the crawl keeps its own state outside the archive
-    audited = cli(tmp_path, "audit", archive)
+    audited = run_cli("audit", archive, home=tmp_path)
     assert audited.returncode == 1
     orphans = {line.split()[1]: line.split()[2] for line in audited.stdout.splitlines() if line.startswith("orphan")}
     assert orphans == {path: str(len(data)) for path, data in planted.items()}
@@ -221,17 +199,18 @@ def test_every_file_no_manifest_lists_is_an_orphan_wherever_it_lies(tmp_path, st
 
 def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_site):
     base, suffixes, _ = static_site
-    archive = crawl(tmp_path, base, suffixes[0])
-    clean = cli(tmp_path, "audit", archive)
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive).check()
+    clean = run_cli("audit", archive, home=tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert clean.stdout.startswith("clean: 1 manifests, ") and clean.stderr == ""
-    quiet = cli(tmp_path, "audit", "-q", archive)
+    quiet = run_cli("audit", "-q", archive, home=tmp_path)
     assert quiet.returncode == 0 and len(quiet.stdout.splitlines()) == 1 and quiet.stderr == ""
     assert f"auditing {archive}" in on_a_terminal(tmp_path, "audit", archive)  # progress only where people look
     assert on_a_terminal(tmp_path, "audit", "-q", archive) == ""
 
     # elsewhere: one finding naming the key and the fix, no orphans; then each way to pin the key
-    elsewhere = cli(tmp_path, "audit", archive, config="elsewhere")
+    elsewhere = run_cli("audit", archive, home=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")})
     assert elsewhere.returncode == 1
     finding, summary = elsewhere.stdout.splitlines()
     key_id = machine_signer(tmp_path).key_id
@@ -247,7 +226,9 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
         ["--signing-key", private],
         ["--keyring", private],
     ):  # a private key file: its public half
-        pinned = cli(tmp_path, "audit", archive, *options, config="elsewhere")
+        pinned = run_cli(
+            "audit", archive, *options, home=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}
+        )
         assert pinned.returncode == 0, (options, pinned.stdout, pinned.stderr)
 
 
@@ -256,21 +237,36 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
 
 def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_path, static_site):
     base, suffixes, _ = static_site
-    archive = crawl(tmp_path, base, suffixes[0])
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive).check()
     (tmp_path / "notjson.json").write_text("not json")
-    assert "no archive folder at" in one_error_line(cli(tmp_path, "audit", tmp_path / "nowhere"), 2)
-    assert "notjson.json" in one_error_line(cli(tmp_path, "audit", archive, "--keyring", tmp_path / "notjson.json"), 2)
-    assert "--signing-key" in one_error_line(cli(tmp_path, "audit", archive, "--signing-key", tmp_path / "none"), 2)
+    assert "no archive folder at" in one_error_line(run_cli("audit", tmp_path / "nowhere", home=tmp_path), 2)
     assert "notjson.json" in one_error_line(
-        cli(tmp_path, "export", archive, "--bag", tmp_path / "b", "--keyring", tmp_path / "notjson.json"), 2
+        run_cli("audit", archive, "--keyring", tmp_path / "notjson.json", home=tmp_path), 2
     )
-    assert "already exists" in one_error_line(cli(tmp_path, "export", archive, "--bag", tmp_path), 2)
+    assert "--signing-key" in one_error_line(
+        run_cli("audit", archive, "--signing-key", tmp_path / "none", home=tmp_path), 2
+    )
+    assert "notjson.json" in one_error_line(
+        run_cli("export", archive, "--bag", tmp_path / "b", "--keyring", tmp_path / "notjson.json", home=tmp_path), 2
+    )
+    assert "already exists" in one_error_line(run_cli("export", archive, "--bag", tmp_path, home=tmp_path), 2)
     assert "no manifest verifies" in one_error_line(
-        cli(tmp_path, "export", archive, "--bag", tmp_path / "b", config="elsewhere"), 2
+        run_cli(
+            "export",
+            archive,
+            "--bag",
+            tmp_path / "b",
+            home=tmp_path,
+            env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")},
+        ),
+        2,
     )
-    assert "no manifest verifies" in one_error_line(cli(tmp_path, "serve", archive, config="elsewhere"), 2)
-    down = cli(tmp_path, "audit", "s3://no-such-bucket/archive", "--s3-endpoint-url", "http://127.0.0.1:9")
+    assert "no manifest verifies" in one_error_line(
+        run_cli("serve", archive, home=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}), 2
+    )
+    down = run_cli("audit", "s3://no-such-bucket/archive", "--s3-endpoint-url", "http://127.0.0.1:9", home=tmp_path)
     assert "audit stopped" in one_error_line(down, 4)
-    exported = cli(tmp_path, "export", archive, "--bag", tmp_path / "bag", "-q")
+    exported = run_cli("export", archive, "--bag", tmp_path / "bag", "-q", home=tmp_path)
     assert exported.returncode == 0 and exported.stderr == ""
     assert exported.stdout.startswith("exported 3 bundle versions")

@@ -5,21 +5,20 @@ first use outside the archive, and the crawl says where."""
 import json
 import stat
 
-from click.testing import CliRunner
 
 from pith.keyring import ARCHIVE, Keyring, key_from_entry
 from pith.signing import Signer
-from pith_archiver.cli import main
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.cli import run_cli
 
 
 def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
     out = tmp_path / "keys" / "archive-key.json"
-    result = CliRunner().invoke(main, ["keys", "generate", "--out", str(out), "--key-id", "library-archive-1"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("keys", "generate", "--out", str(out), "--key-id", "library-archive-1")
+    assert result.returncode == 0, result.output
     signer = Signer.load(out)
     assert signer.key_id == "library-archive-1"
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
@@ -31,22 +30,21 @@ def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
 
 def test_generate_never_replaces_a_key_and_checks_the_id(tmp_path):
     out = tmp_path / "key.json"
-    runner = CliRunner()
-    assert runner.invoke(main, ["keys", "generate", "--out", str(out)]).exit_code == 0
+    assert run_cli("keys", "generate", "--out", str(out)).returncode == 0
     before = out.read_bytes()
-    again = runner.invoke(main, ["keys", "generate", "--out", str(out)])
-    assert again.exit_code == 2 and "never replaced" in again.output
+    again = run_cli("keys", "generate", "--out", str(out))
+    assert again.returncode == 2 and "never replaced" in again.output
     assert out.read_bytes() == before
     assert Signer.load(out).key_id.startswith("pith-archiver-")
-    bad = runner.invoke(main, ["keys", "generate", "--out", str(tmp_path / "other.json"), "--key-id", "a/b"])
-    assert bad.exit_code == 2 and "--key-id" in bad.output
+    bad = run_cli("keys", "generate", "--out", str(tmp_path / "other.json"), "--key-id", "a/b")
+    assert bad.returncode == 2 and "--key-id" in bad.output
     assert not (tmp_path / "other.json").exists()
 
 
 def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     base, suffixes, _ = static_site
     key_file = tmp_path / "archive-key.json"
-    assert CliRunner().invoke(main, ["keys", "generate", "--out", str(key_file), "--key-id", "w1-key"]).exit_code == 0
+    assert run_cli("keys", "generate", "--out", str(key_file), "--key-id", "w1-key").returncode == 0
     archive = tmp_path / "archive"
     result = run_cli_crawl(
         tmp_path, "--resolver", base, "--out", str(archive), "--signing-key", str(key_file), suffixes[0]
@@ -60,8 +58,8 @@ def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     assert not (tmp_path / "config" / "pith-archiver" / "signing-key.json").exists()  # no default key was made
     # the published document is all `verify` needs to check the run's attestations
     [feed] = (archive / "attestations").glob("*.jsonl")
-    checked = CliRunner().invoke(main, ["verify", "--keyring", str(published), str(feed)])
-    assert checked.exit_code == 0 and "3 attestations" in checked.output
+    checked = run_cli("verify", "--keyring", str(published), str(feed))
+    assert checked.returncode == 0 and "3 attestations" in checked.output
 
 
 def test_crawl_without_a_key_makes_one_outside_the_archive_and_says_where(tmp_path, static_site):

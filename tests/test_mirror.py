@@ -17,7 +17,6 @@ from email.utils import formatdate
 from urllib.robotparser import RobotFileParser
 
 import pytest
-from click.testing import CliRunner
 
 from pith_testkit.corpus import corpus_signer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
@@ -25,8 +24,8 @@ from pith.canonical import canon_sha256
 from pith.links import links_for
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
-from pith_archiver.cli import main
 from tests.plugins.mirror import SMALL_CORPUS_SEED, serve_process
+from tests.plugins.cli import run_cli
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043v2, a real registry bundle
 RECORD_LINK = re.compile(r'href="[^"]*/pith/([A-Z2-7]{26})"')
@@ -421,8 +420,8 @@ def test_a_folder_of_bundles_alone_is_served(mirror, tmp_path, corpus_dir, corpu
 
 def test_verify_command_reads_bundles_from_the_mirror(server, corpus_dir, corpus_catalog):
     urls = [f"{server.url}/pith/{s}/bundle.json" for s in corpus_catalog.suffixes[:3]]
-    result = CliRunner().invoke(main, ["verify", "--keyring", str(corpus_dir / KEYRING_NAME), *urls])
-    assert result.exit_code == 0 and "3 verified, 0 rejected" in result.output
+    result = run_cli("verify", "--keyring", str(corpus_dir / KEYRING_NAME), *urls)
+    assert result.returncode == 0 and "3 verified, 0 rejected" in result.output
 
 
 def test_serve_prints_its_url_first_and_stops_on_sigterm(corpus_dir):

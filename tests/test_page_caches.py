@@ -5,7 +5,7 @@ caches hold counts in the crawl's peak memory."""
 
 from crawler.middlewares import ConditionalRequestMiddleware
 from crawler.seen import SeenStore
-from storage.history import PAGE_CACHE_KIB
+from storage.page_cache import PAGE_CACHE_KIB
 from storage import history
 
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.source import KEYRING_NAME
 from pith_archiver.run_summary import DONE
-from tests.plugins.crawling import isolated_home
+from tests.plugins.cli import isolated_home
 from tests.plugins.listener import closed_port_url
 
 EXAMPLES = Path(__file__).parents[1] / "docs" / "examples"

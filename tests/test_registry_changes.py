@@ -6,12 +6,8 @@ command line; then audited, and the tables read back."""
 import hashlib
 import json
 import shutil
-import sys
-import subprocess
 
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 
 from pith_testkit.corpus import corpus_signer
 from mirror.record import compact_json
@@ -20,11 +16,12 @@ from pith.keyring import Keyring, KeyringError, key_from_entry
 from pith_testkit.mint import sign_bundle
 from pith.reasons import Rejected
 from pith.signing import Signer
-from pith_archiver.cli import main
 from tests.plugins.archives import corpus_raws
-from tests.plugins.crawling import isolated_home, run_cli_crawl
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 from tests.tamper import NEW_EVENT_TYPES, tampered, wholly_resigned, with_new_event
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 ROTATION = "2026-07-01T00:00:00Z"  # the corpus key retires; every corpus bundle was built before
 REBUILT_AT = "2026-08-01T00:00:00Z"  # bundles the registry rebuilt after the rotation
@@ -50,40 +47,12 @@ def site(root, corpus_dir, bundles: dict[str, bytes], key_document: dict | None 
     return root
 
 
-def crawl(tmp_path, server, suffixes, *keyrings, archive="archive"):
+def seeded(tmp_path, suffixes, *keyrings) -> list[str]:
+    """Crawl options for exactly ``suffixes`` (from a seeds file), trusting only ``keyrings``."""
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(suffixes) + "\n")
     keys = [arg for path in keyrings for arg in ("--keyring", str(path))]
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        server.url,
-        "--seeds-file",
-        str(seeds),
-        "--no-follow",
-        "--no-default-keys",
-        *keys,
-        "--out",
-        str(tmp_path / archive),
-    )
-
-
-def audit(tmp_path, *keyrings, archive="archive"):
-    keys = [arg for path in keyrings for arg in ("--keyring", str(path))]
-    return subprocess.run(
-        [sys.executable, "-m", "pith_archiver", "audit", str(tmp_path / archive), "--no-default-keys", *keys],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**isolated_home(tmp_path), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-
-
-def rows(tmp_path, table: str, archive="archive") -> list[dict]:
-    return (
-        ds.dataset(tmp_path / archive / "tables" / table, format="parquet", partitioning="hive").to_table().to_pylist()
-    )
+    return ["--seeds-file", str(seeds), "--no-follow", "--no-default-keys", *keys]
 
 
 # --- new event types ----------------------------------------------------------------
@@ -97,13 +66,15 @@ def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path
         bundles[suffix] = with_new_event(raws[suffix], signer, event_type)
     server = mirror(site(tmp_path / "site", corpus_dir, bundles))
 
-    result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
+    result = run_cli_crawl(
+        tmp_path, *seeded(tmp_path, suffixes, corpus_dir / KEYRING_NAME), resolver=server.url, out=tmp_path / "archive"
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert (result.stat("archived"), result.stat("rejected"), result.stat("merge_inferred")) == (8, 0, 6)
     assert all(result.stat(f"merge_inferred/{event_type}") == 1 for event_type in NEW_EVENT_TYPES)
     assert "merge inferred: 6 verified bundles hold event types whose merge rule is only inferred" in result.stdout
 
-    records = {row["pith_number"].rsplit(":", 1)[1]: row for row in rows(tmp_path, "records")}
+    records = {row["pith_number"].rsplit(":", 1)[1]: row for row in read_rows(tmp_path / "archive", "records")}
     assert set(records) == set(suffixes)
     for suffix, event_type in zip(suffixes, NEW_EVENT_TYPES):
         row = records[suffix]
@@ -113,11 +84,19 @@ def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path
             True,
         )
     assert {(records[s]["merge_confirmed"], records[s]["merge_inferred_types"]) for s in suffixes[6:]} == {(True, None)}
-    verifications = [row for row in rows(tmp_path, "verifications") if row["merge_confirmed"] is False]
+    verifications = [row for row in read_rows(tmp_path / "archive", "verifications") if row["merge_confirmed"] is False]
     assert sorted(t for row in verifications for t in row["merge_inferred_types"]) == sorted(NEW_EVENT_TYPES)
     assert {row["status"] for row in verifications} == {"verified"}
 
-    audited = audit(tmp_path, corpus_dir / KEYRING_NAME)
+    audited = run_cli(
+        "audit",
+        tmp_path / "archive",
+        "--no-default-keys",
+        "--keyring",
+        corpus_dir / KEYRING_NAME,
+        home=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert "8 bundles (6 with a merge rule only inferred)" in audited.stdout
 
@@ -146,7 +125,9 @@ def rotated(tmp_path, corpus_dir, raws, mirror):
 
 def test_a_rotation_is_reported_up_front_and_in_the_summary(tmp_path, corpus_dir, rotated):
     server, suffixes = rotated
-    result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
+    result = run_cli_crawl(
+        tmp_path, *seeded(tmp_path, suffixes, corpus_dir / KEYRING_NAME), resolver=server.url, out=tmp_path / "archive"
+    )
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]
     notice = (
         f"notice: the registry announces signing key {NEW_KEY.key_id} (fingerprint {NEW_KEY.fingerprint}), "
@@ -167,7 +148,9 @@ def test_most_bundles_unknown_key_says_the_registry_probably_rotated(tmp_path, c
         bundle = json.loads(raws[suffix])
         bundles[suffix] = raws[suffix] if index == 0 else compact_json(wholly_resigned(bundle, NEW_KEY))
     server = mirror(site(tmp_path / "site", corpus_dir, bundles, key_document={"keys": [NEW_KEY.public_document()]}))
-    result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
+    result = run_cli_crawl(
+        tmp_path, *seeded(tmp_path, suffixes, corpus_dir / KEYRING_NAME), resolver=server.url, out=tmp_path / "archive"
+    )
     assert result.returncode == 1
     assert (
         f"key rotation: 4 of 5 bundles are signed by keys not pinned ({NEW_KEY.key_id} 4): the registry has "
@@ -183,35 +166,48 @@ def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rota
     server, suffixes = rotated
     keyring = tmp_path / "keyring.json"
     shutil.copy(corpus_dir / KEYRING_NAME, keyring)
-    assert crawl(tmp_path, server, suffixes, keyring).stat("rejected/unknown_key") == 6
-    runner = CliRunner()
-    url = f"{server.url}/pith-signing-key.json"
-    wrong = runner.invoke(main, ["keys", "pin", url, "--fingerprint", "0" * 32, "--keyring", str(keyring)])
-    assert wrong.exit_code == 2
-    assert f"no key with fingerprint {'0' * 32} (it offers: {NEW_KEY.key_id} {NEW_KEY.fingerprint})" in wrong.output
-    pinned = runner.invoke(
-        main,
-        ["keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint, "--not-before", ROTATION, "--keyring", str(keyring)],
+    assert (
+        run_cli_crawl(
+            tmp_path, *seeded(tmp_path, suffixes, keyring), resolver=server.url, out=tmp_path / "archive"
+        ).stat("rejected/unknown_key")
+        == 6
     )
-    assert pinned.exit_code == 0, pinned.output
+    url = f"{server.url}/pith-signing-key.json"
+    wrong = run_cli("keys", "pin", url, "--fingerprint", "0" * 32, "--keyring", str(keyring))
+    assert wrong.returncode == 2
+    assert f"no key with fingerprint {'0' * 32} (it offers: {NEW_KEY.key_id} {NEW_KEY.fingerprint})" in wrong.output
+    pinned = run_cli(
+        "keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint, "--not-before", ROTATION, "--keyring", str(keyring)
+    )
+    assert pinned.returncode == 0, pinned.output
     old = corpus_signer(SMALL_CORPUS_SEED).key_id
-    retired = runner.invoke(main, ["keys", "retire", old, "--at", ROTATION, "--keyring", str(keyring)])
-    assert retired.exit_code == 0, retired.output
+    retired = run_cli("keys", "retire", old, "--at", ROTATION, "--keyring", str(keyring))
+    assert retired.returncode == 0, retired.output
 
-    again = crawl(tmp_path, server, suffixes, keyring)
+    again = run_cli_crawl(tmp_path, *seeded(tmp_path, suffixes, keyring), resolver=server.url, out=tmp_path / "archive")
     assert again.returncode == 0, again.stdout + again.stderr[-3000:]
     assert "notice:" not in again.stderr
     assert again.stats["pith/announced_keys/pinned"] == 1
     assert (again.stat("bundles_fetched"), again.stat("verified"), again.stat("not_modified")) == (6, 6, 7)
-    assert len(rows(tmp_path, "records")) == 13
-    audited = audit(tmp_path, keyring)
+    assert len(read_rows(tmp_path / "archive", "records")) == 13
+    audited = run_cli(
+        "audit",
+        tmp_path / "archive",
+        "--no-default-keys",
+        "--keyring",
+        keyring,
+        home=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert audited.returncode == 1
     assert "bundle_rejected" in audited.stdout and f"key_retired at bundle_signature.key_id: {old}" in audited.stdout
 
-    fresh = crawl(tmp_path, server, suffixes, keyring, archive="fresh")
+    fresh = run_cli_crawl(tmp_path, *seeded(tmp_path, suffixes, keyring), resolver=server.url, out=tmp_path / "fresh")
     assert fresh.returncode == 1, fresh.stdout + fresh.stderr[-3000:]
     assert (fresh.stat("verified"), fresh.stat("rejected"), fresh.stat("rejected/key_retired")) == (12, 1, 1)
-    retired_row = next(row for row in rows(tmp_path, "verifications", "fresh") if row["reason"] == "key_retired")
+    retired_row = next(
+        row for row in read_rows(tmp_path / "fresh", "verifications") if row["reason"] == "key_retired"
+    )
     assert retired_row["pith_number"].endswith(suffixes[12])
     assert retired_row["detail_path"] == "bundle_signature.key_id"
 
@@ -222,27 +218,21 @@ def test_a_retired_key_keeps_what_it_signed_before(tmp_path, corpus_dir, raws):
     keyring = tmp_path / "keyring.json"
     shutil.copy(corpus_dir / KEYRING_NAME, keyring)
     old = corpus_signer(SMALL_CORPUS_SEED)
-    assert (
-        CliRunner().invoke(main, ["keys", "retire", old.key_id, "--at", ROTATION, "--keyring", str(keyring)]).exit_code
-        == 0
-    )
+    assert run_cli("keys", "retire", old.key_id, "--at", ROTATION, "--keyring", str(keyring)).returncode == 0
     suffix, raw = next(iter(raws.items()))
     late = json.loads(raw)
     late["built_at"] = REBUILT_AT
     (tmp_path / "before.json").write_bytes(raw)
     (tmp_path / "after.json").write_bytes(compact_json(sign_bundle(late, old, REBUILT_AT)))
-    result = CliRunner().invoke(
-        main,
-        [
-            "verify",
-            "--no-default-keys",
-            "--keyring",
-            str(keyring),
-            str(tmp_path / "before.json"),
-            str(tmp_path / "after.json"),
-        ],
+    result = run_cli(
+        "verify",
+        "--no-default-keys",
+        "--keyring",
+        str(keyring),
+        str(tmp_path / "before.json"),
+        str(tmp_path / "after.json"),
     )
-    assert result.exit_code == 1
+    assert result.returncode == 1
     assert f"VERIFIED    {json.loads(raw)['pith_number']}" in result.output
     assert f"key_retired at bundle_signature.key_id: {old.key_id} retired at {ROTATION}" in result.output
 
@@ -257,14 +247,18 @@ def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, 
     bundles[suffixes[0]] = tampered(raws[suffixes[0]], "bundle_version_bumped", signer)
     bundles[suffixes[1]] = tampered(raws[suffixes[1]], "merge_version_bumped", signer)
     server = mirror(site(tmp_path / "site", corpus_dir, bundles))
-    result = crawl(tmp_path, server, suffixes, corpus_dir / KEYRING_NAME)
+    result = run_cli_crawl(
+        tmp_path, *seeded(tmp_path, suffixes, corpus_dir / KEYRING_NAME), resolver=server.url, out=tmp_path / "archive"
+    )
     assert result.returncode == 1
     assert (result.stat("verified"), result.stat("rejected/unsupported_version")) == (2, 2)
     assert (
         "unknown versions: bundle_version=2.0 1, merge_version=pith-open-graph-merge-v2 1: this archiver does "
         "not know them; upgrade pith-archiver"
     ) in result.stdout
-    quarantined = [row for row in rows(tmp_path, "verifications") if row["reason"] == "unsupported_version"]
+    quarantined = [
+        row for row in read_rows(tmp_path / "archive", "verifications") if row["reason"] == "unsupported_version"
+    ]
     assert sorted(row["detail_path"] for row in quarantined) == ["bundle_version", "merge_version"]
     assert all(row["raw_path"].startswith("quarantine/") for row in quarantined)
 
@@ -304,8 +298,8 @@ def test_a_bad_window_is_a_keyring_error(tmp_path, window, message):
     path.write_text(json.dumps({"keys": [{**NEW_KEY.public_document(), **window}]}))
     with pytest.raises(KeyringError, match=message):
         Keyring.build([path])
-    result = CliRunner().invoke(main, ["verify", "--keyring", str(path), str(path)])
-    assert result.exit_code == 2 and message in result.output
+    result = run_cli("verify", "--keyring", str(path), str(path))
+    assert result.returncode == 2 and message in result.output
 
 
 def test_an_event_without_a_date_cannot_pass_a_window():
@@ -322,7 +316,6 @@ def test_an_event_without_a_date_cannot_pass_a_window():
 
 
 def test_keys_pin_and_retire_refuse_bad_input_in_one_line(tmp_path):
-    runner = CliRunner()
     keyring = tmp_path / "keys.json"
     impostor = {**Signer.from_seed(NEW_KEY.key_id, b"\x07" * 32).public_document()}
     keyring.write_text(json.dumps({"keys": [impostor]}))
@@ -348,7 +341,7 @@ def test_keys_pin_and_retire_refuse_bad_input_in_one_line(tmp_path):
         (["retire", NEW_KEY.key_id, "--at", "next week", "--keyring", str(keyring)], "an RFC 3339 timestamp"),
     ]
     for args, message in cases:
-        result = runner.invoke(main, ["keys", *args])
-        assert result.exit_code == 2, (args, result.output)
+        result = run_cli("keys", *args)
+        assert result.returncode == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output, (args, result.output)
     assert json.loads(keyring.read_text()) == {"keys": [impostor]}  # nothing written by a refused command

@@ -8,15 +8,14 @@ import subprocess
 import sys
 
 import duckdb
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 
 from mirror.source import KEYRING_NAME
 from pith.signing import Signer
-from pith_archiver.cli import main
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, write_run
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 SIGNER = Signer.generate("release-test")
 TABLES = ("records", "events", "aliases", "citations")
@@ -34,30 +33,23 @@ def archive(tmp_path, corpus_dir, corpus_keyring):
 
 
 def release(archive_path, out, corpus_dir, *extra):
-    result = CliRunner().invoke(
-        main,
-        ["export", str(archive_path), "--format", "release", "--to", str(out)]
-        + ["--keyring", str(corpus_dir / KEYRING_NAME), *extra],
+    return run_cli(
+        "export", archive_path, "--format", "release", "--to", out, "--keyring", corpus_dir / KEYRING_NAME, *extra
     )
-    return result
-
-
-def rows(folder, table) -> list[dict]:
-    return ds.dataset(folder / "data" / table, format="parquet").to_table().to_pylist()
 
 
 def versions(folder) -> dict[str, str]:
-    return {row["pith_number"]: row["bundle_sha256"] for row in rows(folder, "records")}
+    return {row["pith_number"]: row["bundle_sha256"] for row in read_rows(folder, "records", folder="data")}
 
 
 def test_a_release_holds_each_records_current_version(tmp_path, archive, corpus_dir, corpus_catalog):
     made = release(archive.root, tmp_path / "rel", corpus_dir)
-    assert made.exit_code == 0, made.output
-    records = rows(tmp_path / "rel", "records")
+    assert made.returncode == 0, made.output
+    records = read_rows(tmp_path / "rel", "records", folder="data")
     assert len(records) == len({r["pith_number"] for r in records}) == len(corpus_catalog.suffixes)
     dois = {
         row["pith_number"]: row["alias_value"]
-        for row in rows(tmp_path / "rel", "aliases")
+        for row in read_rows(tmp_path / "rel", "aliases", folder="data")
         if row["alias_kind"] == "doi"
     }
     assert dois and {r["pith_number"]: r["doi"] for r in records if r["doi"]} == dois  # the DOI, as a column
@@ -80,7 +72,7 @@ def reader(code: str, cwd) -> subprocess.CompletedProcess:
 
 def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_catalog):
     out = tmp_path / "rel"
-    assert release(archive.root, out, corpus_dir).exit_code == 0
+    assert release(archive.root, out, corpus_dir).returncode == 0
     count = len(corpus_catalog.suffixes)
     iterate = "import mlcroissant as mlc; records = mlc.Dataset(jsonld='croissant.json').records(record_set='records')"
     croissant = reader(f"{iterate}; print(len(list(records)))", out)
@@ -101,18 +93,18 @@ def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_ca
 
 def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archive, corpus_dir, corpus_keyring):
     first = tmp_path / "r1"
-    assert release(archive.root, first, corpus_dir).exit_code == 0
+    assert release(archive.root, first, corpus_dir).returncode == 0
     raws = list(corpus_raws(corpus_dir).values())
     write_run(archive, SIGNER, corpus_keyring, [extended(raw, "2026-07-01T00:00:00Z") for raw in raws[:5]])
     changes = tmp_path / "r2-changes"
     made = release(archive.root, changes, corpus_dir, "--since", str(first))
-    assert made.exit_code == 0, made.output
+    assert made.returncode == 0, made.output
     second_full = tmp_path / "r2"
-    assert release(archive.root, second_full, corpus_dir).exit_code == 0
+    assert release(archive.root, second_full, corpus_dir).returncode == 0
 
-    changed = rows(changes, "changes")
+    changed = read_rows(changes, "changes", folder="data")
     assert len(changed) == 5 and {row["kind"] for row in changed} == {"changed"}
-    assert len(rows(changes, "records")) == 5  # only what changed
+    assert len(read_rows(changes, "records", folder="data")) == 5  # only what changed
     applied = versions(first) | {row["pith_number"]: row["bundle_sha256"] for row in changed}
     assert applied == versions(second_full)
     assert (
@@ -122,10 +114,10 @@ def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archi
 
     third_changes = tmp_path / "r3-changes"  # a change set after a change set
     write_run(archive, SIGNER, corpus_keyring, [extended(raw, "2026-08-01T00:00:00Z") for raw in raws[5:7]])
-    assert release(archive.root, third_changes, corpus_dir, "--since", str(changes / "release.json")).exit_code == 0
+    assert release(archive.root, third_changes, corpus_dir, "--since", str(changes / "release.json")).returncode == 0
     third_full = tmp_path / "r3"
-    assert release(archive.root, third_full, corpus_dir).exit_code == 0
-    applied |= {row["pith_number"]: row["bundle_sha256"] for row in rows(third_changes, "changes")}
+    assert release(archive.root, third_full, corpus_dir).returncode == 0
+    applied |= {row["pith_number"]: row["bundle_sha256"] for row in read_rows(third_changes, "changes", folder="data")}
     assert applied == versions(third_full)
 
 
@@ -135,12 +127,19 @@ def test_a_release_from_s3_to_s3(tmp_path, corpus_dir, corpus_keyring, s3_endpoi
     SIGNER.save(tmp_path / "config" / "pith-archiver" / "signing-key.json")
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
     write_run(store, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[:10])
-    made = CliRunner().invoke(
-        main,
-        ["export", f"s3://{s3_bucket}/archive", "--format", "release", "--to", f"s3://{s3_bucket}/release"]
-        + ["--keyring", str(corpus_dir / KEYRING_NAME), "--s3-endpoint-url", s3_endpoint],
+    made = run_cli(
+        "export",
+        f"s3://{s3_bucket}/archive",
+        "--format",
+        "release",
+        "--to",
+        f"s3://{s3_bucket}/release",
+        "--keyring",
+        corpus_dir / KEYRING_NAME,
+        "--s3-endpoint-url",
+        s3_endpoint,
     )
-    assert made.exit_code == 0, made.output
+    assert made.returncode == 0, made.output
     out = S3Store(s3_bucket, "release", endpoint_url=s3_endpoint)
     document = json.loads(out.get_bytes("release.json"))
     assert document["tables"]["records"]["rows"] == 10
@@ -157,9 +156,9 @@ def test_a_since_that_is_no_release_of_this_archive_is_one_line(tmp_path, archiv
         other = LocalStore(tmp_path / "other")
         write_run(other, SIGNER, corpus_keyring, list(corpus_raws(corpus_dir).values())[:3])
         since = tmp_path / "other-release"
-        assert release(other.root, since, corpus_dir).exit_code == 0
+        assert release(other.root, since, corpus_dir).returncode == 0
     made = release(archive.root, tmp_path / "out", corpus_dir, "--since", str(since))
-    assert made.exit_code == 2
+    assert made.returncode == 2
     assert ("not a release" if what == "not a release" else "a release of another archive") in made.output
     assert len(made.output.strip().splitlines()) == 1 and "Traceback" not in made.output
     assert not (tmp_path / "out").exists()  # nothing written
@@ -167,20 +166,20 @@ def test_a_since_that_is_no_release_of_this_archive_is_one_line(tmp_path, archiv
 
 def test_verify_checks_a_releases_signature_and_files(tmp_path, archive, corpus_dir):
     out = tmp_path / "rel"
-    assert release(archive.root, out, corpus_dir).exit_code == 0
+    assert release(archive.root, out, corpus_dir).returncode == 0
     key = ["--keyring", str(archive.root / "keys" / f"{SIGNER.key_id}.json")]  # the archiver key, as published
-    ours = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
-    assert ours.exit_code == 0, ours.output
+    ours = run_cli("verify", *key, str(out / "release.json"))
+    assert ours.returncode == 0, ours.output
     assert "VERIFIED" in ours.output
     shard = next((out / "data" / "records").glob("*.parquet"))
     shard.write_bytes(shard.read_bytes() + b"x")
-    altered = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
-    assert altered.exit_code == 1 and "release_file_mismatch" in altered.output
+    altered = run_cli("verify", *key, str(out / "release.json"))
+    assert altered.returncode == 1 and "release_file_mismatch" in altered.output
 
 
 def test_verify_names_an_altered_or_forged_release_json(tmp_path, archive, corpus_dir):
     out = tmp_path / "rel"
-    assert release(archive.root, out, corpus_dir).exit_code == 0
+    assert release(archive.root, out, corpus_dir).returncode == 0
     key = ["--keyring", str(archive.root / "keys" / f"{SIGNER.key_id}.json")]
     original = json.loads((out / "release.json").read_text())
     for name, edit, reason in [
@@ -190,5 +189,5 @@ def test_verify_names_an_altered_or_forged_release_json(tmp_path, archive, corpu
         document = json.loads(json.dumps(original))
         edit(document)
         (out / "release.json").write_text(json.dumps(document))
-        result = CliRunner().invoke(main, ["verify", *key, str(out / "release.json")])
-        assert result.exit_code == 1 and reason in result.output, (name, result.output)
+        result = run_cli("verify", *key, str(out / "release.json"))
+        assert result.returncode == 1 and reason in result.output, (name, result.output)

@@ -13,21 +13,17 @@ import random
 from collections import Counter
 from urllib.parse import urlsplit
 
-import pyarrow.dataset as ds
 
 from pith_testkit.corpus import generate_corpus
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME, CorpusDirectory
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.tables import read_rows
 
 SOAK_RECORDS = int(os.environ.get("PITH_SOAK_RECORDS", "0"))
 SEED = int(os.environ.get("PITH_SOAK_SEED", "5"))
 TRANSIENT = ("fail_first", "rate_limit", "error", "drop", "truncate")  # each one answered by a retry
 MAX_BYTES = 1_000_000
-
-
-def table(tmp_path, name) -> list[dict]:
-    return ds.dataset(tmp_path / "archive" / "tables" / name, partitioning="hive").to_table().to_pylist()
 
 
 def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, figures):
@@ -88,7 +84,7 @@ def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, fig
 
     # every good record is archived, once
     good = set(catalog.suffixes) - tampered - {looping, endless}
-    numbers = [row["pith_number"] for row in table(tmp_path, "records")]
+    numbers = [row["pith_number"] for row in read_rows(tmp_path / "archive", "records")]
     assert sorted(numbers) == sorted(catalog.entry(suffix).pith_number for suffix in good)
 
     # every failure is counted: retries, verdicts, fetch failures, in the stats...
@@ -115,7 +111,7 @@ def test_every_fault_at_once_in_one_long_crawl(tmp_path, corpus_dir, mirror, fig
     # ... and in the verifications table, one row per bundle, naming what happened
     rows = {
         urlsplit(row["url"]).path.split("/")[-2]: row
-        for row in table(tmp_path, "verifications")
+        for row in read_rows(tmp_path / "archive", "verifications")
         if urlsplit(row["url"]).path.endswith("/bundle.json")
     }
     assert {suffix: rows[suffix]["reason"] for suffix in tampered | {looping, endless}} == {

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
-from tests.plugins.crawling import isolated_home
+from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.listener import closed_port_url
-from tests.test_unattended import REAL, cli, one_error_line
+from tests.test_unattended import REAL, one_error_line
 
 
 def metrics(text: str) -> dict:
@@ -109,8 +109,7 @@ def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path
         'pith_archiver_last_success_timestamp_seconds{archive="x",command="crawl"} 1.7e+09\n'
     )
     hook = listener(statuses=[503])  # the first attempt fails, the second is delivered
-    proc = cli(
-        tmp_path,
+    proc = run_cli(
         "crawl",
         "-q",
         "--resolver",
@@ -124,6 +123,7 @@ def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path
         "--notify",
         hook.url,
         REAL,
+        home=tmp_path,
     )
     assert proc.returncode == 4, proc.stderr
     final = metrics(metrics_file.read_text())
@@ -139,7 +139,7 @@ def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path
 
 def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp_path, corpus_dir, mirror):
     url = closed_port_url()
-    proc = cli(tmp_path, *crawl_args(corpus_dir, mirror(), "-q", "--no-follow", "--notify", url, REAL))
+    proc = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", "--notify", url, REAL), home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if not line.startswith("created the archiver signing key")]
     assert len(warnings) == 1 and warnings[0].startswith(f"warning: --notify {url}: the run summary was not delivered")
@@ -147,14 +147,14 @@ def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp
 
 
 def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, listener):
-    crawled = cli(tmp_path, *crawl_args(corpus_dir, mirror(), "-q", "--no-follow", REAL))
+    crawled = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", REAL), home=tmp_path)
     assert crawled.returncode == 0, crawled.stderr
     hook = listener()
-    audit = cli(tmp_path, "audit", "archive", "-q", "--metrics-file", "audit.prom", "--notify", hook.url)
+    audit = run_cli("audit", "archive", "-q", "--metrics-file", "audit.prom", "--notify", hook.url, home=tmp_path)
     assert audit.returncode == 0, audit.stderr
     found = metrics((tmp_path / "audit.prom").read_text())
     assert found["labels"] == ("audit", "archive") and found["records_archived"] == 1 and found["exit_status"] == 0
-    export = cli(tmp_path, "export", "archive", "--bag", "bag", "-q", "--metrics-file", "export.prom")
+    export = run_cli("export", "archive", "--bag", "bag", "-q", "--metrics-file", "export.prom", home=tmp_path)
     assert export.returncode == 0, export.stderr
     exported = metrics((tmp_path / "export.prom").read_text())
     assert exported["labels"] == ("export", "archive") and exported["records_archived"] == 1
@@ -162,7 +162,7 @@ def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, list
     summary = json.loads(message.body)
     assert summary["command"] == "audit" and summary["exit_status"] == 0 and summary["why"].startswith("clean: ")
 
-    broken = cli(tmp_path, "audit", "nowhere", "-q", "--metrics-file", "audit.prom")  # no such archive
+    broken = run_cli("audit", "nowhere", "-q", "--metrics-file", "audit.prom", home=tmp_path)  # no such archive
     assert broken.returncode != 0
     after = metrics((tmp_path / "audit.prom").read_text())
     assert after["exit_status"] == broken.returncode
@@ -187,7 +187,7 @@ def test_bad_reporting_options_are_one_line_and_exit_2_before_anything(tmp_path,
         "audit": ["archive"],
         "export": ["archive", "--bag", "bag"],
     }[command]
-    proc = cli(tmp_path, command, *where, *args)
+    proc = run_cli(command, *where, *args, home=tmp_path)
     assert proc.returncode == 2, proc.stderr
     line = one_error_line(proc)
     assert line.startswith("Error: ") and said in line, line

@@ -18,10 +18,10 @@ import pytest
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from storage.stores import open_store
-from tests.plugins.crawling import isolated_home
+from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port
-from tests.test_unattended import REAL, cli
+from tests.test_unattended import REAL
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
@@ -149,7 +149,9 @@ def test_scrapyd_deploy_and_schedule_run_the_same_crawl(
     assert len(check.manifests) >= 3  # checkpoints every 10 bundles, then the final commit
     assert list((archive / "quarantine").rglob("*.json"))  # the tampered bundle, rejected by verification
 
-    crawled = cli(tmp_path, "crawl", "-q", "--resolver", server.url, "--keyring", keyring, "--out", "cli", REAL)
+    crawled = run_cli(
+        "crawl", "-q", "--resolver", server.url, "--keyring", keyring, "--out", "cli", REAL, home=tmp_path
+    )
     assert crawled.returncode == 1, crawled.stderr  # the one rejection
     cli_check = audit_archive(open_store(str(tmp_path / "cli")), archiver_keyring(tmp_path), corpus_keyring)
     assert sorted(check.numbers()) == sorted(cli_check.numbers())

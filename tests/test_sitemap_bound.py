@@ -6,8 +6,10 @@ import math
 
 import pytest
 
-from tests.test_crawl_mirror import crawl, records
+from tests.test_crawl_mirror import FAST_RETRIES
 from tests.test_frontier import committed_records, finish, start_worker
+from tests.plugins.tables import read_rows
+from tests.plugins.crawling import run_cli_crawl
 
 PAGE_SIZE, BUDGET = 1, 5
 
@@ -23,9 +25,18 @@ def every_sitemap(catalog) -> int:
 
 def test_max_records_stops_the_sitemap_walk(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror(sitemap_page_size=PAGE_SIZE)
-    result = crawl(tmp_path, corpus_dir, server, "--max-records", str(BUDGET), "sitemap")
+    result = run_cli_crawl(
+        tmp_path,
+        *FAST_RETRIES,
+        "--max-records",
+        str(BUDGET),
+        "sitemap",
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert len(records(tmp_path)) == result.stat("verified") == BUDGET
+    assert len(read_rows(tmp_path / "archive", "records")) == result.stat("verified") == BUDGET
     fetched = sitemaps_fetched(server)
     assert fetched <= 1 + math.ceil(BUDGET / PAGE_SIZE) + 1 < every_sitemap(corpus_catalog) // 4
     assert result.stat("sitemaps_skipped_max_records") == every_sitemap(corpus_catalog) - fetched

@@ -7,17 +7,16 @@ End to end through two of the project's mirrors over real sockets."""
 import json
 from urllib.parse import urlsplit
 
-import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 
 from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.split_view import EXTENDS, FORK, SAME, Comparison, compare, event_ids
-from pith_archiver.cli import main
 from storage.layout import raw_bundle
 from tests.plugins.archives import corpus_raws, extended
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.cli import run_cli
+from tests.plugins.tables import read_rows
 
 BUILT = "2026-06-10T00:00:00Z"
 
@@ -81,30 +80,6 @@ def served(tmp_path, corpus_dir):
     return serve
 
 
-def cross_checked(tmp_path, corpus_dir, primary, second, count: int, suffixes, *args):
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        primary.url,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(count),
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--no-follow",
-        "--out",
-        str(tmp_path / "archive"),
-        *args,
-        *suffixes,
-    )
-
-
-def table(tmp_path, name) -> list[dict]:
-    return ds.dataset(tmp_path / "archive" / "tables" / name, partitioning="hive").to_table().to_pylist()
-
-
 def base(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
@@ -115,7 +90,18 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
     folder, bytes_served = served(kinds)
     primary, second = mirror(), mirror(directory=folder)
     suffixes = sorted(bytes_served)
-    result = cross_checked(tmp_path, corpus_dir, primary, second, 10, suffixes)  # more than there are records
+    result = run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(10),
+        "--no-follow",
+        *suffixes,
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )  # more than there are records
 
     assert result.returncode == 1, result.stderr[-3000:]
     assert (result.stat("cross_check/records"), result.stat("cross_check/copies")) == (SEEDS, SEEDS)
@@ -136,9 +122,9 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
         assert sorted(r.record for r in server.requests if r.document == "bundle") == suffixes
 
     forks = {suffix for suffix, kind in zip(suffixes, kinds) if kind == "fork"}
-    flagged = [row for row in table(tmp_path, "verifications") if row["reason"] == "equivocation"]
+    flagged = [row for row in read_rows(tmp_path / "archive", "verifications") if row["reason"] == "equivocation"]
     assert len(flagged) == 2
-    archived = {row["bundle_sha256"]: row for row in table(tmp_path, "records")}
+    archived = {row["bundle_sha256"]: row for row in read_rows(tmp_path / "archive", "records")}
     for row in flagged:
         suffix = row["pith_number"].rsplit(":", 1)[1]
         assert suffix in forks
@@ -160,25 +146,33 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
 
     # the audit finds the archive whole: two verified copies of a record are no discrepancy
     [key_document] = (tmp_path / "archive" / "keys").glob("*.json")
-    audit = CliRunner().invoke(
-        main,
-        [
-            "audit",
-            str(tmp_path / "archive"),
-            "--keyring",
-            str(corpus_dir / KEYRING_NAME),
-            "--no-default-keys",
-            "--keyring",
-            str(key_document),
-        ],
+    audit = run_cli(
+        "audit",
+        str(tmp_path / "archive"),
+        "--keyring",
+        str(corpus_dir / KEYRING_NAME),
+        "--no-default-keys",
+        "--keyring",
+        str(key_document),
     )
-    assert audit.exit_code == 0, audit.output
+    assert audit.returncode == 0, audit.output
 
 
 def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["extension", "same", "same", "extension", "same", "same"])
     primary, second = mirror(), mirror(directory=folder)
-    result = cross_checked(tmp_path, corpus_dir, primary, second, SEEDS, sorted(bytes_served))
+    result = run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(SEEDS),
+        "--no-follow",
+        *sorted(bytes_served),
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("cross_check/same"), result.stat("cross_check/extends"), result.stat("equivocations")) == (
         4,
@@ -186,18 +180,29 @@ def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_d
         0,
     )
     assert "split views 0" in result.stdout and "split views:" not in result.stderr
-    rows = table(tmp_path, "verifications")
+    rows = read_rows(tmp_path / "archive", "verifications")
     assert not [row for row in rows if row["reason"] == "equivocation" or row["other_url"]]
     # identical bytes are one version (the second copy a duplicate); an extension is a new current version
     assert sum(row["duplicate"] for row in rows) == 4
-    assert all(row["accepted_as_current"] for row in table(tmp_path, "records"))
-    assert len(table(tmp_path, "records")) == SEEDS + 2
+    assert all(row["accepted_as_current"] for row in read_rows(tmp_path / "archive", "records"))
+    assert len(read_rows(tmp_path / "archive", "records")) == SEEDS + 2
 
 
 def test_only_the_first_n_records_are_fetched_again(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["fork"] * SEEDS)
     primary, second = mirror(), mirror(directory=folder)
-    result = cross_checked(tmp_path, corpus_dir, primary, second, 2, sorted(bytes_served))
+    result = run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(2),
+        "--no-follow",
+        *sorted(bytes_served),
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert (result.stat("cross_check/records"), result.stat("equivocations"), result.returncode) == (2, 2, 1)
     # each record once (spread over both sources), and the 2 sampled ones again from the mirror
     bundles = [r for server in (primary, second) for r in server.requests if r.document == "bundle"]
@@ -209,7 +214,20 @@ def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_di
     folder, bytes_served = served(["same"] * SEEDS)
     primary = mirror()
     second = mirror(directory=folder, faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
-    result = cross_checked(tmp_path, corpus_dir, primary, second, 3, sorted(bytes_served), "-s", "RETRY_TIMES=0")
+    result = run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(3),
+        "--no-follow",
+        "-s",
+        "RETRY_TIMES=0",
+        *sorted(bytes_served),
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         result.stat("cross_check/records"),
@@ -239,7 +257,18 @@ def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mi
         *suffixes,
     )
     assert (first.returncode, first.stat("archived")) == (0, SEEDS), first.stderr[-3000:]
-    again = cross_checked(tmp_path, corpus_dir, primary, second, 2, suffixes)
+    again = run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(2),
+        "--no-follow",
+        *suffixes,
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
     assert again.returncode == 1, again.stderr[-3000:]
     assert (again.stat("cross_check/records"), again.stat("already_archived")) == (2, 2)
     # the other records are spread over both: unchanged at the resolver, or forks at the
@@ -260,18 +289,18 @@ def test_a_spread_crawl_flags_a_mirror_serving_forks_as_split_views(tmp_path, co
     common += ["--out", str(tmp_path / "archive"), "--resolver", primary.url]
     first = run_cli_crawl(tmp_path, *common, *suffixes)
     assert first.returncode == 0, first.stderr[-3000:]
-    current = {row["pith_number"]: row["bundle_sha256"] for row in table(tmp_path, "records")}
+    current = {row["pith_number"]: row["bundle_sha256"] for row in read_rows(tmp_path / "archive", "records")}
 
     again = run_cli_crawl(tmp_path, *common, "--mirror", second.url, *suffixes)
     forked = again.stats.get(f"pith/hosts/{urlsplit(second.url).netloc}/forked", 0)
     assert forked >= 1, again.stdout
     assert (again.returncode, again.stat("equivocations"), again.stat("archived")) == (1, forked, forked)
     assert "split views: resolvers served forked histories" in again.stderr
-    flagged = [row for row in table(tmp_path, "verifications") if row["reason"] == "equivocation"]
+    flagged = [row for row in read_rows(tmp_path / "archive", "verifications") if row["reason"] == "equivocation"]
     assert len(flagged) == forked
     for row in flagged:
         assert base(row["url"]) == second.url and row["other_url"] is None
         assert row["other_bundle_sha256"] == current[row["pith_number"]]  # the version the archive holds
         assert "forks from the archive's current version" in row["detail"]
-    currents = {row["bundle_sha256"]: row["accepted_as_current"] for row in table(tmp_path, "records")}
+    currents = {row["bundle_sha256"]: row["accepted_as_current"] for row in read_rows(tmp_path / "archive", "records")}
     assert all(currents[sha] for sha in current.values())  # the resolver's versions stay current

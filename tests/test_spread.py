@@ -9,11 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pith_testkit.faults import FaultPlan
-from tests.plugins.crawling import build_static_site, crawl_corpus, run_cli_crawl, serving
-
-
-def crawl(tmp_path, corpus_dir, resolver, *args):
-    return crawl_corpus(tmp_path, corpus_dir, resolver, tmp_path / "archive", *args)
+from tests.plugins.crawling import build_static_site, run_cli_crawl, serving
 
 
 def host_stat(result, url: str, what: str) -> int:
@@ -37,7 +33,9 @@ def test_bundle_requests_are_spread_over_the_resolver_and_its_mirrors(
     servers = [mirror(faults=FaultPlan(latency_ms=20)) for _ in range(3)]
     mirrors = [arg for server in servers[1:] for arg in ("--mirror", server.url)]
     seeds = ["--no-follow", "--seeds-file", str(seeds_file)]
-    result = crawl(tmp_path, corpus_dir, servers[0].url, *mirrors, *seeds)
+    result = run_cli_crawl(
+        tmp_path, *mirrors, *seeds, resolver=servers[0].url, out=tmp_path / "archive", corpus=corpus_dir
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     records = len(corpus_catalog.suffixes)
     assert result.stat("archived") == records
@@ -55,10 +53,8 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
     suffixes = sorted(corpus_catalog.suffixes)
     good = mirror(faults=FaultPlan(latency_ms=20))
     bad = mirror(faults=FaultPlan(latency_ms=20, tamper=set(suffixes)))  # every copy it serves is tampered
-    result = crawl(  # few records open at once: picks follow the verdicts closely
+    result = run_cli_crawl(
         tmp_path,
-        corpus_dir,
-        good.url,
         "--mirror",
         bad.url,
         "--no-follow",
@@ -66,6 +62,9 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
         str(seeds_file),
         "-s",
         "CONCURRENT_REQUESTS=4",
+        resolver=good.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
     )
     # the tampered copies are evidence (quarantined, exit 1); every record is archived from the resolver
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]
@@ -102,10 +101,8 @@ def test_each_source_is_held_to_its_own_politeness(tmp_path, corpus_dir, corpus_
     """Two sources on one host name (as on loopback): each its own download slot, so
     the per-host cap holds for each, and both are asked at once."""
     servers = [mirror(faults=FaultPlan(latency_ms=40)) for _ in range(2)]
-    result = crawl(
+    result = run_cli_crawl(
         tmp_path,
-        corpus_dir,
-        servers[0].url,
         "--mirror",
         servers[1].url,
         "--no-follow",
@@ -113,6 +110,9 @@ def test_each_source_is_held_to_its_own_politeness(tmp_path, corpus_dir, corpus_
         str(seeds_file),
         "-s",
         "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+        resolver=servers[0].url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("archived") == len(corpus_catalog.suffixes)

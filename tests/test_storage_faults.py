@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
 from storage.archive import ArchiveWriter
 from storage.manifest import committed_manifests
@@ -35,29 +34,19 @@ def flaky(rate: float) -> list[FaultRule]:
     return [*first, *(FaultRule(kind, rate=rate, delay=0.2) for kind in TRANSIENT)]
 
 
-def crawl_to(tmp_path, corpus_dir, server, proxy, bucket, *args):
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        server.url,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        f"s3://{bucket}/archive",
-        "--s3-endpoint-url",
-        proxy.url,
-        "-s",
-        "AUTOTHROTTLE_ENABLED=false",
-        *args,
-    )
-
-
 def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
 ):
     proxy = fault_proxy(*flaky(FAULT_RATE), seed=11)
-    result = crawl_to(tmp_path, corpus_dir, mirror(), proxy, s3_bucket, REAL)
+    result = run_cli_crawl(
+        tmp_path,
+        "--s3-endpoint-url",
+        proxy.url,
+        REAL,
+        resolver=mirror().url,
+        out=f"s3://{s3_bucket}/archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("archived") == len(corpus_catalog)
     assert all(proxy.injected[kind] >= 1 for kind in TRANSIENT), proxy.injected
@@ -83,7 +72,15 @@ def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(
     tmp_path, corpus_dir, corpus_catalog, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
 ):
     proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",)))
-    result = crawl_to(tmp_path, corpus_dir, mirror(), proxy, s3_bucket, REAL)
+    result = run_cli_crawl(
+        tmp_path,
+        "--s3-endpoint-url",
+        proxy.url,
+        REAL,
+        resolver=mirror().url,
+        out=f"s3://{s3_bucket}/archive",
+        corpus=corpus_dir,
+    )
     assert result.returncode == 4
     assert "AccessDenied" in result.stats["pith/commit_error"]
     assert "failed (exit 4): the final commit failed" in result.stderr and "AccessDenied" in result.stderr

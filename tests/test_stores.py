@@ -124,7 +124,7 @@ def test_a_local_write_steps_over_a_killed_runs_temp_file_and_syncs_new_folders(
     assert leftover.read_bytes() == b"a killed run's partial write"
     # the file's folder, and every folder the write created with the one holding it
     root = str(tmp_path)
-    assert store._unsynced_dirs == {
+    assert store.unsynced_folders == {
         f"{root}/raw/ab",
         f"{root}/raw",
         root,
@@ -133,7 +133,7 @@ def test_a_local_write_steps_over_a_killed_runs_temp_file_and_syncs_new_folders(
         f"{root}/tables",
     }
     store.flush()
-    assert not store._unsynced_dirs
+    assert not store.unsynced_folders
 
 
 def test_a_failing_local_store_raises_storage_error(tmp_path):

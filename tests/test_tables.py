@@ -247,7 +247,7 @@ def test_partitions_of_all_tables_share_one_buffer_budget(tmp_path):
     assert budget.used > 0 and emitted == []  # nothing finished yet: only row groups written
     for writer in writers:
         writer.close()
-    assert budget.used == 0 and budget._writers == []  # closed writers leave the budget
+    assert budget.used == 0 and budget.writers == ()  # closed writers leave the budget
     groups = [pq.read_metadata(tmp_path / path).num_row_groups for path in emitted]
     assert len(emitted) == 30 and max(groups) > 1  # 15 partitions a writer, written in several groups
     table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from pith.canonical import canon
 from pith.checkpoint import Checkpoint, log_origin, open_checkpoint, parse_checkpoint, sign_checkpoint
@@ -25,13 +24,13 @@ from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith.verify import verify_bundle
-from pith_archiver.cli import main
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.cli import run_cli
 
 CHECKER = Path(__file__).resolve().parents[1] / "docs" / "check_proof.py"
 OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
@@ -216,9 +215,8 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     write_run(store, test_signer, corpus_keyring, raws[:3])
     write_run(store, test_signer, corpus_keyring, raws[3:7])
     number = verify_bundle(raws[4], corpus_keyring).pith_number
-    runner = CliRunner()
-    proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), number, "--json"])
-    assert proved.exit_code == 0, proved.output
+    proved = run_cli("prove", "--trust-archive-keys", str(store.root), number, "--json")
+    assert proved.returncode == 0, proved.output
     proof = json.loads(proved.stdout)
     assert sorted(proof) == sorted(
         ["pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof", "checkpoint"]
@@ -229,26 +227,26 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     proof_path.write_text(proved.stdout)
     keys = key_file(tmp_path, test_signer)
 
-    verified = runner.invoke(main, ["verify", "--proof", str(proof_path), "--keyring", keys])
-    assert verified.exit_code == 0, verified.output
+    verified = run_cli("verify", "--proof", str(proof_path), "--keyring", keys)
+    assert verified.returncode == 0, verified.output
     assert verified.stdout.startswith(f"VERIFIED    proof  {proof_path}  in ")
     script = run_checker(proof_path, keys)
     assert script.returncode == 0 and script.stdout.endswith("leaf 4 of 7 in the log of test-key-1\n")
 
     proof["leaf_index"] = 3
     proof_path.write_text(json.dumps(proof))
-    rejected = runner.invoke(main, ["verify", "--proof", str(proof_path), "--keyring", keys])
-    assert rejected.exit_code == 1
+    rejected = run_cli("verify", "--proof", str(proof_path), "--keyring", keys)
+    assert rejected.returncode == 1
     assert "inclusion_proof_invalid at proof.inclusion_proof" in rejected.stdout
     script = run_checker(proof_path, keys)
     assert script.returncode == 1 and "does not lead to the checkpoint's root" in script.stderr
-    unpinned = runner.invoke(main, ["verify", "--proof", str(proof_path)])
-    assert unpinned.exit_code == 1 and "unknown_key" in unpinned.stdout
+    unpinned = run_cli("verify", "--proof", str(proof_path))
+    assert unpinned.returncode == 1 and "unknown_key" in unpinned.stdout
 
     unknown = "pith:2026:" + "A" * 26
-    assert runner.invoke(main, ["prove", "--trust-archive-keys", str(store.root), unknown]).exit_code == 1
-    both = runner.invoke(main, ["verify", "--proof", str(proof_path), str(proof_path)])
-    assert both.exit_code == 2 and "not both" in both.output
+    assert run_cli("prove", "--trust-archive-keys", str(store.root), unknown).returncode == 1
+    both = run_cli("verify", "--proof", str(proof_path), str(proof_path))
+    assert both.returncode == 2 and "not both" in both.output
 
 
 def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, corpus_keyring, test_signer):
@@ -257,7 +255,6 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
     store = LocalStore(tmp_path / "archive")
     keyring = Keyring([*corpus_keyring, test_signer.pinned(), OTHER.pinned()])
     raws = list(corpus_raws(corpus_dir).values())
-    runner = CliRunner()
     keys = ["--keyring", key_file(tmp_path, test_signer), "--keyring", key_file(tmp_path, OTHER)]
     saved = []
     for turn, (signer, part) in enumerate(
@@ -270,8 +267,8 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
         ]
     ):
         logged_run(store, signer, keyring, part, worker=f"w{turn % 2}")
-        printed = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root), "--key", signer.key_id])
-        assert printed.exit_code == 0, printed.output
+        printed = run_cli("checkpoint", "--trust-archive-keys", str(store.root), "--key", signer.key_id)
+        assert printed.returncode == 0, printed.output
         saved.append(tmp_path / f"saved-{turn}")
         saved[-1].write_text(printed.stdout)
     for key_id, sizes in (("test-key-1", [3, 4, 6]), ("test-key-2", [2, 6])):
@@ -280,21 +277,18 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
         key_id = manifest["signature"]["key_id"]
         logs = [e["path"] for e in manifest["objects"] if e["path"].startswith(("checkpoints/", "log/"))]
         assert logs and all(path.split("/")[1] == key_id for path in logs)
-    both = runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)])
+    both = run_cli("checkpoint", "--trust-archive-keys", str(store.root))
     assert both.stdout.count("\n\n") == 3 and "\n6\n" in both.stdout
-    audit = runner.invoke(
-        main,
-        [
-            "audit",
-            str(store.root),
-            "--no-default-keys",
-            *keys,
-            "--keyring",
-            str(corpus_dir / "keyring.json"),
-            *[arg for path in saved for arg in ("--checkpoint", str(path))],
-        ],
+    audit = run_cli(
+        "audit",
+        str(store.root),
+        "--no-default-keys",
+        *keys,
+        "--keyring",
+        str(corpus_dir / "keyring.json"),
+        *[arg for path in saved for arg in ("--checkpoint", str(path))],
     )
-    assert audit.exit_code == 0, audit.output
+    assert audit.returncode == 0, audit.output
     assert audit.stdout.startswith("clean: 5 manifests")
 
 
@@ -320,8 +314,7 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     logged_run(store, test_signer, keyring, raws[:3])
     logged_run(store, test_signer, keyring, raws[3:5])
     saved = tmp_path / "witnessed"
-    runner = CliRunner()
-    saved.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(store.root)]).stdout)
+    saved.write_text(run_cli("checkpoint", "--trust-archive-keys", str(store.root)).stdout)
     args = [
         "audit",
         str(store.root),
@@ -333,21 +326,21 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
         "--checkpoint",
         str(saved),
     ]
-    assert runner.invoke(main, args).exit_code == 0
+    assert run_cli(*args).returncode == 0
 
     drop_newest_run(store, keyring, test_signer.key_id)
-    plain = runner.invoke(main, args[:-2])
-    assert plain.exit_code == 0  # without a checkpoint kept outside, the rollback leaves no trace
-    rolled = runner.invoke(main, args)
-    assert rolled.exit_code == 1
+    plain = run_cli(*args[:-2])
+    assert plain.returncode == 0  # without a checkpoint kept outside, the rollback leaves no trace
+    rolled = run_cli(*args)
+    assert rolled.returncode == 1
     assert (
         f"log_rolled_back {saved} test-key-1: the archive's log has 3 leaves, behind the checkpoint's 5"
         in rolled.stdout
     )
 
     logged_run(store, test_signer, keyring, raws[5:8])  # the log grows again, on another history
-    forked = runner.invoke(main, [*args, "--json"])
-    assert forked.exit_code == 1
+    forked = run_cli(*args, "--json")
+    assert forked.returncode == 1
     found = json.loads(forked.stdout.splitlines()[0])
     assert found == {
         "code": "log_forked",
@@ -357,7 +350,7 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
 
     other = tmp_path / "not-a-checkpoint"
     other.write_text("hello\n")
-    assert "checkpoint_invalid" in runner.invoke(main, [*args[:-1], str(other)]).stdout
+    assert "checkpoint_invalid" in run_cli(*args[:-1], str(other)).stdout
 
 
 def test_a_crashed_commits_checkpoint_gives_way(tmp_path, corpus_dir, corpus_keyring, test_signer):
@@ -385,30 +378,26 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
     entry.update(sha256=hashlib.sha256(swapped).hexdigest())
     body = {k: v for k, v in manifest.items() if k != "signature"}
     (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
-    runner = CliRunner()
-    audit = runner.invoke(
-        main,
-        [
-            "audit",
-            str(store.root),
-            "--no-default-keys",
-            "--keyring",
-            key_file(tmp_path, test_signer),
-            "--keyring",
-            str(corpus_dir / "keyring.json"),
-        ],
+    audit = run_cli(
+        "audit",
+        str(store.root),
+        "--no-default-keys",
+        "--keyring",
+        key_file(tmp_path, test_signer),
+        "--keyring",
+        str(corpus_dir / "keyring.json"),
     )
-    assert audit.exit_code == 1
+    assert audit.returncode == 1
     feed = layout.attestation_feed(manifest["run_id"])
     assert audit.stdout.splitlines()[:2] == [
         f"log_broken {entry['path']} test-key-1: not the content hashes of {feed}",
         "log_broken checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
         "another",
     ]
-    proof = runner.invoke(
-        main, ["prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number]
+    proof = run_cli(
+        "prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number
     )
-    assert proof.exit_code == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
+    assert proof.returncode == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
 
 
 def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
@@ -430,17 +419,14 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
     events = attestations(store, keyring, test_signer.key_id)
     checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
     assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
-    proved = CliRunner().invoke(
-        main,
-        [
-            "prove",
-            "--trust-archive-keys",
-            str(store.root),
-            verify_bundle(raws[1], corpus_keyring).pith_number,
-            "--json",
-        ],
+    proved = run_cli(
+        "prove",
+        "--trust-archive-keys",
+        str(store.root),
+        verify_bundle(raws[1], corpus_keyring).pith_number,
+        "--json",
     )
-    assert proved.exit_code == 0, proved.output
+    assert proved.returncode == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
 
 
@@ -455,21 +441,18 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
         tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow", *corpus_catalog.suffixes[:3]
     )
     assert first.returncode == 0, first.stderr[-3000:]
-    runner = CliRunner()
     kept = tmp_path / "kept-checkpoint"
-    kept.write_text(runner.invoke(main, ["checkpoint", "--trust-archive-keys", str(archive)]).stdout)
+    kept.write_text(run_cli("checkpoint", "--trust-archive-keys", str(archive)).stdout)
     second = run_cli_crawl(
         tmp_path, "--resolver", server.url, *keys, "--out", str(archive), "--no-follow", *corpus_catalog.suffixes[:6]
     )
     assert second.returncode == 0, second.stderr[-3000:]
     [key_document] = (archive / "keys").glob("*.json")
-    audit = runner.invoke(
-        main, ["audit", str(archive), *keys, "--keyring", str(key_document), "--checkpoint", str(kept)]
-    )
-    assert audit.exit_code == 0, audit.output
+    audit = run_cli("audit", str(archive), *keys, "--keyring", str(key_document), "--checkpoint", str(kept))
+    assert audit.returncode == 0, audit.output
     number = corpus_catalog.entry(corpus_catalog.suffixes[1]).pith_number
-    proved = runner.invoke(main, ["prove", "--trust-archive-keys", str(archive), number, "--json"])
-    assert proved.exit_code == 0, proved.output
+    proved = run_cli("prove", "--trust-archive-keys", str(archive), number, "--json")
+    assert proved.returncode == 0, proved.output
     proof_path = tmp_path / "proof.json"
     proof_path.write_text(proved.stdout)
     assert json.loads(proved.stdout)["tree_size"] == 6

@@ -10,29 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from pith_testkit.faults import FaultPlan
-from mirror.source import KEYRING_NAME
 from crawler.stat_keys import CrawlStats
+from pith_testkit.faults import FaultPlan
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
-from tests.plugins.crawling import isolated_home
-from tests.plugins.mirror import KIT, kit_env
+from tests.plugins.cli import isolated_home, run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 
-def cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pith_archiver", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=timeout,
-        env={**os.environ, **isolated_home(tmp_path), **(env or {})},
-    )
-
-
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
+def one_error_line(proc) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert "Traceback" not in proc.stderr, proc.stderr
     assert len(lines) == 1, proc.stderr
@@ -50,7 +38,7 @@ def refused_url():
 
 
 def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, refused_url):
-    proc = cli(tmp_path, "crawl", "--resolver", refused_url, "--out", "x", "-s", "RETRY_TIMES=1", REAL)
+    proc = run_cli("crawl", "--resolver", refused_url, "--out", "x", "-s", "RETRY_TIMES=1", REAL, home=tmp_path)
     assert proc.returncode == 4, proc.stderr
     assert "failed (exit 4): no bundle could be fetched, nothing committed" in proc.stderr
     assert "fetch failures: fetch_failed 1" in proc.stdout
@@ -87,7 +75,7 @@ def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mir
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
     resolver = [] if "--resolver" in args else ["--resolver", server.url]
     seeds = [] if "not-a-seed!" in args or "--seeds-file" in args else [REAL]
-    proc = cli(tmp_path, "crawl", *resolver, "--out", "y", *args, *seeds)
+    proc = run_cli("crawl", *resolver, "--out", "y", *args, *seeds, home=tmp_path)
     assert proc.returncode == 2, proc.stderr
     line = one_error_line(proc)
     assert line.startswith("Error: ") and said in line, line
@@ -98,8 +86,7 @@ def test_setup_mistakes_are_one_line_and_exit_2_before_any_request(tmp_path, mir
 
 def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_endpoint, s3_env):
     server = mirror()
-    proc = cli(
-        tmp_path,
+    proc = run_cli(
         "crawl",
         "--resolver",
         server.url,
@@ -109,6 +96,7 @@ def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_en
         s3_endpoint,
         REAL,
         env=s3_env,
+        home=tmp_path,
     )
     assert proc.returncode == 2
     assert "bucket nosuchbucket does not exist" in one_error_line(proc)
@@ -147,22 +135,8 @@ def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, s
     assert not (tmp_path / "archive" / "manifests").exists()
 
 
-def crawl_corpus(tmp_path, corpus_dir, server, *args):
-    return cli(
-        tmp_path,
-        "crawl",
-        "--resolver",
-        server.url,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--out",
-        "archive",
-        *args,
-    )
-
-
 def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, corpus_dir, mirror):
-    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), REAL)
+    proc = run_cli_crawl(tmp_path, REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
     assert "ok (exit 0): done" in proc.stdout
     assert "Scrapy" not in proc.stdout + proc.stderr and "Dumping" not in proc.stdout + proc.stderr
@@ -173,7 +147,7 @@ def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, 
 
 
 def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
-    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "-q", REAL)
+    proc = run_cli_crawl(tmp_path, "-q", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
     assert [line for line in proc.stderr.splitlines() if not line.startswith("created the archiver signing key")] == []
     assert len(proc.stdout.splitlines()) == 1
@@ -181,7 +155,9 @@ def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
 
 
 def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
-    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "-v", "--no-follow", REAL)
+    proc = run_cli_crawl(
+        tmp_path, "-v", "--no-follow", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False
+    )
     assert proc.returncode == 0
     assert "Dumping Scrapy stats" in proc.stderr and "log: " not in proc.stdout
 
@@ -190,24 +166,46 @@ def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path,
     seeds = sorted(corpus_catalog.suffixes)[:10]
     server = mirror(faults=FaultPlan(oversize={seeds[0]}))
     common = ["--no-follow", "-s", "DOWNLOAD_MAXSIZE=4000000", *seeds]
-    within = crawl_corpus(tmp_path, corpus_dir, server, "--max-failures", "10%", *common)
+    within = run_cli_crawl(
+        tmp_path, "--max-failures", "10%", *common, resolver=server.url, out="archive", corpus=corpus_dir, logged=False
+    )
     assert within.returncode == 3, within.stderr
     assert "fetch failures: too_large 1" in within.stdout
     assert "partial (exit 3): 1 fetch failures (within --max-failures)" in within.stderr
-    beyond = crawl_corpus(tmp_path, corpus_dir, server, "--max-failures", "0", *common)
+    beyond = run_cli_crawl(
+        tmp_path, "--max-failures", "0", *common, resolver=server.url, out="archive", corpus=corpus_dir, logged=False
+    )
     assert beyond.returncode == 4
     assert "more than --max-failures allows" in beyond.stderr
 
 
 def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpus_catalog, mirror):
     seeds = sorted(corpus_catalog.suffixes)[:4]
-    proc = crawl_corpus(tmp_path, corpus_dir, mirror(faults=FaultPlan(tamper={seeds[1]})), "--no-follow", *seeds)
+    proc = run_cli_crawl(
+        tmp_path,
+        "--no-follow",
+        *seeds,
+        resolver=mirror(faults=FaultPlan(tamper={seeds[1]})).url,
+        out="archive",
+        corpus=corpus_dir,
+        logged=False,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundles rejected" in proc.stderr
 
 
 def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
-    proc = crawl_corpus(tmp_path, corpus_dir, mirror(), "--no-follow", "--stats-json", "s.json", REAL)
+    proc = run_cli_crawl(
+        tmp_path,
+        "--no-follow",
+        "--stats-json",
+        "s.json",
+        REAL,
+        resolver=mirror().url,
+        out="archive",
+        corpus=corpus_dir,
+        logged=False,
+    )
     stats = json.loads((tmp_path / "s.json").read_text())
     assert proc.returncode == 0
     assert stats["downloader/request_count"] >= 1 and stats["pith/archived"] == 1
@@ -216,24 +214,17 @@ def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
 def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path):
     """An OSError nobody turned into a named error still ends as one line and exit 4 (met
     here in the test kit's command line, which runs in pith-archiver's command group)."""
-    proc = subprocess.run(
-        [*KIT, "corpus", "generate", "--records", "1", "--out", "/proc/no/such/corpus"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**kit_env(), **isolated_home(tmp_path)},
-    )
+    proc = run_cli("corpus", "generate", "--records", "1", "--out", "/proc/no/such/corpus", home=tmp_path, kit=True)
     assert proc.returncode == 4
     assert "rerun with -vv for the traceback" in proc.stderr
     assert one_error_line(proc).startswith("Error: ") and "/proc/no" in proc.stderr
 
 
 def test_the_demo_prints_an_audit_command_that_comes_out_clean(tmp_path):
-    demo = cli(tmp_path, "crawl", timeout=300)
+    demo = run_cli("crawl", timeout=300, home=tmp_path)
     assert demo.returncode == 0, demo.stderr
     command = next(line.split() for line in demo.stdout.splitlines() if line.startswith("  pith-archiver audit "))
-    audit = cli(tmp_path, *command[1:])
+    audit = run_cli(*command[1:], home=tmp_path)
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr
     assert audit.stdout.splitlines()[-1].startswith("clean: ")
 

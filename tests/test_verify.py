@@ -26,7 +26,7 @@ from pith.reasons import REASONS
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from tests.plugins.core import real_bundle_paths
-from tests.test_cli_verify import verify_cli
+from tests.plugins.cli import run_cli
 
 REAL_SUFFIXES = [path.name.split(".")[0] for path in real_bundle_paths()]
 CATALOGUE = {**MUTATIONS, **RAW_MUTATIONS}
@@ -79,8 +79,8 @@ def test_numbers_orjson_spells_otherwise_still_verify(real_raw, ring, test_signe
 
 
 def test_real_bundles_verify_through_the_cli(real_docs):
-    result = verify_cli()
-    assert result.exit_code == 0
+    result = run_cli("verify")
+    assert result.returncode == 0
     assert result.stdout.count("VERIFIED") == len(real_docs) == 3
     for doc in real_docs.values():
         assert doc["pith_number"] in result.stdout
@@ -185,8 +185,8 @@ def test_impostor_key_advertised_under_the_pinned_key_id(real_raw, registry_keyr
 
 def test_no_default_keys_makes_the_real_bundles_unknown_key(tmp_path, test_signer):
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
-    result = verify_cli("--no-default-keys", "--keyring", str(keys), "--json")
-    assert result.exit_code == 1
+    result = run_cli("verify", "--no-default-keys", "--keyring", str(keys), "--json")
+    assert result.returncode == 1
     verdicts = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(verdicts) == 3
     assert {(v["status"], v["reason"], v["path"]) for v in verdicts} == {
@@ -198,9 +198,9 @@ def test_keyring_file_adds_keys(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "resigned.json"
     bundle.write_bytes(compact_json(wholly_resigned(next(iter(real_docs.values())), test_signer)))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
-    assert verify_cli(str(bundle)).exit_code == 1
-    assert verify_cli("--keyring", str(keys), str(bundle)).exit_code == 0
-    assert verify_cli("--no-default-keys", "--keyring", str(keys), str(bundle)).exit_code == 0
+    assert run_cli("verify", str(bundle)).returncode == 1
+    assert run_cli("verify", "--keyring", str(keys), str(bundle)).returncode == 0
+    assert run_cli("verify", "--no-default-keys", "--keyring", str(keys), str(bundle)).returncode == 0
 
 
 def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
@@ -212,8 +212,8 @@ def test_keyring_option_repeats(tmp_path, real_docs, test_signer):
         bundles.append(str(path))
     first = write_keyring(tmp_path / "first.json", test_signer.public_document())
     second = write_keyring(tmp_path / "second.json", other.public_document())
-    assert verify_cli("--keyring", str(first), *bundles).exit_code == 1
-    assert verify_cli("--keyring", str(first), "--keyring", str(second), *bundles).exit_code == 0
+    assert run_cli("verify", "--keyring", str(first), *bundles).returncode == 1
+    assert run_cli("verify", "--keyring", str(first), "--keyring", str(second), *bundles).returncode == 0
 
 
 REGISTRY_DOCUMENT = Keyring.default().get("pith-v1-2026-05").document()
@@ -243,8 +243,8 @@ def _wrong_fingerprint(entry):
 def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, message):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps(content(test_signer)))
-    result = verify_cli("--keyring", str(keys))
-    assert result.exit_code == 2
+    result = run_cli("verify", "--keyring", str(keys))
+    assert result.returncode == 2
     assert message in result.stderr
     assert "VERIFIED" not in result.stdout
 
@@ -261,7 +261,7 @@ def test_a_keyring_files_entries_are_registry_keys_unless_it_is_given_for_archiv
 def test_keyring_that_is_not_json_is_a_usage_error(tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text("{not json")
-    assert verify_cli("--keyring", str(keys)).exit_code == 2
+    assert run_cli("verify", "--keyring", str(keys)).returncode == 2
 
 
 # --- wrong types (issue 2, item 6) -------------------------------------------------------
@@ -380,11 +380,11 @@ def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
     bundle = tmp_path / "attested.json"
     bundle.write_bytes(with_new_event(compact_json(next(iter(real_docs.values()))), test_signer, "author_attestation"))
     keys = write_keyring(tmp_path / "test.json", test_signer.public_document())
-    result = verify_cli("--keyring", str(keys), str(bundle))
-    assert result.exit_code == 0, result.output
+    result = run_cli("verify", "--keyring", str(keys), str(bundle))
+    assert result.returncode == 0, result.output
     assert "merge inferred (author_attestation; reproduces the signed state)" in result.stdout
     assert result.stdout.splitlines()[-1] == "1 verified (1 with a merge rule only inferred), 0 rejected"
-    as_json = verify_cli("--json", "--keyring", str(keys), str(bundle))
+    as_json = run_cli("verify", "--json", "--keyring", str(keys), str(bundle))
     line = json.loads(as_json.stdout.splitlines()[0])
     assert (line["merge_confirmed"], line["inferred_types"], line["merge_inferred_match"]) == (
         False,

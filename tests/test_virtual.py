@@ -5,7 +5,6 @@ import json
 import random
 
 import pytest
-from click.testing import CliRunner
 
 from crawler.local_scheduler import TAKE
 from pith_testkit.virtual import VirtualCorpus
@@ -13,10 +12,9 @@ from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
 from pith.verify import verify_document
-from pith_archiver.cli import main
-from pith_testkit.cli import main as kit_main
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
+from tests.plugins.cli import run_cli
 
 # a bound that does not grow with the 1,000 records: one batch read from disk
 # (crawler.local_scheduler.TAKE) and the pages and states of the records in flight
@@ -103,13 +101,11 @@ def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
 
 
 def test_virtual_options_that_do_not_fit_are_usage_errors(tmp_path):
-    runner = CliRunner()
-    both = runner.invoke(kit_main, ["serve", str(tmp_path), "--virtual", "10"])
-    assert both.exit_code == 2 and "not both" in both.output
-    alone = runner.invoke(kit_main, ["serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json")])
-    assert alone.exit_code == 2 and "--keyring-out goes with --virtual" in alone.output
-    share = runner.invoke(
-        main,
-        ["crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%", "RLLQL6357CWNZYHNBMCYD3UK5B"],
+    both = run_cli("serve", str(tmp_path), "--virtual", "10", kit=True)
+    assert both.returncode == 2 and "not both" in both.output
+    alone = run_cli("serve", str(tmp_path), "--keyring-out", str(tmp_path / "k.json"), kit=True)
+    assert alone.returncode == 2 and "--keyring-out goes with --virtual" in alone.output
+    share = run_cli(
+        "crawl", "--resolver", "http://127.0.0.1:1", "--check-state-sample", "150%", "RLLQL6357CWNZYHNBMCYD3UK5B"
     )
-    assert share.exit_code == 2 and "not a percentage" in share.output
+    assert share.returncode == 2 and "not a percentage" in share.output

@@ -1,11 +1,9 @@
 """Fixtures to run real crawls: a plain static web server (no Pith logic at all) and
-a helper that runs ``pith-archiver crawl`` in a subprocess (Scrapy's reactor cannot
-restart inside one test process) and returns its exit code, stats and output."""
+the one crawl wrapper, ``run_cli_crawl``: ``pith-archiver crawl`` in a subprocess
+(Scrapy's reactor cannot restart inside one test process), with its exit code, stats and
+output."""
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,62 +15,43 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith_archiver import FIXTURES
+from tests.plugins.cli import CliResult, isolated_home, run_cli  # noqa: F401 (isolated_home: for the crawl tests)
 
 
 @dataclass
-class CrawlResult:
-    returncode: int
+class CrawlResult(CliResult):
     stats: dict
-    stdout: str
-    stderr: str
 
     def stat(self, key: str) -> int:
         return self.stats.get(f"pith/{key}", 0)
 
 
-def run_cli_crawl(tmp_path: Path, *args: str, timeout: float = 120, env: dict | None = None) -> CrawlResult:
-    """``pith-archiver crawl -v ARGS`` (Scrapy's log on stderr) with stats written to a
-    file; ``env`` adds to the environment."""
+def run_cli_crawl(
+    tmp_path: Path,
+    *args: str,
+    resolver: str | None = None,
+    out=None,
+    corpus: Path | None = None,
+    logged: bool = True,
+    timeout: float = 120,
+    env: dict | None = None,
+) -> CrawlResult:
+    """The one crawl wrapper: ``pith-archiver crawl ARGS`` in a subprocess in ``tmp_path``
+    (``run_cli``), with ``--resolver`` and ``--out`` if given. ``corpus``: trust exactly
+    that test corpus's keyring, AutoThrottle off. ``logged`` (the default) adds ``-v``
+    (Scrapy's log on stderr), ``--progress log`` and the stats written to a file, read
+    back as ``stats``; without it the command line is exactly what a user types."""
     stats_file = tmp_path / f"stats-{len(list(tmp_path.glob('stats-*.json')))}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pith_archiver",
-        "crawl",
-        "-v",
-        "--progress",
-        "log",
-        "--stats-json",
-        str(stats_file),
-        *args,
-    ]
-    env = {**os.environ, **isolated_home(tmp_path), **(env or {})}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
-    stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
-    return CrawlResult(proc.returncode, stats, proc.stdout, proc.stderr)
-
-
-def crawl_corpus(tmp_path: Path, corpus_dir: Path, resolver: str, out: Path, *args: str) -> CrawlResult:
-    """``run_cli_crawl`` of a test corpus served at ``resolver`` into ``out``: trusting
-    exactly the corpus's keyring, AutoThrottle off."""
-    return run_cli_crawl(
-        tmp_path,
-        "--resolver",
-        resolver,
-        "--keyring",
-        str(corpus_dir / KEYRING_NAME),
-        "--no-default-keys",
-        "--out",
-        str(out),
-        "-s",
-        "AUTOTHROTTLE_ENABLED=false",
-        *args,
-    )
-
-
-def isolated_home(tmp_path: Path) -> dict:
-    """Environment for a CLI run whose archiver key, crawl state and logs stay in ``tmp_path``."""
-    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    options = ["-v", "--progress", "log", "--stats-json", str(stats_file)] if logged else []
+    if resolver is not None:
+        options += ["--resolver", resolver]
+    if corpus is not None:
+        options += ["--keyring", str(corpus / KEYRING_NAME), "--no-default-keys", "-s", "AUTOTHROTTLE_ENABLED=false"]
+    if out is not None:
+        options += ["--out", str(out)]
+    result = run_cli("crawl", *options, *args, home=tmp_path, env=env, timeout=timeout)
+    stats = json.loads(stats_file.read_text()) if logged and stats_file.exists() else {}
+    return CrawlResult(result.returncode, result.stdout, result.stderr, result.output, stats)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -41,14 +41,13 @@ from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pith.keyring import Keyring
 from pith.signing import Signer
 from storage.audit import Audit
 from storage.manifest import committed_manifests
+from tests.plugins.tables import read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -306,14 +305,12 @@ def audit_archive(store, archive_keyring, bundle_keyring) -> ArchiveCheck:
     ``records`` row."""
     discrepancies = list(Audit(store, bundle_keyring, archive_keyring).run())
     manifests = list(committed_manifests(store, archive_keyring))
-    records = []
-    for manifest in manifests:
-        for entry in manifest["objects"]:
-            if entry.get("table") == "records":
-                table = pq.read_table(
-                    pa.BufferReader(store.get_bytes(entry["path"])), columns=["pith_number", "bundle_sha256", "run_id"]
-                )
-                records += zip(*(table.column(name).to_pylist() for name in table.column_names))
+    columns = ["pith_number", "bundle_sha256", "run_id"]
+    records = [
+        tuple(row[name] for name in columns)
+        for manifest in manifests
+        for row in read_rows(store, "records", columns=columns, manifest=manifest)
+    ]
     return ArchiveCheck(discrepancies, manifests, records)
 
 

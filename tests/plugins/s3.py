@@ -104,7 +104,7 @@ def refused_port():
         yield sock.getsockname()[1]
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def store(request, tmp_path):
     """The same archive on each backend: a folder, and a prefix in a fresh bucket."""
     if request.param == "local":
