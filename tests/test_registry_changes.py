@@ -205,9 +205,7 @@ def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rota
     fresh = run_cli_crawl(tmp_path, *seeded(tmp_path, suffixes, keyring), resolver=server.url, out=tmp_path / "fresh")
     assert fresh.returncode == 1, fresh.stdout + fresh.stderr[-3000:]
     assert (fresh.stat("verified"), fresh.stat("rejected"), fresh.stat("rejected/key_retired")) == (12, 1, 1)
-    retired_row = next(
-        row for row in read_rows(tmp_path / "fresh", "verifications") if row["reason"] == "key_retired"
-    )
+    retired_row = next(row for row in read_rows(tmp_path / "fresh", "verifications") if row["reason"] == "key_retired")
     assert retired_row["pith_number"].endswith(suffixes[12])
     assert retired_row["detail_path"] == "bundle_signature.key_id"
 
