@@ -21,16 +21,28 @@ from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
 from crawler.links import base_of
 from crawler.worker import worker_name
+from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring
 from pith.shipped import version
+from storage import layout
 from storage.signing_key import load_or_create
 from storage.archive import ArchiveWriter
 from storage.manifest import present_runs
 from storage.stores import StorageError, open_store
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
+from storage.warc import Exchange, WarcPolicy, software as warc_software, verdict_fields
 
 logger = logging.getLogger(__name__)
+
+
+def _raw_path(verdict, raw: bytes, future: Future) -> str | None:
+    """Where the archive keeps the bytes just added (None: a version archived before)."""
+    if not verdict.ok:
+        return layout.quarantined(sha256_hex(raw))
+    if future.done() and future.exception() is None and future.result() is None:
+        return None  # a duplicate: add_verified stored nothing
+    return layout.raw_bundle(sha256_hex(raw))
 
 
 def _when(stamp: str) -> datetime:
@@ -53,6 +65,7 @@ class ArchivePipeline:
         in_flight: int,
         commit_every: int = 0,
         archive_keyrings=(),
+        warc: WarcPolicy | None = None,
     ):
         self.crawler = crawler
         self.stats = crawler.stats
@@ -63,6 +76,7 @@ class ArchivePipeline:
         self.in_flight = in_flight
         self.commit_every = commit_every
         self.archive_keyrings = list(archive_keyrings)
+        self.warc = warc
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
         self.checkpointing = None  # the Deferred of the checkpoint under way
@@ -93,6 +107,7 @@ class ArchivePipeline:
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
             settings.getlist("PITH_ARCHIVE_KEYRINGS"),
+            WarcPolicy(settings.getint("PITH_WARC_MAX_BYTES")) if settings.getbool("PITH_WARC") else None,
         )
 
     async def open_spider(self):
@@ -101,10 +116,23 @@ class ArchivePipeline:
             self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight, workers=store.upload_threads)
             trusted = Keyring.build(self.archive_keyrings, default_keys=False, role=ARCHIVE)  # the other workers' keys
             trusted.add(self.signer.pinned())
-            writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
+            writer = ArchiveWriter(
+                store,
+                self.signer,
+                worker=self.worker,
+                uploader=self.uploader,
+                keyring=trusted,
+                warc=self.warc,
+                warc_info=self._warc_info(),
+            )
             return writer.open()
 
         self.writer = await run_in_thread(open_writer)
+        if self.writer.warc is not None:
+            record = self.writer.warc.record
+            self.crawler.signals.send_catch_log(
+                pith_signals.warc_opened, record=lambda fields: record(Exchange(**fields))
+            )
         self.stats.set_value("pith/run_id", self.writer.run_id)
         self.crawler.signals.send_catch_log(
             pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
@@ -160,6 +188,10 @@ class ArchivePipeline:
         room = self.uploader.has_room(2 * len(item.body))
         future, segment = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
+        if self.writer.warc is not None:
+            self.writer.warc.verdict(
+                item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future))
+            )
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, segment=segment)
         for relation in refused:
@@ -261,6 +293,17 @@ class ArchivePipeline:
             "version": version(),
             "crawl_run_id": self.writer.run_id,
             "spider_args": self._spider_args(),
+        }
+
+    def _warc_info(self) -> dict:
+        """The warcinfo record of each WARC file: who wrote it, from where, how politely."""
+        settings = self.crawler.settings
+        return {
+            "software": warc_software(),
+            "operator": settings.get("USER_AGENT"),
+            "resolver": self._spider_args()["resolver"],
+            "robots": "obey robots.txt" if settings.getbool("ROBOTSTXT_OBEY") else "ignore robots.txt",
+            "worker": self.worker,
         }
 
     def _spider_args(self) -> dict:

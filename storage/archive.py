@@ -47,6 +47,7 @@ from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
+from .warc import WarcPolicy, WarcWriter, index_and_store
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class ArchiveWriter:
         policy: RollPolicy = RollPolicy(),
         spool_dir=None,
         dedup: bool = True,
+        warc: WarcPolicy | None = None,
+        warc_info: dict | None = None,
     ):
         """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
         history (default: this signer's key). ``dedup=False`` starts as if the archive
@@ -126,6 +129,8 @@ class ArchiveWriter:
         self.present_runs: frozenset[str] = frozenset()
         self._segment: Segment | None = None
         self._open = False
+        self._warc_policy, self._warc_info = warc, warc_info or {}
+        self.warc: WarcWriter | None = None  # with ``warc``, after ``open``: the crawl's WARC files
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
@@ -138,6 +143,15 @@ class ArchiveWriter:
         head = self._committer.resume(manifests)
         self._spool.open()
         self._segment = self._new_segment(self.run_id)
+        if self._warc_policy is not None:
+            self.warc = WarcWriter(
+                self.run_id,
+                self._spool.path,
+                self._emit_warc,
+                lambda: self._segment,
+                self._warc_info,
+                self._warc_policy,
+            )
         self._open = True
         logger.info("run %s writing to %s (attestations chained to %s)", self.run_id, self.store.uri, head)
         return self
@@ -324,6 +338,8 @@ class ArchiveWriter:
         with self._commit_lock:
             with self._lock:
                 segment, self._segment = self._segment, self._new_segment()
+            if self.warc is not None:  # its records are this segment's: it commits the file
+                self.warc.roll(segment)
             logger.info("run %s writing to %s (checkpoint of %s)", self._segment.run_id, self.store.uri, segment.run_id)
             try:
                 return self._committer.commit(segment, stats, params)
@@ -338,6 +354,8 @@ class ArchiveWriter:
         self._open = False
         try:
             with self._commit_lock:
+                if self.warc is not None:
+                    self.warc.close(self._segment)
                 return self._committer.commit(self._segment, stats, params)
         finally:
             self._release()
@@ -347,6 +365,8 @@ class ArchiveWriter:
         if self._open:
             self._open = False
             with self._commit_lock:  # a checkpoint under way still writes into the spool
+                if self.warc is not None:
+                    self.warc.discard()
                 self._segment.discard()
                 self._release()
 
@@ -370,6 +390,11 @@ class ArchiveWriter:
             budget=self._budget,
             rows_lock=self._lock,
         )
+
+    def _emit_warc(self, segment: Segment, path: str, spool, captures: list[dict]) -> None:
+        """A finished WARC file: its capture rows and the file with its index, in ``segment``."""
+        segment.add_rows("captures", [{**row, "run_id": segment.run_id} for row in captures])
+        segment.submit_job(index_and_store, self.store, path, spool)
 
     def _count(self, segment: Segment, what: str) -> None:
         self._counts[what] += 1
