@@ -16,6 +16,7 @@ import logging
 import os
 import tempfile
 import threading
+import warnings
 from base64 import b32encode
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,7 +26,6 @@ from io import BytesIO
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cdxj_indexer import CDXJIndexer
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
@@ -346,6 +346,10 @@ def index_and_store(store, path: str, spool: Path) -> list:
     both spool files are removed. Returns their ObjectInfos."""
     index = spool.with_suffix(".cdxj")
     try:
+        with warnings.catch_warnings():  # its AMF support imports pkg_resources, deprecated: not our users' concern
+            warnings.simplefilter("ignore", UserWarning)
+            from cdxj_indexer import CDXJIndexer
+
         with open(index, "w", encoding="utf-8") as out:
             CDXJIndexer(out, [str(spool)], sort=True, records=INDEXED, filename=path.rsplit("/", 1)[-1]).process_all()
         return [store.put_file(path, spool), store.put_file(layout.warc_index(path), index)]

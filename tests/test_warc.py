@@ -3,19 +3,28 @@ every file, warcio's reader for the records, DuckDB over the ``captures`` table.
 
 import hashlib
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from pith.reasons import Rejected
 from pith_archiver import FIXTURES
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
-from tests.plugins.crawling import run_cli_crawl
+from storage.wacz import check_wacz_digest
+from tests.plugins.crawling import isolated_home, run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
 
 WARCIO = [sys.executable, "-m", "warcio.cli"]
@@ -128,3 +137,126 @@ def test_a_missing_bundle_is_kept_as_evidence(tmp_path, static_site, status):
     assert statuses.get(f"{base}/pith/{suffixes[1]}/bundle.json") == str(status), sorted(statuses.items())
     for path in warcs:
         assert warc_check(path).returncode == 0
+
+
+# --- the WACZ export, checked by py-wacz and replayed by pywb --------------------------
+
+PYWB = Path(os.environ.get("PITH_PYWB_BIN", Path(__file__).resolve().parents[1] / ".venv-pywb" / "bin"))
+
+
+def export_wacz(tmp_path, archive: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pith_archiver", "export", str(archive), "--format", "wacz", "--to", str(out), *args]
+    env = {**os.environ, **isolated_home(tmp_path)}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def wayback(root: Path, wacz: Path):
+    """pywb over a collection made of ``wacz`` (``wb-manager add --unpack-wacz``), on a
+    free loopback port; yields its base URL."""
+    if not (PYWB / "wayback").exists():
+        pytest.skip(f"pywb is not installed in {PYWB} (.ci/run installs it)")
+    for args in (["init", "pith"], ["add", "--unpack-wacz", "pith", str(wacz)]):
+        done = subprocess.run([str(PYWB / "wb-manager"), *args], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    port = free_port()
+    server = subprocess.Popen(
+        [str(PYWB / "wayback"), "-b", "127.0.0.1", "-p", str(port)],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/pith/", timeout=2)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "wayback did not start"
+                time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_wacz_export_validates_and_pywb_replays_the_bundles_byte_for_byte(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    # two checkpoints and a final commit: several WARC files, each listed by its own segment
+    result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive), "--commit-every", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    listed = listed_objects(tmp_path, archive)
+    warcs = [path for path in listed if path.endswith(".warc.gz")]
+    assert len(warcs) >= 2
+    assert sorted(warcs) == sorted(f"warc/{p.name}" for p in (archive / "warc").glob("*.warc.gz"))
+
+    wacz = tmp_path / "out" / "pith.wacz"
+    wacz.parent.mkdir()
+    done = export_wacz(tmp_path, archive, wacz)
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run([sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True)
+    assert check.returncode == 0 and "the passed WACZ is valid" in check.stdout, check.stdout + check.stderr
+
+    with zipfile.ZipFile(wacz) as package:
+        infos = {info.filename: info for info in package.infolist()}
+        stored = [name for name in infos if name.startswith("archive/")]
+        assert len(stored) == len(warcs)
+        assert all(infos[name].compress_type == zipfile.ZIP_STORED for name in stored)
+        datapackage = package.read("datapackage.json")
+        digest = json.loads(package.read("datapackage-digest.json"))
+        pages = [json.loads(line) for line in package.read("pages/pages.jsonl").splitlines()]
+        resources = {r["path"]: r for r in json.loads(datapackage)["resources"]}
+        for name in stored + ["indexes/index.cdx", "pages/pages.jsonl"]:
+            data = package.read(name)
+            assert resources[name]["hash"] == f"sha256:{hashlib.sha256(data).hexdigest()}"
+            assert resources[name]["bytes"] == len(data)
+    check_wacz_digest(digest, datapackage, archiver_keyring(tmp_path))  # the archive key signed it
+    with pytest.raises(Rejected):
+        check_wacz_digest(digest, datapackage.replace(b"Pith", b"Pyth"), archiver_keyring(tmp_path))
+    assert pages[0]["format"] == "json-pages-1.0"
+    assert sorted(page["url"] for page in pages[1:]) == sorted(f"{base}/pith/{s}/bundle.json" for s in suffixes)
+
+    with wayback(tmp_path, wacz) as replay:
+        for page in pages[1:]:
+            stamp = page["ts"].replace("-", "").replace(":", "").replace("T", "")[:14]
+            with urllib.request.urlopen(f"{replay}/pith/{stamp}id_/{page['url']}", timeout=30) as response:
+                body = response.read()
+            suffix = page["url"].split("/")[-2]
+            assert body == (FIXTURES / f"{suffix}.bundle.json").read_bytes()
+
+
+def test_wacz_since_a_run_and_usage_errors(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    for seed in suffixes[:2]:
+        result = run_cli_crawl(tmp_path, "--resolver", base, seed, "--out", str(archive), "--no-follow")
+        assert result.returncode == 0, result.stderr[-3000:]
+    runs = sorted(p.stem for p in (archive / "manifests").glob("*.json"))
+    assert len(runs) == 2
+    wacz = tmp_path / "later.wacz"
+    done = export_wacz(tmp_path, archive, wacz, "--since", runs[1])
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(wacz) as package:
+        names = [name for name in package.namelist() if name.startswith("archive/")]
+        pages = package.read("pages/pages.jsonl").decode()
+    assert len(names) == 1 and runs[1] in names[0]
+    assert suffixes[1] in pages and suffixes[0] not in pages
+
+    unknown = export_wacz(tmp_path, archive, tmp_path / "x.wacz", "--since", "20000101T000000Z-w0-00000000")
+    assert unknown.returncode == 2 and "no committed run" in unknown.stderr
+    assert "Traceback" not in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
+    again = export_wacz(tmp_path, archive, wacz)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    badname = export_wacz(tmp_path, archive, tmp_path / "x.zip")
+    assert badname.returncode == 2 and ".wacz" in badname.stderr
