@@ -9,9 +9,10 @@ runs last on the way out, so the request record has the headers Scrapy sends.
 
 The archive pipeline owns the writer (it belongs to the archive's segments) and
 announces it with the ``warc_opened`` signal; the crawler layer knows it only as
-a function taking the exchange's fields (``exchange_of``). A request that got no response (a refused
-connection, a timeout, a body cut short) leaves no response record: the failure is
-in the ``verifications`` table.
+a function taking plain fields (``exchange_of``, ``failure_of``). A request that got
+no response (a refused connection, a timeout, a body cut short: Scrapy drops a
+partial body) leaves a ``metadata`` record naming the error instead, since there is
+no response to keep.
 """
 
 import logging
@@ -49,12 +50,34 @@ class WarcRecorder:
         self.record = record
 
     def process_response(self, request, response, spider=None):
+        self._write("responses", exchange_of, request, response)
+        return response
+
+    def process_exception(self, request, exception, spider=None):
+        """No response (refused, timed out, a body cut short): a ``metadata`` record says what happened."""
+        self._write("failures", failure_of, request, exception)
+
+    def _write(self, what: str, fields_of, request, outcome) -> None:
         if self.record is None:  # before the archive opened (robots.txt, the signing key)
             self.crawler.stats.inc_value("pith/warc_unrecorded")
-            return response
-        self.record(exchange_of(request, response))
-        self.crawler.stats.inc_value("pith/warc_responses")
-        return response
+            return
+        try:
+            self.record(fields_of(request, outcome))
+        except Exception:  # the crawl goes on without the record; the count says so
+            logger.exception("%s: not recorded in the WARC", request.url)
+            self.crawler.stats.inc_value("pith/warc_errors")
+            return
+        self.crawler.stats.inc_value(f"pith/warc_{what}")
+
+
+def failure_of(request, exception) -> dict:
+    """A request that got no response, as plain values: ``storage.warc.FetchFailure``'s fields."""
+    return {
+        "url": request.url,
+        "method": request.method,
+        "error": f"{type(exception).__name__}: {exception}"[:2000],
+        "fetched_at": datetime.now(timezone.utc),
+    }
 
 
 def exchange_of(request, response) -> dict:

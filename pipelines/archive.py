@@ -31,7 +31,7 @@ from storage.manifest import present_runs
 from storage.stores import StorageError, open_store
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
-from storage.warc import Exchange, WarcPolicy, software as warc_software, verdict_fields
+from storage.warc import Exchange, FetchFailure, WarcPolicy, software as warc_software, verdict_fields
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +129,7 @@ class ArchivePipeline:
 
         self.writer = await run_in_thread(open_writer)
         if self.writer.warc is not None:
-            record = self.writer.warc.record
-            self.crawler.signals.send_catch_log(
-                pith_signals.warc_opened, record=lambda fields: record(Exchange(**fields))
-            )
+            self.crawler.signals.send_catch_log(pith_signals.warc_opened, record=self._record_in_warc)
         self.stats.set_value("pith/run_id", self.writer.run_id)
         self.crawler.signals.send_catch_log(
             pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
@@ -294,6 +291,13 @@ class ArchivePipeline:
             "crawl_run_id": self.writer.run_id,
             "spider_args": self._spider_args(),
         }
+
+    def _record_in_warc(self, fields: dict) -> None:
+        """What crawler.warc hands over: an exchange, or a request that got no response."""
+        if "error" in fields:
+            self.writer.warc.failure(FetchFailure(**fields))
+        else:
+            self.writer.warc.record(Exchange(**fields))
 
     def _warc_info(self) -> dict:
         """The warcinfo record of each WARC file: who wrote it, from where, how politely."""

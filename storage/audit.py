@@ -35,6 +35,7 @@ from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
 from .tlog import KeyLog, log_part, logs_of
+from .warc import record_problems
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ CODES = {
     "ROWS_MISMATCH": "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
     "ATTESTATION_INVALID": "an attestation does not verify, or names an object its run did not store",
     "CHAIN_BROKEN": "an attestation's prev_event does not name its key's previous attestation",
+    "WARC_INVALID": "a WARC file whose records do not check (block or payload digest, or unreadable from some "
+    "offset on), as warcio check sees them",
     "ORPHAN": "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
     "and partial writes included; a local crawl's own state excepted)",
 }
@@ -196,6 +199,8 @@ class Audit:
                 check = self._table
             elif entry.path.startswith(f"{layout.RAW}/"):
                 check = self._bundle
+            elif layout.is_warc(entry.path):
+                check = self._warc
             elif layout.is_attestation_feed(entry.path):
                 check = partial(self._feed, run_id=manifest["run_id"], by_path=by_path)
             else:
@@ -257,6 +262,10 @@ class Audit:
             yield self._found(
                 "BUNDLE_REJECTED", entry.path, f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}"
             )
+
+    def _warc(self, entry: ObjectInfo, stream):
+        for problem in record_problems(stream):
+            yield self._found("WARC_INVALID", entry.path, problem)
 
     def _table(self, entry: ObjectInfo, stream):
         tail = b""

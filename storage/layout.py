@@ -86,6 +86,10 @@ def warc(name: str) -> str:
     return f"{WARC}/{name}"
 
 
+def is_warc(path: str) -> bool:
+    return path.startswith(f"{WARC}/") and path.endswith(".warc.gz")
+
+
 def warc_index(warc_path: str) -> str:
     """The CDXJ index stored next to a WARC file."""
     return warc_path[: -len(".warc.gz")] + ".cdxj"

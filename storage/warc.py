@@ -12,11 +12,13 @@ nothing of Scrapy.
 """
 
 import hashlib
+import io
 import logging
 import os
 import tempfile
 import threading
 import warnings
+import zlib
 from base64 import b32encode
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -27,6 +29,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -34,14 +38,14 @@ from warcio.warcwriter import WARCWriter
 from pith.canonical import canon
 from pith.shipped import version
 from . import layout
-from .stores import MiB
+from .stores import CHUNK, MiB
 
 logger = logging.getLogger(__name__)
 
 WARC_VERSION = "WARC/1.1"
 SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-VERDICT_TYPE = "pith_warc_verdict"
+VERDICT_TYPE = "bundle_verdict"  # a metadata record's record_type; the other is fetch_failure
 INDEXED = "response,revisit"  # what replay looks up; a verdict (metadata) shares its bundle's URL
 DIGESTS_KEPT = 100_000  # payload digests remembered for identical-payload revisits (a bounded LRU)
 # hop-by-hop framing the HTTP client already undid: kept under another name, so a
@@ -71,6 +75,16 @@ class Exchange:
     body: bytes = field(repr=False)
     fetched_at: datetime
     ip_address: str | None = None
+
+
+@dataclass
+class FetchFailure:
+    """A request that got no response: what the client reported instead."""
+
+    url: str
+    method: str
+    error: str
+    fetched_at: datetime
 
 
 @dataclass(frozen=True)
@@ -228,18 +242,29 @@ class WarcWriter:
             self._roll_if_full()
         return position
 
+    def failure(self, failure: FetchFailure) -> Position | None:
+        """A ``metadata`` record of a request that got no response (the error is the evidence)."""
+        return self._metadata(
+            failure.url,
+            {"record_type": "fetch_failure", "method": failure.method, "error": failure.error},
+            failure.fetched_at,
+        )
+
     def verdict(self, url: str, verdict: dict) -> Position | None:
         """A ``metadata`` record of what the archive made of the bundle fetched from
         ``url`` (``verdict``: status, reason, pith_number, bundle_sha256, raw path...),
         referring to its response record when this file holds it; its capture row
-        then carries the verdict too. None when no WARC file is open."""
-        body = canon({"verdict_type": VERDICT_TYPE, **verdict}) + b"\n"
+        then carries the verdict too. None once the writer is closed."""
+        return self._metadata(url, {"record_type": VERDICT_TYPE, **verdict}, verdict=verdict)
+
+    def _metadata(self, url: str, fields: dict, when: datetime | None = None, verdict: dict | None = None):
+        body = canon(fields) + b"\n"
+        headers = {"WARC-Date": datetime_to_iso_date(when.astimezone(timezone.utc))} if when else {}
         with self._lock:
             if self._closed:
                 return None
             file = self._current()
-            row = file.by_url.pop(url, None)
-            headers = {}
+            row = file.by_url.pop(url, None) if verdict is not None else None
             if row is not None:
                 headers["WARC-Refers-To"] = row["warc_record_id"]
                 row.update(
@@ -339,6 +364,55 @@ def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
         "raw_path": raw_path,
         "verifier": software(),
     }
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file over an iterator of byte chunks (a store's read_chunks), for warcio."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._left:
+            self._left = next(self._chunks, None)
+            if self._left is None:
+                self._left = b""
+                return 0
+        size = min(len(buffer), len(self._left))
+        buffer[:size], self._left = self._left[:size], self._left[size:]
+        return size
+
+    def drain(self) -> None:
+        self._left = b""
+        for _ in self._chunks:
+            pass
+
+
+def record_problems(chunks, most: int = 10) -> list[str]:
+    """What ``warcio check`` would find in a WARC stream: each record's block and
+    payload digests recomputed, or the point where the file stops being readable.
+    The stream is read to its end (the caller may be hashing it)."""
+    reader = _ChunkReader(chunks)
+    problems = []
+    records = ArchiveIterator(io.BufferedReader(reader, CHUNK), check_digests=True)
+    try:
+        for record in records:
+            content = record.content_stream()
+            while content.read(CHUNK):
+                pass
+            if record.digest_checker.passed is False and len(problems) < most:
+                problems.append(
+                    f"record at offset {records.get_record_offset()} ({record.rec_headers['WARC-Record-ID']}): "
+                    + "; ".join(str(problem) for problem in record.digest_checker.problems)
+                )
+    except (ArchiveLoadFailed, OSError, EOFError, zlib.error, ValueError) as exc:
+        problems.append(f"unreadable after offset {records.get_record_offset()}: {exc}")
+    reader.drain()
+    return problems
 
 
 def index_and_store(store, path: str, spool: Path) -> list:

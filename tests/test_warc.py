@@ -18,13 +18,14 @@ import duckdb
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from mirror.faults import FaultPlan
 from pith.reasons import Rejected
 from pith_archiver import FIXTURES
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from storage.wacz import check_wacz_digest
-from tests.plugins.crawling import isolated_home, run_cli_crawl
+from tests.plugins.crawling import crawl_corpus, isolated_home, run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
 
 WARCIO = [sys.executable, "-m", "warcio.cli"]
@@ -260,3 +261,93 @@ def test_wacz_since_a_run_and_usage_errors(tmp_path, static_site):
     assert again.returncode == 2 and "exists already" in again.stderr
     badname = export_wacz(tmp_path, archive, tmp_path / "x.zip")
     assert badname.returncode == 2 and ".wacz" in badname.stderr
+
+
+# --- re-crawls, bad input and the audit -----------------------------------------------
+
+
+def all_records(archive: Path) -> list:
+    return [pair for path in sorted((archive / "warc").glob("*.warc.gz")) for pair in records(path)]
+
+
+def test_a_recrawl_writes_revisits_for_304s(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    for _ in range(2):
+        result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive))
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("not_modified") == len(suffixes)
+    runs = sorted(p.stem for p in (archive / "manifests").glob("*.json"))
+    second = [r for path in (archive / "warc").glob(f"{runs[1]}-*.warc.gz") for r, _ in records(path)]
+    revisits = {
+        r.rec_headers["WARC-Target-URI"]: r
+        for r in second
+        if r.rec_type == "revisit" and r.rec_headers["WARC-Target-URI"].endswith("/bundle.json")
+    }
+    assert sorted(revisits) == sorted(f"{base}/pith/{s}/bundle.json" for s in suffixes)
+    for record in revisits.values():
+        assert record.rec_headers["WARC-Profile"].endswith("/revisit/server-not-modified")
+        assert record.http_headers.get_statuscode() == "304"
+    for path in (archive / "warc").glob("*.warc.gz"):
+        assert warc_check(path).returncode == 0
+
+
+def test_bad_input_is_recorded_as_it_happened(tmp_path, mirror, corpus_dir, corpus_catalog):
+    truncated, tampered, fine = corpus_catalog.suffixes[:3]
+    server = mirror(faults=FaultPlan(truncate_rate=1.0, paths=rf"/{truncated}/bundle\.json$", tamper={tampered}))
+    archive = tmp_path / "archive"
+    result = crawl_corpus(
+        tmp_path, corpus_dir, server.url, archive, truncated, tampered, fine, "--no-follow", "--max-failures", "100%"
+    )
+    assert result.returncode in (1, 3), result.stderr[-3000:]
+    found = all_records(archive)
+    for path in (archive / "warc").glob("*.warc.gz"):
+        check = warc_check(path)
+        assert check.returncode == 0, check.stdout
+    metadata = [(r.rec_headers["WARC-Target-URI"], json.loads(body)) for r, body in found if r.rec_type == "metadata"]
+    failures = [fields for url, fields in metadata if truncated in url and fields["record_type"] == "fetch_failure"]
+    assert failures and all(fields["error"] for fields in failures)  # each attempt cut short, on record
+    verdicts = {url.split("/")[-2]: fields for url, fields in metadata if fields["record_type"] == "bundle_verdict"}
+    assert verdicts[tampered]["status"] == "rejected" and verdicts[tampered]["reason"]
+    assert verdicts[tampered]["raw_path"].startswith("quarantine/")
+    assert verdicts[fine]["status"] == "verified"
+    responses = [r for r, _ in found if r.rec_type == "response" and tampered in r.rec_headers["WARC-Target-URI"]]
+    assert any(r.rec_headers["WARC-Target-URI"].endswith("/bundle.json") for r in responses)  # the evidence
+
+
+def test_not_a_bundle_is_kept_with_its_rejection(tmp_path, static_site):
+    base, suffixes, root = static_site
+    (root / "pith" / suffixes[0] / "bundle.json").write_bytes(b"<html><body>Service moved</body></html>\n")
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive), "--no-follow")
+    found = all_records(archive)
+    url = f"{base}/pith/{suffixes[0]}/bundle.json"
+    bodies = [body for r, body in found if r.rec_type == "response" and r.rec_headers["WARC-Target-URI"] == url]
+    assert bodies and bodies[0].endswith(b"Service moved</body></html>\n")
+    verdicts = [json.loads(body) for r, body in found if r.rec_type == "metadata"]
+    assert [v["status"] for v in verdicts if v["record_type"] == "bundle_verdict"] == ["rejected"]
+
+
+def audit(tmp_path, archive: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pith_archiver", "audit", str(archive)]
+    env = {**os.environ, **isolated_home(tmp_path)}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def test_audit_names_a_warc_that_no_longer_matches(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive))
+    assert result.returncode == 0, result.stderr[-3000:]
+    clean = audit(tmp_path, archive)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    warc = sorted((archive / "warc").glob("*.warc.gz"))[0]
+    data = bytearray(warc.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped bit pattern inside a gzipped record
+    warc.write_bytes(bytes(data))
+    found = audit(tmp_path, archive)
+    assert found.returncode == 1
+    lines = [line for line in found.stdout.splitlines() if f"warc/{warc.name}" in line]
+    assert any(line.startswith("HASH_MISMATCH") for line in lines), found.stdout
+    assert any(line.startswith("WARC_INVALID") for line in lines), found.stdout
