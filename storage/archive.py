@@ -47,7 +47,7 @@ from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
-from .warc import WarcPolicy, WarcWriter, index_and_store
+from .warc import WarcPolicy, WarcWriter, store_warc
 
 logger = logging.getLogger(__name__)
 
@@ -391,10 +391,13 @@ class ArchiveWriter:
             rows_lock=self._lock,
         )
 
-    def _emit_warc(self, segment: Segment, path: str, spool, captures: list[dict]) -> None:
-        """A finished WARC file: its capture rows and the file with its index, in ``segment``."""
-        segment.add_rows("captures", [{**row, "run_id": segment.run_id} for row in captures])
-        segment.submit_job(index_and_store, self.store, path, spool)
+    def _emit_warc(self, segment: Segment, path: str, spool, captures) -> None:
+        """A finished WARC file: the file with its index, and its capture rows, in ``segment``."""
+
+        def add_rows(rows: list[dict]) -> None:
+            segment.add_rows("captures", [{**row, "run_id": segment.run_id} for row in rows])
+
+        segment.submit_job(store_warc, self.store, path, spool, captures, add_rows)
 
     def _count(self, segment: Segment, what: str) -> None:
         self._counts[what] += 1

@@ -38,6 +38,7 @@ from warcio.warcwriter import WARCWriter
 from pith.canonical import canon
 from pith.shipped import version
 from . import layout
+from .captures import CaptureSpool, read_batches
 from .stores import CHUNK, MiB
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modifi
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 VERDICT_TYPE = "bundle_verdict"  # a metadata record's record_type; the other is fetch_failure
 INDEXED = "response,revisit"  # what replay looks up; a verdict (metadata) shares its bundle's URL
-DIGESTS_KEPT = 100_000  # payload digests remembered for identical-payload revisits (a bounded LRU)
+DIGESTS_KEPT = 10_000  # payload digests remembered for identical-payload revisits (a bounded LRU)
 # hop-by-hop framing the HTTP client already undid: kept under another name, so a
 # replay tool does not try to undo it a second time
 UNDONE_FRAMING = ("transfer-encoding",)
@@ -134,8 +135,7 @@ class _File:
         self.spool = Path(spool)
         self.handle = os.fdopen(fd, "wb")
         self.writer = WARCWriter(self.handle, gzip=True, warc_version=WARC_VERSION)
-        self.captures: list[dict] = []
-        self.by_url: dict[str, dict] = {}  # the latest capture of a URL, for its verdict
+        self.captures = CaptureSpool(spool_dir)
 
     def write(self, record) -> Position:
         offset = self.handle.tell()
@@ -144,12 +144,18 @@ class _File:
 
     def close(self) -> None:
         self.handle.close()
+        self.captures.close()
+
+    def discard(self) -> None:
+        self.handle.close()
+        self.spool.unlink(missing_ok=True)
+        self.captures.discard()
 
 
 class WarcWriter:
-    """The WARC files of one crawl. ``emit(path, spool, index_spool, rows)`` stores a
-    finished file (it then owns both spool files); ``target()`` names where rows of
-    files rolled by size go (the current segment). Thread safe."""
+    """The WARC files of one crawl. ``emit(segment, path, spool, captures_spool)``
+    stores a finished file in ``segment`` (it then owns both spool files); ``target()``
+    names the segment files rolled by size go to (the current one). Thread safe."""
 
     def __init__(self, run_id: str, spool_dir: str, emit, target, info: dict, policy: WarcPolicy = WarcPolicy()):
         self.target = target
@@ -236,8 +242,7 @@ class WarcWriter:
                 "status": None,
                 "subset": _subset(exchange.status),
             }
-            file.captures.append(row)
-            file.by_url[exchange.url] = row
+            file.captures.add(row)
             self.records += 2
             self._roll_if_full()
         return position
@@ -264,14 +269,15 @@ class WarcWriter:
             if self._closed:
                 return None
             file = self._current()
-            row = file.by_url.pop(url, None) if verdict is not None else None
-            if row is not None:
-                headers["WARC-Refers-To"] = row["warc_record_id"]
-                row.update(
+            if verdict is not None:
+                refers_to = file.captures.judge(
+                    url,
                     pith_number=verdict.get("pith_number"),
                     bundle_sha256=verdict.get("bundle_sha256"),
                     status=verdict.get("status"),
                 )
+                if refers_to is not None:
+                    headers["WARC-Refers-To"] = refers_to
             record = file.writer.create_warc_record(
                 url,
                 "metadata",
@@ -301,8 +307,7 @@ class WarcWriter:
         """Drop the open file unstored (an aborted run)."""
         with self._lock:
             if self._file is not None:
-                self._file.close()
-                self._file.spool.unlink(missing_ok=True)
+                self._file.discard()
                 self._file = None
             self._closed = True
 
@@ -330,7 +335,7 @@ class WarcWriter:
         if file is None:
             return
         file.close()
-        self._emit(target, layout.warc(file.name), file.spool, file.captures)
+        self._emit(target, layout.warc(file.name), file.spool, file.captures.path)
 
 
 def _target(url: str) -> str:
@@ -413,6 +418,19 @@ def record_problems(chunks, most: int = 10) -> list[str]:
         problems.append(f"unreadable after offset {records.get_record_offset()}: {exc}")
     reader.drain()
     return problems
+
+
+def store_warc(store, path: str, spool: Path, captures: Path, add_rows) -> list:
+    """Store a finished WARC with its sorted CDXJ index (made from the spool,
+    streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
+    upload thread, before the segment's tables close (its commit waits for this job).
+    The spool files are removed. Returns the stored files' ObjectInfos."""
+    try:
+        for batch in read_batches(captures):
+            add_rows(batch)
+    finally:
+        captures.unlink(missing_ok=True)
+    return index_and_store(store, path, spool)
 
 
 def index_and_store(store, path: str, spool: Path) -> list:

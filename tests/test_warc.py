@@ -19,6 +19,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror.faults import FaultPlan
+from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith_archiver import FIXTURES
 from storage import layout
@@ -351,3 +352,53 @@ def test_audit_names_a_warc_that_no_longer_matches(tmp_path, static_site):
     lines = [line for line in found.stdout.splitlines() if f"warc/{warc.name}" in line]
     assert any(line.startswith("HASH_MISMATCH") for line in lines), found.stdout
     assert any(line.startswith("WARC_INVALID") for line in lines), found.stdout
+
+
+def test_each_warc_is_listed_by_the_segment_holding_its_rows(tmp_path):
+    """Files rolled by size and at checkpoints: every WARC and its index are listed by
+    exactly one manifest, the one whose captures table files point into it."""
+    from datetime import datetime, timezone
+
+    import pyarrow.parquet as pq
+
+    from pith.signing import Signer
+    from storage.archive import ArchiveWriter
+    from storage.manifest import committed_manifests
+    from storage.warc import Exchange, WarcPolicy
+
+    signer = Signer.generate("test-archiver")
+    store = LocalStore(tmp_path / "archive")
+    writer = ArchiveWriter(store, signer, warc=WarcPolicy(max_bytes=4000), warc_info={"software": "test"}).open()
+    now = datetime.now(timezone.utc)
+    urls = []
+    for index in range(40):
+        url = f"http://127.0.0.1:9/pith/R{index:02d}/bundle.json"
+        body = json.dumps({"n": index, "pad": "x" * 500}).encode()
+        writer.warc.record(
+            Exchange(url, "GET", [], b"", 200, "HTTP/1.1", [("Content-Type", "application/json")], body, now)
+        )
+        writer.warc.verdict(
+            url, {"status": "verified", "pith_number": f"pith:2019:R{index:02d}", "bundle_sha256": "ab"}
+        )
+        urls.append(url)
+        if index in (9, 25):
+            writer.checkpoint({}, {})
+    writer.commit({}, {})
+
+    manifests = committed_manifests(store, Keyring([signer.pinned()]))
+    assert len(manifests) == 3
+    seen_warcs, seen_urls = [], []
+    for manifest in manifests:
+        paths = {entry["path"] for entry in manifest["objects"]}
+        warcs = {path for path in paths if layout.is_warc(path)}
+        assert all(layout.warc_index(path) in paths for path in warcs)
+        seen_warcs += warcs
+        for path in paths:
+            if path.startswith("tables/captures/"):
+                for row in pq.read_table(tmp_path / "archive" / path).to_pylist():
+                    assert f"warc/{row['warc_filename']}" in warcs  # its rows point into its own files
+                    seen_urls.append(row["url"])
+    assert len(seen_warcs) == len(set(seen_warcs)) > 3  # rolled by size too, each listed once
+    assert sorted(seen_urls) == urls
+    for path in seen_warcs:
+        assert warc_check(tmp_path / "archive" / path).returncode == 0
