@@ -146,7 +146,7 @@ def test_a_missing_bundle_is_kept_as_evidence(tmp_path, static_site, status):
 PYWB = Path(os.environ.get("PITH_PYWB_BIN", Path(__file__).resolve().parents[1] / ".venv-pywb" / "bin"))
 
 
-def export_wacz(tmp_path, archive: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+def export_wacz(tmp_path, archive, out, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pith_archiver", "export", str(archive), "--format", "wacz", "--to", str(out), *args]
     env = {**os.environ, **isolated_home(tmp_path)}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -402,3 +402,25 @@ def test_each_warc_is_listed_by_the_segment_holding_its_rows(tmp_path):
     assert sorted(seen_urls) == urls
     for path in seen_warcs:
         assert warc_check(tmp_path / "archive" / path).returncode == 0
+
+
+def test_warcs_on_s3_and_a_wacz_from_s3_to_s3(tmp_path, static_site, s3_bucket, s3_endpoint, s3_client):
+    base, suffixes, _ = static_site
+    archive = f"s3://{s3_bucket}/archive"
+    result = run_cli_crawl(
+        tmp_path, "--resolver", base, suffixes[0], "--out", archive, "--s3-endpoint-url", s3_endpoint
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    keys = [item["Key"] for item in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="archive/warc/")["Contents"]]
+    assert any(key.endswith(".warc.gz") for key in keys) and any(key.endswith(".cdxj") for key in keys)
+
+    done = export_wacz(tmp_path, archive, f"s3://{s3_bucket}/exports/pith.wacz", "--s3-endpoint-url", s3_endpoint)
+    assert done.returncode == 0, done.stderr
+    wacz = tmp_path / "pith.wacz"
+    wacz.write_bytes(s3_client.get_object(Bucket=s3_bucket, Key="exports/pith.wacz")["Body"].read())
+    check = subprocess.run([sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    with zipfile.ZipFile(wacz) as package:
+        assert len([name for name in package.namelist() if name.startswith("archive/")]) == len(
+            [key for key in keys if key.endswith(".warc.gz")]
+        )
