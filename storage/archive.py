@@ -47,7 +47,7 @@ from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
-from .warc import WarcPolicy, WarcWriter, store_warc
+from .warc import WarcPolicy, WarcWriter, recent_payloads, store_warc
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +152,7 @@ class ArchiveWriter:
                 self._warc_info,
                 self._warc_policy,
             )
+            self.warc.seed(recent_payloads(self.store, manifests))
         self._open = True
         logger.info("run %s writing to %s (attestations chained to %s)", self.run_id, self.store.uri, head)
         return self

@@ -39,6 +39,8 @@ from pith.canonical import canon
 from pith.shipped import version
 from . import layout
 from .captures import CaptureSpool, read_batches
+from .committed import table_batches
+from .manifest import listed
 from .stores import CHUNK, MiB
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ WARC_VERSION = "WARC/1.1"
 SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 VERDICT_TYPE = "bundle_verdict"  # a metadata record's record_type; the other is fetch_failure
+SEED_COLUMNS = ["url", "fetch_time", "content_digest", "warc_record_id", "warc_record_type"]
 INDEXED = "response,revisit"  # what replay looks up; a verdict (metadata) shares its bundle's URL
 DIGESTS_KEPT = 10_000  # payload digests remembered for identical-payload revisits (a bounded LRU)
 # hop-by-hop framing the HTTP client already undid: kept under another name, so a
@@ -320,6 +323,13 @@ class WarcWriter:
             self._file.write(self._file.writer.create_warcinfo_record(name, info))
         return self._file
 
+    def seed(self, payloads) -> None:
+        """Remember payloads committed runs archived (``recent_payloads``), oldest
+        first: a re-crawl that gets the same bytes again writes a revisit."""
+        with self._lock:
+            for digest, where in payloads:
+                self._remember(digest, where)
+
     def _remember(self, digest: str, where: tuple[str, str, str]) -> None:
         self._digests[digest] = where
         self._digests.move_to_end(digest)
@@ -336,6 +346,27 @@ class WarcWriter:
             return
         file.close()
         self._emit(target, layout.warc(file.name), file.spool, file.captures.path)
+
+
+def recent_payloads(store, manifests: list[dict], most: int = DIGESTS_KEPT) -> list:
+    """``(payload digest, (url, WARC-Date, record id))`` of the newest ``most``
+    response records the committed ``manifests`` list in their captures tables,
+    oldest first: what a re-crawl's identical-payload revisits refer to."""
+    found = []
+    for manifest in reversed(manifests):
+        files = [entry for entry in listed(manifest) if entry.table == "captures"]
+        for entry in files:
+            for batch in table_batches(store, entry, SEED_COLUMNS):
+                for row in batch.to_pylist():
+                    if row["warc_record_type"] == "response" and row["content_digest"]:
+                        date = datetime_to_iso_date(row["fetch_time"].astimezone(timezone.utc))
+                        found.append(
+                            (row["fetch_time"], row["content_digest"], (row["url"], date, row["warc_record_id"]))
+                        )
+        if len(found) >= most:
+            break
+    found.sort(key=lambda item: item[0])
+    return [(digest, where) for _, digest, where in found[-most:]]
 
 
 def _target(url: str) -> str:

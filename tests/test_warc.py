@@ -424,3 +424,28 @@ def test_warcs_on_s3_and_a_wacz_from_s3_to_s3(tmp_path, static_site, s3_bucket, 
         assert len([name for name in package.namelist() if name.startswith("archive/")]) == len(
             [key for key in keys if key.endswith(".warc.gz")]
         )
+
+
+def test_a_recrawl_without_validators_writes_identical_payload_revisits(tmp_path, static_site):
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    for _ in range(2):
+        result = run_cli_crawl(
+            tmp_path, "--resolver", base, suffixes[0], "--out", str(archive), "-s", "PITH_CONDITIONAL_REQUESTS=False"
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    runs = sorted(p.stem for p in (archive / "manifests").glob("*.json"))
+    first = {
+        r.rec_headers["WARC-Record-ID"]: r for p in archive.glob(f"warc/{runs[0]}-*.warc.gz") for r, _ in records(p)
+    }
+    second = [r for p in archive.glob(f"warc/{runs[1]}-*.warc.gz") for r, _ in records(p)]
+    for suffix in suffixes:
+        url = f"{base}/pith/{suffix}/bundle.json"
+        [revisit] = [
+            r for r in second if r.rec_headers["WARC-Target-URI"] == url and r.rec_type in ("response", "revisit")
+        ]
+        assert revisit.rec_type == "revisit", revisit.rec_type
+        assert revisit.rec_headers["WARC-Profile"].endswith("/revisit/identical-payload-digest")
+        original = first[revisit.rec_headers["WARC-Refers-To"]]  # a response of the first run
+        assert original.rec_type == "response"
+        assert original.rec_headers["WARC-Payload-Digest"] == revisit.rec_headers["WARC-Payload-Digest"]
