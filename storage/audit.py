@@ -35,7 +35,7 @@ from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
 from .tlog import KeyLog, log_part, logs_of
-from .warc import record_problems
+from .warc_check import record_problems
 
 logger = logging.getLogger(__name__)
 

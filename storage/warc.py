@@ -12,13 +12,10 @@ nothing of Scrapy.
 """
 
 import hashlib
-import io
 import logging
 import os
 import tempfile
 import threading
-import warnings
-import zlib
 from base64 import b32encode
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -29,8 +26,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
-from warcio.archiveiterator import ArchiveIterator
-from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -39,9 +34,10 @@ from pith.canonical import canon
 from pith.shipped import version
 from . import layout
 from .captures import CaptureSpool, read_batches
+from .cdxj import index_warc
 from .committed import table_batches
 from .manifest import listed
-from .stores import CHUNK, MiB
+from .stores import MiB
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +46,6 @@ SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modifi
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 VERDICT_TYPE = "bundle_verdict"  # a metadata record's record_type; the other is fetch_failure
 SEED_COLUMNS = ["url", "fetch_time", "content_digest", "warc_record_id", "warc_record_type"]
-INDEXED = "response,revisit"  # what replay looks up; a verdict (metadata) shares its bundle's URL
 DIGESTS_KEPT = 10_000  # payload digests remembered for identical-payload revisits (a bounded LRU)
 # hop-by-hop framing the HTTP client already undid: kept under another name, so a
 # replay tool does not try to undo it a second time
@@ -402,55 +397,6 @@ def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
     }
 
 
-class _ChunkReader(io.RawIOBase):
-    """A file over an iterator of byte chunks (a store's read_chunks), for warcio."""
-
-    def __init__(self, chunks):
-        self._chunks = iter(chunks)
-        self._left = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while not self._left:
-            self._left = next(self._chunks, None)
-            if self._left is None:
-                self._left = b""
-                return 0
-        size = min(len(buffer), len(self._left))
-        buffer[:size], self._left = self._left[:size], self._left[size:]
-        return size
-
-    def drain(self) -> None:
-        self._left = b""
-        for _ in self._chunks:
-            pass
-
-
-def record_problems(chunks, most: int = 10) -> list[str]:
-    """What ``warcio check`` would find in a WARC stream: each record's block and
-    payload digests recomputed, or the point where the file stops being readable.
-    The stream is read to its end (the caller may be hashing it)."""
-    reader = _ChunkReader(chunks)
-    problems = []
-    records = ArchiveIterator(io.BufferedReader(reader, CHUNK), check_digests=True)
-    try:
-        for record in records:
-            content = record.content_stream()
-            while content.read(CHUNK):
-                pass
-            if record.digest_checker.passed is False and len(problems) < most:
-                problems.append(
-                    f"record at offset {records.get_record_offset()} ({record.rec_headers['WARC-Record-ID']}): "
-                    + "; ".join(str(problem) for problem in record.digest_checker.problems)
-                )
-    except (ArchiveLoadFailed, OSError, EOFError, zlib.error, ValueError) as exc:
-        problems.append(f"unreadable after offset {records.get_record_offset()}: {exc}")
-    reader.drain()
-    return problems
-
-
 def store_warc(store, path: str, spool: Path, captures: Path, add_rows) -> list:
     """Store a finished WARC with its sorted CDXJ index (made from the spool,
     streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
@@ -469,12 +415,7 @@ def index_and_store(store, path: str, spool: Path) -> list:
     both spool files are removed. Returns their ObjectInfos."""
     index = spool.with_suffix(".cdxj")
     try:
-        with warnings.catch_warnings():  # its AMF support imports pkg_resources, deprecated: not our users' concern
-            warnings.simplefilter("ignore", UserWarning)
-            from cdxj_indexer import CDXJIndexer
-
-        with open(index, "w", encoding="utf-8") as out:
-            CDXJIndexer(out, [str(spool)], sort=True, records=INDEXED, filename=path.rsplit("/", 1)[-1]).process_all()
+        index_warc(spool, index, path.rsplit("/", 1)[-1])
         return [store.put_file(path, spool), store.put_file(layout.warc_index(path), index)]
     finally:
         spool.unlink(missing_ok=True)
