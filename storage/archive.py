@@ -47,6 +47,7 @@ from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
+from .cdxj import CdxjIndexer
 from .warc import WarcPolicy, WarcWriter, recent_payloads, store_warc
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class ArchiveWriter:
         self._open = False
         self._warc_policy, self._warc_info = warc, warc_info or {}
         self.warc: WarcWriter | None = None  # with ``warc``, after ``open``: the crawl's WARC files
+        self._indexer: CdxjIndexer | None = None
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
@@ -153,6 +155,7 @@ class ArchiveWriter:
                 self._warc_policy,
             )
             self.warc.seed(recent_payloads(self.store, manifests))
+            self._indexer = CdxjIndexer().start()  # its imports run while the crawl starts
         self._open = True
         logger.info("run %s writing to %s (attestations chained to %s)", self.run_id, self.store.uri, head)
         return self
@@ -398,7 +401,7 @@ class ArchiveWriter:
         def add_rows(rows: list[dict]) -> None:
             segment.add_rows("captures", [{**row, "run_id": segment.run_id} for row in rows])
 
-        segment.submit_job(store_warc, self.store, path, spool, captures, add_rows)
+        segment.submit_job(store_warc, self.store, self._indexer, path, spool, captures, add_rows)
 
     def _count(self, segment: Segment, what: str) -> None:
         self._counts[what] += 1
@@ -413,5 +416,7 @@ class ArchiveWriter:
     def _release(self) -> None:
         self._segment.wait()  # no upload may still be reading a spool file
         self._spool.cleanup()
+        if self._indexer is not None:
+            self._indexer.close()
         if self._owns_uploader:
             self._uploader.close()

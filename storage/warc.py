@@ -34,7 +34,6 @@ from pith.canonical import canon
 from pith.shipped import version
 from . import layout
 from .captures import CaptureSpool, read_batches
-from .cdxj import index_warc
 from .committed import table_batches
 from .manifest import listed
 from .stores import MiB
@@ -397,7 +396,7 @@ def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
     }
 
 
-def store_warc(store, path: str, spool: Path, captures: Path, add_rows) -> list:
+def store_warc(store, indexer, path: str, spool: Path, captures: Path, add_rows) -> list:
     """Store a finished WARC with its sorted CDXJ index (made from the spool,
     streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
     upload thread, before the segment's tables close (its commit waits for this job).
@@ -407,15 +406,16 @@ def store_warc(store, path: str, spool: Path, captures: Path, add_rows) -> list:
             add_rows(batch)
     finally:
         captures.unlink(missing_ok=True)
-    return index_and_store(store, path, spool)
+    return index_and_store(store, indexer, path, spool)
 
 
-def index_and_store(store, path: str, spool: Path) -> list:
-    """Store a finished WARC and its sorted CDXJ index (made from the spool, streamed);
-    both spool files are removed. Returns their ObjectInfos."""
+def index_and_store(store, indexer, path: str, spool: Path) -> list:
+    """Store a finished WARC and its sorted CDXJ index (``indexer``, a
+    storage.cdxj.CdxjIndexer, reads the spool); both spool files are removed.
+    Returns their ObjectInfos."""
     index = spool.with_suffix(".cdxj")
     try:
-        index_warc(spool, index, path.rsplit("/", 1)[-1])
+        indexer.index(spool, index, path.rsplit("/", 1)[-1])
         return [store.put_file(path, spool), store.put_file(layout.warc_index(path), index)]
     finally:
         spool.unlink(missing_ok=True)
