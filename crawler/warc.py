@@ -18,7 +18,7 @@ no response to keep.
 import logging
 from datetime import datetime, timezone
 
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from . import signals as pith_signals
@@ -54,8 +54,11 @@ class WarcRecorder:
         return response
 
     def process_exception(self, request, exception, spider=None):
-        """No response (refused, timed out, a body cut short): a ``metadata`` record says what happened."""
-        self._write("failures", failure_of, request, exception)
+        """No response (refused, timed out, a body cut short): a ``metadata`` record says
+        what happened. A request a middleware dropped (robots.txt, off the crawl's
+        hosts) was never sent: nothing happened on the wire to keep."""
+        if not isinstance(exception, IgnoreRequest):
+            self._write("failures", failure_of, request, exception)
 
     def _write(self, what: str, fields_of, request, outcome) -> None:
         if self.record is None:  # before the archive opened (robots.txt, the signing key)
