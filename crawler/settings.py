@@ -72,7 +72,7 @@ DOWNLOADER_MIDDLEWARES = {
 }
 
 ITEM_PIPELINES = {
-    "pipelines.verify.VerifyPipeline": 100,
+    "pipelines.verdict_stats.VerdictStatsPipeline": 100,
     "pipelines.split_view.SplitViewPipeline": 200,  # with PITH_CROSS_CHECK
     "pipelines.archive.ArchivePipeline": 300,
 }

@@ -8,7 +8,7 @@
 archive_opened = object()
 # stats key prefix: what of a cache did not match the archive, by cache (validators, job, frontier)
 CACHE_DROPPED = "pith/cache_dropped/"
-# the archive pipeline committed the crawl's final manifest, whose run id is ``segment``
+# the archive pipeline committed the crawl's final manifest, whose run id is ``run``
 archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
 # that worker's checkpoints committed
@@ -18,11 +18,11 @@ operator_notice = object()
 # a fetched bundle was rejected (``url``): its validators must not be kept, so that the
 # next run fetches it again (after a key is pinned, or an upgrade) instead of a 304
 bundle_rejected = object()
-# a bundle fetched from ``url`` was archived in the segment whose run id is ``segment``:
-# it is committed when that segment is
+# a bundle fetched from ``url`` was archived in the run whose run id is ``run``:
+# it is committed when that run is
 bundle_archived = object()
-# a checkpoint committed the segment whose run id is ``segment``; the crawl goes on
-checkpoint_committed = object()
+# a interim commit the run whose run id is ``run``; the crawl goes on
+interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()

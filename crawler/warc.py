@@ -7,7 +7,7 @@ before retries; what is recorded is the status, headers and body the server sent
 (a gzipped body stays gzipped, with its Content-Encoding). Its ``process_request``
 runs last on the way out, so the request record has the headers Scrapy sends.
 
-The archive pipeline owns the writer (it belongs to the archive's segments) and
+The archive pipeline owns the writer (it belongs to the archive's runs) and
 announces it with the ``warc_opened`` signal; the crawler layer knows it only as
 a function taking plain fields (``exchange_of``, ``failure_of``). A request that got
 no response (a refused connection, a timeout, a body cut short: Scrapy drops a

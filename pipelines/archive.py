@@ -79,7 +79,7 @@ class ArchivePipeline:
         self.warc = warc
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
-        self.checkpointing = None  # the Deferred of the checkpoint under way
+        self.interim = None  # the Deferred of the checkpoint under way
         # bundles are counted as their writes finish, in the upload threads: Scrapy's
         # inc_value is a read and a write, and two threads between them lose a count
         self._counting = threading.Lock()
@@ -130,7 +130,7 @@ class ArchivePipeline:
         self.writer = await run_in_thread(open_writer)
         if self.writer.warc is not None:
             self.crawler.signals.send_catch_log(pith_signals.warc_opened, record=self._record_in_warc)
-        self.stats.set_value("pith/run_id", self.writer.run_id)
+        self.stats.set_value("pith/run_id", self.writer.first_run)
         self.crawler.signals.send_catch_log(
             pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
         )
@@ -183,14 +183,14 @@ class ArchivePipeline:
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self.uploader.has_room(2 * len(item.body))
-        future, segment = self._add(add, args) if room else await run_in_thread(self._add, add, args)
+        future, open_run = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
         if self.writer.warc is not None:
             self.writer.warc.verdict(
                 item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future))
             )
         if verdict.ok:
-            self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, segment=segment)
+            self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, open_run=open_run)
         for relation in refused:
             self.crawler.signals.send_catch_log(pith_signals.version_refused, url=item.url, relation=relation)
             if relation == "forked" and item.equivocation is None and self._from_a_mirror(item.url):
@@ -199,28 +199,28 @@ class ArchivePipeline:
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         verdict.bundle = None
-        if self.commit_every and self.checkpointing is None and self.writer.pending_bundles() >= self.commit_every:
-            # the segment it commits: none other can begin before it is switched out
-            segment = self.writer.segment_id
-            checkpoint = run_in_thread(self.writer.checkpoint, self._stats(), self._params())
-            self.checkpointing = deferred_from_coro(checkpoint)
-            self.checkpointing.addBoth(self._checkpointed, segment)
+        if self.commit_every and self.interim is None and self.writer.pending_bundles() >= self.commit_every:
+            # the run it commits: none other can begin before it is switched out
+            open_run = self.writer.current_run
+            checkpoint = run_in_thread(self.writer.commit_interim, self._stats(), self._params())
+            self.interim = deferred_from_coro(checkpoint)
+            self.interim.addBoth(self._interim_done, open_run)
 
     def _from_a_mirror(self, url: str) -> bool:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
         return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
 
     def _add(self, add, args: tuple) -> tuple[Future, str]:
-        """Add a bundle; the segment it went into, read at once in the same thread (a
-        checkpoint switching segments meanwhile makes it name the next one: its
+        """Add a bundle; the run it went into, read at once in the same thread (a
+        checkpoint switching runs meanwhile makes it name the next one: its
         validators are then kept one commit late, never early)."""
         future = add(*args)
-        return future, self.writer.segment_id
+        return future, self.writer.current_run
 
-    def _checkpointed(self, result, segment: str):
+    def _interim_done(self, result, open_run: str):
         """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
-        stops the crawl (nothing may commit after a failed segment)."""
-        self.checkpointing = None
+        stops the crawl (nothing may commit after a failed run)."""
+        self.interim = None
         if isinstance(result, Failure):
             if result.check(StorageError):
                 self._stop(result.value)
@@ -228,11 +228,11 @@ class ArchivePipeline:
                 logger.error("checkpoint failed", exc_info=failure_to_exc_info(result))
                 self.stats.set_value("pith/commit_error", f"checkpoint failed: {result.value}")
             return None
-        self.stats.inc_value("pith/checkpoints")
+        self.stats.inc_value("pith/interim_commits")
         self.stats.set_value("pith/manifest", result)
-        self.crawler.signals.send_catch_log(pith_signals.checkpoint_committed, segment=segment)
+        self.crawler.signals.send_catch_log(pith_signals.interim_committed, open_run=open_run)
         # logged once what the commit keeps (its bundles' validators) is kept too
-        logger.info("checkpoint committed %s", result)
+        logger.info("interim commit %s", result)
         return None
 
     def _refresh(self):
@@ -258,8 +258,8 @@ class ArchivePipeline:
         flagged = self.writer.counts().get("not_append_only")
         if flagged:  # forks and rollbacks, kept as evidence only
             self.stats.set_value("pith/not_append_only", flagged)
-        if self.checkpointing is not None:
-            await maybe_deferred_to_future(self.checkpointing)
+        if self.interim is not None:
+            await maybe_deferred_to_future(self.interim)
         if not self.stats.get_value("pith/bundles_fetched") and not self.stats.get_value("pith/not_modified"):
             # a run that reached no bundle (resolver down, every seed failing) commits
             # nothing: an empty manifest would read as a run that worked
@@ -267,7 +267,7 @@ class ArchivePipeline:
             await run_in_thread(self.uploader.close)
             logger.error("no bundle was fetched: nothing committed")
             return
-        segment = self.writer.segment_id  # the final manifest's run id
+        open_run = self.writer.current_run  # the final manifest's run id
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
@@ -278,7 +278,7 @@ class ArchivePipeline:
             await run_in_thread(self.uploader.close)
         self.stats.set_value("pith/manifest", path)
         logger.info("committed %s", path)
-        self.crawler.signals.send_catch_log(pith_signals.archive_committed, segment=segment)
+        self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)
 
     def _stats(self) -> dict:
         return {k: v for k, v in self.stats.get_stats().items() if k.startswith("pith/")}
@@ -288,7 +288,7 @@ class ArchivePipeline:
             "archive": self.archive,
             "worker": self.worker,
             "version": version(),
-            "crawl_run_id": self.writer.run_id,
+            "crawl_run_id": self.writer.first_run,
             "spider_args": self._spider_args(),
         }
 

@@ -253,7 +253,7 @@ def crawl(
         "allow_hosts": list(allow_hosts),
     }
     try:
-        stats = run_crawl(spider_args, overrides, on_checkpoint=hooks.crawl_checkpoint)
+        stats = run_crawl(spider_args, overrides, on_interim_commit=hooks.crawl_interim_commit)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
     hooks.crawl_ended(stats, outcome(stats, max_failures, bool(frontier)).why)

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from storage.committed import NothingCommitted, ObjectAltered
+from storage.reader import NothingCommitted, ObjectAltered
 from storage.export import BundleRejected, ExportError, export_bag, export_dataset
 from storage.stores import StorageError
 from .archive_reading import TRUST_HELP, nothing_trusted, open_archive, open_location, trust_options
@@ -100,7 +100,7 @@ def _release(archive, store, keyring, dest, since, signing_key, s3_endpoint_url,
     from storage.release import ReleaseError, read_previous, write_release
     from storage.release_card import write_cards
     from storage.release import SCHEMAS
-    from storage.committed import CommittedArchive
+    from storage.reader import CommittedArchive
     from storage.signing_key import load_or_create
 
     target = open_location(dest, s3_endpoint_url)

@@ -1,8 +1,8 @@
 """The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
-and commits what it wrote with one signed manifest per segment. Its parts each own
-one thing: ``storage.dedup`` the history new versions are judged against,
-``storage.segment`` what one manifest lists (uploads, table files, owed
-attestations), ``storage.committer`` the attestations, transparency log and signed
+and commits what it wrote with one signed manifest per run. Its parts each own
+one thing: ``storage.history_loader`` the history new versions are judged against,
+``storage.open_run`` what one manifest lists (uploads, table files, owed
+attestations), ``storage.commit`` the attestations, transparency log and signed
 manifest of a commit, ``storage.spool`` the local folder table files are spooled in.
 
 Nothing is read or written when a writer is made: ``open`` reads the committed
@@ -10,9 +10,9 @@ archive (its history, the head of this key's attestation chain, where its log st
 and makes the spool folder, removing those of killed runs.
 
 A long crawl commits as it goes: ``checkpoint`` seals what was written so far under a
-manifest of its own (a run id of its own) and carries on in a new segment, so memory,
-and what a crash can lose, stay bounded by the segment, not the crawl. The history
-used for dedup and the attestation chain run across segments.
+manifest of its own (a run id of its own) and carries on in a new run, so memory,
+and what a crash can lose, stay bounded by the run, not the crawl. The history
+used for dedup and the attestation chain run across runs.
 
 Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed
 in a committed ``records`` file, or seen earlier in this run, gets a verifications row
@@ -37,11 +37,11 @@ from pith.verify import Verdict
 from pith.shipped import version
 from . import layout
 from .attestations import Stored
-from .committer import Committer
-from .dedup import CommittedHistory
+from .commit import RunCommitter
+from .history_loader import HistoryLoader
 from .history import event_digest, objection_to
 from .manifest import Committed, read_committed
-from .segment import RunFailure, Segment
+from .open_run import RunFailure, OpenRun
 from .spool import Spool
 from .stores import ObjectStore, StorageError
 from .rows import alias_rows, event_rows, record_row, timestamp, verification_row
@@ -105,30 +105,30 @@ class ArchiveWriter:
         history (default: this signer's key). ``dedup=False`` starts as if the archive
         were empty (no dedup, no history, a new attestation chain): for a fresh archive
         only. ``uploader`` may be shared between writers. ``run_id`` names the first
-        segment; checkpoints start the next ones with new run ids."""
+        run; checkpoints start the next ones with new run ids."""
         self.store = store
         self.signer = signer
         self.worker = worker
         self.policy = policy
-        self.run_id = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)  # names the crawl
+        self.first_run = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)  # names the crawl
         self._dedup = dedup
-        self._history = CommittedHistory(store, keyring or Keyring([signer.pinned()]))
-        self._committer = Committer(store, signer, worker)
+        self._history = HistoryLoader(store, keyring or Keyring([signer.pinned()]))
+        self._committer = RunCommitter(store, signer, worker)
         self._uploader = uploader or BoundedUploader(workers=store.upload_threads)
         self._owns_uploader = uploader is None
         self._spool = Spool(spool_dir)
         self._budget = RowBudget(policy.buffer_bytes)
-        self._failure = RunFailure(self.run_id)
+        self._failure = RunFailure(self.first_run)
         self._quarantined: set[str] = set()
-        self._lock = threading.Lock()  # the history, the tables, counters, the current segment
-        self._commit_lock = threading.Lock()  # segments commit one at a time, in order
+        self._lock = threading.Lock()  # the history, the tables, counters, the current run
+        self._commit_lock = threading.Lock()  # runs commit one at a time, in order
         self._counts = Counter()
         # after ``open``: the run ids of the manifests trusted for history and dedup, and
         # of every manifest the archive holds (trusted or not): what caches outside the
         # archive are checked against
         self.committed_runs: frozenset[str] = frozenset()
         self.present_runs: frozenset[str] = frozenset()
-        self._segment: Segment | None = None
+        self._open_run: OpenRun | None = None
         self._open = False
         self._warc_policy, self._warc_info = warc, warc_info or {}
         self.warc: WarcWriter | None = None  # with ``warc``, after ``open``: the crawl's WARC files
@@ -136,7 +136,7 @@ class ArchiveWriter:
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
-        folder and start the first segment. Returns the writer."""
+        folder and start the first run. Returns the writer."""
         committed = read_committed(self.store, self._history.keyring) if self._dedup else Committed([], [])
         manifests = committed.manifests
         self.committed_runs = frozenset(manifest["run_id"] for manifest in manifests)
@@ -144,20 +144,20 @@ class ArchiveWriter:
         self._history.open(manifests)
         head = self._committer.resume(manifests)
         self._spool.open()
-        self._segment = self._new_segment(self.run_id)
+        self._open_run = self._new_run(self.first_run)
         if self._warc_policy is not None:
             self.warc = WarcWriter(
-                self.run_id,
+                self.first_run,
                 self._spool.path,
                 self._emit_warc,
-                lambda: self._segment,
+                lambda: self._open_run,
                 self._warc_info,
                 self._warc_policy,
             )
             self.warc.seed(recent_payloads(self.store, manifests))
             self._indexer = CdxjIndexer().start()  # its imports run while the crawl starts
         self._open = True
-        logger.info("run %s writing to %s (attestations chained to %s)", self.run_id, self.store.uri, head)
+        logger.info("run %s writing to %s (attestations chained to %s)", self.first_run, self.store.uri, head)
         return self
 
     # --- what the pipeline calls -----------------------------------------------
@@ -187,7 +187,7 @@ class ArchiveWriter:
         events = frozenset(event_digest(event["event_id"]) for event in verdict.bundle["events"])
         built_at = timestamp(verdict.bundle.get("built_at"))
         with self._lock:
-            segment, history = self._segment, self._history.history
+            open_run, history = self._open_run, self._history.history
             duplicate, current = history.look_up(number, bundle)
             objection = objection_to(current, bundle, events, built_at, fetched_at)
             forked = bool(objection) and bool(events - current.events)
@@ -218,7 +218,7 @@ class ArchiveWriter:
                         size=len(raw),
                         raw_path=raw_path,
                         fetched_at=fetched_at,
-                        run_id=segment.run_id,
+                        run_id=open_run.run_id,
                         duplicate=duplicate,
                         equivocation=equivocation,
                     ),
@@ -233,26 +233,26 @@ class ArchiveWriter:
                             raw_sha256=raw_sha256,
                             url=url,
                             fetched_at=fetched_at,
-                            run_id=segment.run_id,
+                            run_id=open_run.run_id,
                             accepted_as_current=not objection,
                         ),
                     )
                 )
-                rows += [("events", row) for row in event_rows(verdict, run_id=segment.run_id)]
-                rows += [("aliases", row) for row in alias_rows(verdict, run_id=segment.run_id)]
+                rows += [("events", row) for row in event_rows(verdict, run_id=open_run.run_id)]
+                rows += [("aliases", row) for row in alias_rows(verdict, run_id=open_run.run_id)]
             for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
-                segment.tables[table].add(row)
+                open_run.tables[table].add(row)
             if not duplicate:
                 history.add(number, bundle, events, built_at, fetched_at, current=not objection)
-            self._count(segment, "duplicates" if duplicate else "verified")
+            self._count(open_run, "duplicates" if duplicate else "verified")
             if objection:
-                self._count(segment, "not_append_only")
-            # tracked before the lock is released: a checkpoint taking this segment waits for it
+                self._count(open_run, "not_append_only")
+            # tracked before the lock is released: a checkpoint taking this run waits for it
             if duplicate:
                 stored = _done(None)
             else:
                 owed = Stored(number, bundle, verdict.canonical_sha256, raw_path, raw_sha256, len(raw))
-                stored = segment.submit(raw_path, raw, owed=owed)
+                stored = open_run.submit(raw_path, raw, owed=owed)
         if objection:
             logger.warning(
                 "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection
@@ -267,10 +267,10 @@ class ArchiveWriter:
         self._check_usable()
         raw_sha256 = sha256_hex(raw)
         with self._lock:
-            segment = self._segment
+            open_run = self._open_run
             first = raw_sha256 not in self._quarantined
             self._quarantined.add(raw_sha256)
-            segment.tables["verifications"].add(
+            open_run.tables["verifications"].add(
                 verification_row(
                     verdict,
                     url=url,
@@ -278,18 +278,18 @@ class ArchiveWriter:
                     size=len(raw),
                     raw_path=layout.quarantined(raw_sha256),
                     fetched_at=fetched_at,
-                    run_id=segment.run_id,
+                    run_id=open_run.run_id,
                 )
             )
-            self._count(segment, "rejected")
+            self._count(open_run, "rejected")
             if not first:
                 return _done(None)
-            segment.submit(
+            open_run.submit(
                 layout.quarantine_reason(raw_sha256),
                 quarantine_reason(verdict, raw_sha256, len(raw)),
                 keep_existing=True,
             )
-            return segment.submit(layout.quarantined(raw_sha256), raw)
+            return open_run.submit(layout.quarantined(raw_sha256), raw)
 
     def add_failure(
         self, url: str, reason: str, detail: str, fetched_at: datetime, pith_number: str | None = None, path: str = ""
@@ -300,8 +300,8 @@ class ArchiveWriter:
         self._check_usable()
         verdict = Verdict("failed", reason, path, detail, pith_number=pith_number)
         with self._lock:
-            segment = self._segment
-            segment.tables["verifications"].add(
+            open_run = self._open_run
+            open_run.tables["verifications"].add(
                 verification_row(
                     verdict,
                     url=url,
@@ -309,20 +309,20 @@ class ArchiveWriter:
                     size=None,
                     raw_path=None,
                     fetched_at=fetched_at,
-                    run_id=segment.run_id,
+                    run_id=open_run.run_id,
                 )
             )
-            self._count(segment, "failed")
+            self._count(open_run, "failed")
 
     @property
-    def segment_id(self) -> str:
-        """The run id of the segment adds go into now. Read after an add, it names that
-        add's segment or a later one (a checkpoint may switch between the two)."""
+    def current_run(self) -> str:
+        """The run id of the run adds go into now. Read after an add, it names that
+        add's run or a later one (a checkpoint may switch between the two)."""
         with self._lock:
-            return self._segment.run_id
+            return self._open_run.run_id
 
     def counts(self) -> dict[str, int]:
-        """What the run did so far, over all its segments: verified, duplicates,
+        """What the run did so far, over all its runs: verified, duplicates,
         rejected, failed, not_append_only."""
         with self._lock:
             return dict(self._counts)
@@ -330,23 +330,23 @@ class ArchiveWriter:
     def pending_bundles(self) -> int:
         """Bundle versions (stored, duplicate or quarantined) the next commit would list."""
         with self._lock:
-            counts = self._segment.counts
+            counts = self._open_run.counts
             return counts["verified"] + counts["duplicates"] + counts["rejected"]
 
-    def checkpoint(self, stats: dict | None = None, params: dict | None = None) -> str:
+    def commit_interim(self, stats: dict | None = None, params: dict | None = None) -> str:
         """Commit everything added so far under a manifest of its own and go on in a
-        new segment (a new run id). ``add_*`` may go on from other threads meanwhile:
-        what they add belongs to the next segment. Returns the manifest's path; a
+        new run (a new run id). ``add_*`` may go on from other threads meanwhile:
+        what they add belongs to the next run. Returns the manifest's path; a
         failure fails the whole writer, as in ``commit``."""
         self._check_usable()
         with self._commit_lock:
             with self._lock:
-                segment, self._segment = self._segment, self._new_segment()
-            if self.warc is not None:  # its records are this segment's: it commits the file
-                self.warc.roll(segment)
-            logger.info("run %s writing to %s (checkpoint of %s)", self._segment.run_id, self.store.uri, segment.run_id)
+                open_run, self._open_run = self._open_run, self._new_run()
+            if self.warc is not None:  # its records are this run's: it commits the file
+                self.warc.roll(open_run)
+            logger.info("run %s writing to %s (checkpoint of %s)", self._open_run.run_id, self.store.uri, open_run.run_id)
             try:
-                return self._committer.commit(segment, stats, params)
+                return self._committer.commit(open_run, stats, params)
             except BaseException as exc:  # its versions are in the history: nothing may commit after
                 self._failure.record(exc)
                 raise
@@ -359,8 +359,8 @@ class ArchiveWriter:
         try:
             with self._commit_lock:
                 if self.warc is not None:
-                    self.warc.close(self._segment)
-                return self._committer.commit(self._segment, stats, params)
+                    self.warc.close(self._open_run)
+                return self._committer.commit(self._open_run, stats, params)
         finally:
             self._release()
 
@@ -371,7 +371,7 @@ class ArchiveWriter:
             with self._commit_lock:  # a checkpoint under way still writes into the spool
                 if self.warc is not None:
                     self.warc.discard()
-                self._segment.discard()
+                self._open_run.discard()
                 self._release()
 
     def refresh(self) -> int:
@@ -381,10 +381,10 @@ class ArchiveWriter:
         return self._history.refresh(self._lock)
 
     # --- internals -------------------------------------------------------------
-    def _new_segment(self, run_id: str | None = None) -> Segment:
+    def _new_run(self, run_id: str | None = None) -> OpenRun:
         run_id = run_id or layout.new_run_id(self.worker)
         self._history.known_runs.add(run_id)
-        return Segment(
+        return OpenRun(
             run_id,
             self.store,
             self._uploader,
@@ -395,26 +395,26 @@ class ArchiveWriter:
             rows_lock=self._lock,
         )
 
-    def _emit_warc(self, segment: Segment, path: str, spool, captures) -> None:
-        """A finished WARC file: the file with its index, and its capture rows, in ``segment``."""
+    def _emit_warc(self, open_run: OpenRun, path: str, spool, captures) -> None:
+        """A finished WARC file: the file with its index, and its capture rows, in ``run``."""
 
         def add_rows(rows: list[dict]) -> None:
-            segment.add_rows("captures", [{**row, "run_id": segment.run_id} for row in rows])
+            open_run.add_rows("captures", [{**row, "run_id": open_run.run_id} for row in rows])
 
-        segment.submit_job(store_warc, self.store, self._indexer, path, spool, captures, add_rows)
+        open_run.submit_job(store_warc, self.store, self._indexer, path, spool, captures, add_rows)
 
-    def _count(self, segment: Segment, what: str) -> None:
+    def _count(self, open_run: OpenRun, what: str) -> None:
         self._counts[what] += 1
-        segment.counts[what] += 1
+        open_run.counts[what] += 1
 
     def _check_usable(self) -> None:
         self._failure.check()
         if not self._open:
-            state = "not open" if self._segment is None else "already committed or aborted"
-            raise StorageError(f"run {self.run_id} is {state}")
+            state = "not open" if self._open_run is None else "already committed or aborted"
+            raise StorageError(f"run {self.first_run} is {state}")
 
     def _release(self) -> None:
-        self._segment.wait()  # no upload may still be reading a spool file
+        self._open_run.wait()  # no upload may still be reading a spool file
         self._spool.cleanup()
         if self._indexer is not None:
             self._indexer.close()

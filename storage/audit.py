@@ -1,6 +1,6 @@
 """Audit an archive: re-check everything its committed manifests promise.
 
-Every manifest is read and verified once (the log checks of ``storage.transparency``
+Every manifest is read and verified once (the log checks of ``storage.log_proofs``
 take the key logs those reads give, ``Audit.logs()``); every object of every committed
 manifest is read once, as a stream, and hashed as it goes; raw bundles are verified again (under
 the one size rule of ``pith.parse``), table files' row counts are read from their
@@ -34,7 +34,7 @@ from pith.verify import verify_bundle
 from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
-from .tlog import KeyLog, log_part, logs_of
+from .key_logs import KeyLog, log_part, logs_of
 from .warc_check import record_problems
 
 logger = logging.getLogger(__name__)
@@ -175,8 +175,8 @@ class Audit:
                 f"{sum(n for _, n in manifests)} objects not checked",
                 key_id=key_id,
             )
-        for segment, why in self._chain.breaks(rooted=True):
-            yield self._found("CHAIN_BROKEN", segment.source, f"{segment.where}.prev_event: {why}")
+        for stretch, why in self._chain.breaks(rooted=True):
+            yield self._found("CHAIN_BROKEN", stretch.source, f"{stretch.where}.prev_event: {why}")
         for stored in self.store.list():
             if stored.path not in self._accounted:
                 yield self._found("ORPHAN", stored.path, f"{stored.size} bytes")

@@ -34,7 +34,7 @@ from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer, utc_now
 from . import layout
-from .committed import CommittedArchive, table_batches
+from .reader import CommittedArchive, table_batches
 from .export import _stream_to_file
 from .stores import ObjectInfo, ObjectStore, hash_file
 from .warc import software

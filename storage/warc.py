@@ -3,7 +3,7 @@
 Records are gzipped one by one into a local spool file (memory stays flat however
 large the file grows); a file is rolled once it passes ``max_bytes`` and at every
 commit, then indexed (CDXJ, sorted, stored next to it) and stored through the
-archive's create-only store in the segment that commits it, with one ``captures``
+archive's create-only store in the run that commits it, with one ``captures``
 row per response or revisit record (Common Crawl's index names). A crashed run's
 spool never reaches the store; a rolled file that no manifest lists is an orphan.
 
@@ -34,7 +34,7 @@ from pith.canonical import canon
 from pith.shipped import version
 from . import layout
 from .captures import CaptureSpool, read_batches
-from .committed import table_batches
+from .reader import table_batches
 from .manifest import listed
 from .stores import MiB
 
@@ -150,9 +150,9 @@ class _File:
 
 
 class WarcWriter:
-    """The WARC files of one crawl. ``emit(segment, path, spool, captures_spool)``
-    stores a finished file in ``segment`` (it then owns both spool files); ``target()``
-    names the segment files rolled by size go to (the current one). Thread safe."""
+    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool)``
+    stores a finished file in ``run`` (it then owns both spool files); ``target()``
+    names the run files rolled by size go to (the current one). Thread safe."""
 
     def __init__(self, run_id: str, spool_dir: str, emit, target, info: dict, policy: WarcPolicy = WarcPolicy()):
         self.target = target
@@ -290,7 +290,7 @@ class WarcWriter:
 
     # --- rolling --------------------------------------------------------------
     def roll(self, target) -> None:
-        """Finish the open file (if any) into ``target``, the segment that commits it."""
+        """Finish the open file (if any) into ``target``, the run that commits it."""
         with self._lock:
             self._finish(target)
 
@@ -399,7 +399,7 @@ def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
 def store_warc(store, indexer, path: str, spool: Path, captures: Path, add_rows) -> list:
     """Store a finished WARC with its sorted CDXJ index (made from the spool,
     streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
-    upload thread, before the segment's tables close (its commit waits for this job).
+    upload thread, before the run's tables close (its commit waits for this job).
     The spool files are removed. Returns the stored files' ObjectInfos."""
     try:
         for batch in read_batches(captures):

@@ -19,7 +19,7 @@ import pytest
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.committed import CommittedArchive
+from storage.reader import CommittedArchive
 from storage.manifest import committed_manifests, verify_manifest
 from storage.stores import ObjectMissing, S3Store, StorageError
 from storage.table_writer import RollPolicy
@@ -82,7 +82,7 @@ def test_a_run_archives_verified_and_rejected_bundles(
             metadata = pq.read_metadata(pa.BufferReader(store.get_bytes(entry["path"])))
             assert metadata.num_rows == entry["rows"]
             tables.setdefault(entry["table"], []).append(entry["path"])
-    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
+    assert audit_archive(store, test_keyring, registry_keyring).paths("orphan") == []
     assert len(tables["records"]) == 2  # one file per year, not one per bundle
     assert manifest["stats"]["pages"] == 4 and manifest["crawl"] == {"seeds": ["https://pith.science/"]}
     assert manifest["stats"]["archive"]["rows"] == {
@@ -195,7 +195,7 @@ def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring, re
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
     writer.abort()
     assert [s.path for s in store.list("manifests/")] == []
-    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == [layout.raw_bundle(sha(raw))]
+    assert audit_archive(store, test_keyring, registry_keyring).paths("orphan") == [layout.raw_bundle(sha(raw))]
     with pytest.raises(StorageError, match="aborted"):
         writer.commit()
 
@@ -229,13 +229,13 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
     (url1, raw1, v1), (url2, raw2, v2), (url3, raw3, v3) = verified
     writer.add_verified(raw1, v1, url1, FETCHED)
     assert writer.pending_bundles() == 1
-    first = writer.checkpoint(stats={"n": 1})
+    first = writer.commit_interim(stats={"n": 1})
     assert first == layout.manifest(RUN) and writer.pending_bundles() == 0
     # committed already: readable, attested, and what a later run dedups against
     assert records_by_manifest(store, test_keyring) == {RUN: [v1.bundle_sha256]}
     writer.add_verified(raw2, v2, url2, FETCHED)
     assert writer.add_verified(raw1, v1, url1, FETCHED).result(30) is None  # in the first segment: a duplicate
-    second = writer.checkpoint()
+    second = writer.commit_interim()
     writer.add_verified(raw3, v3, url3, FETCHED)
     last = writer.commit()
 
@@ -252,7 +252,7 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
     feeds = [json.loads(store.get_bytes(layout.attestation_feed(run_of(p)))) for p in (first, second, last)]
     assert [f["prev_event"] for f in feeds] == [None, feeds[0]["event_id"], feeds[1]["event_id"]]
     assert [f["payload"]["run_id"] for f in feeds] == [run_of(p) for p in (first, second, last)]
-    assert audit_archive(store, test_keyring, registry_keyring).paths("ORPHAN") == []
+    assert audit_archive(store, test_keyring, registry_keyring).paths("orphan") == []
 
 
 def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corpus_keyring, test_signer, test_keyring):
@@ -267,7 +267,7 @@ def test_adds_during_a_checkpoint_go_to_the_next_segment(store, corpus_dir, corp
         for i, (url, raw, verdict) in enumerate(versions):
             writer.add_verified(raw, verdict, url, FETCHED)
             if i % 7 == 6:
-                checkpoints.append(pool.submit(writer.checkpoint))
+                checkpoints.append(pool.submit(writer.commit_interim))
         paths = [c.result(60) for c in checkpoints]
     paths.append(writer.commit())
     assert len(set(paths)) == len(paths)
@@ -281,7 +281,7 @@ def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
     store.put_bytes(layout.manifest(RUN), b"squatted")  # the checkpoint's manifest name is taken
     with pytest.raises(StorageError):
-        writer.checkpoint()
+        writer.commit_interim()
     with pytest.raises(StorageError, match="failed"):  # its versions are in the history: nothing may follow
         writer.add_verified(*verified[1][1:3], verified[1][0], FETCHED)
     with pytest.raises(StorageError):

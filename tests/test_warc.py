@@ -350,7 +350,7 @@ def test_audit_names_a_warc_that_no_longer_matches(tmp_path, static_site):
     found = audit(tmp_path, archive)
     assert found.returncode == 1
     lines = [line for line in found.stdout.splitlines() if f"warc/{warc.name}" in line]
-    assert any(line.startswith("HASH_MISMATCH") for line in lines), found.stdout
+    assert any(line.startswith("hash_mismatch") for line in lines), found.stdout
     assert any(line.startswith("WARC_INVALID") for line in lines), found.stdout
 
 
@@ -382,7 +382,7 @@ def test_each_warc_is_listed_by_the_segment_holding_its_rows(tmp_path):
         )
         urls.append(url)
         if index in (9, 25):
-            writer.checkpoint({}, {})
+            writer.commit_interim({}, {})
     writer.commit({}, {})
 
     manifests = committed_manifests(store, Keyring([signer.pinned()]))

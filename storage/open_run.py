@@ -1,5 +1,5 @@
-"""A segment of a run: what one manifest lists. Its raw objects and table files are
-stored while the run goes on; the segment tracks the uploads under way, and its
+"""A run of a run: what one manifest lists. Its raw objects and table files are
+stored while the run goes on; the run tracks the uploads under way, and its
 ledger (``storage.ledger``) notes each object they stored and the bundle versions
 owed an attestation when it commits.
 
@@ -44,10 +44,10 @@ class RunFailure:
             raise StorageError(f"run {self.run_id} failed: {self.error}") from self.error
 
 
-class Segment:
+class OpenRun:
     """One manifest's worth of a run. ``tables`` and ``counts`` change under
-    ``rows_lock``, the writer's lock over the row budget every segment's tables share;
-    what the uploads report changes under the segment's own lock."""
+    ``rows_lock``, the writer's lock over the row budget every run's tables share;
+    what the uploads report changes under the run's own lock."""
 
     def __init__(
         self,
@@ -93,7 +93,7 @@ class Segment:
         return future
 
     def record(self, info: ObjectInfo) -> ObjectInfo:
-        """List a stored object in the segment's manifest."""
+        """List a stored object in the run's manifest."""
         return self.ledger.record(info)
 
     def wait(self) -> None:
@@ -129,7 +129,7 @@ class Segment:
         return self.ledger.objects()
 
     def archive_stats(self, objects: list[ObjectInfo]) -> dict:
-        """The manifest's ``stats.archive``: what the segment archived and stored
+        """The manifest's ``stats.archive``: what the run archived and stored
         (``objects``, as ``objects()`` gives them)."""
         rows = Counter()
         for info in objects:
