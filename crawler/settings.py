@@ -68,6 +68,7 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
     "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
+    "crawler.warc.WarcRecorder": 950,  # with PITH_WARC: first to see a response, as received
 }
 
 ITEM_PIPELINES = {
@@ -113,6 +114,8 @@ PITH_STATS_FILE = None  # write the final stats here as JSON
 PITH_ARCHIVE_KEYRINGS = []  # archiver keys (besides ours) whose manifests count for dedup: the other workers'
 PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload before adds wait
 PITH_GC_THRESHOLD = 10_000  # allocations between young-object collections during a crawl (0: Python's 700)
+PITH_WARC = True  # record every exchange in WARC/1.1 files in the archive (--no-warc: off)
+PITH_WARC_MAX_BYTES = 1024 * 1024 * 1024  # a WARC file is rolled past this size (and at every commit)
 PITH_COMMIT_EVERY = 10_000  # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None

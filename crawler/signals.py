@@ -25,3 +25,6 @@ interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()
+# the archive opened the crawl's WARC writer: ``record`` takes one exchange's fields
+# (crawler.warc.exchange_of) and writes its records
+warc_opened = object()

@@ -57,6 +57,13 @@ class Stat:
     ARROW_MEMORY_POOL: Final = "pith/arrow_memory_pool"
     ELAPSED_SECONDS: Final = "pith/elapsed_seconds"
     JOBDIR_RESET: Final = "pith/jobdir_reset"
+    # the WARC files (crawler.warc)
+    WARC_RESPONSES: Final = "pith/warc_responses"
+    WARC_FAILURES: Final = "pith/warc_failures"
+    WARC_UNRECORDED: Final = (
+        "pith/warc_unrecorded"  # exchanges before the archive opened (robots.txt, the key document)
+    )
+    WARC_ERRORS: Final = "pith/warc_errors"
     # several sources (crawler.spread, crawler.cross_check)
     MIRROR_FALLBACKS: Final = "pith/mirror_fallbacks"
     MIRROR_REFETCHES: Final = "pith/mirror_refetches"

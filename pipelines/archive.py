@@ -24,8 +24,10 @@ from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
 from crawler.links import base_of
 from crawler.worker import worker_name
+from pith.canonical import sha256_hex
 from pith.keyring import Keyring
 from pith.shipped import version
+from storage import layout
 from storage.archive import ArchiveWriter
 from storage.manifest import present_runs
 from storage.stores import StorageError
@@ -33,8 +35,18 @@ from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
 from crawler.stat_keys import PREFIX, Stat
 from pith.reasons import Reason
+from storage.warc import Exchange, FetchFailure, WarcPolicy, software as warc_software, verdict_fields
 
 logger = logging.getLogger(__name__)
+
+
+def _raw_path(verdict, raw: bytes, future: Future) -> str | None:
+    """Where the archive keeps the bytes just added (None: a version archived before)."""
+    if not verdict.ok:
+        return layout.quarantined(sha256_hex(raw))
+    if future.done() and future.exception() is None and future.result() is None:
+        return None  # a duplicate: add_verified stored nothing
+    return layout.raw_bundle(sha256_hex(raw))
 
 
 def _when(stamp: str) -> datetime:
@@ -47,7 +59,15 @@ class ArchivePipeline:
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
 
-    def __init__(self, crawler, config: CrawlConfig, worker: str, in_flight: int, commit_every: int = 0):
+    def __init__(
+        self,
+        crawler,
+        config: CrawlConfig,
+        worker: str,
+        in_flight: int,
+        commit_every: int = 0,
+        warc: WarcPolicy | None = None,
+    ):
         self.crawler = crawler
         self.stats = crawler.stats
         self.store = config.store
@@ -57,6 +77,7 @@ class ArchivePipeline:
         self.worker = worker
         self.in_flight = in_flight
         self.commit_every = commit_every
+        self.warc = warc
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
         self.interim = None  # the Deferred of the interim commit under way
@@ -84,6 +105,7 @@ class ArchivePipeline:
             worker_name(settings.get("PITH_WORKER")),
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
+            WarcPolicy(settings.getint("PITH_WARC_MAX_BYTES")) if settings.getbool("PITH_WARC") else None,
         )
 
     def _lost(self, item, response, spider, failure):
@@ -96,10 +118,20 @@ class ArchivePipeline:
             store = self.store
             self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight, workers=store.upload_threads)
             trusted = Keyring([*self.archive_keyring, self.signer.pinned()])
-            writer = ArchiveWriter(store, self.signer, worker=self.worker, uploader=self.uploader, keyring=trusted)
+            writer = ArchiveWriter(
+                store,
+                self.signer,
+                worker=self.worker,
+                uploader=self.uploader,
+                keyring=trusted,
+                warc=self.warc,
+                warc_info=self._warc_info(),
+            )
             return writer.open()
 
         self.writer = await run_in_thread(open_writer)
+        if self.writer.warc is not None:
+            self.crawler.signals.send_catch_log(pith_signals.warc_opened, record=self._record_in_warc)
         self.stats.set_value(Stat.RUN_ID, self.writer.first_run)
         self.crawler.signals.send_catch_log(
             pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
@@ -155,6 +187,10 @@ class ArchivePipeline:
         room = self.uploader.has_room(2 * len(item.body))
         future, open_run = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
+        if self.writer.warc is not None:
+            self.writer.warc.verdict(
+                item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future))
+            )
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, open_run=open_run)
         for relation in refused:
@@ -256,6 +292,24 @@ class ArchivePipeline:
             "version": version(),
             "crawl_run_id": self.writer.first_run,
             "spider_args": self._spider_args(),
+        }
+
+    def _record_in_warc(self, fields: dict) -> None:
+        """What crawler.warc hands over: an exchange, or a request that got no response."""
+        if "error" in fields:
+            self.writer.warc.failure(FetchFailure(**fields))
+        else:
+            self.writer.warc.record(Exchange(**fields))
+
+    def _warc_info(self) -> dict:
+        """The warcinfo record of each WARC file: who wrote it, from where, how politely."""
+        settings = self.crawler.settings
+        return {
+            "software": warc_software(),
+            "operator": settings.get("USER_AGENT"),
+            "resolver": self._spider_args()["resolver"],
+            "robots": "obey robots.txt" if settings.getbool("ROBOTSTXT_OBEY") else "ignore robots.txt",
+            "worker": self.worker,
         }
 
     def _spider_args(self) -> dict:

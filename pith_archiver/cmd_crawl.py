@@ -142,6 +142,11 @@ def _share(text: str) -> float:
     help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
     "[default: 1 with 2 cores or more, else 0].",
 )
+@click.option(
+    "--no-warc",
+    is_flag=True,
+    help="Do not record the crawl's HTTP exchanges in WARC files (PITH_WARC=False).",
+)
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 @run_hook_options("crawl")
@@ -171,6 +176,7 @@ def crawl(
     signing_key,
     commit_every,
     verify_workers,
+    no_warc,
     stats_json,
     settings,
     max_failures,
@@ -239,6 +245,8 @@ def crawl(
         overrides["PITH_COMMIT_EVERY"] = commit_every
     if verify_workers is not None:
         overrides["PITH_VERIFY_WORKERS"] = verify_workers
+    if no_warc:
+        overrides["PITH_WARC"] = False
     overrides.update(pairs)
     spider_args = {
         "config": config,

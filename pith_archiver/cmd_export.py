@@ -23,14 +23,15 @@ from .run_hooks import RunHooks, run_hook_options
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bag", "parquet", "release"]),
-    help="bag (with --bag), parquet or release (with --to) [default: from the option given].",
+    type=click.Choice(["bag", "parquet", "release", "wacz"]),
+    help="bag (with --bag), parquet, release or wacz (with --to) [default: from the option given].",
 )
 @click.option(
     "--since",
     metavar="PREVIOUS",
     help="With --format release: only what changed since this earlier release of the archive "
-    "(its folder, s3:// prefix or release.json), with a changes table.",
+    "(its folder, s3:// prefix or release.json), with a changes table. With --format wacz: the "
+    "WARCs of this run id and the runs after it.",
 )
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
 @click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
@@ -63,6 +64,8 @@ def export(
     log_to_stderr(verbosity)
     fmt, target = _check_format(fmt, bag_out, dest, with_raw, since)
     store, keyring = open_archive(archive, trust)
+    if fmt == "wacz":
+        return _wacz(archive, store, keyring, target, since, trust, hooks)
     if fmt == "release":
         return _release(archive, store, keyring, target, since, trust, hooks)
     try:
@@ -140,6 +143,38 @@ def _release(
     )
 
 
+def _wacz(
+    archive: str, store: ObjectStore, keyring: Keyring, dest: str, since: str | None, trust: Trust, hooks: RunHooks
+) -> None:
+    """``--format wacz``: the committed WARCs as one WACZ file (``--to`` a local path or s3://bucket/key)."""
+    from storage.signing_key import load_or_create
+    from storage.wacz import WaczError, write_wacz
+
+    folder, _, name = dest.rstrip("/").rpartition("/")
+    if not name.endswith(".wacz"):
+        raise ConfigError(f"--to {dest}: a WACZ file's name ends with .wacz")
+    target = open_location(folder or ".", trust.s3_endpoint_url)
+    if any(stored.path == name for stored in target.list(name)):
+        raise ConfigError(f"--to {dest}: exists already")
+    try:
+        summary = write_wacz(store, keyring, load_or_create(trust.signing_key), target, name, since=since)
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except ObjectAltered as exc:  # the archive breaks its own promise: audit it
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(ExitStatus.REJECTED)
+    except WaczError as exc:
+        raise ConfigError(str(exc)) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    hooks.update(archived=summary.pages, why=f"exported to {summary.destination}")
+    say(
+        f"exported {summary.warcs} WARC files ({summary.pages} verified bundles, {summary.bytes} bytes) "
+        f"from {archive} to {summary.destination} (wacz)",
+        QUIET,
+    )
+
+
 def _check_format(
     fmt: str | None, bag_out: str | None, dest: str | None, with_raw: bool, since: str | None = None
 ) -> tuple[str, str]:
@@ -147,11 +182,11 @@ def _check_format(
     target = bag_out or dest
     if target is None or bool(bag_out) == bool(dest):
         raise click.UsageError("give either --bag OUT or --format parquet|release --to DEST")
-    if since and fmt != "release":
-        raise click.UsageError("--since goes with --format release")
-    wanted = "bag" if bag_out else ("release" if fmt == "release" else "parquet")
+    if since and fmt not in ("release", "wacz"):
+        raise click.UsageError("--since goes with --format release or wacz")
+    wanted = "bag" if bag_out else (fmt if fmt in ("release", "wacz") else "parquet")
     if fmt not in (None, wanted):
         raise click.UsageError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
-    if with_raw and wanted == "bag":
-        raise click.UsageError("--with-raw goes with --to: a bag always holds the raw bundles")
+    if with_raw and wanted in ("bag", "wacz"):
+        raise click.UsageError("--with-raw goes with --to and --format parquet: a bag always holds the raw bundles")
     return wanted, target

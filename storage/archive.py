@@ -50,6 +50,8 @@ from .rows import alias_rows, event_rows, record_row, timestamp, verification_ro
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
 from pith.reasons import Reason
+from .cdxj import CdxjIndexer
+from .warc import WarcPolicy, WarcWriter, recent_payloads, store_warc
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +101,8 @@ class ArchiveWriter:
         policy: RollPolicy = RollPolicy(),
         spool_dir: str | Path | None = None,
         dedup: bool = True,
+        warc: WarcPolicy | None = None,
+        warc_info: dict | None = None,
     ) -> None:
         """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
         history (default: this signer's key). ``dedup=False`` starts as if the archive
@@ -129,6 +133,9 @@ class ArchiveWriter:
         self.present_runs: frozenset[str] = frozenset()
         self._open_run: OpenRun | None = None
         self._open = False
+        self._warc_policy, self._warc_info = warc, warc_info or {}
+        self.warc: WarcWriter | None = None  # with ``warc``, after ``open``: the crawl's WARC files
+        self._indexer: CdxjIndexer | None = None
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
@@ -143,6 +150,17 @@ class ArchiveWriter:
         head = self._committer.resume(manifests)
         self._spool.open()
         self._open_run = self._new_run(self.first_run)
+        if self._warc_policy is not None:
+            self.warc = WarcWriter(
+                self.first_run,
+                self._spool.path,
+                self._emit_warc,
+                lambda: self._open_run,
+                self._warc_info,
+                self._warc_policy,
+            )
+            self.warc.seed(recent_payloads(self.store, manifests))
+            self._indexer = CdxjIndexer().start()  # its imports run while the crawl starts
         self._open = True
         logger.info("run %s writing to %s (attestations chained to %s)", self.first_run, self.store.uri, head)
         return self
@@ -332,6 +350,8 @@ class ArchiveWriter:
         with self._commit_lock:
             with self._lock:
                 open_run, self._open_run = self._run(), self._new_run()
+            if self.warc is not None:  # its records are this run's: it commits the file
+                self.warc.roll(open_run)
             logger.info(
                 "run %s writing to %s (checkpoint of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
             )
@@ -348,6 +368,8 @@ class ArchiveWriter:
         self._open = False
         try:
             with self._commit_lock:
+                if self.warc is not None:
+                    self.warc.close(self._run())
                 return self._committer.commit(self._run(), stats, params)
         finally:
             self._release()
@@ -357,6 +379,8 @@ class ArchiveWriter:
         if self._open:
             self._open = False
             with self._commit_lock:  # a checkpoint under way still writes into the spool
+                if self.warc is not None:
+                    self.warc.discard()
                 self._run().discard()
                 self._release()
 
@@ -381,6 +405,14 @@ class ArchiveWriter:
             rows_lock=self._lock,
         )
 
+    def _emit_warc(self, open_run: OpenRun, path: str, spool: Path, captures: Path) -> None:
+        """A finished WARC file: the file with its index, and its capture rows, in ``run``."""
+
+        def add_rows(rows: list[dict]) -> None:
+            open_run.add_rows("captures", [{**row, "run_id": open_run.run_id} for row in rows])
+
+        open_run.submit_job(store_warc, self.store, self._indexer, path, spool, captures, add_rows)
+
     def _count(self, open_run: OpenRun, what: str) -> None:
         self._counts[what] += 1
         open_run.counts[what] += 1
@@ -400,5 +432,7 @@ class ArchiveWriter:
     def _release(self) -> None:
         self._run().wait()  # no upload may still be reading a spool file
         self._spool.cleanup()
+        if self._indexer is not None:
+            self._indexer.close()
         if self._owns_uploader:
             self._uploader.close()

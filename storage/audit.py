@@ -37,6 +37,7 @@ from . import layout
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
 from .key_logs import KeyLog, LogPart, log_part, logs_of
+from .warc_check import record_problems
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Finding(StrEnum):
     ROWS_MISMATCH = "rows_mismatch"
     ATTESTATION_INVALID = "attestation_invalid"
     CHAIN_BROKEN = "chain_broken"
+    WARC_INVALID = "warc_invalid"
     ORPHAN = "orphan"
     # the transparency-log checks (storage.log_proofs)
     LOG_ROLLED_BACK = "log_rolled_back"
@@ -73,6 +75,8 @@ CODES: dict[Finding, str] = {
     Finding.ROWS_MISMATCH: "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
     Finding.ATTESTATION_INVALID: "an attestation does not verify, or names an object its run did not store",
     Finding.CHAIN_BROKEN: "an attestation's prev_event does not name its key's previous attestation",
+    Finding.WARC_INVALID: "a WARC file whose records do not check (block or payload digest, or unreadable from some "
+    "offset on), as warcio check sees them",
     Finding.ORPHAN: "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
     "and partial writes included; a local crawl's own state excepted)",
 }
@@ -229,6 +233,8 @@ class Audit:
                 check = self._table
             elif entry.path.startswith(f"{layout.RAW}/"):
                 check = self._bundle
+            elif layout.is_warc(entry.path):
+                check = self._warc
             elif layout.is_attestation_feed(entry.path):
                 check = partial(self._feed, run_id=manifest["run_id"], by_path=by_path)
             else:
@@ -296,6 +302,10 @@ class Audit:
                 entry.path,
                 f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}",
             )
+
+    def _warc(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
+        for problem in record_problems(stream):
+            yield self._found(Finding.WARC_INVALID, entry.path, problem)
 
     def _table(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
         tail = b""

@@ -18,6 +18,7 @@ KEYS = "keys"
 ATTESTATIONS = "attestations"
 CHECKPOINTS = "checkpoints"
 LOGS = "log"
+WARC = "warc"
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
@@ -76,6 +77,22 @@ def partition_of(path: str) -> tuple[str, str | None]:
 
 def table_part(table: str, partition: str, run_id: str, seq: int) -> str:
     return f"{TABLES}/{table}/{partition}/part-{check_run_id(run_id)}-{seq:05d}.parquet"
+
+
+def warc(name: str) -> str:
+    """A crawl's WARC file: ``warc/<run id>-<seq>.warc.gz``."""
+    if not name.endswith(".warc.gz") or not _RUN_ID.match(name[:-14]):
+        raise LayoutError(f"not a WARC file name (<run id>-<seq>.warc.gz): {name!r}")
+    return f"{WARC}/{name}"
+
+
+def is_warc(path: str) -> bool:
+    return path.startswith(f"{WARC}/") and path.endswith(".warc.gz")
+
+
+def warc_index(warc_path: str) -> str:
+    """The CDXJ index stored next to a WARC file."""
+    return warc_path[: -len(".warc.gz")] + ".cdxj"
 
 
 def manifest(run_id: str) -> str:

@@ -10,6 +10,7 @@ on nothing of the run may commit.
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
 from dataclasses import replace
 from pathlib import Path
@@ -87,6 +88,13 @@ class OpenRun:
         self._track(future)
         return future
 
+    def submit_job(self, fn, *args) -> Future:
+        """Run ``fn(*args)`` on the uploader and list every ObjectInfo it returns: a job
+        that streams its own spool files (a WARC), so it holds no bytes in flight."""
+        future = self._uploader.submit(0, self._run_job, fn, args)
+        self._track(future)
+        return future
+
     def record(self, info: ObjectInfo) -> ObjectInfo:
         """List a stored object in the run's manifest."""
         return self.ledger.record(info)
@@ -155,6 +163,13 @@ class OpenRun:
             self._failure.record(exc)
             raise
         return self.ledger.record(info, owed, utc_now() if owed else None)
+
+    def _run_job(self, fn: Callable[..., Iterable[ObjectInfo]], args: tuple) -> list[ObjectInfo]:
+        try:
+            return [self.record(info) for info in fn(*args)]
+        except BaseException as exc:
+            self._failure.record(exc)
+            raise
 
     def _emit_table(self, path: str, spool: Path, rows: int) -> None:
         self._track(self._uploader.submit(spool.stat().st_size, self._put_table, path, spool, rows))

@@ -213,4 +213,28 @@ ATTESTATIONS = TableSpec(
     ),
 )
 
-TABLES = {spec.name: spec for spec in (RECORDS, EVENTS, ALIASES, VERIFICATIONS, ATTESTATIONS)}
+CAPTURES = TableSpec(
+    "captures",
+    "subset",
+    "Common Crawl's subset: warc (2xx and 304) or crawldiagnostics (redirects, errors)",
+    (
+        _col("url", pa.string(), "the URL fetched (WARC-Target-URI)", False),
+        _col("fetch_time", TIMESTAMP, "when the response was received (WARC-Date)", False),
+        _col("fetch_status", pa.int32(), "the HTTP status as received", False),
+        _col(
+            "content_digest", pa.string(), "WARC-Payload-Digest of the body as received (sha1:<base32>); null for a 304"
+        ),
+        _col("content_mime_type", pa.string(), "the Content-Type header's media type, as sent"),
+        _col("warc_filename", pa.string(), "the WARC file's name (warc/<warc_filename> in the archive)", False),
+        _col("warc_record_offset", pa.int64(), "byte offset of the (gzipped) record in the file", False),
+        _col("warc_record_length", pa.int64(), "byte length of the gzipped record", False),
+        _col("warc_record_id", pa.string(), "WARC-Record-ID of the response or revisit record", False),
+        _col("warc_record_type", pa.string(), "response, or revisit (a 304, or a payload archived before)", False),
+        _col("pith_number", pa.string(), "the bundle's pith_number, when a bundle was judged"),
+        _col("bundle_sha256", pa.string(), "the bundle version, when verified"),
+        _col("status", pa.string(), "the verdict on a bundle: verified or rejected; null for any other response"),
+        _RUN,
+    ),
+)
+
+TABLES = {spec.name: spec for spec in (RECORDS, EVENTS, ALIASES, VERIFICATIONS, ATTESTATIONS, CAPTURES)}

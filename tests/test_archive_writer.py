@@ -92,6 +92,7 @@ def test_a_run_archives_verified_and_rejected_bundles(
         "aliases": 18,
         "verifications": 4,
         "attestations": 3,
+        "captures": 0,  # no WARC: this writer was given no exchange
     }
     assert (manifest["stats"]["archive"]["verified"], manifest["stats"]["archive"]["rejected"]) == (3, 1)
 

@@ -1,0 +1,62 @@
+"""Checking a stored WARC file record by record, as ``warcio check`` does, from a
+stream of chunks (the audit reads each object once, hashing it as it goes)."""
+
+import io
+import logging
+import zlib
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+
+from .stores import CHUNK
+
+logger = logging.getLogger(__name__)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file over an iterator of byte chunks (a store's read_chunks), for warcio."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._left:
+            self._left = next(self._chunks, None)
+            if self._left is None:
+                self._left = b""
+                return 0
+        size = min(len(buffer), len(self._left))
+        buffer[:size], self._left = self._left[:size], self._left[size:]
+        return size
+
+    def drain(self) -> None:
+        self._left = b""
+        for _ in self._chunks:
+            pass
+
+
+def record_problems(chunks, most: int = 10) -> list[str]:
+    """What ``warcio check`` would find in a WARC stream: each record's block and
+    payload digests recomputed, or the point where the file stops being readable.
+    The stream is read to its end (the caller may be hashing it)."""
+    reader = _ChunkReader(chunks)
+    problems = []
+    records = ArchiveIterator(io.BufferedReader(reader, CHUNK), check_digests=True)
+    try:
+        for record in records:
+            content = record.content_stream()
+            while content.read(CHUNK):
+                pass
+            if record.digest_checker.passed is False and len(problems) < most:
+                problems.append(
+                    f"record at offset {records.get_record_offset()} ({record.rec_headers['WARC-Record-ID']}): "
+                    + "; ".join(str(problem) for problem in record.digest_checker.problems)
+                )
+    except (ArchiveLoadFailed, OSError, EOFError, zlib.error, ValueError) as exc:
+        problems.append(f"unreadable after offset {records.get_record_offset()}: {exc}")
+    reader.drain()
+    return problems
