@@ -18,7 +18,7 @@ import duckdb
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.faults import FaultPlan
+from pith_testkit.faults import FaultPlan
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith_archiver import FIXTURES
@@ -26,7 +26,8 @@ from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from storage.wacz import check_wacz_digest
-from tests.plugins.crawling import crawl_corpus, isolated_home, run_cli_crawl
+from tests.plugins.cli import isolated_home
+from tests.plugins.crawling import run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
 
 WARCIO = [sys.executable, "-m", "warcio.cli"]
@@ -195,7 +196,7 @@ def wayback(root: Path, wacz: Path):
 def test_wacz_export_validates_and_pywb_replays_the_bundles_byte_for_byte(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"
-    # two checkpoints and a final commit: several WARC files, each listed by its own segment
+    # two interim commits and a final one: several WARC files, each listed by its own run
     result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive), "--commit-every", "1")
     assert result.returncode == 0, result.stderr[-3000:]
     listed = listed_objects(tmp_path, archive)
@@ -297,8 +298,12 @@ def test_bad_input_is_recorded_as_it_happened(tmp_path, mirror, corpus_dir, corp
     truncated, tampered, fine = corpus_catalog.suffixes[:3]
     server = mirror(faults=FaultPlan(truncate_rate=1.0, paths=rf"/{truncated}/bundle\.json$", tamper={tampered}))
     archive = tmp_path / "archive"
-    result = crawl_corpus(
-        tmp_path, corpus_dir, server.url, archive, truncated, tampered, fine, "--no-follow", "--max-failures", "100%"
+    result = run_cli_crawl(
+        tmp_path,
+        *(truncated, tampered, fine, "--no-follow", "--max-failures", "100%"),
+        resolver=server.url,
+        out=archive,
+        corpus=corpus_dir,
     )
     assert result.returncode in (1, 3), result.stderr[-3000:]
     found = all_records(archive)
@@ -351,10 +356,10 @@ def test_audit_names_a_warc_that_no_longer_matches(tmp_path, static_site):
     assert found.returncode == 1
     lines = [line for line in found.stdout.splitlines() if f"warc/{warc.name}" in line]
     assert any(line.startswith("hash_mismatch") for line in lines), found.stdout
-    assert any(line.startswith("WARC_INVALID") for line in lines), found.stdout
+    assert any(line.startswith("warc_invalid") for line in lines), found.stdout
 
 
-def test_each_warc_is_listed_by_the_segment_holding_its_rows(tmp_path):
+def test_each_warc_is_listed_by_the_run_holding_its_rows(tmp_path):
     """Files rolled by size and at checkpoints: every WARC and its index are listed by
     exactly one manifest, the one whose captures table files point into it."""
     from datetime import datetime, timezone
