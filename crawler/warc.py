@@ -16,9 +16,14 @@ no response to keep.
 """
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Headers, Response
 from scrapy.utils.httpobj import urlparse_cached
 
 from . import signals as pith_signals
@@ -27,7 +32,7 @@ from .stat_keys import Stat
 logger = logging.getLogger(__name__)
 
 
-def _headers(headers) -> list[tuple[str, str]]:
+def _headers(headers: Headers) -> list[tuple[str, str]]:
     """Scrapy's headers as (name, value) text pairs, each value of a repeated header its own pair."""
     return [(name.decode("latin-1"), value.decode("latin-1")) for name, values in headers.items() for value in values]
 
@@ -35,46 +40,50 @@ def _headers(headers) -> list[tuple[str, str]]:
 class WarcRecorder:
     """Settings: PITH_WARC (on by default; ``--no-warc``), PITH_ARCHIVE."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.record = None  # until the archive pipeline opens its WARC writer
+        self.record: Callable[[dict], None] | None = None  # until the archive pipeline opens its WARC writer
         crawler.signals.connect(self._opened, signal=pith_signals.warc_opened)
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "WarcRecorder":
         settings = crawler.settings
         if not settings.getbool("PITH_WARC") or not settings.get("PITH_ARCHIVE"):
             raise NotConfigured("PITH_WARC is off")
         return cls(crawler)
 
-    def _opened(self, record):
+    def _opened(self, record: Callable[[dict], None]) -> None:
         self.record = record
 
-    def process_response(self, request, response, spider=None):
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         self._write(Stat.WARC_RESPONSES, exchange_of, request, response)
         return response
 
-    def process_exception(self, request, exception, spider=None):
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         """No response (refused, timed out, a body cut short): a ``metadata`` record says
         what happened. A request a middleware dropped (robots.txt, off the crawl's
         hosts) was never sent: nothing happened on the wire to keep."""
         if not isinstance(exception, IgnoreRequest):
             self._write(Stat.WARC_FAILURES, failure_of, request, exception)
 
-    def _write(self, stat: str, fields_of, request, outcome) -> None:
+    def _write(self, stat: str, fields_of: Callable[[Request, Any], dict], request: Request, outcome: Any) -> None:
         if self.record is None:  # before the archive opened (robots.txt, the signing key)
-            self.crawler.stats.inc_value(Stat.WARC_UNRECORDED)
+            self._count(Stat.WARC_UNRECORDED)
             return
         try:
             self.record(fields_of(request, outcome))
         except Exception:  # the crawl goes on without the record; the count says so
             logger.exception("%s: not recorded in the WARC", request.url)
-            self.crawler.stats.inc_value(Stat.WARC_ERRORS)
+            self._count(Stat.WARC_ERRORS)
             return
-        self.crawler.stats.inc_value(stat)
+        self._count(stat)
+
+    def _count(self, stat: str) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(stat)
 
 
-def failure_of(request, exception) -> dict:
+def failure_of(request: Request, exception: Exception) -> dict:
     """A request that got no response, as plain values: ``storage.warc.FetchFailure``'s fields."""
     return {
         "url": request.url,
@@ -84,7 +93,7 @@ def failure_of(request, exception) -> dict:
     }
 
 
-def exchange_of(request, response) -> dict:
+def exchange_of(request: Request, response: Response) -> dict:
     """The exchange as plain values: the fields of ``storage.warc.Exchange``."""
     request_headers = _headers(request.headers)
     if not any(name.lower() == "host" for name, _ in request_headers):

@@ -12,8 +12,10 @@ import logging
 import os
 import tempfile
 from collections import OrderedDict
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class CaptureSpool:
         if len(self._waiting) > WAITING_MAX:
             self._write(self._waiting.popitem(last=False)[1])
 
-    def judge(self, url: str, **verdict) -> str | None:
+    def judge(self, url: str, **verdict: Any) -> str | None:
         """Give the waiting row of ``url`` its verdict and write it; returns its
         record id (None when no row of that URL waits)."""
         row = self._waiting.pop(url, None)
@@ -63,9 +65,9 @@ class CaptureSpool:
         self.rows += 1
 
 
-def read_batches(path: Path):
+def read_batches(path: Path) -> Iterator[list[dict]]:
     """The spooled rows, in batches, times typed again."""
-    batch = []
+    batch: list[dict] = []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)

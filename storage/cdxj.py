@@ -27,7 +27,7 @@ INDEXED = "response,revisit"  # what replay looks up; a verdict (metadata) share
 class CdxjIndexer:
     """The crawl's indexing child: ``index(warc, out, name)`` from any thread; ``close()``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._child: subprocess.Popen | None = None
 
@@ -50,10 +50,13 @@ class CdxjIndexer:
             for attempt in (1, 2):  # a child that died is started again, once
                 if self._child is None or self._child.poll() is not None:
                     self.start()
+                child = self._child
                 try:
-                    self._child.stdin.write(json.dumps([str(warc), str(out), name]) + "\n")
-                    self._child.stdin.flush()
-                    answer = self._child.stdout.readline().strip()
+                    if child is None or child.stdin is None or child.stdout is None:
+                        raise OSError("no indexing child")
+                    child.stdin.write(json.dumps([str(warc), str(out), name]) + "\n")
+                    child.stdin.flush()
+                    answer = child.stdout.readline().strip()
                 except (BrokenPipeError, OSError) as exc:
                     answer = f"the indexer stopped: {exc}"
                 if answer == "ok":
@@ -65,7 +68,7 @@ class CdxjIndexer:
     def close(self) -> None:
         with self._lock:
             child, self._child = self._child, None
-        if child is not None:
+        if child is not None and child.stdin is not None and child.stdout is not None:
             child.stdin.close()
             try:
                 child.wait(timeout=30)

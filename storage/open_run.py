@@ -11,6 +11,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 from concurrent.futures import Future, wait
 from dataclasses import replace
 from pathlib import Path
@@ -88,7 +89,7 @@ class OpenRun:
         self._track(future)
         return future
 
-    def submit_job(self, fn, *args) -> Future:
+    def submit_job(self, fn: Callable[..., Iterable[ObjectInfo]], *args: Any) -> Future:
         """Run ``fn(*args)`` on the uploader and list every ObjectInfo it returns: a job
         that streams its own spool files (a WARC), so it holds no bytes in flight."""
         future = self._uploader.submit(0, self._run_job, fn, args)

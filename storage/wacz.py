@@ -26,9 +26,11 @@ import json
 import logging
 import tempfile
 import zipfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.reasons import Reason, Rejected
@@ -74,8 +76,8 @@ def runs_from(archive: CommittedArchive, since: str | None) -> list[dict]:
     return [manifest for manifest in archive.manifests if manifest["run_id"] >= since]
 
 
-def _listed(manifests: list[dict], keep) -> list[ObjectInfo]:
-    seen = {}
+def _listed(manifests: list[dict], keep: Callable[[dict], bool]) -> list[ObjectInfo]:
+    seen: dict[str, ObjectInfo] = {}
     for manifest in manifests:
         for entry in manifest["objects"]:
             if keep(entry):
@@ -149,8 +151,8 @@ def write_wacz(
     if not warcs:
         raise WaczError(f"{store.uri}: the runs asked for hold no WARC file (crawled with --no-warc?)")
     created = utc_now()
-    with tempfile.TemporaryDirectory(prefix="pith-wacz-") as work:
-        work = Path(work)
+    with tempfile.TemporaryDirectory(prefix="pith-wacz-") as folder:
+        work = Path(folder)
         local = work / "package.wacz"
         resources = []
         with zipfile.ZipFile(local, "w", allowZip64=True) as package:
@@ -177,7 +179,7 @@ def write_wacz(
             )
             add(PAGES, work / "pages.jsonl", zipfile.ZIP_DEFLATED)
             runs = [manifest["run_id"] for manifest in manifests]
-            datapackage = {
+            datapackage: dict[str, Any] = {
                 "profile": PROFILE,
                 "wacz_version": WACZ_VERSION,
                 "title": f"Pith bundles archived in {store.uri}",

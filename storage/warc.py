@@ -18,11 +18,13 @@ import tempfile
 import threading
 from base64 import b32encode
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http import HTTPStatus
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -36,7 +38,7 @@ from . import layout
 from .captures import CaptureSpool, read_batches
 from .reader import table_batches
 from .manifest import listed
-from .stores import MiB
+from .stores import MiB, ObjectStore
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ def _status_line(status: int) -> str:
         return str(status)
 
 
-def _response_headers(headers) -> list[tuple[str, str]]:
+def _response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(f"X-Pith-Orig-{k}" if k.lower() in UNDONE_FRAMING else k, v) for k, v in headers]
 
 
@@ -116,7 +118,7 @@ def _subset(status: int) -> str:
     return "warc" if 200 <= status < 300 or status == 304 else "crawldiagnostics"
 
 
-def _mime(headers) -> str | None:
+def _mime(headers: list[tuple[str, str]]) -> str | None:
     for name, value in headers:
         if name.lower() == "content-type":
             return value.split(";")[0].strip().lower() or None
@@ -134,7 +136,7 @@ class _File:
         self.writer = WARCWriter(self.handle, gzip=True, warc_version=WARC_VERSION)
         self.captures = CaptureSpool(spool_dir)
 
-    def write(self, record) -> Position:
+    def write(self, record: Any) -> Position:
         offset = self.handle.tell()
         self.writer.write_record(record)
         return Position(self.name, offset, self.handle.tell() - offset, record.rec_headers["WARC-Record-ID"])
@@ -154,7 +156,15 @@ class WarcWriter:
     stores a finished file in ``run`` (it then owns both spool files); ``target()``
     names the run files rolled by size go to (the current one). Thread safe."""
 
-    def __init__(self, run_id: str, spool_dir: str, emit, target, info: dict, policy: WarcPolicy = WarcPolicy()):
+    def __init__(
+        self,
+        run_id: str,
+        spool_dir: str,
+        emit: Callable[..., None],
+        target: Callable[[], Any],
+        info: dict,
+        policy: WarcPolicy = WarcPolicy(),
+    ) -> None:
         self.target = target
         self.run_id = layout.check_run_id(run_id)
         self.info = info
@@ -259,7 +269,9 @@ class WarcWriter:
         then carries the verdict too. None once the writer is closed."""
         return self._metadata(url, {"record_type": VERDICT_TYPE, **verdict}, verdict=verdict)
 
-    def _metadata(self, url: str, fields: dict, when: datetime | None = None, verdict: dict | None = None):
+    def _metadata(
+        self, url: str, fields: dict, when: datetime | None = None, verdict: dict | None = None
+    ) -> Position | None:
         body = canon(fields) + b"\n"
         headers = {"WARC-Date": datetime_to_iso_date(when.astimezone(timezone.utc))} if when else {}
         with self._lock:
@@ -289,12 +301,12 @@ class WarcWriter:
         return position
 
     # --- rolling --------------------------------------------------------------
-    def roll(self, target) -> None:
+    def roll(self, target: Any) -> None:
         """Finish the open file (if any) into ``target``, the run that commits it."""
         with self._lock:
             self._finish(target)
 
-    def close(self, target) -> None:
+    def close(self, target: Any) -> None:
         """Finish the last file; nothing is recorded after."""
         with self._lock:
             self._finish(target)
@@ -317,7 +329,7 @@ class WarcWriter:
             self._file.write(self._file.writer.create_warcinfo_record(name, info))
         return self._file
 
-    def seed(self, payloads) -> None:
+    def seed(self, payloads: Iterable[tuple[str, tuple[str, str, str]]]) -> None:
         """Remember payloads committed runs archived (``recent_payloads``), oldest
         first: a re-crawl that gets the same bytes again writes a revisit."""
         with self._lock:
@@ -331,10 +343,10 @@ class WarcWriter:
             self._digests.popitem(last=False)
 
     def _roll_if_full(self) -> None:
-        if self._file.handle.tell() >= self.policy.max_bytes:
+        if self._file is not None and self._file.handle.tell() >= self.policy.max_bytes:
             self._finish(self.target())
 
-    def _finish(self, target) -> None:
+    def _finish(self, target: Any) -> None:
         file, self._file = self._file, None
         if file is None:
             return
@@ -342,7 +354,7 @@ class WarcWriter:
         self._emit(target, layout.warc(file.name), file.spool, file.captures.path)
 
 
-def recent_payloads(store, manifests: list[dict], most: int = DIGESTS_KEPT) -> list:
+def recent_payloads(store: ObjectStore, manifests: list[dict], most: int = DIGESTS_KEPT) -> list:
     """``(payload digest, (url, WARC-Date, record id))`` of the newest ``most``
     response records the committed ``manifests`` list in their captures tables,
     oldest first: what a re-crawl's identical-payload revisits refer to."""
@@ -384,7 +396,7 @@ def key_ids(bundle: dict | None) -> list[str]:
     return sorted({s["key_id"] for s in signed if isinstance(s, dict) and isinstance(s.get("key_id"), str)})
 
 
-def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
+def verdict_fields(verdict: Any, raw: bytes, raw_path: str | None) -> dict:
     """What a ``metadata`` record says of a fetched bundle: the verdict, the keys that
     signed it, and where the archive keeps its bytes (None: a version archived before)."""
     return {
@@ -396,7 +408,14 @@ def verdict_fields(verdict, raw: bytes, raw_path: str | None) -> dict:
     }
 
 
-def store_warc(store, indexer, path: str, spool: Path, captures: Path, add_rows) -> list:
+def store_warc(
+    store: ObjectStore,
+    indexer: Any,
+    path: str,
+    spool: Path,
+    captures: Path,
+    add_rows: Callable[[list[dict]], None],
+) -> list:
     """Store a finished WARC with its sorted CDXJ index (made from the spool,
     streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
     upload thread, before the run's tables close (its commit waits for this job).
@@ -409,7 +428,7 @@ def store_warc(store, indexer, path: str, spool: Path, captures: Path, add_rows)
     return index_and_store(store, indexer, path, spool)
 
 
-def index_and_store(store, indexer, path: str, spool: Path) -> list:
+def index_and_store(store: ObjectStore, indexer: Any, path: str, spool: Path) -> list:
     """Store a finished WARC and its sorted CDXJ index (``indexer``, a
     storage.cdxj.CdxjIndexer, reads the spool); both spool files are removed.
     Returns their ObjectInfos."""

@@ -2,6 +2,8 @@
 stream of chunks (the audit reads each object once, hashing it as it goes)."""
 
 import io
+from collections.abc import Iterable
+from typing import Any
 import logging
 import zlib
 
@@ -16,19 +18,19 @@ logger = logging.getLogger(__name__)
 class _ChunkReader(io.RawIOBase):
     """A file over an iterator of byte chunks (a store's read_chunks), for warcio."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = iter(chunks)
         self._left = b""
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:
         while not self._left:
-            self._left = next(self._chunks, None)
-            if self._left is None:
-                self._left = b""
+            chunk = next(self._chunks, None)
+            if chunk is None:
                 return 0
+            self._left = chunk
         size = min(len(buffer), len(self._left))
         buffer[:size], self._left = self._left[:size], self._left[size:]
         return size
@@ -39,12 +41,12 @@ class _ChunkReader(io.RawIOBase):
             pass
 
 
-def record_problems(chunks, most: int = 10) -> list[str]:
+def record_problems(chunks: Iterable[bytes], most: int = 10) -> list[str]:
     """What ``warcio check`` would find in a WARC stream: each record's block and
     payload digests recomputed, or the point where the file stops being readable.
     The stream is read to its end (the caller may be hashing it)."""
     reader = _ChunkReader(chunks)
-    problems = []
+    problems: list[str] = []
     records = ArchiveIterator(io.BufferedReader(reader, CHUNK), check_digests=True)
     try:
         for record in records:
