@@ -13,6 +13,7 @@ were read from the first copy.
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import scrapy
 from scrapy.crawler import Crawler
@@ -69,7 +70,11 @@ class CrossCheck:
     crawler: Crawler
     resolver: ResolverUrls
     verifier: Verifier
-    sources: list[str]
+    if TYPE_CHECKING:  # the spider's property
+
+        @property
+        def sources(self) -> list[str]: ...
+
     _stat: Callable[..., None]
 
     def cross_check_requests(self, response, item: BundleItem):
@@ -86,7 +91,7 @@ class CrossCheck:
                 logger.warning("--cross-check: no source but %s to compare records with (give --mirror)", served_by)
         for base in others:
             yield scrapy.Request(
-                ResolverUrls(base, self.resolver.templates).url("bundle_url", item.suffix),
+                ResolverUrls(base, self.resolver.templates).url("bundle_url", item.suffix or ""),
                 callback=self.parse_copy,
                 errback=self.copy_failed,
                 priority=PRIORITY,

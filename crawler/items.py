@@ -15,8 +15,8 @@ class BundleItem:
     body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes
     fetched_at: str
     suffix: str | None  # the record the URL named, when it named one
+    verdict: Verdict
     depth: int = 0
-    verdict: Verdict | None = None
     cross_check: bool = False  # one of a record's copies fetched from every source (--cross-check)
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 

@@ -7,7 +7,7 @@ host are hints only: URLs are always rebuilt on the resolver (or mirror) in use.
 
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import ParseResult, SplitResult, urlsplit
 
 SUFFIX_IN_TEXT = re.compile(rb"(?:pith:\d{4}:|/pith/)([A-Z2-7]{26})(?![A-Z2-7])")
 SITEMAP_LOC = re.compile(rb"<loc>\s*([^<\s]+)\s*</loc>")
@@ -34,7 +34,7 @@ def base_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def port_of(parts: SplitResult) -> int | None:
+def port_of(parts: SplitResult | ParseResult) -> int | None:
     """The port a split URL connects to (its scheme's default when it names none)."""
     try:
         return parts.port or {"http": 80, "https": 443}.get(parts.scheme)

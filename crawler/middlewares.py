@@ -53,10 +53,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX")
         self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX")
 
-    async def process_response(self, request, response, spider=None):
+    async def process_response(self, request, response, spider=None):  # type: ignore[override]  # Scrapy awaits it
         if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
             return response
-        retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")
+        retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")  # type: ignore[arg-type]  # the spider is open
         if retry is None:
             return response
         hinted = retry_after_seconds(response.headers.get(b"Retry-After")) if response.status in (429, 503) else None
@@ -67,7 +67,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             await self._wait(self._backoff(request))
         return retry
 
-    async def process_exception(self, request, exception, spider=None):
+    async def process_exception(self, request, exception, spider=None):  # type: ignore[override]  # Scrapy awaits it
         retry = super().process_exception(request, exception)
         if retry is not None:
             await self._wait(self._backoff(request))

@@ -8,6 +8,7 @@ line every few intervals. At the end, a summary. The counts are Scrapy stats, so
 import logging
 import sys
 import time
+from typing import Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -47,8 +48,8 @@ class Progress:
         self.stats = stats
         self.mode = mode
         self.interval = interval
-        self.live = None
-        self.task = None
+        self.live: Any = None  # rich's Live, on a terminal
+        self.task: Any = None  # the looping call of the ticks
         self.started = time.monotonic()
         self.ticks = 0
 

@@ -13,6 +13,7 @@ a Redis frontier keeps both in Redis instead (``crawler.frontier``).
 import logging
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from scrapy.utils.job import job_dir
 
@@ -30,7 +31,7 @@ class SeenStore:
     def __init__(self, path: str = ""):
         """``path`` "" is a private temporary database, removed when closed."""
         self.path = path
-        self.db: sqlite3.Connection | None = None
+        self.db: Any = None  # a sqlite3.Connection once open
         self.count = 0
         self.waiting = 0
 

@@ -93,7 +93,7 @@ EXTENSIONS = {
 
 # Ours.
 PITH_ARCHIVE = "archive"  # a folder or s3://bucket/prefix
-PITH_KEYRINGS = []  # extra keyring files
+PITH_KEYRINGS: list[str] = []  # extra keyring files
 PITH_DEFAULT_KEYS = True  # trust the built-in registry key
 PITH_WATCH_SIGNING_KEY = True  # compare the resolver's /pith-signing-key.json with the keyring at start
 PITH_SIGNING_KEY = None  # the archiver key file (None: created in the user config folder)
@@ -111,7 +111,9 @@ PITH_STATE_DIR = None  # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"  # "auto" (a live line on a terminal), "log", or "off"
 PITH_PROGRESS_INTERVAL = 1.0
 PITH_STATS_FILE = None  # write the final stats here as JSON
-PITH_ARCHIVE_KEYRINGS = []  # archiver keys (besides ours) whose manifests count for dedup: the other workers'
+PITH_ARCHIVE_KEYRINGS: list[
+    str
+] = []  # archiver keys (besides ours) whose manifests count for dedup: the other workers'
 PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload before adds wait
 PITH_GC_THRESHOLD = 10_000  # allocations between young-object collections during a crawl (0: Python's 700)
 PITH_WARC = True  # record every exchange in WARC/1.1 files in the archive (--no-warc: off)

@@ -59,10 +59,16 @@ class SitemapWalk:
         """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
         return self.state.setdefault("sitemap_walk", deque())
 
+    def _records_full(self) -> bool:
+        """--max-records reached, as the crawl's scheduler (local or shared) counts it."""
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine is not None else None
+        records_full = getattr(scheduler, "records_full", None)
+        return records_full is not None and records_full()
+
     def next_sitemap(self):
         """The next sitemap of the walk, requested once the one before it is read: the
         walk stops as soon as --max-records is reached instead of fetching every page."""
-        if self.sitemap_walk and self.crawler.engine.scheduler.records_full():
+        if self.sitemap_walk and self._records_full():
             self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(self.sitemap_walk))
             self.sitemap_walk.clear()
         if self.sitemap_walk:

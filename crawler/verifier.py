@@ -21,7 +21,8 @@ import socket
 import subprocess
 import sys
 
-from scrapy import signals
+from scrapy import Spider, signals
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
 from pith.keyring import Keyring
@@ -70,8 +71,8 @@ class Worker:
         self.pending: collections.deque[asyncio.Future] = collections.deque()
         self.alive = True
         self._socket = ours
-        self._writer = None
-        self._reading = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task | None = None
         self._opening = asyncio.ensure_future(self._open())
 
     async def _open(self) -> None:
@@ -83,6 +84,8 @@ class Worker:
         if self._writer is None:
             await self._opening
         if not self.alive:
+            raise WorkerLost
+        if self._writer is None:  # it died before its socket opened
             raise WorkerLost
         answer = asyncio.get_running_loop().create_future()
         self.pending.append(answer)
@@ -135,7 +138,7 @@ class Verifier:
     def __init__(self, checker: BundleChecker, workers: int):
         self.checker = checker
         self.workers = workers
-        self.stats = None  # the crawl's, once it opens
+        self.stats: StatsCollector | None = None  # the crawl's, once it opens
         self.running: list[Worker] = []
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
 
@@ -155,7 +158,7 @@ class Verifier:
         if self.workers and not self.running and not is_asyncio_available():
             logger.warning("PITH_VERIFY_WORKERS needs Scrapy's asyncio reactor: verifying in the crawl's thread")
             self.workers = 0
-        if not self.workers:
+        if not self.workers or self.slots is None:
             return self.checker(raw)
         async with self.slots:
             for _ in range(ATTEMPTS):
@@ -191,9 +194,10 @@ class Verifier:
             if self.stats is not None:
                 self.stats.inc_value(Stat.VERIFY_POOL_RESTARTS)
 
-    def open(self, spider) -> None:
+    def open(self, spider: Spider) -> None:
         self.stats = spider.crawler.stats
-        self.stats.set_value(Stat.VERIFY_WORKERS, self.workers)
+        if self.stats is not None:
+            self.stats.set_value(Stat.VERIFY_WORKERS, self.workers)
 
     def close(self) -> None:
         for worker in self.running:

@@ -9,8 +9,12 @@ from dataclasses import replace
 from concurrent.futures import Future
 from datetime import datetime
 from functools import partial
+from collections.abc import Callable
+from typing import Any
 
 from scrapy import signals
+from scrapy.crawler import Crawler
+from twisted.internet.defer import Deferred
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 from twisted.python.failure import Failure
@@ -18,7 +22,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.log import failure_to_exc_info
 
 from crawler import signals as pith_signals
-from crawler.crawl_config import CrawlConfig, crawl_config
+from crawler.crawl_config import crawl_config
 from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
@@ -27,15 +31,16 @@ from crawler.worker import worker_name
 from pith.canonical import sha256_hex
 from pith.keyring import Keyring
 from pith.shipped import version
+from pith.signing import Signer
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.manifest import present_runs
-from storage.stores import StorageError
+from storage.stores import ObjectStore, StorageError
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
 from crawler.stat_keys import PREFIX, Stat
 from pith.reasons import Reason
-from storage.warc import Exchange, FetchFailure, WarcPolicy, software as warc_software, verdict_fields
+from storage.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter, software as warc_software, verdict_fields
 
 logger = logging.getLogger(__name__)
 
@@ -61,26 +66,28 @@ class ArchivePipeline:
 
     def __init__(
         self,
-        crawler,
-        config: CrawlConfig,
+        crawler: Crawler,
+        store: ObjectStore,
+        signer: Signer,
+        archive_keyring: Keyring,
         worker: str,
         in_flight: int,
         commit_every: int = 0,
         warc: WarcPolicy | None = None,
-    ):
+    ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        self.store = config.store
-        self.archive = config.store.uri
-        self.signer = config.signer
-        self.archive_keyring = config.archive_keyring  # the other workers' keys: their manifests count too
+        self.store = store
+        self.archive = store.uri
+        self.signer = signer
+        self.archive_keyring = archive_keyring  # the other workers' keys: their manifests count too
         self.worker = worker
         self.in_flight = in_flight
         self.commit_every = commit_every
         self.warc = warc
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
-        self.interim = None  # the Deferred of the interim commit under way
+        self.interim: Deferred | None = None  # the interim commit under way
         # bundles are counted as their writes finish, in the upload threads: Scrapy's
         # inc_value is a read and a write, and two threads between them lose a count
         self._counting = threading.Lock()
@@ -88,27 +95,46 @@ class ArchivePipeline:
         crawler.signals.connect(self._lost, signal=signals.item_error)
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "ArchivePipeline":
         config = crawl_config(crawler)
-        if config.store is None:
+        store, signer = config.store, config.signer
+        if store is None or signer is None:
             raise NotConfigured("PITH_ARCHIVE is not set")
         frontier = crawler.get_extension(Frontier)
         if frontier is not None:  # before the engine opens: a refused worker starts nothing
-            frontier.sign_as(config.signer.key_id)
+            frontier.sign_as(signer.key_id)
         guard = crawler.get_extension(JobdirGuard)
         if guard is not None and guard.commits():  # a resumed job: before the scheduler opens its queue
-            guard.check(present_runs(config.store))
+            guard.check(present_runs(store))
         settings = crawler.settings
         return cls(
             crawler,
-            config,
+            store,
+            signer,
+            config.archive_keyring,
             worker_name(settings.get("PITH_WORKER")),
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
             WarcPolicy(settings.getint("PITH_WARC_MAX_BYTES")) if settings.getbool("PITH_WARC") else None,
         )
 
-    def _lost(self, item, response, spider, failure):
+    def _writer(self) -> ArchiveWriter:
+        if self.writer is None:
+            raise RuntimeError("the archive pipeline's writer opens with the spider")
+        return self.writer
+
+    def _uploader(self) -> BoundedUploader:
+        if self.uploader is None:
+            raise RuntimeError("the archive pipeline's uploads open with the spider")
+        return self.uploader
+
+    def _warc(self) -> WarcWriter:
+        warc = self._writer().warc
+        if warc is None:
+            raise RuntimeError("the crawl records no WARC (--no-warc)")
+        return warc
+
+    def _lost(self, item: Any, response: Any, spider: Any, failure: Failure) -> None:
         """A pipeline raised on an item: its record is not archived, and the run must not
         say it was (it counts against --max-failures like a record that could not be fetched)."""
         self.stats.inc_value(Stat.ITEM_ERRORS)
@@ -130,11 +156,11 @@ class ArchivePipeline:
             return writer.open()
 
         self.writer = await run_in_thread(open_writer)
-        if self.writer.warc is not None:
+        if self._writer().warc is not None:
             self.crawler.signals.send_catch_log(pith_signals.warc_opened, record=self._record_in_warc)
-        self.stats.set_value(Stat.RUN_ID, self.writer.first_run)
+        self.stats.set_value(Stat.RUN_ID, self._writer().first_run)
         self.crawler.signals.send_catch_log(
-            pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
+            pith_signals.archive_opened, committed=self._writer().committed_runs, present=self._writer().present_runs
         )
         self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
 
@@ -143,10 +169,12 @@ class ArchivePipeline:
             if isinstance(item, BundleItem):
                 await self._bundle(item)
             elif isinstance(item, FetchFailureItem):
-                await run_in_thread(self.writer.add_failure, item.url, item.reason, item.detail, _when(item.fetched_at))
+                await run_in_thread(
+                    self._writer().add_failure, item.url, item.reason, item.detail, _when(item.fetched_at)
+                )
             elif isinstance(item, StateCheckItem) and not item.matches:
                 await run_in_thread(
-                    self.writer.add_failure,
+                    self._writer().add_failure,
                     item.url,
                     Reason.STATE_MISMATCH,
                     item.detail,
@@ -169,28 +197,28 @@ class ArchivePipeline:
         logger.error("storage failed, stopping the crawl: %s", exc)
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_failed"))
 
-    async def _bundle(self, item: BundleItem):
+    async def _bundle(self, item: BundleItem) -> None:
         verdict = item.verdict
-        refused = []  # "stale" or "forked", when the archive does not make it current
+        refused: list[str] = []  # "stale" or "forked", when the archive does not make it current
+        add: Callable[..., Future]
         if verdict.ok:
             add = partial(
-                self.writer.add_verified,
+                self._writer().add_verified,
                 equivocation=item.equivocation,
                 on_objection=refused.append,
                 forks_are_split_views=self._from_a_mirror(item.url),
             )
         else:
-            add = self.writer.add_rejected
+            add = self._writer().add_rejected
         args = (item.body, verdict, item.url, _when(item.fetched_at))
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
-        room = self.uploader.has_room(2 * len(item.body))
+        room = self._uploader().has_room(2 * len(item.body))
         future, open_run = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
-        if self.writer.warc is not None:
-            self.writer.warc.verdict(
-                item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future))
-            )
+        warc = self._writer().warc
+        if warc is not None:
+            warc.verdict(item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future)))
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, open_run=open_run)
         for relation in refused:
@@ -201,10 +229,10 @@ class ArchivePipeline:
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
         item.verdict = replace(verdict, bundle=None)
-        if self.commit_every and self.interim is None and self.writer.pending_bundles() >= self.commit_every:
+        if self.commit_every and self.interim is None and self._writer().pending_bundles() >= self.commit_every:
             # the run it commits: none other can begin before it is switched out
-            open_run = self.writer.current_run
-            interim = run_in_thread(self.writer.commit_interim, self._stats(), self._params())
+            open_run = self._writer().current_run
+            interim = run_in_thread(self._writer().commit_interim, self._stats(), self._params())
             self.interim = deferred_from_coro(interim)
             self.interim.addBoth(self._interim_done, open_run)
 
@@ -217,14 +245,14 @@ class ArchivePipeline:
         checkpoint switching runs meanwhile makes it name the next one: its
         validators are then kept one commit late, never early)."""
         future = add(*args)
-        return future, self.writer.current_run
+        return future, self._writer().current_run
 
     def _interim_done(self, result, open_run: str):
         """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
         stops the crawl (nothing may commit after a failed run)."""
         self.interim = None
         if isinstance(result, Failure):
-            if result.check(StorageError):
+            if isinstance(result.value, StorageError):
                 self._stop(result.value)
             else:
                 logger.error("checkpoint failed", exc_info=failure_to_exc_info(result))
@@ -241,7 +269,7 @@ class ArchivePipeline:
         """The frontier is about to redo a dead worker's tasks: learn what its
         checkpoints committed, so none of it is archived twice."""
         if self.writer is not None:
-            read = self.writer.refresh()
+            read = self._writer().refresh()
             logger.info("read %d manifests committed by other workers since the start", read)
 
     def _count(self, verified: bool, future):
@@ -257,7 +285,7 @@ class ArchivePipeline:
     async def close_spider(self):
         if self.writer is None:
             return
-        flagged = self.writer.counts().get(Reason.NOT_APPEND_ONLY)
+        flagged = self._writer().counts().get(Reason.NOT_APPEND_ONLY)
         if flagged:  # forks and rollbacks, kept as evidence only
             self.stats.set_value(Stat.NOT_APPEND_ONLY, flagged)
         if self.interim is not None:
@@ -265,19 +293,19 @@ class ArchivePipeline:
         if not self.stats.get_value(Stat.BUNDLES_FETCHED) and not self.stats.get_value(Stat.NOT_MODIFIED):
             # a run that reached no bundle (resolver down, every seed failing) commits
             # nothing: an empty manifest would read as a run that worked
-            await run_in_thread(self.writer.abort)
-            await run_in_thread(self.uploader.close)
+            await run_in_thread(self._writer().abort)
+            await run_in_thread(self._uploader().close)
             logger.error("no bundle was fetched: nothing committed")
             return
-        open_run = self.writer.current_run  # the final manifest's run id
+        open_run = self._writer().current_run  # the final manifest's run id
         try:
-            path = await run_in_thread(self.writer.commit, self._stats(), self._params())
+            path = await run_in_thread(self._writer().commit, self._stats(), self._params())
         except StorageError as exc:
             self.stats.set_value(Stat.COMMIT_ERROR, str(exc))
             logger.error("nothing committed: %s", exc)
             return
         finally:
-            await run_in_thread(self.uploader.close)
+            await run_in_thread(self._uploader().close)
         self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)
@@ -290,16 +318,16 @@ class ArchivePipeline:
             "archive": self.archive,
             "worker": self.worker,
             "version": version(),
-            "crawl_run_id": self.writer.first_run,
+            "crawl_run_id": self._writer().first_run,
             "spider_args": self._spider_args(),
         }
 
     def _record_in_warc(self, fields: dict) -> None:
         """What crawler.warc hands over: an exchange, or a request that got no response."""
         if "error" in fields:
-            self.writer.warc.failure(FetchFailure(**fields))
+            self._warc().failure(FetchFailure(**fields))
         else:
-            self.writer.warc.record(Exchange(**fields))
+            self._warc().record(Exchange(**fields))
 
     def _warc_info(self) -> dict:
         """The warcinfo record of each WARC file: who wrote it, from where, how politely."""
@@ -315,7 +343,7 @@ class ArchivePipeline:
     def _spider_args(self) -> dict:
         spider = self.crawler.spider
         return {
-            **(spider.seeds.describe() if hasattr(spider, "seeds") else {"seeds": []}),
+            **(spider.seeds.describe() if spider is not None and hasattr(spider, "seeds") else {"seeds": []}),
             "resolver": getattr(getattr(spider, "resolver", None), "base", None),
             "max_records": getattr(spider, "max_records", 0),
             "max_depth": getattr(spider, "max_depth", -1),

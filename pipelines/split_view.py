@@ -37,8 +37,8 @@ class SplitViewPipeline:
         if not isinstance(item, BundleItem) or not item.cross_check or not item.verdict.ok:
             return item
         verdict, source = item.verdict, base_of(item.url)
-        ours = event_ids(verdict.bundle)
-        seen = self.copies.setdefault(verdict.pith_number, [])
+        ours = event_ids(verdict.bundle or {})
+        seen = self.copies.setdefault(verdict.pith_number or "", [])
         for other_source, other_url, other_bundle, theirs in seen:
             if other_source == source:
                 continue
@@ -51,5 +51,5 @@ class SplitViewPipeline:
                 self.stats.inc_value(Stat.EQUIVOCATIONS)
                 logger.error("split view of %s: %s", verdict.pith_number, item.equivocation.detail)
                 break
-        seen.append((source, item.url, verdict.bundle_sha256, ours))
+        seen.append((source, item.url, verdict.bundle_sha256 or "", ours))
         return item

@@ -33,7 +33,7 @@ class VerdictStatsPipeline:
         verdict = item.verdict
         if verdict.ok:
             self.stats.inc_value(Stat.VERIFIED)
-            if item.suffix and not verdict.pith_number.endswith(item.suffix):
+            if item.suffix and not (verdict.pith_number or "").endswith(item.suffix):
                 self.stats.inc_value(Stat.UNEXPECTED_RECORD)
                 logger.warning("%s served %s, another record than it names", item.url, verdict.pith_number)
             if not verdict.merge_confirmed:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
+from twisted.python.failure import Failure
 
 from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
@@ -70,7 +71,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dic
             on_interim_commit(crawler.stats.get_stats())
 
         crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
-    failures = []
+    failures: list[Failure] = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()

@@ -45,4 +45,7 @@ def _start_worker(function) -> None:
 
 
 def _apply(chunk: list) -> list:
-    return [_function(item) for item in chunk]
+    function = _function
+    if function is None:
+        raise RuntimeError("a worker applies the function it was started with")
+    return [function(item) for item in chunk]

@@ -119,7 +119,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         if self.unspread > 0:
             self.unspread -= 1
             return self.pool.take(self.resolver.base)
-        return self.pool.pick()
+        return self.pool.pick() or self.resolver.base  # every source demoted: the resolver
 
     def add_mirror(self, base: str) -> None:
         """A mirror the bundle requests are spread over from now on."""
@@ -127,7 +127,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             self.fallbacks.append(base)
             self.pool.add(base)
             host = urlsplit(base).hostname
-            if host not in self.allowed_domains:
+            if host is not None and host not in self.allowed_domains:
                 self.allowed_domains = sorted({*self.allowed_domains, host})
 
     @classmethod
@@ -172,7 +172,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def parse_manifest(self, response):
         try:
-            manifest = parse(response.body, self.limits).data
+            document = parse(response.body, self.limits).data
+            manifest = document if isinstance(document, dict) else {}
         except Rejected as rejected:
             logger.warning("mirror manifest %s unusable (%s); using the default URL layout", response.url, rejected)
             manifest = {}
