@@ -12,14 +12,17 @@ were read from the first copy.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 import scrapy
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from twisted.python.failure import Failure
 
 from pith.signing import utc_now
+from .failures import failed_request
 from .items import BundleItem
 from .links import ResolverUrls, base_of
 from .stat_keys import Stat
@@ -37,23 +40,25 @@ class CrossCheckSample:
     many there, not to the mirrors it spreads the others over; retries and redirects
     keep the mark and are not counted again; a mirror fallback is not marked). Stat: ``pith/cross_check/records``."""
 
-    def __init__(self, size: int, crawler):
+    def __init__(self, size: int, crawler: Crawler) -> None:
         self.left = size
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "CrossCheckSample":
         size = crawler.settings.getint("PITH_CROSS_CHECK")
         if size <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
         return cls(size, crawler)
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: scrapy.Request, spider: scrapy.Spider | None = None) -> None:
         meta = request.meta
+        resolver = getattr(self.crawler.spider, "resolver", None)
         if (
             self.left > 0
+            and resolver is not None
             and meta.get(Meta.TEMPLATE) == "bundle_url"
-            and meta.get(Meta.TRIED) == [self.crawler.spider.resolver.base]  # the resolver's: the first copy
+            and meta.get(Meta.TRIED) == [resolver.base]  # the resolver's: the first copy
             and Meta.CROSS_CHECK not in meta
         ):
             self.left -= 1
@@ -77,7 +82,7 @@ class CrossCheck:
 
     _stat: Callable[..., None]
 
-    def cross_check_requests(self, response, item: BundleItem):
+    def cross_check_requests(self, response: Response, item: BundleItem) -> Iterator[scrapy.Request]:
         """For a sampled bundle: requests for the record's bundle from every other
         source; marks ``item`` (the first copy) as cross-checked."""
         if not response.meta.get(Meta.CROSS_CHECK):
@@ -99,7 +104,7 @@ class CrossCheck:
                 meta={Meta.SUFFIX: item.suffix, Meta.DEPTH: item.depth},
             )
 
-    async def parse_copy(self, response):
+    async def parse_copy(self, response: Response) -> AsyncIterator[BundleItem]:
         meta = response.meta
         self._stat(Stat.CROSS_CHECK_COPIES)
         fetched_at = utc_now()
@@ -114,8 +119,8 @@ class CrossCheck:
             verdict=verdict,
         )
 
-    def copy_failed(self, failure):
+    def copy_failed(self, failure: Failure) -> None:
         """A source that cannot serve the copy: the record itself was had, so this is
         counted (``pith/cross_check/failures``) and logged, not a failed record."""
         self._stat(Stat.CROSS_CHECK_FAILURES)
-        logger.warning("--cross-check: %s failed: %s", failure.request.url, failure.value)
+        logger.warning("--cross-check: %s failed: %s", failed_request(failure).url, failure.value)

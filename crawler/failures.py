@@ -1,5 +1,6 @@
 """Naming a failed request for the log, the stats and the verifications table."""
 
+from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
@@ -14,3 +15,9 @@ def describe(failure: Failure) -> str:
     if isinstance(failure.value, HttpError):
         return f"HTTP {failure.value.response.status}"
     return f"{type(failure.value).__name__}: {failure.value}"
+
+
+def failed_request(failure: Failure) -> Request:
+    """The request an errback's failure is about (Scrapy sets it on the failure)."""
+    request: Request = failure.request  # type: ignore[attr-defined]  # set by Scrapy, not declared by Twisted
+    return request

@@ -8,7 +8,11 @@ from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scrapy import signals
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -47,13 +51,15 @@ class BackoffRetryMiddleware(RetryMiddleware):
     when it sends one (capped by PITH_RETRY_AFTER_MAX), else exponential backoff with
     jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds."""
 
-    def __init__(self, settings):
+    def __init__(self, settings: BaseSettings) -> None:
         super().__init__(settings)
         self.backoff_base = settings.getfloat("PITH_RETRY_BACKOFF_BASE")
         self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX")
         self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX")
 
-    async def process_response(self, request, response, spider=None):  # type: ignore[override]  # Scrapy awaits it
+    async def process_response(  # type: ignore[override]  # Scrapy awaits it
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Request | Response:
         if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
             return response
         retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")  # type: ignore[arg-type]  # the spider is open
@@ -67,13 +73,15 @@ class BackoffRetryMiddleware(RetryMiddleware):
             await self._wait(self._backoff(request))
         return retry
 
-    async def process_exception(self, request, exception, spider=None):  # type: ignore[override]  # Scrapy awaits it
+    async def process_exception(  # type: ignore[override]  # Scrapy awaits it
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> Request | Response | None:
         retry = super().process_exception(request, exception)
         if retry is not None:
             await self._wait(self._backoff(request))
         return retry
 
-    def _backoff(self, request) -> float:
+    def _backoff(self, request: Request) -> float:
         attempt = request.meta.get("retry_times", 0)
         return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)
 
@@ -104,7 +112,7 @@ class ConditionalRequestMiddleware:
     an upgrade, must fetch it again rather than hear 304.
     """
 
-    def __init__(self, path: Path, stats):
+    def __init__(self, path: Path, stats: StatsCollector | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
@@ -141,7 +149,7 @@ class ConditionalRequestMiddleware:
         return dropped
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "ConditionalRequestMiddleware":
         state_dir = crawler.settings.get("PITH_STATE_DIR")
         if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
@@ -164,13 +172,13 @@ class ConditionalRequestMiddleware:
             dropped = self.db.execute("DELETE FROM validators WHERE run NOT IN (SELECT run FROM committed)").rowcount
         dropped += self.unbound
         self.known = self.db.execute("SELECT EXISTS (SELECT 1 FROM validators)").fetchone()[0] == 1
-        if dropped:
+        if dropped and self.stats is not None:
             self.stats.set_value(StatFamily.CACHE_DROPPED + "validators", dropped)
             logger.warning(
                 "cache did not match the archive: %d validators dropped (their bundles are fetched again)", dropped
             )
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if not self.known or not request.meta.get(Meta.CONDITIONAL):
             return None
         row = self.db.execute("SELECT etag, modified FROM validators WHERE url = ?", (request.url,)).fetchone()
@@ -180,10 +188,11 @@ class ConditionalRequestMiddleware:
                 request.headers[b"If-None-Match"] = etag
             if modified:
                 request.headers[b"If-Modified-Since"] = modified
-            self.stats.inc_value(Stat.CONDITIONAL_REQUESTS)
+            if self.stats is not None:
+                self.stats.inc_value(Stat.CONDITIONAL_REQUESTS)
         return None
 
-    def process_response(self, request, response, spider=None):
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         if request.meta.get(Meta.CONDITIONAL) and response.status == 200:
             etag = response.headers.get(b"ETag")
             modified = response.headers.get(b"Last-Modified")
@@ -212,7 +221,7 @@ class ConditionalRequestMiddleware:
         """An interim commit committed ``run``: keep the validators of its bundles."""
         self._keep("WHERE run = ?", (open_run,))
 
-    def save(self):
+    def save(self) -> None:
         """The crawl's final commit: keep the validators of every archived bundle."""
         self._keep("", ())
 
@@ -224,7 +233,7 @@ class ConditionalRequestMiddleware:
         kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount
         logger.debug("saved validators for %d documents", kept)
 
-    def close(self, spider=None, reason=None):
+    def close(self, spider: Spider | None = None, reason: str | None = None) -> None:
         self.db.close()
         self.waiting.close()
 
@@ -240,7 +249,7 @@ class JsonCharsetMiddleware:
 
     JSON_TYPES = (b"application/json", b"application/ld+json")
 
-    def process_response(self, request, response, spider=None):
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         content_type = response.headers.get(b"Content-Type") or b""
         if content_type.split(b";")[0].strip().lower() in self.JSON_TYPES and b"charset" not in content_type.lower():
             response.headers[b"Content-Type"] = content_type + b"; charset=utf-8"
@@ -261,10 +270,10 @@ class OnSiteMiddleware(OffsiteMiddleware):
     they are scheduled, so that a redirect dropped here reaches its errback and is
     recorded as the record's failure instead of vanishing."""
 
-    def request_scheduled(self, request, spider=None):
+    def request_scheduled(self, request: Request, spider: Spider | None = None) -> None:
         return None
 
-    def should_follow(self, request, spider):
+    def should_follow(self, request: Request, spider: Spider) -> bool:
         """On a crawl host, and on its port (Scrapy compares host names only)."""
         if not super().should_follow(request, spider):
             return False
@@ -272,7 +281,8 @@ class OnSiteMiddleware(OffsiteMiddleware):
         parts = urlparse_cached(request)
         return allows_port is None or allows_port(parts.hostname, port_of(parts))
 
-    def process_request(self, request, spider=None):
-        if not self.should_follow(request, self.crawler.spider):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        spider = self.crawler.spider
+        if spider is not None and not self.should_follow(request, spider):
             self.stats.inc_value("offsite/filtered")
             raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).netloc!r}")

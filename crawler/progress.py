@@ -10,7 +10,9 @@ import sys
 import time
 from typing import Any
 
-from scrapy import signals
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.statscollectors import StatsCollector
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 from .stat_keys import Stat, fetch_failures
@@ -27,7 +29,7 @@ COUNTS = (
 )
 
 
-def snapshot(stats) -> dict:
+def snapshot(stats: StatsCollector) -> dict:
     values = {name: stats.get_value(key, 0) for name, key in COUNTS}
     values["failed"] = sum(fetch_failures(stats.get_stats()).values())  # as the summary counts them
     values["state_mismatch"] = stats.get_value(Stat.STATE_MISMATCH, 0)
@@ -44,7 +46,7 @@ def render(values: dict, elapsed: float) -> str:
 
 
 class Progress:
-    def __init__(self, stats, mode: str, interval: float):
+    def __init__(self, stats: StatsCollector, mode: str, interval: float) -> None:
         self.stats = stats
         self.mode = mode
         self.interval = interval
@@ -54,7 +56,7 @@ class Progress:
         self.ticks = 0
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "Progress":
         mode = crawler.settings.get("PITH_PROGRESS")
         if mode == "off":
             raise NotConfigured
@@ -65,7 +67,7 @@ class Progress:
         crawler.signals.connect(extension.closed, signal=signals.spider_closed)
         return extension
 
-    def opened(self, spider=None):
+    def opened(self, spider: Spider | None = None) -> None:
         self.started = time.monotonic()
         if self.mode == "live":
             from rich.live import Live  # only a terminal needs it
@@ -75,7 +77,7 @@ class Progress:
         self.task = create_looping_call(self.tick)
         self.task.start(self.interval, now=False)
 
-    def tick(self):
+    def tick(self) -> None:
         line = render(snapshot(self.stats), time.monotonic() - self.started)
         self.ticks += 1
         if self.live is not None:
@@ -83,7 +85,7 @@ class Progress:
         elif self.ticks % 10 == 0:
             logger.info(line)
 
-    def closed(self, spider=None, reason=None):
+    def closed(self, spider: Spider | None = None, reason: str | None = None) -> None:
         if self.task is not None and self.task.running:
             self.task.stop()
         if self.live is not None:

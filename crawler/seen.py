@@ -12,9 +12,11 @@ a Redis frontier keeps both in Redis instead (``crawler.frontier``).
 
 import logging
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from scrapy.settings import BaseSettings
 from scrapy.utils.job import job_dir
 
 from storage.page_cache import PAGE_CACHE_KIB
@@ -36,7 +38,7 @@ class SeenStore:
         self.waiting = 0
 
     @classmethod
-    def for_job(cls, settings) -> "SeenStore":
+    def for_job(cls, settings: BaseSettings) -> "SeenStore":
         """In the job directory with ``--jobdir`` (a resumed crawl knows what it took),
         else a temporary database."""
         jobdir = job_dir(settings)
@@ -55,7 +57,7 @@ class SeenStore:
             logger.info("resuming: %d records were taken before, %d wait", self.count, self.waiting)
         return self.count
 
-    def claim(self, suffixes, depth: int, limit: int = 0) -> list[tuple[str, str]]:
+    def claim(self, suffixes: Iterable[str], depth: int, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time
         (and queued for ``take``), SEEN after that, FULL once ``limit`` records are taken."""
         verdicts = []
@@ -83,7 +85,7 @@ class SeenStore:
         self.waiting -= len(rows)
         return [(suffix, depth) for _, suffix, depth in rows]
 
-    def put_back(self, records) -> None:
+    def put_back(self, records: Iterable[tuple[str, int]]) -> None:
         """Records taken but never requested wait again (a crawl closing before it got to
         them), first in line."""
         records = list(records)

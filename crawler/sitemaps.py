@@ -8,8 +8,10 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.crawler import Crawler
+from scrapy.http import Response
+from twisted.python.failure import Failure
 
-from .failures import describe
+from .failures import describe, failed_request
 from .links import ResolverUrls, sitemap_locations, suffixes_in
 from .stat_keys import Stat, StatFamily
 from .meta_keys import Meta
@@ -28,7 +30,7 @@ class SitemapWalk:
     record_requests: Callable[..., Iterator[scrapy.Request]]
     _stat: Callable[..., None]
 
-    def sitemap_request(self, url: str, seed: bool = True):
+    def sitemap_request(self, url: str, seed: bool = True) -> scrapy.Request:
         """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
         worker that read the index walks those itself, one by one (``next_sitemap``)."""
         return scrapy.Request(
@@ -40,7 +42,7 @@ class SitemapWalk:
             meta={Meta.TASK: f"sitemap:{url}"} if seed else {},
         )
 
-    def parse_sitemap(self, response):
+    def parse_sitemap(self, response: Response) -> Iterator[scrapy.Request]:
         records, listed = [], self.state.setdefault("sitemaps_listed", set())
         for location in sitemap_locations(response.body):
             path = urlsplit(location).path
@@ -65,7 +67,7 @@ class SitemapWalk:
         records_full = getattr(scheduler, "records_full", None)
         return records_full is not None and records_full()
 
-    def next_sitemap(self):
+    def next_sitemap(self) -> Iterator[scrapy.Request]:
         """The next sitemap of the walk, requested once the one before it is read: the
         walk stops as soon as --max-records is reached instead of fetching every page."""
         if self.sitemap_walk and self._records_full():
@@ -74,7 +76,7 @@ class SitemapWalk:
         if self.sitemap_walk:
             yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
 
-    def sitemap_failed(self, failure):
+    def sitemap_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
         self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap")
-        logger.warning("sitemap %s failed: %s", failure.request.url, describe(failure))
+        logger.warning("sitemap %s failed: %s", failed_request(failure).url, describe(failure))
         yield from self.next_sitemap()

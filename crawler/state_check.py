@@ -3,15 +3,17 @@ of records PITH_CHECK_STATE asks (a spider mixin of ``pith``)."""
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import scrapy
+from scrapy.http import Response
+from twisted.python.failure import Failure
 
 from pith.canonical import canon_sha256, sha256_hex
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import utc_now
-from .failures import describe
+from .failures import describe, failed_request
 from .items import StateCheckItem
 from .links import ResolverUrls, base_of
 from .stat_keys import Stat
@@ -36,11 +38,16 @@ class StateCheck:
     limits: Limits
     _stat: Callable[..., None]
 
-    def state_requests(self, response, suffix: str, bundle):
+    def state_requests(self, response: Response, suffix: str, bundle: dict | None) -> Iterator[scrapy.Request]:
         """The state.json request of a fetched bundle, when its record is in the
         PITH_CHECK_STATE sample: compared with the state the bundle carries and signs."""
         state = bundle.get("state") if isinstance(bundle, dict) else None
-        if isinstance(state, dict) and self.check_state and in_sample(suffix, self.check_state):
+        if (
+            isinstance(bundle, dict)
+            and isinstance(state, dict)
+            and self.check_state
+            and in_sample(suffix, self.check_state)
+        ):
             yield scrapy.Request(
                 ResolverUrls(base_of(response.url), self.resolver.templates).url("state_url", suffix),
                 callback=self.parse_state,
@@ -56,7 +63,7 @@ class StateCheck:
                 },
             )
 
-    def parse_state(self, response):
+    def parse_state(self, response: Response) -> Iterator[StateCheckItem]:
         meta = response.meta
         if response.status == 304:
             self._stat(Stat.NOT_MODIFIED)
@@ -80,11 +87,11 @@ class StateCheck:
             detail=detail,
         )
 
-    def state_failed(self, failure):
+    def state_failed(self, failure: Failure) -> Iterator[StateCheckItem]:
         self._stat(Stat.STATE_UNAVAILABLE)
-        meta = failure.request.meta
+        meta = failed_request(failure).meta
         yield StateCheckItem(
-            url=failure.request.url,
+            url=failed_request(failure).url,
             fetched_at=utc_now(),
             pith_number=meta.get("pith_number"),
             bundle_sha256=meta["pith_bundle_sha256"],

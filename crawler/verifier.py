@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 from scrapy import Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
@@ -143,7 +144,7 @@ class Verifier:
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
 
     @classmethod
-    def for_crawl(cls, crawler, keyring: Keyring) -> "Verifier":
+    def for_crawl(cls, crawler: Crawler, keyring: Keyring) -> "Verifier":
         """The spider's verifier (never NotConfigured: a crawl without one would archive
         nothing, or worse), checking with the crawl's keyring."""
         settings = crawler.settings

@@ -12,6 +12,8 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Iterator
+from typing import BinaryIO
 from dataclasses import asdict, replace
 
 import orjson
@@ -90,7 +92,7 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
     return verdict
 
 
-def _messages(incoming):
+def _messages(incoming: BinaryIO) -> Iterator[bytes]:
     while len(header := incoming.read(FRAME.size)) == FRAME.size:
         yield incoming.read(FRAME.unpack(header)[0])
 

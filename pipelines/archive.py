@@ -32,6 +32,7 @@ from pith.canonical import sha256_hex
 from pith.keyring import Keyring
 from pith.shipped import version
 from pith.signing import Signer
+from pith.verify import Verdict
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.manifest import present_runs
@@ -45,7 +46,7 @@ from storage.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter, softwar
 logger = logging.getLogger(__name__)
 
 
-def _raw_path(verdict, raw: bytes, future: Future) -> str | None:
+def _raw_path(verdict: Verdict, raw: bytes, future: Future) -> str | None:
     """Where the archive keeps the bytes just added (None: a version archived before)."""
     if not verdict.ok:
         return layout.quarantined(sha256_hex(raw))
@@ -139,8 +140,8 @@ class ArchivePipeline:
         say it was (it counts against --max-failures like a record that could not be fetched)."""
         self.stats.inc_value(Stat.ITEM_ERRORS)
 
-    async def open_spider(self):
-        def open_writer():
+    async def open_spider(self) -> None:
+        def open_writer() -> ArchiveWriter:
             store = self.store
             self.uploader = BoundedUploader(max_bytes_in_flight=self.in_flight, workers=store.upload_threads)
             trusted = Keyring([*self.archive_keyring, self.signer.pinned()])
@@ -164,7 +165,7 @@ class ArchivePipeline:
         )
         self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
 
-    async def process_item(self, item):
+    async def process_item(self, item: Any) -> Any:
         try:
             if isinstance(item, BundleItem):
                 await self._bundle(item)
@@ -240,14 +241,14 @@ class ArchivePipeline:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
         return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
 
-    def _add(self, add, args: tuple) -> tuple[Future, str]:
+    def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, str]:
         """Add a bundle; the run it went into, read at once in the same thread (a
         checkpoint switching runs meanwhile makes it name the next one: its
         validators are then kept one commit late, never early)."""
         future = add(*args)
         return future, self._writer().current_run
 
-    def _interim_done(self, result, open_run: str):
+    def _interim_done(self, result: Any, open_run: str) -> None:
         """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
         stops the crawl (nothing may commit after a failed run)."""
         self.interim = None
@@ -265,14 +266,14 @@ class ArchivePipeline:
         logger.info("interim commit %s", result)
         return None
 
-    def _refresh(self):
+    def _refresh(self) -> None:
         """The frontier is about to redo a dead worker's tasks: learn what its
         checkpoints committed, so none of it is archived twice."""
         if self.writer is not None:
             read = self._writer().refresh()
             logger.info("read %d manifests committed by other workers since the start", read)
 
-    def _count(self, verified: bool, future):
+    def _count(self, verified: bool, future: Future) -> None:
         if future.exception() is not None:
             return
         if not verified:
@@ -282,7 +283,7 @@ class ArchivePipeline:
         with self._counting:
             self.stats.inc_value(key)
 
-    async def close_spider(self):
+    async def close_spider(self) -> None:
         if self.writer is None:
             return
         flagged = self._writer().counts().get(Reason.NOT_APPEND_ONLY)

@@ -7,8 +7,11 @@ Stats: ``pith/cross_check/<relation>`` per pair of copies compared (``same``,
 """
 
 import logging
+from typing import Any
 
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import StatsCollector
 
 from crawler.items import BundleItem
 from crawler.links import base_of
@@ -23,17 +26,17 @@ class SplitViewPipeline:
     the event ids of the verified copies seen so far (N records times the sources:
     the sample bounds it), and compares each new copy with those of other sources."""
 
-    def __init__(self, stats):
+    def __init__(self, stats: StatsCollector) -> None:
         self.stats = stats
         self.copies: dict[str, list[tuple[str, str, str, tuple[str, ...]]]] = {}  # source, url, bundle, events
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "SplitViewPipeline":
         if crawler.settings.getint("PITH_CROSS_CHECK") <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
         return cls(crawler.stats)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, BundleItem) or not item.cross_check or not item.verdict.ok:
             return item
         verdict, source = item.verdict, base_of(item.url)

@@ -2,6 +2,11 @@
 
 import logging
 import re
+from typing import Any
+
+from scrapy.crawler import Crawler
+from scrapy.signalmanager import SignalManager
+from scrapy.statscollectors import StatsCollector
 
 from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
@@ -19,15 +24,15 @@ class VerdictStatsPipeline:
     operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
     ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
 
-    def __init__(self, stats, signals):
+    def __init__(self, stats: StatsCollector, signals: SignalManager) -> None:
         self.stats = stats
         self.signals = signals
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "VerdictStatsPipeline":
         return cls(crawler.stats, crawler.signals)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, BundleItem):
             return item
         verdict = item.verdict
@@ -65,6 +70,6 @@ class VerdictStatsPipeline:
             self.stats.inc_value(f"{StatFamily.UNSUPPORTED_VERSIONS}{verdict.path}={stat_safe(named)}")
 
 
-def stat_safe(text) -> str:
+def stat_safe(text: object) -> str:
     """Text from a fetched document, made safe to be part of a stats key."""
     return re.sub(r"[^A-Za-z0-9._:-]", "_", str(text))[:64]

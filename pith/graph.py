@@ -18,7 +18,7 @@ def latest_snapshot(bundle: dict) -> dict:
     return {}
 
 
-def names_every_citer(bundle: dict) -> bool:
+def names_every_citer(bundle: dict | None) -> bool:
     """Whether the bundle itself names every record that cites it (its ``citations``
     sample is as long as its count), so its record page could name no other record."""
     citations = latest_snapshot(bundle).get("citations") if isinstance(bundle, dict) else None

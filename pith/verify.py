@@ -13,11 +13,12 @@ import base64
 import binascii
 import re
 from enum import StrEnum
+from typing import Any
 from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
 from .keyring import REGISTRY, SIGNATURE_MEMBERS, Keyring
-from .merge import MERGE_VERSION, merge
+from .merge import MERGE_VERSION, MergeResult, merge
 from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
 from .reasons import Reason, Rejected
@@ -98,7 +99,7 @@ def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Ve
     return verify_document(document.data, keyring, document.exact)
 
 
-def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
+def verify_document(bundle: Any, keyring: Keyring, exact: bool = False) -> Verdict:
     """Verify an already parsed bundle; ``exact`` as in pith.canonical.canon."""
     try:
         facts = check_bundle(bundle, keyring, exact)
@@ -118,7 +119,7 @@ def verify_document(bundle, keyring: Keyring, exact: bool = False) -> Verdict:
 # --- schema helpers --------------------------------------------------------------
 
 
-def _need(obj: dict, key: str, kind, path: str):
+def _need(obj: dict, key: str, kind: type | tuple[type, ...], path: str) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
@@ -133,7 +134,7 @@ def _need_hex(obj: dict, key: str, path: str) -> str:
     return value
 
 
-def _need_equal(obj: dict, key: str, expected, path: str):
+def _need_equal(obj: dict, key: str, expected: object, path: str) -> None:
     if obj.get(key) != expected:
         raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
 
@@ -148,7 +149,7 @@ def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
 # --- the checks ------------------------------------------------------------------
 
 
-def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
+def check_bundle(bundle: Any, keyring: Keyring, exact: bool = False) -> dict:
     if not isinstance(bundle, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, "", f"a bundle is an object, found {type(bundle).__name__}")
     _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
@@ -198,7 +199,7 @@ def check_bundle(bundle, keyring: Keyring, exact: bool = False) -> dict:
     return facts
 
 
-def _check_versions(bundle) -> None:
+def _check_versions(bundle: dict) -> None:
     """A version this archiver does not know is named, never guessed at."""
     for key, known in (("bundle_version", BUNDLE_VERSIONS), ("merge_version", (MERGE_VERSION,))):
         value = _need(bundle, key, str, "")
@@ -210,7 +211,7 @@ def _check_versions(bundle) -> None:
             )
 
 
-def _check_record(bundle, record, canonical, events, state, exact) -> int:
+def _check_record(bundle: dict, record: dict, canonical: str, events: list, state: dict, exact: bool) -> int:
     if canon_sha256(record, exact) != canonical:
         raise Rejected(Reason.CANONICAL_HASH_MISMATCH, "canonical_sha256", "does not hash canonical_record")
     created = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("event_type") == "record_created"]
@@ -228,7 +229,7 @@ def _check_record(bundle, record, canonical, events, state, exact) -> int:
     return index
 
 
-def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None:
+def _check_numbers(bundle: dict, number: str, canonical: str, submitted: Any, aliases: Any, state: dict) -> None:
     if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
         raise Rejected(Reason.SCHEMA_VIOLATION, "canonical_record.metadata.submitted_at", "expected an ISO date")
     suffix = pith_suffix(canonical)
@@ -253,7 +254,7 @@ def _check_numbers(bundle, number, canonical, submitted, aliases, state) -> None
                 )
 
 
-def _check_public_keys(bundle, keyring) -> None:
+def _check_public_keys(bundle: dict, keyring: Keyring) -> None:
     for index, entry in enumerate(_need(bundle, "public_keys", list, "")):
         path = f"public_keys[{index}]."
         if not isinstance(entry, dict):
@@ -277,7 +278,7 @@ def _check_public_keys(bundle, keyring) -> None:
 
 
 def check_event(
-    event, keyring: Keyring, path: str, subject: str | None, exact: bool = False, role: str = REGISTRY
+    event: Any, keyring: Keyring, path: str, subject: str | None, exact: bool = False, role: str = REGISTRY
 ) -> str:
     """Check one signed event (hash, id, subject, signature by a key of ``role``);
     return its content hash. Shared by bundles and by storage attestation feeds."""
@@ -313,7 +314,7 @@ def check_event(
     return content_sha256
 
 
-def _check_state(merged, state, exact) -> tuple[str, dict]:
+def _check_state(merged: MergeResult, state: dict, exact: bool) -> tuple[str, dict]:
     """The state's hash, and the state without it. With an inferred merge rule the
     recomputation is not held against the signed state (the caller records whether
     they agree)."""
@@ -330,7 +331,7 @@ def _check_state(merged, state, exact) -> tuple[str, dict]:
     return state_sha256, body
 
 
-def _check_bundle_signature(bundle, keyring, exact) -> str:
+def _check_bundle_signature(bundle: dict, keyring: Keyring, exact: bool) -> str:
     sig = _signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
     # signed_at is the one field no hash covers: hold it to a timestamp's form, so
     # anything passed on as verified carries no unsigned payload beyond a date.
@@ -354,7 +355,7 @@ def _check_bundle_signature(bundle, keyring, exact) -> str:
     return claimed
 
 
-def first_difference(expected, found, path: str = "") -> str:
+def first_difference(expected: Any, found: Any, path: str = "") -> str:
     """Path of the first place two JSON values differ (for people reading a verdict)."""
     if isinstance(expected, dict) and isinstance(found, dict):
         for key in sorted(set(expected) | set(found)):
@@ -374,7 +375,7 @@ _MISSING = object()
 PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
-def value_at(doc, path: str):
+def value_at(doc: Any, path: str) -> Any:
     """The value a verdict's ``path`` names in ``doc`` (``events[0].payload.receipt.key_id``);
     None when there is none."""
     for name, index in PATH_STEP.findall(path):

@@ -2,6 +2,7 @@
 
 import shlex
 import sys
+from collections.abc import Iterable
 
 import click
 
@@ -17,10 +18,10 @@ from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
-from .run_hooks import run_hook_options
+from .run_hooks import RunHooks, run_hook_options
 
 
-def _setting_pairs(values):
+def _setting_pairs(values: Iterable[str]) -> dict[str, str]:
     pairs = {}
     for value in values:
         name, sep, setting = value.partition("=")
@@ -152,38 +153,38 @@ def _share(text: str) -> float:
 @run_hook_options("crawl")
 @verbosity_options
 def crawl(
-    seeds,
-    seeds_file,
-    resolver,
-    archive,
-    s3_endpoint_url,
-    keyrings,
-    archive_keyrings,
-    no_default_keys,
-    max_records,
-    max_depth,
-    no_follow,
-    check_state,
-    check_state_sample,
-    jobdir,
-    frontier,
-    worker,
-    mirrors,
-    mirrors_from_registry,
-    cross_check,
-    allow_hosts,
-    progress,
-    signing_key,
-    commit_every,
-    verify_workers,
-    no_warc,
-    stats_json,
-    settings,
-    max_failures,
-    log_file,
-    verbosity,
-    hooks,
-):
+    seeds: tuple[str, ...],
+    seeds_file: str | None,
+    resolver: str | None,
+    archive: str,
+    s3_endpoint_url: str | None,
+    keyrings: tuple[str, ...],
+    archive_keyrings: tuple[str, ...],
+    no_default_keys: bool,
+    max_records: int,
+    max_depth: int,
+    no_follow: bool,
+    check_state: bool,
+    check_state_sample: str | None,
+    jobdir: str | None,
+    frontier: str | None,
+    worker: str | None,
+    mirrors: tuple[str, ...],
+    mirrors_from_registry: bool,
+    cross_check: int | None,
+    allow_hosts: tuple[str, ...],
+    progress: str,
+    signing_key: str | None,
+    commit_every: int | None,
+    verify_workers: int | None,
+    no_warc: bool,
+    stats_json: str | None,
+    settings: tuple[str, ...],
+    max_failures: tuple[float, bool],
+    log_file: str | None,
+    verbosity: int,
+    hooks: RunHooks,
+) -> None:
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -207,7 +208,7 @@ def crawl(
     if jobdir and frontier:
         raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
     resolver = check_base_url(resolver, "--resolver") if resolver else None
-    mirrors = [check_base_url(mirror, "--mirror") for mirror in mirrors]
+    mirror_bases = [check_base_url(mirror, "--mirror") for mirror in mirrors]
     pairs = _setting_pairs(settings)
     keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
     archive_keyring = check_archive_keyring(archive_keyrings)
@@ -230,7 +231,7 @@ def crawl(
         **logging_settings(verbosity, progress, log_file, state_dir),
     }
     if check_state or check_state_sample is not None:
-        overrides["PITH_CHECK_STATE"] = 1.0 if check_state else _share(check_state_sample)
+        overrides["PITH_CHECK_STATE"] = 1.0 if check_state or check_state_sample is None else _share(check_state_sample)
     if cross_check is not None:
         overrides["PITH_CROSS_CHECK"] = cross_check
     if jobdir:
@@ -254,7 +255,7 @@ def crawl(
         "max_records": max_records,
         "max_depth": max_depth,
         "follow": not no_follow,
-        "mirrors": mirrors,
+        "mirrors": mirror_bases,
         "mirrors_from_registry": mirrors_from_registry,
         "allow_hosts": list(allow_hosts),
     }

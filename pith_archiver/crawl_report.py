@@ -6,6 +6,7 @@ scheduler reading ``--stats-json`` agree on what happened.
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -22,7 +23,7 @@ class FailureBudget(click.ParamType):
 
     name = "N or P%"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[float, bool]:
         if isinstance(value, tuple):
             return value
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", str(value))

@@ -6,9 +6,11 @@ resolver URLs, the signing key, the archive store and the frontier are each open
 here, and a crawl never starts without its verifier.
 """
 
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
+from pith.signing import Signer
 from storage.stores import ObjectStore, StorageError, open_store
 from .exit_status import ConfigError
 
@@ -30,7 +32,7 @@ def check_base_url(url: str, option: str) -> str:
     return check_http_url(url, option).rstrip("/")
 
 
-def check_archive_keyring(keyrings) -> Keyring:
+def check_archive_keyring(keyrings: Iterable[str]) -> Keyring:
     """``--archive-keyring``: the other workers' archiver keys, readable (it may be empty)."""
     try:
         return Keyring.build(keyrings, default_keys=False, role=ARCHIVE)
@@ -38,7 +40,7 @@ def check_archive_keyring(keyrings) -> Keyring:
         raise ConfigError(f"--archive-keyring: {exc}") from None
 
 
-def check_signing_key(path):
+def check_signing_key(path: str | None) -> Signer:
     from storage.signing_key import load_or_create
 
     try:

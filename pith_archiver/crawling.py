@@ -5,6 +5,8 @@ in runs the same Scrapy configuration.
 """
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,7 +60,7 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
     return settings
 
 
-def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dict:
+def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats; ``on_interim_commit(stats)`` after each checkpoint commit."""
     tuning.economise()
@@ -67,7 +69,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit=None) -> dic
     crawler.signals.connect(_print_notice, signal=operator_notice)
     if on_interim_commit is not None:
 
-        def checkpointed(**_):
+        def checkpointed(**_: Any) -> None:
             on_interim_commit(crawler.stats.get_stats())
 
         crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)

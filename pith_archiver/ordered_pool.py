@@ -7,6 +7,8 @@ and a folder of a million bundles never sits in memory.
 """
 
 import signal
+from collections.abc import Callable, Iterator
+from typing import Any
 from collections import deque
 from itertools import islice
 
@@ -17,7 +19,7 @@ WORTH_A_POOL = 64  # fewer items finish before the worker processes would have s
 _function = None  # in a worker: the function it applies, sent once when it starts
 
 
-def ordered_map(function, items: list, jobs: int):
+def ordered_map(function: Callable[[Any], Any], items: list, jobs: int) -> Iterator[Any]:
     """``function(item)`` for each item, in order, on ``jobs`` processes (in this one
     when there is too little work to share). ``function`` must pickle; it is sent to
     each worker once."""
@@ -38,7 +40,7 @@ def ordered_map(function, items: list, jobs: int):
             yield from results
 
 
-def _start_worker(function) -> None:
+def _start_worker(function: Callable[[Any], Any]) -> None:
     global _function
     _function = function
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle

@@ -3,17 +3,19 @@ stderr is a terminal and the command is not quiet, nothing otherwise (a pipe, cr
 ``-q``), so it never mixes into what scripts read."""
 
 import sys
+from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 
 from .output import QUIET, current_verbosity
 
 
-def _nothing(*args, **kwargs) -> None:
+def _nothing(*args: Any, **kwargs: Any) -> None:
     pass
 
 
 @contextmanager
-def progress(description: str):
+def progress(description: str) -> Iterator[Callable[..., None]]:
     """Yields ``update(done, total=None, status="")``; ``total`` None for unknown."""
     if current_verbosity() <= QUIET or not sys.stderr.isatty():
         yield _nothing

@@ -11,11 +11,16 @@ first redirect, so later URLs are built final and cost no redirect hop.
 """
 
 import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
 from itertools import islice
+from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from twisted.python.failure import Failure
 from scrapy.exceptions import DownloadCancelledError
 
 from pith.graph import names_every_citer
@@ -25,7 +30,7 @@ from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
 from ..crawl_config import CrawlConfig
 from ..cross_check import CrossCheck
-from ..failures import describe, forbidden_by_robots
+from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
@@ -47,7 +52,7 @@ SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
 
-def _as_list(value) -> list[str]:
+def _as_list(value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -55,7 +60,7 @@ def _as_list(value) -> list[str]:
     return [part for part in str(value).replace(",", " ").split() if part]
 
 
-def _as_bool(value) -> bool:
+def _as_bool(value: object) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
@@ -67,18 +72,18 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def __init__(
         self,
-        seeds=None,
-        seeds_file=None,
-        resolver=None,
-        max_records=0,
-        max_depth=-1,
-        follow=True,
-        mirrors=None,
-        allow_hosts=None,
-        mirrors_from_registry=False,
+        seeds: object = None,  # spider arguments: lists from the command line, strings from ``scrapy crawl -a``
+        seeds_file: str | None = None,
+        resolver: str | None = None,
+        max_records: int | str = 0,
+        max_depth: int | str = -1,
+        follow: bool | str = True,
+        mirrors: object = None,
+        allow_hosts: object = None,
+        mirrors_from_registry: bool | str = False,
         config: CrawlConfig | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.config = config  # built from the settings in from_crawler when not given (crawler.crawl_config)
         try:
@@ -131,7 +136,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 self.allowed_domains = sorted({*self.allowed_domains, host})
 
     @classmethod
-    def from_crawler(cls, crawler, *args, **kwargs):
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> "PithSpider":
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
         spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
@@ -143,13 +148,13 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         return spider
 
-    def count_sources(self):
+    def count_sources(self) -> None:
         self.pool.count_into(self.crawler.stats, self.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
 
-    def closed(self, reason):
+    def closed(self, reason: str) -> None:
         """Requests per record whose bundle was fetched or found unchanged: the cost of
         the crawl to the resolver (robots.txt, sitemaps, pages, retries, redirects)."""
         stats = self.crawler.stats
@@ -160,7 +165,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             )
 
     # --- start -------------------------------------------------------------------
-    async def start(self):
+    async def start(self) -> AsyncIterator[scrapy.Request]:
         yield scrapy.Request(
             self.resolver.base + "/pith-mirrors.json",
             callback=self.parse_manifest,
@@ -170,7 +175,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             meta={"dont_retry": False},
         )
 
-    def parse_manifest(self, response):
+    def parse_manifest(self, response: Response) -> Iterator[scrapy.Request]:
         try:
             document = parse(response.body, self.limits).data
             manifest = document if isinstance(document, dict) else {}
@@ -187,11 +192,11 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         yield from self.records_in(response.body, depth=0)
         yield from self.seed_requests()
 
-    def manifest_unavailable(self, failure):
+    def manifest_unavailable(self, failure: Failure) -> Iterator[scrapy.Request]:
         logger.info("no mirror manifest at %s; using the default URL layout", self.resolver.base)
         yield from self.seed_requests()
 
-    def seed_requests(self):
+    def seed_requests(self) -> Iterator[scrapy.Request]:
         """Requests for the seeds, read SEED_BATCH at a time (one claim each)."""
         seeds = iter(self.seeds)
         while batch := list(islice(seeds, SEED_BATCH)):
@@ -203,7 +208,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                     yield self.sitemap_request(seed.value or self.resolver.base + "/sitemap.xml")
 
     # --- records -------------------------------------------------------------------
-    def record_requests(self, suffixes, depth: int):
+    def record_requests(self, suffixes: Iterable[str], depth: int) -> Iterator[scrapy.Request]:
         """A request opening each record named: the scheduler claims it (once a record,
         within --max-records) and asks ``record_request`` for the one it sends, whose
         source is picked then (so this one names the resolver, and picks nothing)."""
@@ -212,11 +217,11 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             request.meta[Meta.OPENS_RECORD] = True
             yield request
 
-    def record_request(self, suffix: str, depth: int):
+    def record_request(self, suffix: str, depth: int) -> scrapy.Request:
         """A record's work starts from its bundle, from the source picked now."""
         return self.bundle_request(self.source(), suffix, depth)
 
-    def task_request(self, task: dict):
+    def task_request(self, task: dict) -> scrapy.Request:
         """This worker's own request for a task of a shared frontier (checked, of
         ``crawler.frontier.serializer.KINDS``): a task names what to fetch, the builders
         here say how."""
@@ -227,7 +232,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             return self.alias_request(task["alias"], task["depth"])
         return self.sitemap_request(task["base"] + task["path"])
 
-    def alias_request(self, alias: str, depth: int):
+    def alias_request(self, alias: str, depth: int) -> scrapy.Request:
         return scrapy.Request(
             self.resolver.base + alias_path(alias),
             callback=self.parse_page,
@@ -236,12 +241,12 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             meta={Meta.DEPTH: depth, Meta.ALIAS: alias, Meta.TASK: f"alias:{alias}"},
         )
 
-    def page_wanted(self, depth: int, bundle=None) -> bool:
+    def page_wanted(self, depth: int, bundle: dict | None = None) -> bool:
         """Whether a record's page could name records its bundle does not (the bundle
         is None when it was not read: unchanged, unfetchable or unparseable)."""
         return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
 
-    def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False):
+    def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False) -> scrapy.Request:
         """``bundle_failed``: the record's bundle failed already, and the record is
         counted once against --max-failures, not again when its page fails too."""
         return scrapy.Request(
@@ -258,12 +263,12 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             },
         )
 
-    def records_in(self, body: bytes, depth: int):
+    def records_in(self, body: bytes, depth: int) -> Iterator[scrapy.Request]:
         if not self.follow or (0 <= self.max_depth < depth):
             return
         yield from self.record_requests(suffixes_in(body), depth)
 
-    def bundle_request(self, base: str, suffix: str, depth: int, tried=()):
+    def bundle_request(self, base: str, suffix: str, depth: int, tried: Iterable[str] = ()) -> scrapy.Request:
         resolver = ResolverUrls(base, self.resolver.templates)
         # dont_filter: records are claimed by suffix (the scheduler); the URL dupefilter
         # would also swallow a redirect loop's second visit silently instead of naming it
@@ -284,7 +289,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             },
         )
 
-    def copy_refused(self, meta: dict, url: str):
+    def copy_refused(self, meta: dict, url: str) -> scrapy.Request | None:
         """A rejected copy: counted against its source; when a mirror served it, the
         record's request again from a source not tried yet (None when there is none)."""
         base = meta[Meta.TRIED][-1]
@@ -303,7 +308,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         version it holds (``relation``)."""
         self.pool.judged(url, relation)
 
-    def learn_redirect(self, response, suffix: str) -> None:
+    def learn_redirect(self, response: Response, suffix: str) -> None:
         """A URL this spider built from a template was redirected: build the final one
         directly from now on (a static file server redirects ``/pith/<ID>`` to
         ``/pith/<ID>/``, for instance), so the hop is paid once, not per record."""
@@ -323,7 +328,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
     # --- callbacks -----------------------------------------------------------------
-    async def parse_bundle(self, response):
+    async def parse_bundle(self, response: Response) -> AsyncIterator[Any]:
         meta = response.meta
         suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
         self.pool.done(meta[Meta.TRIED][-1])
@@ -364,7 +369,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         if self.page_wanted(depth, bundle):
             yield self.page_request(suffix, depth, meta[Meta.TASK])
 
-    def parse_page(self, response):
+    def parse_page(self, response: Response) -> Iterator[scrapy.Request]:
         depth = response.meta.get(Meta.DEPTH, 0)
         suffix = next((s for s in suffixes_in(response.url.encode()) if SUFFIX_RE.match(s)), None)
         if Meta.ALIAS in response.meta:
@@ -384,8 +389,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         yield from self.records_in(response.body, depth + 1)
 
     # --- failures ------------------------------------------------------------------
-    def bundle_failed(self, failure):
-        request = failure.request
+    def bundle_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failed_request(failure)
         meta = request.meta
         self.pool.done(meta[Meta.TRIED][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
@@ -409,12 +414,16 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         if self.page_wanted(meta[Meta.DEPTH]):  # the records beyond it are still reachable
             yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK], bundle_failed=True)
 
-    def page_failed(self, failure):
+    def page_failed(self, failure: Failure) -> None:
         self._stat(
-            Stat.PAGE_FAILURES_AFTER_BUNDLE if failure.request.meta.get(Meta.BUNDLE_FAILED) else Stat.PAGE_FAILURES
+            Stat.PAGE_FAILURES_AFTER_BUNDLE
+            if failed_request(failure).meta.get(Meta.BUNDLE_FAILED)
+            else Stat.PAGE_FAILURES
         )
-        logger.info("record page %s failed: %s", failure.request.url, describe(failure))
+        logger.info("record page %s failed: %s", failed_request(failure).url, describe(failure))
 
-    def alias_failed(self, failure):
+    def alias_failed(self, failure: Failure) -> None:
         self._stat(Stat.SEEDS_UNRESOLVED)
-        logger.warning("alias %s could not be resolved: %s", failure.request.meta.get(Meta.ALIAS), describe(failure))
+        logger.warning(
+            "alias %s could not be resolved: %s", failed_request(failure).meta.get(Meta.ALIAS), describe(failure)
+        )
