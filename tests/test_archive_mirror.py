@@ -60,6 +60,7 @@ def crawled(tmp_path_factory, corpus_dir):
     return LocalStore(root / "archive")
 
 
+@pytest.mark.slow
 def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled, corpus_keyring):
     source = ArchiveSource(crawled, trusted(crawled, corpus_keyring))
     with BackgroundMirror(MirrorServer(source)) as server:

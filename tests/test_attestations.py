@@ -63,6 +63,7 @@ def feed_lines(store, manifest) -> list[bytes]:
     return store.get_bytes(feed).splitlines()
 
 
+@pytest.mark.slow
 def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_catalog, mirror):
     archive = tmp_path / "archive"
     result = run_cli_crawl(

@@ -144,6 +144,7 @@ def test_row_counts_come_from_the_footer_alone(store, archived):
 # --- the command -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror, monkeypatch):
     archive = tmp_path / "archive"
     crawl = run_cli_crawl(

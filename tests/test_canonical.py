@@ -96,12 +96,14 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_canon_is_the_reference(value):
     assert canon(value) == reference(value)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_exact_canon_is_the_reference_without_floats(value):
@@ -132,6 +134,7 @@ def test_parse_reads_any_text_as_the_reference(value, layout):
 number_literals = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(number_literals, st.booleans())
 def test_parse_reads_any_number_literal_as_the_reference(literal, compact):

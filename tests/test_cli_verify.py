@@ -156,6 +156,7 @@ def test_http_urls_all_verified_exit_zero(served):
     assert result.returncode == 0
 
 
+@pytest.mark.slow
 def test_exit_codes_from_a_real_process(corpus):
     """The installed entry point, as a shell would see it."""
     command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "verify"]
@@ -214,6 +215,7 @@ def test_progress_on_a_terminal(corpus_dir):
     assert stdout.decode().splitlines()[-1].endswith("0 rejected, 2 skipped (not bundles)")
 
 
+@pytest.mark.slow
 def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus_dir, corpus_keyring, test_signer):
     archive = tmp_path / "archive"
     raws = list(corpus_raws(corpus_dir).values())

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 
 from crawler.verifier import Worker
 from crawler.verify_worker import BundleChecker, decode, encode
@@ -72,6 +73,7 @@ def stored(archive: Path) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_site):
     base, _, root = static_site
     expected = tampered_site(root / "tampered")
@@ -115,6 +117,7 @@ def verifier_processes(crawl_pid: int) -> list[int]:
     return [pid for pid in pids if b"crawler.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
+@pytest.mark.slow
 def test_a_verifier_process_killed_mid_bundle_loses_nothing(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror
 ):

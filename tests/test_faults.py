@@ -165,6 +165,7 @@ def test_impossible_plans_are_refused(bad):
         FaultPlan(**bad)
 
 
+@pytest.mark.slow
 def test_serve_options_switch_faults_on(corpus_dir):
     with serve_process(corpus_dir, "--tamper", REAL, "--rate-limit-every", "2", "--retry-after", "5") as (_, url):
         first = fetch(url, BUNDLE)

@@ -451,6 +451,7 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     first.wait()
 
 
+@pytest.mark.slow
 def test_a_worker_whose_frontier_is_gone_stops_and_commits_what_it_archived(tmp_path, corpus_dir, mirror):
     """An unattended worker must not wait forever on a Redis that died: it retries for
     PITH_FRONTIER_UNREACHABLE_MAX seconds, then stops, commits and exits FAILED."""

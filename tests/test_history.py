@@ -148,6 +148,7 @@ def test_files_without_the_column_count_as_accepted(versions):
     assert history.archived(verdict.bundle_sha256)
 
 
+@pytest.mark.slow
 def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_dir, mirror, versions):
     """The whole path: a mirror serving each version in turn, re-crawled into one archive."""
     number = versions["original"][1].pith_number

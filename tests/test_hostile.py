@@ -127,6 +127,7 @@ def hostile_routes(elsewhere: Site) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     elsewhere = sites({bundle(s): (200, json_headers(), b"{}") for s in (AWAY, FAILING, NEXT_DOOR)})
     site = sites(hostile_routes(elsewhere))

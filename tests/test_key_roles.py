@@ -11,6 +11,8 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
+import pytest
+
 from mirror.record import compact_json
 from tests.tamper import wholly_resigned
 from pith.keyring import REGISTRY, Keyring
@@ -26,6 +28,8 @@ from tests.plugins.mirror import serve_process
 from tests.test_archive_mirror import fetch
 from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043
 

@@ -424,6 +424,7 @@ def test_verify_command_reads_bundles_from_the_mirror(server, corpus_dir, corpus
     assert result.returncode == 0 and "3 verified, 0 rejected" in result.output
 
 
+@pytest.mark.slow
 def test_serve_prints_its_url_first_and_stops_on_sigterm(corpus_dir):
     with serve_process(corpus_dir, "--port", "0") as (process, url):
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)

@@ -23,6 +23,8 @@ from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port
 from tests.test_unattended import REAL
 
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
+
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]

@@ -23,6 +23,7 @@ def every_sitemap(catalog) -> int:
     return 1 + math.ceil(len(catalog) / PAGE_SIZE)
 
 
+@pytest.mark.slow
 def test_max_records_stops_the_sitemap_walk(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror(sitemap_page_size=PAGE_SIZE)
     result = run_cli_crawl(

@@ -430,6 +430,7 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
 
 
+@pytest.mark.slow
 def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, corpus_catalog, mirror):
     """Crawl the project's mirror twice into one archive (the second run finds more):
     the checkpoint kept after the first stays consistent, and a record of the first

@@ -36,6 +36,7 @@ def refused_url():
     return f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.slow
 def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, refused_url):
     proc = run_cli("crawl", "--resolver", refused_url, "--out", "x", "-s", "RETRY_TIMES=1", REAL, home=tmp_path)
     assert proc.returncode == 4, proc.stderr
@@ -45,6 +46,7 @@ def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, ref
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -102,6 +104,7 @@ def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_en
     assert server.requests == []
 
 
+@pytest.mark.slow
 def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, static_site):
     """``scrapy crawl pith`` has no verifier switched off with a warning: a broken
     keyring stops it before anything is fetched or archived."""
@@ -134,6 +137,7 @@ def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, s
     assert not (tmp_path / "archive" / "manifests").exists()
 
 
+@pytest.mark.slow
 def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(tmp_path, REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
@@ -145,6 +149,7 @@ def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, 
     assert log.is_relative_to(tmp_path / "cache")  # the archive folder holds only the archive
 
 
+@pytest.mark.slow
 def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(tmp_path, "-q", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
@@ -153,6 +158,7 @@ def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
     assert proc.stdout.startswith("ok (exit 0): archived ") and "requests" in proc.stdout
 
 
+@pytest.mark.slow
 def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(
         tmp_path, "-v", "--no-follow", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False
@@ -161,6 +167,7 @@ def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
     assert "Dumping Scrapy stats" in proc.stderr and "log: " not in proc.stdout
 
 
+@pytest.mark.slow
 def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path, corpus_dir, corpus_catalog, mirror):
     seeds = sorted(corpus_catalog.suffixes)[:10]
     server = mirror(faults=FaultPlan(oversize={seeds[0]}))
@@ -178,6 +185,7 @@ def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path,
     assert "more than --max-failures allows" in beyond.stderr
 
 
+@pytest.mark.slow
 def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpus_catalog, mirror):
     seeds = sorted(corpus_catalog.suffixes)[:4]
     proc = run_cli_crawl(
@@ -193,6 +201,7 @@ def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpu
     assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundles rejected" in proc.stderr
 
 
+@pytest.mark.slow
 def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(
         tmp_path,
@@ -210,6 +219,7 @@ def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
     assert stats["downloader/request_count"] >= 1 and stats["pith/archived"] == 1
 
 
+@pytest.mark.slow
 def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path):
     """An OSError nobody turned into a named error still ends as one line and exit 4."""
     proc = run_cli("corpus", "generate", "--records", "1", "--out", "/proc/no/such/corpus", home=tmp_path)
@@ -218,6 +228,7 @@ def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path
     assert one_error_line(proc).startswith("Error: ") and "/proc/no" in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_demo_prints_an_audit_command_that_comes_out_clean(tmp_path):
     demo = run_cli("crawl", timeout=300, home=tmp_path)
     assert demo.returncode == 0, demo.stderr

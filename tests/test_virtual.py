@@ -61,6 +61,7 @@ def test_aliases_resolve_to_their_record(corpus):
     assert catalog.resolve("9999.99999") is None
 
 
+@pytest.mark.slow
 def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     keyring = tmp_path / "virtual-keyring.json"
     with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring)) as (process, url):
