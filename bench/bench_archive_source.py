@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: us
 
 from mirror.archive_source import ArchiveSource  # noqa: E402
 from mirror.catalog import Catalog  # noqa: E402
-from pith_testkit.corpus import generate_corpus  # noqa: E402
 from mirror.source import BUNDLES_DIR, KEYRING_NAME  # noqa: E402
 from pith.keyring import Keyring  # noqa: E402
 from pith.numbers import suffix_of  # noqa: E402
 from pith.parse import parse  # noqa: E402
 from pith.signing import Signer  # noqa: E402
 from pith.verify import verify_bundle  # noqa: E402
+from pith_testkit.corpus import generate_corpus  # noqa: E402
 from storage.archive import ArchiveWriter  # noqa: E402
 from storage.reader import reading_keyring  # noqa: E402
 from storage.stores import open_store  # noqa: E402

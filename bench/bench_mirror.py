@@ -19,19 +19,19 @@ import argparse
 import asyncio
 import os
 import random
+import statistics
 import subprocess
 import sys
-import statistics
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
 
-from pith_testkit.corpus import generate_corpus  # noqa: E402
 from mirror.http import Request, encode  # noqa: E402
 from mirror.resolver import ResolverSite  # noqa: E402
 from mirror.source import BUNDLES_DIR, CorpusDirectory  # noqa: E402
+from pith_testkit.corpus import generate_corpus  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SERVER_CPU, CLIENT_CPU = 0, 1
@@ -66,6 +66,7 @@ def split_head(head: bytes):
 
 def run_aiohttp(corpus):
     import asyncio
+
     from aiohttp import web
 
     source = CorpusDirectory(corpus)

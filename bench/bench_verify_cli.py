@@ -26,9 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from nacl.signing import VerifyKey
-
 from bench_verify import bench_arguments, machine, replace_section, signed_messages
+from nacl.signing import VerifyKey
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Verification, whole process"

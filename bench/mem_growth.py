@@ -33,10 +33,11 @@ def main():
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     from scrapy import signals
-    from crawler.spiders.pith import PithSpider
-    from pith_testkit.virtual import VirtualCatalog
-    from pith_archiver.crawling import project_settings
     from scrapy.crawler import CrawlerProcess
+
+    from crawler.spiders.pith import PithSpider
+    from pith_archiver.crawling import project_settings
+    from pith_testkit.virtual import VirtualCatalog
 
     workdir = Path(tempfile.mkdtemp(prefix="pith-mem-"))
     os.environ["XDG_CONFIG_HOME"] = str(workdir / "config")

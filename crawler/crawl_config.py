@@ -16,6 +16,7 @@ from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
 from storage.signing_key import load_or_create
 from storage.stores import ObjectStore, open_store
+
 from .seeds import SeedList
 
 

@@ -22,12 +22,13 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from pith.signing import utc_now
+
 from .failures import failed_request
 from .items import BundleItem
 from .links import ResolverUrls, base_of
+from .meta_keys import Meta
 from .stat_keys import Stat
 from .verifier import Verifier
-from .meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ import fcntl
 import logging
 import os
 import shutil
-from pathlib import Path
 from collections.abc import Set as AbstractSet
+from pathlib import Path
 from typing import Self, TextIO
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.statscollectors import StatsCollector
 from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.job import job_dir
 
 from . import signals as pith_signals

@@ -11,14 +11,14 @@ import logging
 from typing import Self
 
 import scrapy
-from scrapy import signals
-from scrapy import Spider
+from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
+
 from .signals import operator_notice
 from .stat_keys import Stat, StatFamily
 

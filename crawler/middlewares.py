@@ -4,26 +4,27 @@ on the hosts the crawl was given."""
 import logging
 import random
 import sqlite3
-from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.http import Response
-from scrapy.settings import BaseSettings
-from scrapy.statscollectors import StatsCollector
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import sleep
 from scrapy.utils.httpobj import urlparse_cached
 
+from storage.page_cache import PAGE_CACHE_KIB
+
 from . import signals as pith_signals
 from .links import port_of
-from storage.page_cache import PAGE_CACHE_KIB
-from .stat_keys import Stat, StatFamily
 from .meta_keys import Meta
+from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     def _backoff(self, request: Request) -> float:
         attempt = request.meta.get("retry_times", 0)
-        return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not a secret
 
     @staticmethod
     async def _wait(seconds: float) -> None:
@@ -227,10 +228,10 @@ class ConditionalRequestMiddleware:
 
     def _keep(self, where: str, args: tuple) -> None:
         self._flush()
-        rows = self.waiting.execute(f"SELECT url, etag, modified, run FROM waiting {where}", args)
+        rows = self.waiting.execute(f"SELECT url, etag, modified, run FROM waiting {where}", args)  # noqa: S608 - a constant clause, values bound
         self.db.executemany("INSERT OR REPLACE INTO validators VALUES (?, ?, ?, ?)", rows)
         self.db.commit()
-        kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount
+        kept = self.waiting.execute(f"DELETE FROM waiting {where}", args).rowcount  # noqa: S608 - a constant clause, values bound
         logger.debug("saved validators for %d documents", kept)
 
     def close(self, spider: Spider | None = None, reason: str | None = None) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.statscollectors import StatsCollector
 from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import create_looping_call
+
 from .stat_keys import Stat, fetch_failures
 
 logger = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.job import job_dir
 
 from storage.page_cache import PAGE_CACHE_KIB
+
 from .frontier import CLAIMED, FULL, SEEN
 
 logger = logging.getLogger(__name__)

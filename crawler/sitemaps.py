@@ -13,8 +13,8 @@ from twisted.python.failure import Failure
 
 from .failures import describe, failed_request
 from .links import ResolverUrls, sitemap_locations, suffixes_in
-from .stat_keys import Stat, StatFamily
 from .meta_keys import Meta
+from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 

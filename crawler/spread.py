@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
+
 from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)

@@ -13,11 +13,12 @@ from pith.canonical import canon_sha256, sha256_hex
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.signing import utc_now
+
 from .failures import describe, failed_request
 from .items import StateCheckItem
 from .links import ResolverUrls, base_of
-from .stat_keys import Stat
 from .meta_keys import Meta
+from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,9 @@ from scrapy.utils.asyncio import is_asyncio_available
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
-from .verify_worker import FRAME, available_cores, BundleChecker, decode, restore
+
 from .stat_keys import Stat
+from .verify_worker import FRAME, BundleChecker, available_cores, decode, restore
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Worker:
         ours, theirs = socket.socketpair()
         # the crawl's own import path, and not the working folder's (-P): the same code as here
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - this interpreter running our own worker module
             [sys.executable, "-P", "-m", "crawler.verify_worker", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,

@@ -13,8 +13,8 @@ import socket
 import struct
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO
 from dataclasses import asdict, replace
+from typing import BinaryIO
 
 import orjson
 

@@ -36,6 +36,7 @@ from pith.verify import verify_bundle
 from storage import history, layout
 from storage.reader import CommittedArchive, read_entry, table_batches
 from storage.stores import ObjectInfo, ObjectStore, StorageError
+
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
 

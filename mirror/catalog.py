@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Protocol
 
-from pith.numbers import PITH_NUMBER_RE, SHORT_LENGTHS, SHORT_RE, SUFFIX_RE, suffix_of
 from pith.graph import cited_numbers
+from pith.numbers import PITH_NUMBER_RE, SHORT_LENGTHS, SHORT_RE, SUFFIX_RE, suffix_of
+
 from .record import latest_snapshot
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from html import escape
 from xml.sax.saxutils import escape as xml_escape
 
 from pith.links import links_for
+
 from .catalog import CatalogView
 from .record import RecordView
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pith.links import links_for
 from pith.parse import parse
 from pith.reasons import Rejected
+
 from . import pages
 from .http import Request, Response, redirect, text_response
 from .record import RecordView, compact_json

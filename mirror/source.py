@@ -21,6 +21,7 @@ from pathlib import Path
 from pith.numbers import SUFFIX_RE
 from pith.parse import parse
 from pith.reasons import Rejected
+
 from .catalog import Catalog, CatalogView
 
 logger = logging.getLogger(__name__)

@@ -5,21 +5,21 @@ spider closes. Storage work runs off the reactor thread."""
 
 import logging
 import threading
-from dataclasses import replace
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from collections.abc import Callable
 from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
-from twisted.internet.defer import Deferred
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import run_in_thread
-from twisted.python.failure import Failure
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.log import failure_to_exc_info
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from crawler import signals as pith_signals
 from crawler.crawl_config import crawl_config
@@ -27,9 +27,11 @@ from crawler.frontier import Frontier
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.jobdir import JobdirGuard
 from crawler.links import base_of
+from crawler.stat_keys import PREFIX, Stat
 from crawler.worker import worker_name
 from pith.canonical import sha256_hex
 from pith.keyring import Keyring
+from pith.reasons import Reason
 from pith.shipped import version
 from pith.signing import Signer
 from pith.verify import Verdict
@@ -39,9 +41,8 @@ from storage.manifest import present_runs
 from storage.stores import ObjectStore, StorageError
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
-from crawler.stat_keys import PREFIX, Stat
-from pith.reasons import Reason
-from storage.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter, software as warc_software, verdict_fields
+from storage.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter, verdict_fields
+from storage.warc import software as warc_software
 
 logger = logging.getLogger(__name__)
 

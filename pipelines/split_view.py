@@ -15,8 +15,8 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.items import BundleItem
 from crawler.links import base_of
-from pith.split_view import FORK, Equivocation, compare, event_ids
 from crawler.stat_keys import Stat, StatFamily
+from pith.split_view import FORK, Equivocation, compare, event_ids
 
 logger = logging.getLogger(__name__)
 

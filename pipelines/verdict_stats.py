@@ -10,9 +10,9 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
-from pith.verify import Verdict, value_at
 from crawler.stat_keys import Stat, StatFamily
 from pith.reasons import Reason
+from pith.verify import Verdict, value_at
 
 logger = logging.getLogger(__name__)
 

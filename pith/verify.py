@@ -12,9 +12,9 @@ an archive from keeping its records.
 import base64
 import binascii
 import re
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-from dataclasses import dataclass, field
 
 from .canonical import canon_sha256
 from .keyring import REGISTRY, SIGNATURE_MEMBERS, Keyring

@@ -20,6 +20,7 @@ from storage import layout
 from storage.reader import NothingCommitted, reading_keyring
 from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
+
 from .exit_status import ConfigError, RunFailed
 from .keyrings import keyring_options
 from .output import Command

@@ -9,8 +9,9 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.reasons import Reason, Rejected
 from pith.release import RELEASE_LIMITS, check_release
-from storage.stores import hash_file
 from pith.verify import Status, verify_bundle
+from storage.stores import hash_file
+
 from . import sources
 
 READ_CHUNK = 1 << 20

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 import pith_archiver
+
 from .exit_status import EXIT_STATUS_HELP, ExitStatus
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)

@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from storage.audit import SIZE_RULE, Audit, AuditCounts
-from storage.stores import StorageError
 from storage.log_proofs import log_findings
+from storage.stores import StorageError
+
 from .archive_reading import TRUST_HELP, Trust, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options

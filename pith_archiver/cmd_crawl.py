@@ -6,14 +6,15 @@ from collections.abc import Iterable
 
 import click
 
+from crawler.crawl_config import CrawlConfig
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
-from crawler.crawl_config import CrawlConfig
 from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
+
+from . import tuning
 from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
-from . import tuning
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .keyrings import build_keyring, keyring_options

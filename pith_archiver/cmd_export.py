@@ -5,11 +5,12 @@ import sys
 
 import click
 
-from storage.reader import NothingCommitted, ObjectAltered
 from pith.keyring import Keyring
 from storage.export import ExportError, export_bag, export_dataset
 from storage.export_check import BundleRejected
+from storage.reader import NothingCommitted, ObjectAltered
 from storage.stores import ObjectStore, StorageError
+
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .output import QUIET, log_to_stderr, say, verbosity_options
@@ -103,10 +104,9 @@ def _release(
     hooks: RunHooks,
 ) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
-    from storage.release import ReleaseError, read_previous, write_release
-    from storage.release_card import write_cards
-    from storage.release import SCHEMAS
     from storage.reader import CommittedArchive
+    from storage.release import SCHEMAS, ReleaseError, read_previous, write_release
+    from storage.release_card import write_cards
     from storage.signing_key import load_or_create
 
     target = open_location(dest, trust.s3_endpoint_url)

@@ -13,6 +13,7 @@ from pith.keyring import REGISTRY, REGISTRY_KEY, Keyring, KeyringError, instant,
 from pith.parse import parse
 from pith.reasons import Reason, Rejected
 from storage.signing_key import new_signer
+
 from .exit_status import ConfigError
 from .output import say, verbosity_options
 

@@ -3,9 +3,9 @@ fit for public use. Its options (where it listens, what its site says, its limit
 are decorators the test kit's fault-injecting ``serve`` reuses."""
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -16,8 +16,9 @@ from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
 from mirror.source import CorpusDirectory, RecordSource
-from storage.stores import StorageError
 from storage.reader import NothingCommitted
+from storage.stores import StorageError
+
 from .archive_reading import TRUST_HELP, Trust, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
 from .output import Command, log_to_stderr, verbosity_options

@@ -11,10 +11,11 @@ from pith.parse import Limits, parse
 from pith.proof import check_proof
 from pith.reasons import Rejected
 from pith.verify import Status
-from storage.reader import NothingCommitted
-from storage.stores import StorageError
 from storage.key_logs import LogBroken
 from storage.log_proofs import NotAttested, checkpoint_notes, prove_record
+from storage.reader import NothingCommitted
+from storage.stores import StorageError
+
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .output import log_to_stderr, verbosity_options

@@ -4,23 +4,24 @@ count; ``--json`` lines for machines; the exit status of pith_archiver.exit_stat
 It imports only the protocol core: start-up is part of verifying a few bundles."""
 
 import json
-from collections.abc import Iterable
 import sys
+from collections.abc import Iterable
 
 import click
 
+from crawler.verify_worker import available_cores
 from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
+from pith.reasons import Reason
+from pith.verify import Status
+
 from . import FIXTURES, sources
 from .checking import TargetChecker
 from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
-from crawler.verify_worker import available_cores
 from .ordered_pool import ordered_map
 from .output import QUIET, verbosity_options
 from .progress import progress
-from pith.reasons import Reason
-from pith.verify import Status
 
 STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 

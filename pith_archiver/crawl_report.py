@@ -12,6 +12,7 @@ import click
 
 from crawler.spread import BAD
 from crawler.stat_keys import CrawlStats, Stat, StatFamily, read_family
+
 from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET
 

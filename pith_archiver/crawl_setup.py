@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
 from storage.stores import ObjectStore, StorageError, open_store
+
 from .exit_status import ConfigError
 
 

@@ -5,11 +5,11 @@ in runs the same Scrapy configuration.
 """
 
 import hashlib
-from collections.abc import Callable
-from typing import Any
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
@@ -17,6 +17,7 @@ from twisted.python.failure import Failure
 
 from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
+
 from . import tuning
 from .exit_status import ConfigError
 from .output import DEBUG, QUIET, VERBOSE, say

@@ -16,6 +16,7 @@ from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
 from mirror.source import CorpusDirectory
 from pith.shipped import FIXTURES, real_bundles
+
 from .crawl_report import outcome, report
 from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 import click
 
 from pith.keyring import Keyring, KeyringError
+
 from .exit_status import ConfigError
 from .output import Command
 

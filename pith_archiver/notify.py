@@ -5,11 +5,12 @@ never changes the run's exit status: what could not be delivered is one warning 
 
 import json
 import time
-from collections.abc import Iterable
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 
 from pith.shipped import version
+
 from .run_summary import RunSummary
 
 ATTEMPTS = 3

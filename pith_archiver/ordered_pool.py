@@ -7,10 +7,10 @@ and a folder of a million bundles never sits in memory.
 """
 
 import signal
-from collections.abc import Callable, Iterator
-from typing import Any
 from collections import deque
+from collections.abc import Callable, Iterator
 from itertools import islice
+from typing import Any
 
 IN_FLIGHT_PER_JOB = 3
 MAX_CHUNK = 64

@@ -4,8 +4,8 @@ stderr is a terminal and the command is not quiet, nothing otherwise (a pipe, cr
 
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 from contextlib import contextmanager
+from typing import Any
 
 from .output import QUIET, current_verbosity
 

@@ -9,8 +9,9 @@ what cron or systemd saw.
 import time
 from dataclasses import dataclass, field
 
-from .exit_status import MEANING, ExitStatus
 from crawler.stat_keys import CrawlStats
+
+from .exit_status import MEANING, ExitStatus
 
 DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the run finished and committed
 

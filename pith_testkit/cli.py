@@ -14,6 +14,7 @@ from pith_archiver.cli import LazyGroup
 from pith_archiver.cmd_mirror import listen_options, open_source
 from pith_archiver.exit_status import ConfigError
 from pith_archiver.output import log_to_stderr, say, verbosity_options
+
 from .corpus import generate_corpus
 from .faults import FaultPlan
 from .server import FaultyMirrorServer

@@ -11,10 +11,10 @@ is the mirror server that consults an injector.
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 import re
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 
 from mirror.http import SERVER, Request, Response, http_date, text_response

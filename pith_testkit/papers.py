@@ -4,8 +4,8 @@ exercises non-ASCII handling (accents, Cyrillic, CJK, Greek letters) everywhere 
 crawler or an archive stores or hashes text."""
 
 import hashlib
-from collections.abc import Iterable
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 LICENSES = (

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 from mirror.http import Request, Response, encode
 from mirror.server import LoggedRequest, MirrorServer
+
 from .faults import FaultInjector, FaultPlan, FaultyResponse, endless_head, faulted
 
 

@@ -27,6 +27,7 @@ from mirror.catalog import Entry
 from mirror.record import compact_json
 from mirror.source import RecordSource
 from pith.links import REGISTRY_BASE
+
 from .corpus import (
     REGISTRY_EPOCH,
     Citable,

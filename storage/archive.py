@@ -33,24 +33,25 @@ from pathlib import Path
 
 from pith.canonical import canon, sha256_hex
 from pith.keyring import Keyring
+from pith.reasons import Reason
+from pith.shipped import version
 from pith.signing import Signer
 from pith.split_view import Equivocation
 from pith.verify import Status, Verdict
-from pith.shipped import version
+
 from . import layout
 from .attestations import Stored
+from .cdxj import CdxjIndexer
 from .commit import RunCommitter
-from .history_loader import HistoryLoader
 from .history import event_digest, objection_to
+from .history_loader import HistoryLoader
 from .manifest import Committed, read_committed
-from .open_run import RunFailure, OpenRun
+from .open_run import OpenRun, RunFailure
+from .rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
 from .spool import Spool
 from .stores import ObjectInfo, ObjectStore, StorageError
-from .rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
-from pith.reasons import Reason
-from .cdxj import CdxjIndexer
 from .warc import WarcPolicy, WarcWriter, recent_payloads, store_warc
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,10 @@ from pith.canonical import canon
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
+
 from . import layout
-from .reader import read_entry
 from .manifest import listed
+from .reader import read_entry
 from .stores import ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)

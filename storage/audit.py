@@ -19,10 +19,10 @@ checked nor orphans.
 
 import hashlib
 import logging
-from enum import StrEnum
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from functools import partial
 
 import pyarrow as pa
@@ -33,10 +33,11 @@ from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
+
 from . import layout
+from .key_logs import KeyLog, LogPart, log_part, logs_of
 from .manifest import listed, read_manifests
 from .stores import ObjectInfo, ObjectMissing, ObjectStore
-from .key_logs import KeyLog, LogPart, log_part, logs_of
 from .warc_check import record_problems
 
 logger = logging.getLogger(__name__)

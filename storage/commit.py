@@ -12,13 +12,14 @@ from pith.canonical import canon
 from pith.keyring import ARCHIVE, KeyringError, key_from_entry
 from pith.merkle import MerkleEdge
 from pith.signing import Signer
+
 from . import layout
 from .attestations import AttestationFeed, FeedSpool, chain_head_of
+from .key_logs import LogAppender, key_logs, read_log
 from .manifest import build_manifest, commit_manifest, sign_manifest
 from .open_run import OpenRun
-from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .rows import attestation_row
-from .key_logs import LogAppender, key_logs, read_log
+from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
 

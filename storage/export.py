@@ -22,6 +22,7 @@ from pathlib import Path
 import bagit
 
 from pith.keyring import Keyring
+
 from . import layout
 from .export_card import README, bag_info, dataset_readme, rows_of
 from .export_check import check_bundle

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import bagit
 
 from pith.shipped import version
+
 from . import layout
 from .reader import CommittedArchive
 from .stores import ObjectInfo

@@ -5,6 +5,7 @@ is not exported at all."""
 
 from pith.keyring import Keyring
 from pith.verify import verify_bundle
+
 from .stores import ObjectInfo
 
 

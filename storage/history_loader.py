@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from pith.keyring import Keyring
-from .reader import table_batches
+
 from .history import EVENT_COLUMNS, RECORD_COLUMNS, History
 from .manifest import listed, read_committed
+from .reader import table_batches
 from .stores import ObjectStore, StorageError
 
 

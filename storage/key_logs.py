@@ -20,9 +20,10 @@ from typing import TypeVar
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
 from pith.merkle import HASH_SIZE, MerkleEdge, Tree, leaf_hash
 from pith.signing import Signer
+
 from . import layout
-from .reader import read_entry
 from .manifest import listed
+from .reader import read_entry
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ checkpoints are.
 
 import os
 import tempfile
-from typing import BinaryIO
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 

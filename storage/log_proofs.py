@@ -18,11 +18,12 @@ from pith.merkle import MerkleEdge, Tree, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
+
 from .audit import Discrepancy, Finding
-from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
-from .manifest import read_committed
-from .stores import ObjectStore, StorageError
 from .key_logs import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
+from .manifest import read_committed
+from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
+from .stores import ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ orphan, which the audit (``storage.audit``) reports.
 """
 
 import logging
-from collections.abc import Iterable, Iterator, Set as AbstractSet
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -18,9 +19,10 @@ from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
+from pith.shipped import version
 from pith.signing import Signer, utc_now
 from pith.verify import SIGNATURE_STATUS
-from pith.shipped import version
+
 from . import layout
 from .stores import ObjectInfo, ObjectStore, StorageError
 from .tables import SCHEMA_VERSION

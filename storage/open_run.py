@@ -11,19 +11,20 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
 from concurrent.futures import Future, wait
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from pith.reasons import Reason
 from pith.signing import utc_now
+
 from .attestations import Stored
 from .ledger import Ledger
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .table_writer import RollPolicy, RowBudget, TableWriter
 from .tables import TABLES
 from .uploads import BoundedUploader
-from pith.reasons import Reason
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, PinnedKey, key_from_entry
+
 from . import layout
 from .manifest import Committed, ManifestInvalid, ManifestRead, read_committed, union
 from .stores import ObjectInfo, ObjectStore, StorageError

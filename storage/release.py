@@ -22,10 +22,10 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,9 +36,10 @@ from pith.graph import cited_numbers
 from pith.keyring import Keyring
 from pith.release import RELEASE_TYPE, SIGNED_MESSAGE
 from pith.signing import Signer
+
 from . import layout
-from .reader import CommittedArchive, table_batches
 from .history import RECORD_COLUMNS, History
+from .reader import CommittedArchive, table_batches
 from .stores import ObjectStore, StorageError, hash_file
 from .tables import ALIASES, EVENTS, RECORDS, TableSpec
 

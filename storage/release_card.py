@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pith.shipped import version
+
 from .tables import field_doc
 
 CROISSANT_CONTEXT = {

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pith.canonical import canon
 from pith.split_view import Equivocation
 from pith.verify import Verdict
+
 from . import layout
 
 

@@ -6,9 +6,9 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable
-from typing import BinaryIO
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq

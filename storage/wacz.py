@@ -35,9 +35,10 @@ from typing import Any
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.reasons import Reason, Rejected
 from pith.signing import Signer, utc_now
+
 from . import layout
-from .reader import CommittedArchive, table_batches
 from .export_copy import copy_object
+from .reader import CommittedArchive, table_batches
 from .stores import ObjectInfo, ObjectStore, hash_file
 from .warc import software
 

@@ -27,17 +27,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from pith.canonical import canon
 from pith.shipped import version
+
 from . import layout
 from .captures import CaptureSpool, read_batches
-from .reader import table_batches
 from .manifest import listed
+from .reader import table_batches
 from .stores import MiB, ObjectStore
 
 logger = logging.getLogger(__name__)

@@ -2,10 +2,10 @@
 stream of chunks (the audit reads each object once, hashing it as it goes)."""
 
 import io
-from collections.abc import Iterable
-from typing import Any
 import logging
 import zlib
+from collections.abc import Iterable
+from typing import Any
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed

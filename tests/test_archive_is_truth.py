@@ -10,15 +10,16 @@ import urllib.request
 from pathlib import Path
 
 import boto3
+import pytest
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
+from pith_testkit.faults import FaultPlan
+from tests.plugins.cli import run_cli
 from tests.plugins.core import real_bundle_paths
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 from tests.test_frontier import committed_records, finish, start_worker
-from tests.plugins.cli import run_cli
 
 REAL_SUFFIXES = {path.name.split(".")[0] for path in real_bundle_paths()}
 
@@ -32,6 +33,7 @@ def corpus_key_id(corpus_dir) -> str:
     return key_id
 
 
+@pytest.mark.slow
 def test_a_deleted_archive_gets_every_record_back(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"
@@ -54,6 +56,7 @@ def test_a_deleted_archive_gets_every_record_back(tmp_path, static_site):
     assert len(list((archive / "raw" / "bundles").rglob("*.json"))) == 3
 
 
+@pytest.mark.slow
 def test_an_archive_restored_from_an_older_copy_gets_back_what_came_after(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive, backup = tmp_path / "archive", tmp_path / "backup"
@@ -94,6 +97,7 @@ def test_a_fresh_bucket_at_the_same_url_gets_every_record(tmp_path, static_site,
     assert raws["KeyCount"] == 3
 
 
+@pytest.mark.slow
 def test_a_finished_job_whose_archive_was_deleted_crawls_again(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive, jobdir = tmp_path / "archive", tmp_path / "job"
@@ -128,6 +132,7 @@ def test_two_frontier_workers_after_the_archive_was_replaced(tmp_path, corpus_di
 # --- nothing a scheduler reads as success hides "nothing done" ------------------------
 
 
+@pytest.mark.slow
 def test_max_failures_counts_a_record_whose_bundle_and_page_both_fail_once(tmp_path, static_site):
     base, suffixes, root = static_site
     lost = suffixes[1]
@@ -141,6 +146,7 @@ def test_max_failures_counts_a_record_whose_bundle_and_page_both_fail_once(tmp_p
     assert result.stat("page_failures_after_bundle") == 1  # its page failed too: the same record
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_archive_it_can_serve_nothing_of(tmp_path, corpus_dir, corpus_catalog, mirror):
     minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:3]
     archive = tmp_path / "archive"
@@ -154,6 +160,7 @@ def test_serve_refuses_an_archive_it_can_serve_nothing_of(tmp_path, corpus_dir, 
     assert "--keyring FILE" in line
 
 
+@pytest.mark.slow
 def test_serve_says_once_what_it_withholds(tmp_path, corpus_dir, corpus_catalog, mirror):
     minted = sorted(s for s in corpus_catalog.suffixes if s not in REAL_SUFFIXES)[:2]
     archive = tmp_path / "archive"
@@ -170,6 +177,7 @@ def test_serve_says_once_what_it_withholds(tmp_path, corpus_dir, corpus_catalog,
     assert f"withholding 2 of 5 records: they are signed by {corpus_key_id(corpus_dir)} (2)" in said
 
 
+@pytest.mark.slow
 def test_checkpoint_prove_and_audit_name_the_key_that_is_not_pinned(tmp_path, static_site, monkeypatch):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"

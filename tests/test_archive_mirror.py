@@ -19,10 +19,10 @@ from storage import layout
 from storage.reader import NothingCommitted, reading_keyring
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
+from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import FaultRule
 from tests.plugins.mirror import serve_process
-from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -60,6 +60,7 @@ def crawled(tmp_path_factory, corpus_dir):
     return LocalStore(root / "archive")
 
 
+@pytest.mark.slow
 def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawled, corpus_keyring):
     source = ArchiveSource(crawled, trusted(crawled, corpus_keyring))
     with BackgroundMirror(MirrorServer(source)) as server:

@@ -19,8 +19,8 @@ import pytest
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
-from storage.reader import CommittedArchive
 from storage.manifest import committed_manifests, verify_manifest
+from storage.reader import CommittedArchive
 from storage.stores import ObjectMissing, S3Store, StorageError
 from storage.table_writer import RollPolicy
 from storage.uploads import BoundedUploader
@@ -251,6 +251,7 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
     assert audit_archive(store, test_keyring, registry_keyring).paths("orphan") == []
 
 
+@pytest.mark.slow
 def test_adds_during_an_interim_commit_go_to_the_next_run(store, corpus_dir, corpus_keyring, test_signer, test_keyring):
     """Checkpoints run in a thread while the crawl keeps adding: nothing falls between."""
     versions = [

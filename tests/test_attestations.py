@@ -22,8 +22,8 @@ from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, write_run
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 
 OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
@@ -63,6 +63,7 @@ def feed_lines(store, manifest) -> list[bytes]:
     return store.get_bytes(feed).splitlines()
 
 
+@pytest.mark.slow
 def test_a_crawl_attests_every_version_it_archives(tmp_path, corpus_dir, corpus_catalog, mirror):
     archive = tmp_path / "archive"
     result = run_cli_crawl(

@@ -16,8 +16,8 @@ from storage.audit import Audit, parquet_rows
 from storage.manifest import sign_manifest
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, write_run
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 
 @pytest.fixture
@@ -144,6 +144,7 @@ def test_row_counts_come_from_the_footer_alone(store, archived):
 # --- the command -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror, monkeypatch):
     archive = tmp_path / "archive"
     crawl = run_cli_crawl(

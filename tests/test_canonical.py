@@ -6,7 +6,8 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pith.canonical import canon, canon_sha256, sha256_hex
 from pith.parse import parse
@@ -96,12 +97,14 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_canon_is_the_reference(value):
     assert canon(value) == reference(value)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_exact_canon_is_the_reference_without_floats(value):
@@ -132,6 +135,7 @@ def test_parse_reads_any_text_as_the_reference(value, layout):
 number_literals = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(number_literals, st.booleans())
 def test_parse_reads_any_number_literal_as_the_reference(literal, compact):

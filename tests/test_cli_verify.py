@@ -16,7 +16,6 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
-from tests.tamper import tampered
 from pith.links import links_for
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.ordered_pool import WORTH_A_POOL
@@ -24,8 +23,9 @@ from storage import layout
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.archives import tampered as tampered_bundle
-from tests.plugins.core import real_bundle_paths
 from tests.plugins.cli import run_cli
+from tests.plugins.core import real_bundle_paths
+from tests.tamper import tampered
 
 
 @pytest.fixture
@@ -156,6 +156,7 @@ def test_http_urls_all_verified_exit_zero(served):
     assert result.returncode == 0
 
 
+@pytest.mark.slow
 def test_exit_codes_from_a_real_process(corpus):
     """The installed entry point, as a shell would see it."""
     command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "verify"]
@@ -214,6 +215,7 @@ def test_progress_on_a_terminal(corpus_dir):
     assert stdout.decode().splitlines()[-1].endswith("0 rejected, 2 skipped (not bundles)")
 
 
+@pytest.mark.slow
 def test_an_archive_folder_stands_for_its_raw_bundles_and_feeds(tmp_path, corpus_dir, corpus_keyring, test_signer):
     archive = tmp_path / "archive"
     raws = list(corpus_raws(corpus_dir).values())

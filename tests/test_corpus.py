@@ -5,17 +5,16 @@ import random
 import shutil
 from collections import Counter
 
-
 from mirror.catalog import Catalog
-from pith_testkit.corpus import citation_graph, corpus_signer, generate_corpus, invert
-from pith_testkit.papers import text_sha256
 from mirror.record import latest_snapshot
 from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
-from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
+from pith_testkit.corpus import citation_graph, corpus_signer, generate_corpus, invert
+from pith_testkit.papers import text_sha256
 from tests.plugins.cli import run_cli
+from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
 
 
 def minted(corpus_dir) -> dict[str, dict]:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from pith_testkit.faults import FaultPlan
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore, S3Store
 from tests.plugins.cli import isolated_home
@@ -124,6 +124,7 @@ def check_recovered(store, keyring, bundle_keyring, expected: list[str], killed:
     return {"orphans_collected": len(leftovers), "manifests": len(check.manifests)}
 
 
+@pytest.mark.slow
 def test_sigkill_while_fetching_then_resume_with_the_jobdir(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures
 ):
@@ -160,6 +161,7 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(
     figures.add("crash:while_fetching", kills=1, orphans_after_kill=len(before), records_lost=0, **found)
 
 
+@pytest.mark.slow
 def test_sigkill_after_checkpoints_keeps_what_they_committed(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures
 ):
@@ -243,6 +245,7 @@ def test_sigkill_during_the_commit_then_rerun(
     figures.add(f"crash:{point}", kills=1, orphans_after_kill=len(before), records_lost=0, **found)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing(tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures):
     """PITH_CRASH_KILLS crawls killed at seeded random moments (a number of requests
     answered, or the first table file of the commit), each resuming the same job."""

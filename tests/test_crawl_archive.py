@@ -16,6 +16,8 @@ from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.s3 import local_copy
 from tests.plugins.tables import read_rows
 
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
+
 
 def out_args(store) -> list[str]:
     if isinstance(store, LocalStore):

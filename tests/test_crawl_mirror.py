@@ -7,12 +7,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 FAST_RETRIES = [

@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.plugins.crawling import run_cli_crawl
 
 
+@pytest.mark.slow
 def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site):
     base, suffixes, _ = static_site
     result = run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=tmp_path / "archive")
@@ -29,6 +32,7 @@ def test_one_seed_reaches_every_record_through_page_links(tmp_path, static_site)
     assert "listening" not in result.stderr.lower(), result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
@@ -38,6 +42,7 @@ def test_state_json_is_not_fetched_unless_asked(tmp_path, static_site):
     assert result.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
 
 
+@pytest.mark.slow
 def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
     base, suffixes, _ = static_site
     suffix = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -54,6 +59,7 @@ def test_every_local_seed_form_names_the_same_record(tmp_path, static_site):
     assert result.stat("verified") == 1
 
 
+@pytest.mark.slow
 def test_a_crawl_loads_neither_a_redis_client_without_a_frontier_nor_the_components_it_switches_off(
     tmp_path, static_site
 ):
@@ -70,6 +76,7 @@ def test_a_crawl_loads_neither_a_redis_client_without_a_frontier_nor_the_compone
     assert not imported & {"aiohttp", "tldextract"}
 
 
+@pytest.mark.slow
 def test_pyarrow_encodes_with_the_system_allocator_unless_the_operator_says_otherwise(tmp_path, static_site):
     base, suffixes, _ = static_site
     ours = run_cli_crawl(tmp_path, "--no-follow", suffixes[0], resolver=base, out=tmp_path / "archive")
@@ -90,6 +97,7 @@ def test_the_malloc_arenas_are_capped_unless_the_operator_set_them():
     assert (capped.stdout, left.stdout) == ("True\n", "False\n"), capped.stderr + left.stderr
 
 
+@pytest.mark.slow
 def test_bounds_on_the_walk(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"
@@ -109,6 +117,7 @@ def test_bounds_on_the_walk(tmp_path, static_site):
     )
 
 
+@pytest.mark.slow
 def test_records_found_while_the_engine_is_busy_wait_on_disk_and_are_all_crawled(tmp_path, static_site):
     base, suffixes, _ = static_site
     result = run_cli_crawl(
@@ -119,6 +128,7 @@ def test_records_found_while_the_engine_is_busy_wait_on_disk_and_are_all_crawled
     assert result.stat("requests_held_max") >= 1
 
 
+@pytest.mark.slow
 def test_seeds_file_with_comments(tmp_path, static_site):
     base, suffixes, _ = static_site
     seeds = tmp_path / "seeds.txt"
@@ -135,6 +145,7 @@ def test_seeds_file_with_comments(tmp_path, static_site):
     assert recorded["seeds_file"] == {"path": str(seeds), "seeds": 2}
 
 
+@pytest.mark.slow
 def test_robots_txt_is_obeyed(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "robots.txt").write_text(f"User-agent: *\nDisallow: /pith/{suffixes[2]}\n")
@@ -145,6 +156,7 @@ def test_robots_txt_is_obeyed(tmp_path, static_site):
     assert result.stats.get("robotstxt/forbidden", 0) == 1  # its bundle; its page is under the same rule
 
 
+@pytest.mark.slow
 def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_site):
     base, suffixes, root = static_site
     (root / "pith" / suffixes[0] / "state.json").write_text('{"state_type":"pith_open_graph_state"}')
@@ -168,6 +180,7 @@ def test_state_json_that_differs_from_the_bundle_is_recorded(tmp_path, static_si
     assert sampled.stats.get("downloader/request_count") == 4  # robots, the signing key, manifest, the bundle
 
 
+@pytest.mark.slow
 def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):
     base, _, _ = static_site
     result = run_cli_crawl(tmp_path, "not a seed at all", resolver=base, out=tmp_path / "archive")
@@ -175,6 +188,7 @@ def test_a_bad_seed_is_a_usage_error_not_a_crash(tmp_path, static_site):
     assert "not a Pith number" in result.stderr
 
 
+@pytest.mark.slow
 def test_scrapy_crawl_from_a_checkout_runs_the_same_job(tmp_path, static_site):
     """``scrapy crawl pith`` with the project's scrapy.cfg: same spider, same pipelines."""
     import json

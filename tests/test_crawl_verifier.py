@@ -13,20 +13,21 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 
 from crawler.verifier import Worker
 from crawler.verify_worker import BundleChecker, decode, encode
-from pith_testkit.faults import FaultPlan
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
 from pith_archiver import FIXTURES
+from pith_testkit.faults import FaultPlan
 from storage.stores import LocalStore
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
+from tests.plugins.tables import read_rows
 from tests.tamper import MUTATIONS, RAW_MUTATIONS, tampered
 from tests.test_crash_resume import crawl_args, expected_numbers, start_crawl, wait_for
-from tests.plugins.tables import read_rows
 
 REAL = sorted(path.name.split(".")[0] for path in FIXTURES.glob("*.bundle.json"))
 # every mutation that needs no re-signing; too_large is never fetched whole (DOWNLOAD_MAXSIZE)
@@ -72,6 +73,7 @@ def stored(archive: Path) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_site):
     base, _, root = static_site
     expected = tampered_site(root / "tampered")
@@ -115,6 +117,7 @@ def verifier_processes(crawl_pid: int) -> list[int]:
     return [pid for pid in pids if b"crawler.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
+@pytest.mark.slow
 def test_a_verifier_process_killed_mid_bundle_loses_nothing(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror
 ):

@@ -8,8 +8,8 @@ import pytest
 from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from storage import layout
-from storage.reader import CommittedArchive, ObjectAltered, reading_keyring
 from storage.export import ExportError, export_bag, export_dataset
+from storage.reader import CommittedArchive, ObjectAltered, reading_keyring
 from storage.stores import LocalStore, S3Store
 from storage.tables import TABLES
 from tests.plugins.archives import corpus_raws, tampered, write_run

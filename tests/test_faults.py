@@ -9,13 +9,13 @@ import urllib.request
 
 import pytest
 
-from pith_testkit.faults import FaultPlan, tamper_canonical_hash
 from pith.canonical import canon_sha256
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES
 from pith.verify import verify_bundle
-from tests.plugins.mirror import serve_process
+from pith_testkit.faults import FaultPlan, tamper_canonical_hash
 from tests.plugins.cli import run_cli
+from tests.plugins.mirror import serve_process
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 BUNDLE = f"/pith/{REAL}/bundle.json"
@@ -165,6 +165,7 @@ def test_impossible_plans_are_refused(bad):
         FaultPlan(**bad)
 
 
+@pytest.mark.slow
 def test_serve_options_switch_faults_on(corpus_dir):
     with serve_process(corpus_dir, "--tamper", REAL, "--rate-limit-every", "2", "--retry-after", "5", kit=True) as (
         _,

@@ -17,6 +17,7 @@ import scrapy
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
+import crawler.frontier as frontier_package
 from crawler.frontier import (
     CLAIMED,
     FULL,
@@ -30,22 +31,20 @@ from crawler.frontier import (
     frontier_settings,
     serializer,
 )
-import crawler.frontier as frontier_package
 from crawler.frontier.client import worker_id
 from crawler.links import ResolverUrls
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.crawling import project_settings
+from pith_testkit.faults import FaultPlan
 from storage.layout import check_run_id, new_run_id
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
+from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.redis import start_redis
-from tests.plugins.cli import isolated_home
-from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -463,6 +462,7 @@ def test_a_second_worker_with_the_same_key_is_refused(tmp_path, corpus_dir, mirr
     first.wait()
 
 
+@pytest.mark.slow
 def test_a_worker_whose_frontier_is_gone_stops_and_commits_what_it_archived(tmp_path, corpus_dir, mirror):
     """An unattended worker must not wait forever on a Redis that died: it retries for
     PITH_FRONTIER_UNREACHABLE_MAX seconds, then stops, commits and exits FAILED."""

@@ -20,14 +20,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.tamper import locate
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, parse
 from pith.reasons import REASONS, Rejected
 from pith.verify import verify_bundle
 from tests.plugins.core import real_bundle_paths
+from tests.tamper import locate
 from tests.test_verify_properties import walk
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"

@@ -11,8 +11,8 @@ import pytest
 from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
 from storage.archive import ArchiveWriter
-from storage.reader import CommittedArchive, table_batches
 from storage.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
+from storage.reader import CommittedArchive, table_batches
 from storage.stores import LocalStore
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
@@ -148,6 +148,7 @@ def test_files_without_the_column_count_as_accepted(versions):
     assert history.archived(verdict.bundle_sha256)
 
 
+@pytest.mark.slow
 def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_dir, mirror, versions):
     """The whole path: a mirror serving each version in turn, re-crawled into one archive."""
     number = versions["original"][1].pith_number

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from pith_archiver import FIXTURES
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -127,6 +127,7 @@ def hostile_routes(elsewhere: Site) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     elsewhere = sites({bundle(s): (200, json_headers(), b"{}") for s in (AWAY, FAILING, NEXT_DOOR)})
     site = sites(hostile_routes(elsewhere))

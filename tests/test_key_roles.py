@@ -11,8 +11,9 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
+import pytest
+
 from mirror.record import compact_json
-from tests.tamper import wholly_resigned
 from pith.keyring import REGISTRY, Keyring
 from pith.parse import DEFAULT_MAX_BYTES, padded_bound
 from pith.signing import Signer
@@ -21,11 +22,14 @@ from pith_archiver import FIXTURES
 from storage import layout
 from storage.archive import ArchiveWriter
 from storage.stores import LocalStore
+from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
-from tests.test_archive_mirror import fetch
-from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
+from tests.tamper import wholly_resigned
+from tests.test_archive_mirror import fetch
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043
 

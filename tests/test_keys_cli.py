@@ -5,14 +5,15 @@ first use outside the archive, and the crawl says where."""
 import json
 import stat
 
+import pytest
 
 from pith.keyring import ARCHIVE, Keyring, key_from_entry
 from pith.signing import Signer
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 
 def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
@@ -41,6 +42,7 @@ def test_generate_never_replaces_a_key_and_checks_the_id(tmp_path):
     assert not (tmp_path / "other.json").exists()
 
 
+@pytest.mark.slow
 def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     base, suffixes, _ = static_site
     key_file = tmp_path / "archive-key.json"
@@ -62,6 +64,7 @@ def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     assert checked.returncode == 0 and "3 attestations" in checked.output
 
 
+@pytest.mark.slow
 def test_crawl_without_a_key_makes_one_outside_the_archive_and_says_where(tmp_path, static_site):
     base, suffixes, _ = static_site
     archive = tmp_path / "archive"

@@ -9,7 +9,6 @@ from pith.canonical import canon
 from pith.signing import Signer
 from storage import layout
 from storage.audit import Audit
-from storage.reader import CommittedArchive
 from storage.manifest import (
     ManifestInvalid,
     build_manifest,
@@ -20,6 +19,7 @@ from storage.manifest import (
     sign_manifest,
     verify_manifest,
 )
+from storage.reader import CommittedArchive
 from storage.stores import LocalStore, ObjectExists
 
 RUN = "20261122T053000Z-w0-0123abcd"

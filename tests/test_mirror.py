@@ -18,14 +18,14 @@ from urllib.robotparser import RobotFileParser
 
 import pytest
 
-from pith_testkit.corpus import corpus_signer
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from pith.canonical import canon_sha256
 from pith.links import links_for
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
-from tests.plugins.mirror import SMALL_CORPUS_SEED, serve_process
+from pith_testkit.corpus import corpus_signer
 from tests.plugins.cli import run_cli
+from tests.plugins.mirror import SMALL_CORPUS_SEED, serve_process
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043v2, a real registry bundle
 RECORD_LINK = re.compile(r'href="[^"]*/pith/([A-Z2-7]{26})"')
@@ -424,6 +424,7 @@ def test_verify_command_reads_bundles_from_the_mirror(server, corpus_dir, corpus
     assert result.returncode == 0 and "3 verified, 0 rejected" in result.output
 
 
+@pytest.mark.slow
 def test_serve_prints_its_url_first_and_stops_on_sigterm(corpus_dir):
     with serve_process(corpus_dir, "--port", "0") as (process, url):
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)

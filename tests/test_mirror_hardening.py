@@ -18,8 +18,8 @@ import pytest
 
 from mirror.limits import ServerLimits, descriptor_room
 from mirror.source import BUNDLES_DIR
-from tests.plugins.mirror import serve_process
 from tests.plugins.cli import run_cli
+from tests.plugins.mirror import serve_process
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # arXiv 1904.12043v2, a real registry bundle
 BUNDLE = f"/pith/{REAL}/bundle.json"
@@ -128,6 +128,7 @@ def test_malformed_requests_are_400_and_closed_and_the_server_serves_on(corpus_d
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_a_head_trickled_past_the_header_deadline_gets_408(corpus_dir, tmp_path):
     with serving(corpus_dir, tmp_path) as served, socket.create_connection(served.address, timeout=10) as sock:
         began = time.monotonic()
@@ -145,6 +146,7 @@ def test_a_head_trickled_past_the_header_deadline_gets_408(corpus_dir, tmp_path)
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_request_with_only_lf_line_ends_is_refused_at_the_header_deadline(corpus_dir, tmp_path):
     with serving(corpus_dir, tmp_path) as served:
         began = time.monotonic()
@@ -153,6 +155,7 @@ def test_request_with_only_lf_line_ends_is_refused_at_the_header_deadline(corpus
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_a_declared_body_never_sent_is_cut_at_the_body_deadline(corpus_dir, tmp_path):
     with serving(corpus_dir, tmp_path) as served:
         began = time.monotonic()
@@ -162,6 +165,7 @@ def test_a_declared_body_never_sent_is_cut_at_the_body_deadline(corpus_dir, tmp_
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(corpus_dir, tmp_path):
     with serving(corpus_dir, tmp_path) as served, socket.create_connection(served.address, timeout=10) as sock:
         sock.sendall(GET)
@@ -175,6 +179,7 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(corpus_d
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_a_client_that_does_not_take_its_answers_is_dropped_at_the_send_deadline(corpus_dir, tmp_path):
     with serving(corpus_dir, tmp_path) as served:
         sock = socket.socket()
@@ -189,6 +194,7 @@ def test_a_client_that_does_not_take_its_answers_is_dropped_at_the_send_deadline
     assert_no_traceback(served)
 
 
+@pytest.mark.slow
 def test_300_slow_connections_under_ulimit_256_leave_room_for_a_legitimate_get(corpus_dir, tmp_path):
     """Slowloris: each slow connection trickles a head it never ends. The cap (under 256
     descriptors: descriptor_room(256), 144) keeps descriptors free (a surplus is turned
@@ -256,5 +262,5 @@ def test_connections_beyond_the_cap_get_503_and_a_close(mirror, caplog):
 @pytest.mark.parametrize("options", [("--max-connections", "100000000"), ("--header-timeout", "0")])
 def test_impossible_limits_are_usage_errors(corpus_dir, options):
     result = run_cli("serve", str(corpus_dir), *options)
-    assert result.returncode == 2 and "Traceback" not in result.output
+    assert result.returncode == 2 and "Traceback" not in result.output  # a usage error, not a crash
     assert "max_connections must be between 1 and" in result.output or "x>0" in result.output

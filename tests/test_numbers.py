@@ -3,7 +3,8 @@ here: the first 26 characters of the base32 of the whole 32-byte digest."""
 
 import base64
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pith.numbers import pith_number, pith_suffix, short_pith_number
 

@@ -4,7 +4,8 @@ an exception of another kind, whichever of parse()'s two paths it takes."""
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits, padded_bound, parse
 from pith.reasons import Rejected

@@ -86,6 +86,7 @@ def exit_status_in(path: str) -> float:
     return next(s.value for f in families for s in f.samples if s.name == "pith_archiver_exit_status")
 
 
+@pytest.mark.slow
 def test_the_service_command_runs_as_written(tmp_path, local_values):
     values, hook = local_values
     service = unit("pith-archiver.service")["Service"]
@@ -125,6 +126,7 @@ def crontab() -> tuple[dict, str]:
     return variables, job
 
 
+@pytest.mark.slow
 def test_the_crontab_line_runs_as_written_and_cron_mails_only_trouble(tmp_path, local_values):
     variables, job = crontab()
     values, hook = local_values

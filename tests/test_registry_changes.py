@@ -9,19 +9,19 @@ import shutil
 
 import pytest
 
-from pith_testkit.corpus import corpus_signer
 from mirror.record import compact_json
 from mirror.source import BUNDLES_DIR, KEY_DOCUMENT_NAME, KEYRING_NAME, bundle_name
 from pith.keyring import Keyring, KeyringError, key_from_entry
-from pith_testkit.mint import sign_bundle
 from pith.reasons import Rejected
 from pith.signing import Signer
+from pith_testkit.corpus import corpus_signer
+from pith_testkit.mint import sign_bundle
 from tests.plugins.archives import corpus_raws
+from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import SMALL_CORPUS_SEED
-from tests.tamper import NEW_EVENT_TYPES, tampered, wholly_resigned, with_new_event
-from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
+from tests.tamper import NEW_EVENT_TYPES, tampered, wholly_resigned, with_new_event
 
 ROTATION = "2026-07-01T00:00:00Z"  # the corpus key retires; every corpus bundle was built before
 REBUILT_AT = "2026-08-01T00:00:00Z"  # bundles the registry rebuilt after the rotation
@@ -58,6 +58,7 @@ def seeded(tmp_path, suffixes, *keyrings) -> list[str]:
 # --- new event types ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_records_gaining_new_event_types_are_archived_and_counted_apart(tmp_path, corpus_dir, raws, mirror):
     signer = corpus_signer(SMALL_CORPUS_SEED)
     suffixes = list(raws)[:8]
@@ -123,6 +124,7 @@ def rotated(tmp_path, corpus_dir, raws, mirror):
     return server, suffixes
 
 
+@pytest.mark.slow
 def test_a_rotation_is_reported_up_front_and_in_the_summary(tmp_path, corpus_dir, rotated):
     server, suffixes = rotated
     result = run_cli_crawl(
@@ -141,6 +143,7 @@ def test_a_rotation_is_reported_up_front_and_in_the_summary(tmp_path, corpus_dir
     assert f"unpinned key: the registry announces {NEW_KEY.key_id}" in result.stdout
 
 
+@pytest.mark.slow
 def test_most_bundles_unknown_key_says_the_registry_probably_rotated(tmp_path, corpus_dir, raws, mirror):
     suffixes = list(raws)[:5]
     bundles = {}
@@ -158,6 +161,7 @@ def test_most_bundles_unknown_key_says_the_registry_probably_rotated(tmp_path, c
     ) in result.stdout
 
 
+@pytest.mark.slow
 def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rotated):
     """The operator's path: a run rejects the new key's bundles; the key is pinned and
     the old one retired; the next run fetches exactly the rejected bundles again (their
@@ -238,6 +242,7 @@ def test_a_retired_key_keeps_what_it_signed_before(tmp_path, corpus_dir, raws):
 # --- versions this archiver does not know --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unknown_versions_are_quarantined_and_named(tmp_path, corpus_dir, raws, mirror):
     signer = corpus_signer(SMALL_CORPUS_SEED)
     suffixes = list(raws)[:4]

@@ -70,6 +70,7 @@ def reader(code: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_catalog):
     out = tmp_path / "rel"
     assert release(archive.root, out, corpus_dir).returncode == 0
@@ -91,6 +92,7 @@ def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_ca
     assert card.startswith("---\n") and "config_name: citations" in card and "data/records/*.parquet" in card
 
 
+@pytest.mark.slow
 def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archive, corpus_dir, corpus_keyring):
     first = tmp_path / "r1"
     assert release(archive.root, first, corpus_dir).returncode == 0

@@ -13,12 +13,15 @@ import random
 from collections import Counter
 from urllib.parse import urlsplit
 
+import pytest
 
+from mirror.source import KEYRING_NAME, CorpusDirectory
 from pith_testkit.corpus import generate_corpus
 from pith_testkit.faults import FaultPlan
-from mirror.source import KEYRING_NAME, CorpusDirectory
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
 
 SOAK_RECORDS = int(os.environ.get("PITH_SOAK_RECORDS", "0"))
 SEED = int(os.environ.get("PITH_SOAK_SEED", "5"))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.listener import closed_port_url
 from tests.test_unattended import REAL, one_error_line
@@ -43,6 +43,7 @@ def archived_in(line: str) -> int:
     return int(line.split("archived ", 1)[1].split(" ", 1)[0])
 
 
+@pytest.mark.slow
 def test_a_crawl_writes_its_metrics_at_each_checkpoint_and_at_the_end_pushes_and_notifies(
     tmp_path, corpus_dir, mirror, listener
 ):
@@ -102,6 +103,7 @@ def test_a_crawl_writes_its_metrics_at_each_checkpoint_and_at_the_end_pushes_and
     assert summary["manifest"].startswith("archive/manifests/")
 
 
+@pytest.mark.slow
 def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path, listener):
     metrics_file = tmp_path / "pith.prom"
     metrics_file.write_text(
@@ -137,6 +139,7 @@ def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path
     assert "warning" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp_path, corpus_dir, mirror):
     url = closed_port_url()
     proc = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", "--notify", url, REAL), home=tmp_path)
@@ -146,6 +149,7 @@ def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp
     assert "after 3 attempts" in warnings[0] and "the exit status is unchanged" in warnings[0]
 
 
+@pytest.mark.slow
 def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, listener):
     crawled = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", REAL), home=tmp_path)
     assert crawled.returncode == 0, crawled.stderr
@@ -169,6 +173,7 @@ def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, list
     assert after["last_success_timestamp_seconds"] == found["last_success_timestamp_seconds"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["crawl", "audit", "export"])
 @pytest.mark.parametrize(
     "args, said",

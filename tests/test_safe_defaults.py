@@ -158,6 +158,7 @@ def planted(request, tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_the_mirror_never_serves_outside_its_records(planted):
     with serve_process(planted) as (_, url):
         assert raw_get(url, f"/pith/{REAL}/bundle.json".encode())[0] == 200  # it does serve its records

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
+from pith_testkit.faults import FaultPlan
 from storage.stores import open_store
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port
 from tests.test_unattended import REAL
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.tables import read_rows
 from tests.test_crawl_mirror import FAST_RETRIES
 from tests.test_frontier import committed_records, finish, start_worker
-from tests.plugins.tables import read_rows
-from tests.plugins.crawling import run_cli_crawl
 
 PAGE_SIZE, BUDGET = 1, 5
 
@@ -23,6 +23,7 @@ def every_sitemap(catalog) -> int:
     return 1 + math.ceil(len(catalog) / PAGE_SIZE)
 
 
+@pytest.mark.slow
 def test_max_records_stops_the_sitemap_walk(tmp_path, corpus_dir, corpus_catalog, mirror):
     server = mirror(sitemap_page_size=PAGE_SIZE)
     result = run_cli_crawl(

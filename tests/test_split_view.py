@@ -9,13 +9,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pith_testkit.faults import FaultPlan
 from mirror.source import KEYRING_NAME
 from pith.split_view import EXTENDS, FORK, SAME, Comparison, compare, event_ids
+from pith_testkit.faults import FaultPlan
 from storage.layout import raw_bundle
 from tests.plugins.archives import corpus_raws, extended
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 
 BUILT = "2026-06-10T00:00:00Z"
@@ -85,6 +85,7 @@ def base(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+@pytest.mark.slow
 def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirror, served):
     kinds = ["fork", "same", "extension", "fork", "same", "extension"]
     folder, bytes_served = served(kinds)
@@ -158,6 +159,7 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
     assert audit.returncode == 0, audit.output
 
 
+@pytest.mark.slow
 def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["extension", "same", "same", "extension", "same", "same"])
     primary, second = mirror(), mirror(directory=folder)
@@ -188,6 +190,7 @@ def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_d
     assert len(read_rows(tmp_path / "archive", "records")) == SEEDS + 2
 
 
+@pytest.mark.slow
 def test_only_the_first_n_records_are_fetched_again(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["fork"] * SEEDS)
     primary, second = mirror(), mirror(directory=folder)
@@ -210,6 +213,7 @@ def test_only_the_first_n_records_are_fetched_again(tmp_path, corpus_dir, mirror
     assert result.stat("verified") == SEEDS + 2
 
 
+@pytest.mark.slow
 def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["same"] * SEEDS)
     primary = mirror()
@@ -238,6 +242,7 @@ def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_di
     assert "cross-check: 3 records, 0 copies from other sources (3 failed)" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mirror, served):
     """Sampled bundles are fetched unconditionally: an unchanged record (304 otherwise)
     still has a body to compare with the mirror's."""
@@ -279,6 +284,7 @@ def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mi
     assert again.stat("equivocations") == 2 + forked  # a mirror's fork of the archive's version is a split view
 
 
+@pytest.mark.slow
 def test_a_spread_crawl_flags_a_mirror_serving_forks_as_split_views(tmp_path, corpus_dir, mirror, served):
     """No --cross-check: the mirror takes its share of the records, and each copy it
     serves that forks from the version the archive holds is a split view."""

@@ -11,6 +11,8 @@ import pytest
 from pith_testkit.faults import FaultPlan
 from tests.plugins.crawling import build_static_site, run_cli_crawl, serving
 
+pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
+
 
 def host_stat(result, url: str, what: str) -> int:
     return result.stats.get(f"pith/hosts/{urlsplit(url).netloc}/{what}", 0)

@@ -29,8 +29,8 @@ from storage.archive import ArchiveWriter
 from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
-from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 CHECKER = Path(__file__).resolve().parents[1] / "docs" / "check_proof.py"
 OTHER = Signer.from_seed("test-key-2", bytes(range(1, 33)))
@@ -430,6 +430,7 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
 
 
+@pytest.mark.slow
 def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, corpus_catalog, mirror):
     """Crawl the project's mirror twice into one archive (the second run finds more):
     the checkpoint kept after the first stays consistent, and a record of the first

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from crawler.stat_keys import CrawlStats
-from pith_testkit.faults import FaultPlan
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
+from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.crawling import run_cli_crawl
 
@@ -37,6 +37,7 @@ def refused_url():
     return f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.slow
 def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, refused_url):
     proc = run_cli("crawl", "--resolver", refused_url, "--out", "x", "-s", "RETRY_TIMES=1", REAL, home=tmp_path)
     assert proc.returncode == 4, proc.stderr
@@ -46,6 +47,7 @@ def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, ref
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -103,6 +105,7 @@ def test_a_missing_bucket_is_one_line_before_any_request(tmp_path, mirror, s3_en
     assert server.requests == []
 
 
+@pytest.mark.slow
 def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, static_site):
     """``scrapy crawl pith`` has no verifier switched off with a warning: a broken
     keyring stops it before anything is fetched or archived."""
@@ -135,6 +138,7 @@ def test_a_keyring_that_verifies_nothing_never_starts_a_scrapy_crawl(tmp_path, s
     assert not (tmp_path / "archive" / "manifests").exists()
 
 
+@pytest.mark.slow
 def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(tmp_path, REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
@@ -146,6 +150,7 @@ def test_a_clean_run_prints_a_summary_and_keeps_scrapys_log_in_a_file(tmp_path, 
     assert log.is_relative_to(tmp_path / "cache")  # the archive folder holds only the archive
 
 
+@pytest.mark.slow
 def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(tmp_path, "-q", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False)
     assert proc.returncode == 0, proc.stderr
@@ -154,6 +159,7 @@ def test_quiet_prints_one_line(tmp_path, corpus_dir, mirror):
     assert proc.stdout.startswith("ok (exit 0): archived ") and "requests" in proc.stdout
 
 
+@pytest.mark.slow
 def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(
         tmp_path, "-v", "--no-follow", REAL, resolver=mirror().url, out="archive", corpus=corpus_dir, logged=False
@@ -162,6 +168,7 @@ def test_verbose_puts_the_log_on_stderr(tmp_path, corpus_dir, mirror):
     assert "Dumping Scrapy stats" in proc.stderr and "log: " not in proc.stdout
 
 
+@pytest.mark.slow
 def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path, corpus_dir, corpus_catalog, mirror):
     seeds = sorted(corpus_catalog.suffixes)[:10]
     server = mirror(faults=FaultPlan(oversize={seeds[0]}))
@@ -179,6 +186,7 @@ def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path,
     assert "more than --max-failures allows" in beyond.stderr
 
 
+@pytest.mark.slow
 def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpus_catalog, mirror):
     seeds = sorted(corpus_catalog.suffixes)[:4]
     proc = run_cli_crawl(
@@ -194,6 +202,7 @@ def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpu
     assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundles rejected" in proc.stderr
 
 
+@pytest.mark.slow
 def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
     proc = run_cli_crawl(
         tmp_path,
@@ -211,6 +220,7 @@ def test_stats_json_carries_what_the_summary_says(tmp_path, corpus_dir, mirror):
     assert stats["downloader/request_count"] >= 1 and stats["pith/archived"] == 1
 
 
+@pytest.mark.slow
 def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path):
     """An OSError nobody turned into a named error still ends as one line and exit 4 (met
     here in the test kit's command line, which runs in pith-archiver's command group)."""
@@ -220,6 +230,7 @@ def test_an_unforeseen_error_is_one_line_unless_asked_for_the_traceback(tmp_path
     assert one_error_line(proc).startswith("Error: ") and "/proc/no" in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_demo_prints_an_audit_command_that_comes_out_clean(tmp_path):
     demo = run_cli("crawl", timeout=300, home=tmp_path)
     assert demo.returncode == 0, demo.stderr

@@ -8,25 +8,25 @@ from pathlib import Path
 import pytest
 
 from mirror.record import compact_json
+from pith.keyring import ARCHIVE, REGISTRY, Keyring
+from pith.reasons import REASONS
+from pith.signing import Signer
+from pith.verify import verify_bundle
+from tests.plugins.cli import run_cli
+from tests.plugins.core import real_bundle_paths
 from tests.tamper import (
     ADVERTISED,
     ARCHIVER,
     MUTATIONS,
     NEW_EVENT_TYPES,
     RAW_MUTATIONS,
+    _resigned,
     locate,
     tampered,
+    wholly_resigned,
     windowed_keys,
     with_new_event,
-    wholly_resigned,
-    _resigned,
 )
-from pith.keyring import ARCHIVE, REGISTRY, Keyring
-from pith.reasons import REASONS
-from pith.signing import Signer
-from pith.verify import verify_bundle
-from tests.plugins.core import real_bundle_paths
-from tests.plugins.cli import run_cli
 
 REAL_SUFFIXES = [path.name.split(".")[0] for path in real_bundle_paths()]
 CATALOGUE = {**MUTATIONS, **RAW_MUTATIONS}

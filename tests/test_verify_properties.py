@@ -12,15 +12,16 @@ import json
 from datetime import datetime
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mirror.record import compact_json
-from tests.tamper import locate
 from pith.canonical import reference_canon
 from pith.keyring import Keyring
 from pith.parse import padded_bound
 from pith.verify import TIMESTAMP_RE, verify_bundle
 from tests.plugins.core import real_bundle_paths
+from tests.tamper import locate
 
 REAL = {path.name.split(".")[0]: path.read_bytes() for path in real_bundle_paths()}
 REGISTRY = Keyring.default()

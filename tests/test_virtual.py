@@ -7,14 +7,14 @@ import random
 import pytest
 
 from crawler.local_scheduler import TAKE
-from pith_testkit.virtual import VirtualCorpus
 from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
 from pith.verify import verify_document
+from pith_testkit.virtual import VirtualCorpus
+from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
-from tests.plugins.cli import run_cli
 
 # a bound that does not grow with the 1,000 records: one batch read from disk
 # (crawler.local_scheduler.TAKE) and the pages and states of the records in flight
@@ -66,6 +66,7 @@ def test_aliases_resolve_to_their_record(corpus):
     assert catalog.resolve("9999.99999") is None
 
 
+@pytest.mark.slow
 def test_a_crawl_from_one_seed_archives_every_virtual_record(tmp_path):
     keyring = tmp_path / "virtual-keyring.json"
     with serve_process("--virtual", "1000", "--seed", "5", "--keyring-out", str(keyring), kit=True) as (process, url):

@@ -18,10 +18,10 @@ import duckdb
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from pith_testkit.faults import FaultPlan
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith_archiver import FIXTURES
+from pith_testkit.faults import FaultPlan
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
@@ -31,6 +31,8 @@ from tests.plugins.crawling import run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
 
 WARCIO = [sys.executable, "-m", "warcio.cli"]
+
+pytestmark = pytest.mark.slow  # every test here crawls, serves or replays in real processes
 
 
 def warc_check(path: Path) -> subprocess.CompletedProcess:

@@ -4,15 +4,14 @@ import logging
 from typing import Any
 
 import redis
-
 from scrapy import Request, Spider
 from scrapy_redis.queue import PriorityQueue
 
+from ..meta_keys import Meta
 from ..stat_keys import StatFamily
 from .client import Frontier
 from .errors import FrontierError, RefusedEntry
 from .serializer import check_task, task_of
-from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ whole crawl, not one worker's empty queue."""
 
 import heapq
 import itertools
-from itertools import groupby
 import logging
 import time
+from itertools import groupby
 from typing import Any, Self
 
 import redis
@@ -19,10 +19,10 @@ from scrapy_redis.scheduler import Scheduler
 
 from .. import signals as pith_signals
 from ..meta_keys import Meta, take_opening
+from ..stat_keys import Stat
 from .client import CLAIMED, FULL, Frontier
 from .errors import FrontierError, RequestNotSerializable
 from .serializer import BUNDLE, KIND_OF, PAGE
-from ..stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from scrapy import Request
 
 from pith.numbers import SUFFIX_RE
 
+from ..meta_keys import Meta
 from ..seeds import Seed, SeedError, parse_seed
 from .errors import RefusedEntry, RequestNotSerializable
-from ..meta_keys import Meta
 
 BUNDLE, PAGE = "b", "p"  # the record tasks: the spider rebuilds them from suffix and depth
 

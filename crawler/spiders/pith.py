@@ -19,29 +19,30 @@ from urllib.parse import urlsplit
 import scrapy
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import DownloadCancelledError
 from scrapy.http import Response
 from twisted.python.failure import Failure
-from scrapy.exceptions import DownloadCancelledError
 
 from pith.graph import names_every_citer
+from pith.numbers import SUFFIX_RE
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
-from pith.numbers import SUFFIX_RE
 from pith.signing import utc_now
+
+from .. import signals as pith_signals
 from ..crawl_config import CrawlConfig
 from ..cross_check import CrossCheck
 from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
-from .. import signals as pith_signals
+from ..meta_keys import Meta
+from ..seeds import SeedError, SeedList, alias_path
 from ..sitemaps import SitemapWalk
 from ..spread import SourcePool
+from ..stat_keys import Stat, StatFamily
 from ..state_check import StateCheck
 from ..verifier import Verifier
-from ..seeds import SeedError, SeedList, alias_path
-from ..stat_keys import Stat, StatFamily
-from ..meta_keys import Meta
 
 logger = logging.getLogger(__name__)
 

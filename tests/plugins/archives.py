@@ -7,14 +7,14 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pith_testkit.corpus import corpus_signer
 from mirror.record import compact_json
 from mirror.source import BUNDLES_DIR
-from pith.keyring import Keyring
 from pith.events import new_event
-from pith_testkit.mint import seal, sign_bundle
+from pith.keyring import Keyring
 from pith.signing import Signer
 from pith.verify import verify_bundle
+from pith_testkit.corpus import corpus_signer
+from pith_testkit.mint import seal, sign_bundle
 from storage.archive import ArchiveWriter
 from storage.stores import ObjectStore
 from tests.plugins.mirror import SMALL_CORPUS_SEED

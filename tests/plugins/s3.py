@@ -119,6 +119,7 @@ def arrow_filesystem(store):
     if isinstance(store, LocalStore):
         return None, str(store.root)
     from urllib.parse import urlparse
+
     from pyarrow import fs
 
     endpoint = urlparse(store.endpoint_url)
