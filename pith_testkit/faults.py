@@ -34,7 +34,7 @@ class FaultPlan:
     latency_ms: float = 0
     error_rate: float = 0.0  # answer this share of requests with error_status
     error_status: int = 503
-    rate_limit_every: int = 0  # every Nth request gets 429 with Retry-After
+    rate_limit_every: int = 0  # every Nth request (past fail_first) gets 429 with Retry-After
     retry_after: int = 1  # seconds, on 429 and on fail_first's 503
     drop_rate: float = 0.0  # close this share of connections without answering
     truncate_rate: float = 0.0  # send half the body of this share, then close
@@ -115,11 +115,12 @@ class FaultInjector:
             return NO_FAULT
         decision = Decision(delay=plan.latency_ms / 1000)
         self._per_path[request.path] += 1
-        self._counted += 1
         retry = (("Retry-After", str(plan.retry_after)),)
         if self._per_path[request.path] <= plan.fail_first:
             decision.response = faulted(text_response(503, headers=retry), "fail_first")
-        elif plan.rate_limit_every and self._counted % plan.rate_limit_every == 0:
+            return decision
+        self._counted += 1  # every Nth of the requests past fail_first: however they interleave, some are
+        if plan.rate_limit_every and self._counted % plan.rate_limit_every == 0:
             decision.response = faulted(text_response(429, headers=retry), "rate_limit")
         elif plan.error_rate and self._rng.random() < plan.error_rate:
             decision.response = faulted(text_response(plan.error_status), "error")
