@@ -2,6 +2,7 @@
 plain Parquet dataset."""
 
 import sys
+from typing import NoReturn
 
 import click
 
@@ -77,21 +78,29 @@ def export(
                 summary = export_dataset(
                     store, keyring, open_location(target, trust.s3_endpoint_url), with_raw=with_raw, on_object=update
                 )
-    except NothingCommitted as exc:
-        raise nothing_trusted(archive, exc) from None
-    except (BundleRejected, ObjectAltered) as exc:  # the archive breaks its own promise: audit it
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(ExitStatus.REJECTED)
-    except ExportError as exc:
-        raise ConfigError(str(exc)) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+    except Exception as exc:
+        _fail(archive, exc, usage=ExportError)
     hooks.update(archived=summary.bundle_versions, why=f"exported to {summary.destination}")
     say(
         f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
         f"from {archive} to {summary.destination} ({fmt})",
         QUIET,
     )
+
+
+def _fail(archive: str, exc: Exception, usage: type[Exception]) -> NoReturn:
+    """An export that could not be done, as one line and the documented exit status;
+    ``usage``: the exporter's own error for what the user asked."""
+    if isinstance(exc, NothingCommitted):
+        raise nothing_trusted(archive, exc) from None
+    if isinstance(exc, (BundleRejected, ObjectAltered)):  # the archive breaks its own promise: audit it
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(ExitStatus.REJECTED)
+    if isinstance(exc, usage):
+        raise ConfigError(str(exc)) from None
+    if isinstance(exc, StorageError):
+        raise RunFailed(str(exc)) from None
+    raise exc
 
 
 def _release(
@@ -127,12 +136,8 @@ def _release(
             previous=previous,
             describe=lambda made, folder: write_cards(made, folder, {t: SCHEMAS[t] for t in made["tables"]}),
         )
-    except NothingCommitted as exc:
-        raise nothing_trusted(archive, exc) from None
-    except ReleaseError as exc:
-        raise ConfigError(str(exc)) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+    except Exception as exc:
+        _fail(archive, exc, usage=ReleaseError)
     records = release["tables"]["records"]["rows"]
     hooks.update(archived=records, why=f"released {release['release_id']} to {dest}")
     say(
@@ -158,15 +163,8 @@ def _wacz(
         raise ConfigError(f"--to {dest}: exists already")
     try:
         summary = write_wacz(store, keyring, load_or_create(trust.signing_key), target, name, since=since)
-    except NothingCommitted as exc:
-        raise nothing_trusted(archive, exc) from None
-    except ObjectAltered as exc:  # the archive breaks its own promise: audit it
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(ExitStatus.REJECTED)
-    except WaczError as exc:
-        raise ConfigError(str(exc)) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+    except Exception as exc:
+        _fail(archive, exc, usage=WaczError)
     hooks.update(archived=summary.pages, why=f"exported to {summary.destination}")
     say(
         f"exported {summary.warcs} WARC files ({summary.pages} verified bundles, {summary.bytes} bytes) "
