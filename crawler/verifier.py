@@ -16,10 +16,8 @@ bundles are verified again.
 import asyncio
 import collections
 import logging
-import os
 import socket
 import subprocess
-import sys
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
@@ -29,9 +27,10 @@ from scrapy.utils.asyncio import is_asyncio_available
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
+from storage.child_process import FRAME, framed, start_child
 
 from .stat_keys import Stat
-from .verify_worker import FRAME, BundleChecker, available_cores, decode, restore
+from .verify_worker import BundleChecker, available_cores, decode, restore
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +54,10 @@ class Worker:
     """One verifier process and its socket: bundles in, verdicts out, in order."""
 
     def __init__(self, checker: BundleChecker):
-        ours, theirs = socket.socketpair()
-        # the crawl's own import path, and not the working folder's (-P): the same code as here
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-        self.process = subprocess.Popen(  # noqa: S603 - this interpreter running our own worker module
-            [sys.executable, "-P", "-m", "crawler.verify_worker", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=environment,
-        )
-        theirs.close()
+        self.process, ours = start_child("crawler.verify_worker")
         configuration = checker.configuration()  # sent once it runs: a large keyring may not fit the socket's buffer
         try:
-            ours.sendall(FRAME.pack(len(configuration)) + configuration)
+            ours.sendall(framed(configuration))
         except OSError:  # it died at once: its reader sees the socket closed, and another is started
             pass
         self.pending: collections.deque[asyncio.Future] = collections.deque()

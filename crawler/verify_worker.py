@@ -10,11 +10,8 @@ is its keyring and limits, as JSON.
 import os
 import signal
 import socket
-import struct
 import sys
-from collections.abc import Iterator
 from dataclasses import asdict, replace
-from typing import BinaryIO
 
 import orjson
 
@@ -22,8 +19,7 @@ from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Status, Verdict, verify_document
-
-FRAME = struct.Struct(">Q")  # each message on a worker's socket: its length, then its bytes
+from storage.child_process import framed, messages, socket_of
 
 
 def available_cores() -> int:
@@ -92,24 +88,18 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
     return verdict
 
 
-def _messages(incoming: BinaryIO) -> Iterator[bytes]:
-    while len(header := incoming.read(FRAME.size)) == FRAME.size:
-        yield incoming.read(FRAME.unpack(header)[0])
-
-
 def serve(sock: socket.socket) -> None:
     """A worker's life: read its configuration, then bundles from ``sock``, answer each
     with its encoded verdict, in order, until the crawl closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
-    messages = _messages(sock.makefile("rb"))
-    configuration = next(messages, None)
+    incoming = messages(sock.makefile("rb"))
+    configuration = next(incoming, None)
     if configuration is None:  # the crawl closed before it began
         return
     checker = BundleChecker.configured(configuration)
-    for raw in messages:
-        answer = encode(*checker(raw))
-        sock.sendall(FRAME.pack(len(answer)) + answer)
+    for raw in incoming:
+        sock.sendall(framed(encode(*checker(raw))))
 
 
 if __name__ == "__main__":
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    serve(socket_of(sys.argv))

@@ -41,19 +41,20 @@ from storage.manifest import present_runs
 from storage.stores import ObjectStore, StorageError
 from storage.table_writer import memory_pool
 from storage.uploads import BoundedUploader
-from storage.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter, verdict_fields
+from storage.warc import Exchange, FetchFailure, WarcPolicy, verdict_fields
 from storage.warc import software as warc_software
+from storage.warc_process import WarcProcess
 
 logger = logging.getLogger(__name__)
 
 
-def _raw_path(verdict: Verdict, raw: bytes, future: Future) -> str | None:
+def _raw_path(verdict: Verdict, raw_sha256: str, future: Future) -> str | None:
     """Where the archive keeps the bytes just added (None: a version archived before)."""
     if not verdict.ok:
-        return layout.quarantined(sha256_hex(raw))
+        return layout.quarantined(raw_sha256)
     if future.done() and future.exception() is None and future.result() is None:
         return None  # a duplicate: add_verified stored nothing
-    return layout.raw_bundle(sha256_hex(raw))
+    return layout.raw_bundle(raw_sha256)
 
 
 def _when(stamp: str) -> datetime:
@@ -130,7 +131,7 @@ class ArchivePipeline:
             raise RuntimeError("the archive pipeline's uploads open with the spider")
         return self.uploader
 
-    def _warc(self) -> WarcWriter:
+    def _warc(self) -> WarcProcess:
         warc = self._writer().warc
         if warc is None:
             raise RuntimeError("the crawl records no WARC (--no-warc)")
@@ -201,6 +202,7 @@ class ArchivePipeline:
 
     async def _bundle(self, item: BundleItem) -> None:
         verdict = item.verdict
+        raw_sha256 = sha256_hex(item.body)  # once: the archive, its WARC record and the path all name it
         refused: list[str] = []  # "stale" or "forked", when the archive does not make it current
         add: Callable[..., Future]
         if verdict.ok:
@@ -209,9 +211,10 @@ class ArchivePipeline:
                 equivocation=item.equivocation,
                 on_objection=refused.append,
                 forks_are_split_views=self._from_a_mirror(item.url),
+                raw_sha256=raw_sha256,
             )
         else:
-            add = self._writer().add_rejected
+            add = partial(self._writer().add_rejected, raw_sha256=raw_sha256)
         args = (item.body, verdict, item.url, _when(item.fetched_at))
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
@@ -220,7 +223,7 @@ class ArchivePipeline:
         future.add_done_callback(partial(self._count, verdict.ok))
         warc = self._writer().warc
         if warc is not None:
-            warc.verdict(item.url, verdict_fields(verdict, item.body, _raw_path(verdict, item.body, future)))
+            warc.verdict(item.url, verdict_fields(verdict, raw_sha256, _raw_path(verdict, raw_sha256, future)))
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, open_run=open_run)
         for relation in refused:
@@ -308,6 +311,9 @@ class ArchivePipeline:
             return
         finally:
             await run_in_thread(self._uploader().close)
+            warc = self._writer().warc
+            if warc is not None and warc.lost:  # the WARC child died, or could not write some records
+                self.stats.inc_value(Stat.WARC_ERRORS, warc.lost)
         self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)

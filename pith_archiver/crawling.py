@@ -65,6 +65,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats; ``on_interim_commit(stats)`` after each checkpoint commit."""
     tuning.economise()
+    tuning.without_numpy_or_pandas()
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)

@@ -41,7 +41,6 @@ from pith.verify import Status, Verdict
 
 from . import layout
 from .attestations import Stored
-from .cdxj import CdxjIndexer
 from .commit import RunCommitter
 from .history import event_digest, objection_to
 from .history_loader import HistoryLoader
@@ -52,7 +51,8 @@ from .spool import Spool
 from .stores import ObjectInfo, ObjectStore, StorageError
 from .table_writer import RollPolicy, RowBudget
 from .uploads import BoundedUploader
-from .warc import WarcPolicy, WarcWriter, recent_payloads, store_warc
+from .warc import WarcPolicy
+from .warc_process import WarcProcess, recent_payloads, store_warc
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +135,7 @@ class ArchiveWriter:
         self._open_run: OpenRun | None = None
         self._open = False
         self._warc_policy, self._warc_info = warc, warc_info or {}
-        self.warc: WarcWriter | None = None  # with ``warc``, after ``open``: the crawl's WARC files
-        self._indexer: CdxjIndexer | None = None
+        self.warc: WarcProcess | None = None  # with ``warc``, after ``open``: the crawl's WARC files
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
@@ -152,16 +151,10 @@ class ArchiveWriter:
         self._spool.open()
         self._open_run = self._new_run(self.first_run)
         if self._warc_policy is not None:
-            self.warc = WarcWriter(
-                self.first_run,
-                self._spool.path,
-                self._emit_warc,
-                lambda: self._open_run,
-                self._warc_info,
-                self._warc_policy,
+            self.warc = WarcProcess(
+                self.first_run, self._spool.path, self._emit_warc, self._warc_info, self._warc_policy
             )
             self.warc.seed(recent_payloads(self.store, manifests))
-            self._indexer = CdxjIndexer().start()  # its imports run while the crawl starts
         self._open = True
         logger.info("run %s writing to %s (attestations chained to %s)", self.first_run, self.store.uri, head)
         return self
@@ -176,6 +169,7 @@ class ArchiveWriter:
         equivocation: Equivocation | None = None,
         on_objection: Callable[[str], None] | None = None,
         forks_are_split_views: bool = False,
+        raw_sha256: str | None = None,
     ) -> "Future[ObjectInfo | None]":
         """Archive a verified bundle version. The future gives the raw object's
         ObjectInfo once stored, or None when the version was archived before. A
@@ -184,11 +178,12 @@ class ArchiveWriter:
         the current version: "stale" (older) or "forked" (each lacks events of the
         other); a pith.split_view.Equivocation flags it ``equivocation``, and so does a
         fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
-        several sources: it shows another history than the one the archive holds)."""
+        several sources: it shows another history than the one the archive holds).
+        ``raw_sha256``: the bytes' digest, when the caller has it already."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
-        raw_sha256 = sha256_hex(raw)
+        raw_sha256 = raw_sha256 or sha256_hex(raw)
         number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
         if number is None or bundle is None or canonical is None:
             raise ValueError("a verified verdict names its record and hashes")
@@ -268,13 +263,15 @@ class ArchiveWriter:
             )
         return stored
 
-    def add_rejected(self, raw: bytes, verdict: Verdict, url: str, fetched_at: datetime) -> "Future[ObjectInfo | None]":
+    def add_rejected(
+        self, raw: bytes, verdict: Verdict, url: str, fetched_at: datetime, raw_sha256: str | None = None
+    ) -> "Future[ObjectInfo | None]":
         """Quarantine a rejected bundle's bytes with a reason sidecar. The future gives
         the quarantined object's ObjectInfo, or None when this run already holds it."""
         if verdict.ok:
             raise ValueError("add_rejected takes rejected verdicts; use add_verified")
         self._check_usable()
-        raw_sha256 = sha256_hex(raw)
+        raw_sha256 = raw_sha256 or sha256_hex(raw)
         with self._lock:
             open_run = self._run()
             first = raw_sha256 not in self._quarantined
@@ -406,13 +403,15 @@ class ArchiveWriter:
             rows_lock=self._lock,
         )
 
-    def _emit_warc(self, open_run: OpenRun, path: str, spool: Path, captures: Path) -> None:
+    def _emit_warc(
+        self, open_run: OpenRun, path: str, spool: Path, captures: Path, index: Path, failure: str | None
+    ) -> None:
         """A finished WARC file: the file with its index, and its capture rows, in ``run``."""
 
         def add_rows(rows: list[dict]) -> None:
             open_run.add_rows("captures", [{**row, "run_id": open_run.run_id} for row in rows])
 
-        open_run.submit_job(store_warc, self.store, self._indexer, path, spool, captures, add_rows)
+        open_run.submit_job(store_warc, self.store, path, spool, captures, index, failure, add_rows)
 
     def _count(self, open_run: OpenRun, what: str) -> None:
         self._counts[what] += 1
@@ -432,8 +431,8 @@ class ArchiveWriter:
 
     def _release(self) -> None:
         self._run().wait()  # no upload may still be reading a spool file
+        if self.warc is not None:  # stopped, whatever stopped the run
+            self.warc.discard()
         self._spool.cleanup()
-        if self._indexer is not None:
-            self._indexer.close()
         if self._owns_uploader:
             self._uploader.close()

@@ -35,10 +35,8 @@ from pith.canonical import canon
 from pith.shipped import version
 
 from . import layout
-from .captures import CaptureSpool, read_batches
-from .manifest import listed
-from .reader import table_batches
-from .stores import MiB, ObjectStore
+from .captures import CaptureSpool
+from .stores import MiB
 
 logger = logging.getLogger(__name__)
 
@@ -354,27 +352,6 @@ class WarcWriter:
         self._emit(target, layout.warc(file.name), file.spool, file.captures.path)
 
 
-def recent_payloads(store: ObjectStore, manifests: list[dict], most: int = DIGESTS_KEPT) -> list:
-    """``(payload digest, (url, WARC-Date, record id))`` of the newest ``most``
-    response records the committed ``manifests`` list in their captures tables,
-    oldest first: what a re-crawl's identical-payload revisits refer to."""
-    found = []
-    for manifest in reversed(manifests):
-        files = [entry for entry in listed(manifest) if entry.table == "captures"]
-        for entry in files:
-            for batch in table_batches(store, entry, SEED_COLUMNS):
-                for row in batch.to_pylist():
-                    if row["warc_record_type"] == "response" and row["content_digest"]:
-                        date = datetime_to_iso_date(row["fetch_time"].astimezone(timezone.utc))
-                        found.append(
-                            (row["fetch_time"], row["content_digest"], (row["url"], date, row["warc_record_id"]))
-                        )
-        if len(found) >= most:
-            break
-    found.sort(key=lambda item: item[0])
-    return [(digest, where) for _, digest, where in found[-most:]]
-
-
 def _target(url: str) -> str:
     """The request target of an absolute URL: its path and query."""
     parts = urlsplit(url)
@@ -396,46 +373,13 @@ def key_ids(bundle: dict | None) -> list[str]:
     return sorted({s["key_id"] for s in signed if isinstance(s, dict) and isinstance(s.get("key_id"), str)})
 
 
-def verdict_fields(verdict: Any, raw: bytes, raw_path: str | None) -> dict:
+def verdict_fields(verdict: Any, raw_sha256: str, raw_path: str | None) -> dict:
     """What a ``metadata`` record says of a fetched bundle: the verdict, the keys that
     signed it, and where the archive keeps its bytes (None: a version archived before)."""
     return {
         **verdict.as_dict(),
         "key_ids": key_ids(verdict.bundle),
-        "raw_sha256": hashlib.sha256(raw).hexdigest(),
+        "raw_sha256": raw_sha256,
         "raw_path": raw_path,
         "verifier": software(),
     }
-
-
-def store_warc(
-    store: ObjectStore,
-    indexer: Any,
-    path: str,
-    spool: Path,
-    captures: Path,
-    add_rows: Callable[[list[dict]], None],
-) -> list:
-    """Store a finished WARC with its sorted CDXJ index (made from the spool,
-    streamed), and hand its spooled ``captures`` rows to ``add_rows(rows)``: in an
-    upload thread, before the run's tables close (its commit waits for this job).
-    The spool files are removed. Returns the stored files' ObjectInfos."""
-    try:
-        for batch in read_batches(captures):
-            add_rows(batch)
-    finally:
-        captures.unlink(missing_ok=True)
-    return index_and_store(store, indexer, path, spool)
-
-
-def index_and_store(store: ObjectStore, indexer: Any, path: str, spool: Path) -> list:
-    """Store a finished WARC and its sorted CDXJ index (``indexer``, a
-    storage.cdxj.CdxjIndexer, reads the spool); both spool files are removed.
-    Returns their ObjectInfos."""
-    index = spool.with_suffix(".cdxj")
-    try:
-        indexer.index(spool, index, path.rsplit("/", 1)[-1])
-        return [store.put_file(path, spool), store.put_file(layout.warc_index(path), index)]
-    finally:
-        spool.unlink(missing_ok=True)
-        index.unlink(missing_ok=True)

@@ -1,8 +1,12 @@
 """The crawl's performance knobs (pith_archiver.tuning) change nothing they do not own:
-the root logger has the crawl's level only while the crawl runs. (The allocators:
+the root logger has the crawl's level only while the crawl runs, and pandas stays out
+of a crawl's process. (The allocators:
 tests/test_crawl_static.py; the collector's threshold: tests/test_collector.py.)"""
 
+import importlib.util
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -25,3 +29,32 @@ def test_the_root_logger_has_the_crawls_level_while_it_runs_and_its_own_after(ro
         assert logging.root.level == logging.DEBUG
         raise KeyboardInterrupt
     assert logging.root.level == logging.NOTSET
+
+
+def test_a_crawl_keeps_numpy_and_pandas_out_of_pyarrow(tmp_path):
+    """pyarrow imports numpy, and pandas on its first conversion, when they are
+    installed (the test environment has both, for the release readers): a crawl's
+    process writes and reads its Parquet without them, and importing either there
+    fails as if it were not installed."""
+    for name in ("numpy", "pandas"):
+        assert importlib.util.find_spec(name) is not None, f"the test environment installs {name} (datasets)"
+    code = f"""
+import sys
+from pith_archiver.tuning import without_numpy_or_pandas
+without_numpy_or_pandas()
+import pyarrow as pa, pyarrow.parquet as pq
+table = pa.Table.from_pylist([{{"n": 1, "s": "x"}}])
+pq.write_table(table, {str(tmp_path / "t.parquet")!r})
+assert pq.read_table({str(tmp_path / "t.parquet")!r}).to_pylist() == [{{"n": 1, "s": "x"}}]
+try:
+    import pandas
+except ModuleNotFoundError as exc:
+    print("refused:", exc)
+print("numpy" in sys.modules, "pandas" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["refused: No module named 'pandas' (kept out of a crawl)", "False False"]
+    code = "import sys, pyarrow as pa; pa.array([1]); print('numpy' in sys.modules, 'pandas' in sys.modules)"
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert plain.stdout == "True True\n", plain.stderr  # what it saves: pyarrow alone imports both

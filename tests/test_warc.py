@@ -456,3 +456,50 @@ def test_a_recrawl_without_validators_writes_identical_payload_revisits(tmp_path
         original = first[revisit.rec_headers["WARC-Refers-To"]]  # a response of the first run
         assert original.rec_type == "response"
         assert original.rec_headers["WARC-Payload-Digest"] == revisit.rec_headers["WARC-Payload-Digest"]
+
+
+def test_a_warc_child_that_dies_costs_its_records_never_the_run(tmp_path, caplog):
+    """The WARC child killed mid-run: what it handed over stays listed, the records
+    after are counted as lost, the log says so once, and the run still commits."""
+    import signal
+    from datetime import datetime, timezone
+
+    from pith.signing import Signer
+    from storage.archive import ArchiveWriter
+    from storage.warc import Exchange, WarcPolicy
+
+    signer = Signer.generate("test-archiver")
+    store = LocalStore(tmp_path / "archive")
+    writer = ArchiveWriter(store, signer, warc=WarcPolicy(), warc_info={"software": "test"}).open()
+    now = datetime.now(timezone.utc)
+
+    def exchange(index: int) -> Exchange:
+        url = f"http://127.0.0.1:9/pith/R{index:02d}/bundle.json"
+        return Exchange(url, "GET", [], b"", 200, "HTTP/1.1", [], json.dumps({"n": index}).encode(), now)
+
+    for index in range(5):
+        writer.warc.record(exchange(index))
+    writer.commit_interim({}, {})
+    os.kill(writer.warc.pid, signal.SIGKILL)
+    # the kernel releases a dead process's socket a moment after it dies: what is sent
+    # meanwhile is gone unseen; from the first refused send on, each record counts
+    index = 5
+    while not writer.warc.lost and index < 500:
+        writer.warc.record(exchange(index))
+        index += 1
+        time.sleep(0.01)
+    assert writer.warc.lost == 1
+    for index in range(index, index + 2):
+        writer.warc.record(exchange(index))
+    writer.commit({}, {})
+
+    assert writer.warc.lost == 3
+    assert sum("the WARC writer stopped" in message for message in caplog.messages) == 1
+    manifests = committed_manifests(store, Keyring([signer.pinned()]))
+    warcs = {m["run_id"]: [e["path"] for e in m["objects"] if layout.is_warc(e["path"])] for m in manifests}
+    assert len(warcs) == 2 and len(warcs.pop(writer.first_run)) == 1  # the first run's file, handed over
+    assert list(warcs.values()) == [[]]  # the second run's died with the child
+    (path,) = [e["path"] for m in manifests for e in m["objects"] if layout.is_warc(e["path"])]
+    kept = records(tmp_path / "archive" / path)
+    urls = [url for record, _ in kept if (url := record.rec_headers.get_header("WARC-Target-URI"))]
+    assert urls == [f"http://127.0.0.1:9/pith/R{i:02d}/bundle.json" for i in range(5) for _ in ("response", "request")]
