@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .cdxj import index_warc
+from .cdxj import index_warc, load_indexer
 from .child_process import framed, messages, socket_of
 from .warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
 
@@ -57,6 +57,7 @@ class Child:
         if kind == "open":
             run_id, spool_dir, info, max_bytes = args
             self.writer = WarcWriter(run_id, spool_dir, self._finished, lambda: None, info, WarcPolicy(max_bytes))
+            self.later.submit(load_indexer)  # its imports, while the records come
             return True
         writer = self._writer()
         if kind == "record":

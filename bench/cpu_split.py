@@ -1,0 +1,120 @@
+"""Where a crawl's CPU goes: seconds per thread of the crawl's process (Scrapy's thread
+apart from the upload and commit threads) and per child process (the verifier worker,
+the WARC child), beside the bare Scrapy spider's, against nginx serving the corpus.
+
+    python bench/cpu_split.py --records 10000 [--set PITH_WARC=false] [--rounds 2]
+
+On 2 cores the crawl is fast when Scrapy's thread is and when the whole stays under
+the two cores: this shows both. Threads are read from /proc every 0.2 s until the
+process exits (the last 0.2 s of a thread may go uncounted); the bare spider's
+process is one thread doing everything.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import bench_crawl  # noqa: E402  (bench/bench_crawl.py)
+import nginx  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(stat_path: str) -> tuple[str, float]:
+    """A task's name and its user plus system CPU seconds, from its /proc stat."""
+    with open(stat_path) as handle:
+        data = handle.read()
+    fields = data[data.rindex(")") + 2 :].split()
+    return data[data.index("(") + 1 : data.rindex(")")], (int(fields[11]) + int(fields[12])) / TICK
+
+
+def split(cmd: list[str], env: dict) -> tuple[float, dict[str, float]]:
+    """Wall seconds and CPU seconds by part: ``main`` (the process's first thread),
+    its other threads by name, and each child by its module."""
+    started = time.perf_counter()
+    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    last: dict[tuple[str, int], tuple[str, float]] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            for pid in bench_crawl.tree(child.pid):
+                try:
+                    if pid == child.pid:
+                        for task in os.listdir(f"/proc/{pid}/task"):
+                            name, cpu = cpu_of(f"/proc/{pid}/task/{task}/stat")
+                            last[("thread", int(task))] = ("main" if int(task) == pid else name, cpu)
+                    else:
+                        with open(f"/proc/{pid}/cmdline") as handle:
+                            words = handle.read().split("\0")
+                        module = words[words.index("-m") + 1] if "-m" in words else Path(words[1]).name
+                        last[("child", pid)] = (module, cpu_of(f"/proc/{pid}/stat")[1])
+                except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                    continue
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, status, _ = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
+    parts: dict[str, float] = defaultdict(float)
+    for (kind, _), (name, cpu) in last.items():
+        parts[name if kind == "child" or name == "main" else f"thread {name.rstrip('_0123456789')}"] += cpu
+    return elapsed, dict(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "pith-bench"))
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    corpus, site, suffixes = bench_crawl.corpus_of(args.records, workdir)
+    seeds, urls = workdir / "seeds.txt", workdir / "cpu-urls.txt"
+    seeds.write_text("".join(f"{s}\n" for s in suffixes))
+    server, (url,) = nginx.start([site], workdir / "nginx-cpu")
+    urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
+    sets = [a for pair in args.set for a in ("-s", pair)]
+    plain_settings = json.dumps(bench_crawl.PLAIN_SETTINGS)
+    settings = [a for name, value in bench_crawl.SETTINGS.items() for a in ("-s", f"{name}={value}")]
+    try:
+        for round_ in range(args.rounds):
+            runs = {
+                "bare spider": [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), plain_settings],
+                "bundle path": [
+                    *(sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off"),
+                    *("--keyring", str(corpus / "keyring.json"), "--out", str(workdir / "archive-cpu")),
+                    *("--no-follow", "--seeds-file", str(seeds), *settings, *sets),
+                ],
+            }
+            for label, cmd in runs.items():
+                for old in ("archive-cpu", "cache-cpu"):
+                    shutil.rmtree(workdir / old, ignore_errors=True)
+                env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache-cpu")}
+                wall, parts = split(cmd, env)
+                shown = ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(parts.items(), key=lambda p: -p[1]))
+                print(f"round {round_ + 1} {label:12s} wall {wall:5.1f} s  CPU {sum(parts.values()):5.1f} s: {shown}")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
