@@ -8,6 +8,7 @@ finished since the last answer (each indexed, in a thread of the child's own, so
 records keep coming meanwhile) and the records that could not be written.
 """
 
+import os
 import signal
 import socket
 import sys
@@ -22,6 +23,10 @@ import orjson
 from .cdxj import index_warc, load_indexer
 from .child_process import framed, messages, socket_of
 from .warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
+
+# Below the crawl's own priority: where the cores are short, Scrapy's thread goes first,
+# and the WARC records wait in the socket (the crawl blocks only once its buffer is full)
+NICENESS = 10
 
 
 def _pairs(headers: list[list[str]]) -> list[tuple[str, str]]:
@@ -126,6 +131,7 @@ class Child:
 def serve(sock: socket.socket) -> None:
     """The child's life: the crawl's messages, in order, until it closes or discards."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
+    os.nice(NICENESS)
     child = Child(sock)
     incoming = messages(sock.makefile("rb"))
     try:
