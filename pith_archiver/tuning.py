@@ -65,7 +65,7 @@ class _KeptOut(importlib.abc.MetaPathFinder):
 def without_numpy_or_pandas() -> None:
     """pyarrow imports numpy when it is imported, and pandas on its first conversion of
     Python values (to check whether they are pandas objects), whenever they are
-    installed: ~60 MiB of a crawl's memory for libraries its tables never use (pyarrow
+    installed: ~45 MiB of a crawl's memory for libraries its tables never use (pyarrow
     needs neither; a release reader or a data user's notebook may well have them).
     For the crawl's process only: call before pyarrow is imported."""
     if not any(isinstance(finder, _KeptOut) for finder in sys.meta_path):

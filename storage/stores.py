@@ -198,7 +198,7 @@ class LocalStore(ObjectStore):
     A write is a handful of system calls, each of which gives up the GIL and takes it
     back from the crawl's thread: two upload threads keep up with a crawl, where four
     (or an fsync per file, which holds a thread and its queued bytes) cost the crawl
-    a fifth of its speed (bench/RESULTS.md, "Scrapy's thread per record")."""
+    a fifth of its speed (bench/RESULTS.md, "Second round: WARC off Scrapy's thread")."""
 
     upload_threads = 2
 

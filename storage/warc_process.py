@@ -1,9 +1,9 @@
 """The crawl's WARC files, written by a child process on the other core.
 
 Writing a WARC record is Python work under the GIL: warcio builds its headers and
-digests, and gzips it, ~0.5 ms a bundle with its verdict, a quarter of Scrapy's
-thread in a crawl (bench/RESULTS.md, "WARC off Scrapy's thread"). ``WarcProcess``
-sends each exchange down a socket instead, as a JSON header and the body's bytes, to
+digests, and gzips it, ~1 ms a bundle with its request and verdict records, a quarter
+of Scrapy's thread in a crawl (bench/RESULTS.md, "Second round: WARC off Scrapy's
+thread"). ``WarcProcess`` sends each exchange down a socket instead, as a JSON header and the body's bytes, to
 a child (``storage.warc_child``) that runs ``storage.warc.WarcWriter`` and indexes
 each file it finishes (CDXJ). The crawl waits for nothing but a roll: the files
 finished since the last one come back then, and are stored in the run that rolls
