@@ -97,26 +97,18 @@ def tree_total(pid: int, measure) -> int:
     return total
 
 
-def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[float, int, int, float]:
-    """Wall seconds, peak RSS and peak PSS (MiB, summed over the process and its
-    children) and CPU seconds (the process's and its children's) of one child process;
-    ``trace`` gets (epoch seconds, peak RSS so far in bytes) once a second."""
+def watched(cmd, sample, every: float, env=None, cwd: Path = ROOT):
+    """Run ``cmd`` to its end, calling ``sample(pid)`` every ``every`` seconds meanwhile
+    from a thread; its wall seconds and resource usage. A failing command ends the bench."""
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak, peak_pss, done = [0], [0], threading.Event()
+    done = threading.Event()
 
-    def sample():
-        last, samples = 0.0, 0
-        while not done.wait(0.05):
-            peak[0] = max(peak[0], tree_total(child.pid, resident_bytes))
-            samples += 1
-            if samples % 5 == 0:  # reading smaps costs the kernel more than statm
-                peak_pss[0] = max(peak_pss[0], tree_total(child.pid, proportional_bytes))
-            if trace is not None and time.time() - last >= 1.0:
-                last = time.time()
-                trace.append((last, peak[0]))
+    def loop():
+        while not done.wait(every):
+            sample(child.pid)
 
-    sampler = threading.Thread(target=sample, daemon=True)
+    sampler = threading.Thread(target=loop, daemon=True)
     sampler.start()
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
@@ -124,6 +116,25 @@ def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[flo
     sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
+    return elapsed, usage
+
+
+def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[float, int, int, float]:
+    """Wall seconds, peak RSS and peak PSS (MiB, summed over the process and its
+    children) and CPU seconds (the process's and its children's) of one child process;
+    ``trace`` gets (epoch seconds, peak RSS so far in bytes) once a second."""
+    peak, peak_pss, last, samples = [0], [0], [0.0], [0]
+
+    def sample(pid: int) -> None:
+        peak[0] = max(peak[0], tree_total(pid, resident_bytes))
+        samples[0] += 1
+        if samples[0] % 5 == 0:  # reading smaps costs the kernel more than statm
+            peak_pss[0] = max(peak_pss[0], tree_total(pid, proportional_bytes))
+        if trace is not None and time.time() - last[0] >= 1.0:
+            last[0] = time.time()
+            trace.append((last[0], peak[0]))
+
+    elapsed, usage = watched(cmd, sample, 0.05, env, cwd)
     rss = max(peak[0] // 2**20, usage.ru_maxrss // 1024)
     return elapsed, rss, peak_pss[0] // 2**20, usage.ru_utime + usage.ru_stime
 

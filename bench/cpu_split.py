@@ -14,11 +14,8 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,35 +39,24 @@ def cpu_of(stat_path: str) -> tuple[str, float]:
 def split(cmd: list[str], env: dict) -> tuple[float, dict[str, float]]:
     """Wall seconds and CPU seconds by part: ``main`` (the process's first thread),
     its other threads by name, and each child by its module."""
-    started = time.perf_counter()
-    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     last: dict[tuple[str, int], tuple[str, float]] = {}
-    done = threading.Event()
 
-    def sample() -> None:
-        while not done.wait(0.2):
-            for pid in bench_crawl.tree(child.pid):
-                try:
-                    if pid == child.pid:
-                        for task in os.listdir(f"/proc/{pid}/task"):
-                            name, cpu = cpu_of(f"/proc/{pid}/task/{task}/stat")
-                            last[("thread", int(task))] = ("main" if int(task) == pid else name, cpu)
-                    else:
-                        with open(f"/proc/{pid}/cmdline") as handle:
-                            words = handle.read().split("\0")
-                        module = words[words.index("-m") + 1] if "-m" in words else Path(words[1]).name
-                        last[("child", pid)] = (module, cpu_of(f"/proc/{pid}/stat")[1])
-                except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
-                    continue
+    def sample(root: int) -> None:
+        for pid in bench_crawl.tree(root):
+            try:
+                if pid == root:
+                    for task in os.listdir(f"/proc/{pid}/task"):
+                        name, cpu = cpu_of(f"/proc/{pid}/task/{task}/stat")
+                        last[("thread", int(task))] = ("main" if int(task) == pid else name, cpu)
+                else:
+                    with open(f"/proc/{pid}/cmdline") as handle:
+                        words = handle.read().split("\0")
+                    module = words[words.index("-m") + 1] if "-m" in words else Path(words[1]).name
+                    last[("child", pid)] = (module, cpu_of(f"/proc/{pid}/stat")[1])
+            except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                continue
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, status, _ = os.wait4(child.pid, 0)
-    elapsed = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd[:4]} failed: {child.stderr.read().decode()[-2000:]}")
+    elapsed, _ = bench_crawl.watched(cmd, sample, 0.2, env)
     parts: dict[str, float] = defaultdict(float)
     for (kind, _), (name, cpu) in last.items():
         parts[name if kind == "child" or name == "main" else f"thread {name.rstrip('_0123456789')}"] += cpu
