@@ -77,17 +77,22 @@ def test_round_trip_through_a_served_folder_archive(tmp_path, corpus_dir, crawle
     assert raw_b == raw_a  # same paths (content addresses), byte for byte
 
 
-def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
-    first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
+def crawl_real_to_s3(tmp_path, corpus_dir, mirror, s3_endpoint, out: str) -> None:
+    """The real seed crawled into the S3 archive ``out``, which must succeed."""
     run_cli_crawl(
         tmp_path,
         "--s3-endpoint-url",
         s3_endpoint,
         f"pith:2019:{REAL}",
         resolver=mirror().url,
-        out=first,
+        out=out,
         corpus=corpus_dir,
     ).check()
+
+
+def test_round_trip_through_a_served_s3_archive(tmp_path, corpus_dir, mirror, s3_bucket, s3_endpoint):
+    first, second = f"s3://{s3_bucket}/a", f"s3://{s3_bucket}/b"
+    crawl_real_to_s3(tmp_path, corpus_dir, mirror, s3_endpoint, first)
     with serve_process(
         first, "--s3-endpoint-url", s3_endpoint, "--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys"
     ) as (_, url):
@@ -193,15 +198,7 @@ def test_a_stalled_store_does_not_stall_the_served_mirror(
 ):
     """Bundles of an S3 archive are read off the event loop: while the store holds one
     read, other clients are still answered."""
-    run_cli_crawl(
-        tmp_path,
-        "--s3-endpoint-url",
-        s3_endpoint,
-        f"pith:2019:{REAL}",
-        resolver=mirror().url,
-        out=f"s3://{s3_bucket}/a",
-        corpus=corpus_dir,
-    ).check()
+    crawl_real_to_s3(tmp_path, corpus_dir, mirror, s3_endpoint, f"s3://{s3_bucket}/a")
     proxy = fault_proxy()
     store = S3Store(s3_bucket, "a", endpoint_url=proxy.url, max_attempts=1)
     source = ArchiveSource(store, trusted(store, corpus_keyring))

@@ -24,6 +24,22 @@ BUILT = "2026-06-10T00:00:00Z"
 # --- the comparison ----------------------------------------------------------------
 
 
+def cross_checked(tmp_path, corpus_dir, primary, second, sample: int, *args: str):
+    """``crawl --cross-check SAMPLE --no-follow ARGS`` from ``primary`` with ``second`` as its mirror."""
+    return run_cli_crawl(
+        tmp_path,
+        "--mirror",
+        second.url,
+        "--cross-check",
+        str(sample),
+        "--no-follow",
+        *args,
+        resolver=primary.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+
+
 def test_copies_compare_by_their_event_ids_in_order():
     assert compare(["a", "b"], ["a", "b"]) == Comparison(SAME, 2)
     assert compare(["a"], ["a", "b", "c"]) == Comparison(EXTENDS, 1)
@@ -91,18 +107,7 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
     folder, bytes_served = served(kinds)
     primary, second = mirror(), mirror(directory=folder)
     suffixes = sorted(bytes_served)
-    result = run_cli_crawl(
-        tmp_path,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(10),
-        "--no-follow",
-        *suffixes,
-        resolver=primary.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )  # more than there are records
+    result = cross_checked(tmp_path, corpus_dir, primary, second, 10, *suffixes)  # more than there are records
 
     assert result.returncode == 1, result.stderr[-3000:]
     assert (result.stat("cross_check/records"), result.stat("cross_check/copies")) == (SEEDS, SEEDS)
@@ -163,18 +168,7 @@ def test_a_mirror_serving_forked_histories_is_flagged(tmp_path, corpus_dir, mirr
 def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["extension", "same", "same", "extension", "same", "same"])
     primary, second = mirror(), mirror(directory=folder)
-    result = run_cli_crawl(
-        tmp_path,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(SEEDS),
-        "--no-follow",
-        *sorted(bytes_served),
-        resolver=primary.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = cross_checked(tmp_path, corpus_dir, primary, second, SEEDS, *sorted(bytes_served))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stat("cross_check/same"), result.stat("cross_check/extends"), result.stat("equivocations")) == (
         4,
@@ -194,18 +188,7 @@ def test_the_same_history_or_an_extension_is_not_a_split_view(tmp_path, corpus_d
 def test_only_the_first_n_records_are_fetched_again(tmp_path, corpus_dir, mirror, served):
     folder, bytes_served = served(["fork"] * SEEDS)
     primary, second = mirror(), mirror(directory=folder)
-    result = run_cli_crawl(
-        tmp_path,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(2),
-        "--no-follow",
-        *sorted(bytes_served),
-        resolver=primary.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = cross_checked(tmp_path, corpus_dir, primary, second, 2, *sorted(bytes_served))
     assert (result.stat("cross_check/records"), result.stat("equivocations"), result.returncode) == (2, 2, 1)
     # each record once (spread over both sources), and the 2 sampled ones again from the mirror
     bundles = [r for server in (primary, second) for r in server.requests if r.document == "bundle"]
@@ -218,20 +201,7 @@ def test_a_mirror_that_cannot_serve_the_copy_costs_no_record(tmp_path, corpus_di
     folder, bytes_served = served(["same"] * SEEDS)
     primary = mirror()
     second = mirror(directory=folder, faults=FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"))
-    result = run_cli_crawl(
-        tmp_path,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(3),
-        "--no-follow",
-        "-s",
-        "RETRY_TIMES=0",
-        *sorted(bytes_served),
-        resolver=primary.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = cross_checked(tmp_path, corpus_dir, primary, second, 3, *sorted(bytes_served), "-s", "RETRY_TIMES=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         result.stat("cross_check/records"),
@@ -262,18 +232,7 @@ def test_a_recrawl_compares_records_that_did_not_change(tmp_path, corpus_dir, mi
         *suffixes,
     )
     assert (first.returncode, first.stat("archived")) == (0, SEEDS), first.stderr[-3000:]
-    again = run_cli_crawl(
-        tmp_path,
-        "--mirror",
-        second.url,
-        "--cross-check",
-        str(2),
-        "--no-follow",
-        *suffixes,
-        resolver=primary.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    again = cross_checked(tmp_path, corpus_dir, primary, second, 2, *suffixes)
     assert again.returncode == 1, again.stderr[-3000:]
     assert (again.stat("cross_check/records"), again.stat("already_archived")) == (2, 2)
     # the other records are spread over both: unchanged at the resolver, or forks at the

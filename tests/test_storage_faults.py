@@ -34,11 +34,9 @@ def flaky(rate: float) -> list[FaultRule]:
     return [*first, *(FaultRule(kind, rate=rate, delay=0.2) for kind in TRANSIENT)]
 
 
-def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
-    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
-):
-    proxy = fault_proxy(*flaky(FAULT_RATE), seed=11)
-    result = run_cli_crawl(
+def crawl_through(proxy, tmp_path, corpus_dir, mirror, s3_bucket):
+    """A crawl of the real seed into ``s3_bucket``, its S3 requests through ``proxy``."""
+    return run_cli_crawl(
         tmp_path,
         "--s3-endpoint-url",
         proxy.url,
@@ -47,6 +45,13 @@ def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
         out=f"s3://{s3_bucket}/archive",
         corpus=corpus_dir,
     )
+
+
+def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
+    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
+):
+    proxy = fault_proxy(*flaky(FAULT_RATE), seed=11)
+    result = crawl_through(proxy, tmp_path, corpus_dir, mirror, s3_bucket)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stat("archived") == len(corpus_catalog)
     assert all(proxy.injected[kind] >= 1 for kind in TRANSIENT), proxy.injected
@@ -72,15 +77,7 @@ def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(
     tmp_path, corpus_dir, corpus_catalog, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
 ):
     proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",)))
-    result = run_cli_crawl(
-        tmp_path,
-        "--s3-endpoint-url",
-        proxy.url,
-        REAL,
-        resolver=mirror().url,
-        out=f"s3://{s3_bucket}/archive",
-        corpus=corpus_dir,
-    )
+    result = crawl_through(proxy, tmp_path, corpus_dir, mirror, s3_bucket)
     assert result.returncode == 4
     assert "AccessDenied" in result.stats["pith/commit_error"]
     assert "failed (exit 4): the final commit failed" in result.stderr and "AccessDenied" in result.stderr

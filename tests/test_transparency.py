@@ -202,6 +202,19 @@ def key_file(tmp_path, signer) -> str:
     return str(path)
 
 
+def audit_args(tmp_path, store, signer, corpus_dir) -> list[str]:
+    """``audit`` of ``store`` trusting only ``signer``'s key and the corpus's registry keys."""
+    return [
+        "audit",
+        str(store.root),
+        "--no-default-keys",
+        "--keyring",
+        key_file(tmp_path, signer),
+        "--keyring",
+        str(corpus_dir / "keyring.json"),
+    ]
+
+
 def run_checker(proof_path, keys) -> subprocess.CompletedProcess:
     """docs/check_proof.py as a reader would run it."""
     return subprocess.run(
@@ -316,13 +329,7 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     saved = tmp_path / "witnessed"
     saved.write_text(run_cli("checkpoint", "--trust-archive-keys", str(store.root)).stdout)
     args = [
-        "audit",
-        str(store.root),
-        "--no-default-keys",
-        "--keyring",
-        key_file(tmp_path, test_signer),
-        "--keyring",
-        str(corpus_dir / "keyring.json"),
+        *audit_args(tmp_path, store, test_signer, corpus_dir),
         "--checkpoint",
         str(saved),
     ]
@@ -378,15 +385,7 @@ def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, c
     entry.update(sha256=hashlib.sha256(swapped).hexdigest())
     body = {k: v for k, v in manifest.items() if k != "signature"}
     (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
-    audit = run_cli(
-        "audit",
-        str(store.root),
-        "--no-default-keys",
-        "--keyring",
-        key_file(tmp_path, test_signer),
-        "--keyring",
-        str(corpus_dir / "keyring.json"),
-    )
+    audit = run_cli(*audit_args(tmp_path, store, test_signer, corpus_dir))
     assert audit.returncode == 1
     feed = layout.attestation_feed(manifest["run_id"])
     assert audit.stdout.splitlines()[:2] == [
