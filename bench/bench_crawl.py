@@ -74,6 +74,7 @@ SETTINGS = {
     "ROBOTSTXT_OBEY": True,
     "TELNETCONSOLE_ENABLED": False,
 }
+RUNS = ("bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
 # the baseline gets the one middleware that only removes Scrapy's charset sniffing of
 # JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
@@ -148,7 +149,7 @@ def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[flo
     def sample(pid: int) -> None:
         peak[0] = max(peak[0], tree_total(pid, resident_bytes))
         samples[0] += 1
-        if samples[0] % 5 == 0:  # reading smaps costs the kernel more than statm
+        if samples[0] % 5 == 1:  # reading smaps costs the kernel more than statm (the first sample too)
             peak_pss[0] = max(peak_pss[0], tree_total(pid, proportional_bytes))
         if trace is not None and time.time() - last[0] >= 1.0:
             last[0] = time.time()
@@ -396,8 +397,8 @@ def report(kind: str, n: int, runs: dict) -> None:
             flush=True,
         )
     names = {"bundles": "bundle path", "full": "full crawl from one seed"}
-    summary = [f"{names[label]} {speed[label]:.2f}x" for label in names if label in med]
-    crawls = [label for label in ("bundles", "full") if label in med]
+    crawls = [label for label in names if label in med]
+    summary = [f"{names[label]} {speed[label]:.2f}x" for label in crawls]
     if crawls:
         peak = max(med[label]["rss"] for label in crawls)
         summary.append(f"peak RSS summed over the tree {peak / bare['rss']:.2f}x ({peak:.0f} vs {bare['rss']:.0f} MiB)")
@@ -462,12 +463,15 @@ def main():
         help="verifier pool sizes to compare (default: the crawl's default)",
     )
     parser.add_argument(
-        "--runs", default="bundles,full,wget", help="what runs beside the bare spider: bundles,sitemap,full,wget"
+        "--runs", default="bundles,full,wget", help=f"what runs beside the bare spider: {','.join(RUNS)}"
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy or PITH_* setting for our crawls"
     )
     args = parser.parse_args()
+    unknown = set(args.runs.split(",")) - set(RUNS)
+    if unknown:
+        parser.error(f"--runs: unknown {', '.join(sorted(unknown))}; choose among {','.join(RUNS)}")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
