@@ -20,7 +20,7 @@ from crawler.spiders.pith import PithSpider
 
 from . import tuning
 from .exit_status import ConfigError
-from .output import DEBUG, QUIET, VERBOSE, say
+from .output import DEBUG, QUIET, VERBOSE, escape_logs, say
 
 
 def project_settings(overrides: dict | None = None) -> Settings:
@@ -67,6 +67,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
     tuning.economise()
     tuning.without_numpy_or_pandas()
     process = CrawlerProcess(project_settings(overrides))
+    escape_logs()  # Scrapy's root handler (its log file, or stderr with -v) escapes what bundles and servers said
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)
     if on_interim_commit is not None:

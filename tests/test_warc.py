@@ -25,7 +25,7 @@ from pith_testkit.faults import FaultPlan
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
-from storage.wacz import check_wacz_digest
+from storage.wacz_check import check_wacz_digest
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
