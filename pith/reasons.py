@@ -114,8 +114,8 @@ REASONS: dict[Reason, str] = {
     # WACZ packages (verify X.wacz)
     Reason.WACZ_MALFORMED: "a WACZ is not a readable ZIP, or lacks datapackage.json or datapackage-digest.json, or "
     "one of them is not a JSON object",
-    Reason.WACZ_UNSAFE_MEMBER: "a WACZ member's name leaves the package or repeats, or it is encrypted, or it "
-    "declares more bytes than its packed size can hold (a zip bomb)",
+    Reason.WACZ_UNSAFE_MEMBER: "a WACZ member's name leaves the package or repeats, or it is encrypted or packed "
+    "otherwise than stored or deflated, or it declares more bytes than its packed size can hold (a zip bomb)",
     Reason.WACZ_RESOURCE_MISMATCH: "a WACZ member differs from the sha256 and size datapackage.json gives, is "
     "missing, or is not listed there",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)

@@ -67,7 +67,7 @@ def bundles_in_wacz(path: Path, keyring: Keyring, max_bytes: int) -> Iterator[tu
         try:
             members = _members(package)
             resources = _checked_resources(package, members, keyring)
-            pages = {(page.get("url"), page.get("ts")) for page in _pages(package, resources)}
+            pages = {(page.get("url"), page.get("ts")) for page in _pages(package, members, resources)}
             for name in sorted(resources):
                 if name.startswith("archive/") and name.endswith((".warc.gz", ".warc")):
                     yield from _bundle_responses(package, name, pages, max_bytes)
@@ -89,6 +89,10 @@ def _members(package: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
             raise Rejected(Reason.WACZ_UNSAFE_MEMBER, name, "named twice")
         if info.flag_bits & 0x1:
             raise Rejected(Reason.WACZ_UNSAFE_MEMBER, name, "encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise Rejected(
+                Reason.WACZ_UNSAFE_MEMBER, name, f"packed by method {info.compress_type}, not stored or deflated"
+            )
         if info.compress_type != zipfile.ZIP_STORED and info.file_size > MAX_RATIO * info.compress_size + CHUNK:
             raise Rejected(
                 Reason.WACZ_UNSAFE_MEMBER,
@@ -129,7 +133,7 @@ def _checked_resources(package: zipfile.ZipFile, members: dict[str, zipfile.ZipI
     listed: set[str] = set()
     for index, entry in enumerate(resources):
         name = entry.get("path")
-        if name not in members:
+        if not isinstance(name, str) or name not in members:
             raise Rejected(Reason.WACZ_RESOURCE_MISMATCH, f"resources[{index}]", f"{name}: not in the package")
         if (entry.get("hash"), entry.get("bytes")) != _hash(package, members[name]):
             raise Rejected(Reason.WACZ_RESOURCE_MISMATCH, f"resources[{index}]", f"{name} differs")
@@ -149,12 +153,11 @@ def _hash(package: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[str, int]:
     return f"sha256:{digest.hexdigest()}", size
 
 
-def _pages(package: zipfile.ZipFile, resources: set[str]) -> list[dict]:
+def _pages(package: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], resources: set[str]) -> list[dict]:
+    """The page list's pages (its first line is the header)."""
     if PAGES not in resources:
         return []
-    lines = [line for line in package.read(PAGES).splitlines()[1:] if line.strip()]  # the first is the header
-    pages = [_json(line, PAGES) for line in lines]
-    return pages
+    return [_json(line, PAGES) for line in _read(package, members, PAGES).splitlines()[1:] if line.strip()]
 
 
 def _bundle_responses(

@@ -143,6 +143,12 @@ def zip_bomb(path: Path, contents: dict) -> None:
     package(path, {**contents, "indexes/index.cdx": b"\0" * (64 << 20)})
 
 
+def bzip2_member(path: Path, contents: dict) -> None:
+    package(path, contents)
+    with zipfile.ZipFile(path, "a") as out:
+        out.writestr("indexes/more.cdx", b"x" * 1000, compress_type=zipfile.ZIP_BZIP2)
+
+
 def no_digest(path: Path, contents: dict) -> None:
     with zipfile.ZipFile(path, "w") as out:
         for name, data in contents.items():
@@ -161,6 +167,7 @@ def not_a_zip(path: Path, contents: dict) -> None:
         (unlisted_member, "wacz_resource_mismatch"),
         (leaves_the_package, "wacz_unsafe_member"),
         (zip_bomb, "wacz_unsafe_member"),
+        (bzip2_member, "wacz_unsafe_member"),
         (no_digest, "wacz_malformed"),
         (not_a_zip, "wacz_malformed"),
     ],
