@@ -67,7 +67,6 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
     tuning.economise()
     tuning.without_numpy_or_pandas()
     process = CrawlerProcess(project_settings(overrides))
-    escape_logs()  # Scrapy's root handler (its log file, or stderr with -v) escapes what bundles and servers said
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)
     if on_interim_commit is not None:
@@ -78,6 +77,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
         crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
     failures: list[Failure] = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
+    escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()
     if failures:  # the crawl could not start (a component refused): say why, not how

@@ -99,3 +99,32 @@ def test_log_lines_are_escaped_by_every_root_handler():
         root.removeHandler(handler)
     assert "\\u001b]0;owned" in stream.getvalue()
     assert_clean(stream.getvalue())
+
+
+@pytest.mark.slow  # a crawl in a subprocess
+def test_a_crawl_of_a_registry_speaking_escape_codes_prints_and_logs_none(tmp_path, corpus_dir, mirror):
+    """A resolver announcing a key named with escape codes, and bundles holding an event
+    type so named: the notice, the summary and Scrapy's log (``-v``: on stderr) name
+    them escaped."""
+    from mirror.source import KEYRING_NAME
+    from pith_testkit.corpus import corpus_signer
+    from tests.plugins.archives import corpus_raws
+    from tests.plugins.crawling import run_cli_crawl
+    from tests.plugins.mirror import SMALL_CORPUS_SEED
+    from tests.tamper import with_new_event
+    from tests.test_registry_changes import seeded, site
+
+    raws = corpus_raws(corpus_dir)
+    suffixes = list(raws)[:2]
+    signer = corpus_signer(SMALL_CORPUS_SEED)
+    bundles = {suffix: with_new_event(raws[suffix], signer, f"review_{HOSTILE}") for suffix in suffixes}
+    announced = {**Signer.generate("announced").public_document(), "key_id": f"key-{HOSTILE}"}
+    server = mirror(site(tmp_path / "site", corpus_dir, bundles, key_document=announced))
+    result = run_cli_crawl(
+        tmp_path, *seeded(tmp_path, suffixes, corpus_dir / KEYRING_NAME), resolver=server.url, out=tmp_path / "archive"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "notice: the registry announces signing key key-\\u001b]0;owned" in result.stderr
+    assert "merge inferred: 2 verified bundles" in result.stdout
+    assert "unpinned key: the registry announces key-\\u001b]0;owned" in result.stdout  # the summary, escaped
+    assert_clean(result.stdout + result.stderr)
