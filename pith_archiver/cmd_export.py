@@ -32,7 +32,8 @@ from .run_hooks import RunHooks, run_hook_options
     "--since",
     metavar="PREVIOUS",
     help="With --format release: only what changed since this earlier release of the archive "
-    "(its folder, s3:// prefix or release.json), with a changes table. With --format wacz: the "
+    "(its folder, s3:// prefix or release.json; verified whole first, as `verify` checks it), with "
+    "a changes table. With --format wacz: the "
     "WARCs of this run id and the runs after it.",
 )
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")

@@ -14,7 +14,7 @@ from .stores import ObjectStore, StorageError
 RELEASE_FILE = "release.json"
 
 
-def read_release_file(location: ObjectStore) -> bytes:
+def _release_bytes(location: ObjectStore) -> bytes:
     """``release.json``'s bytes, at most one past the size limit (the parser names an
     oversize one); StorageError when there is none."""
     data = bytearray()
@@ -28,7 +28,7 @@ def read_release_file(location: ObjectStore) -> bytes:
 def verify_release(location: ObjectStore, keyring: Keyring) -> dict:
     """The release in ``location`` once all of it holds; Rejected with the first thing
     that does not, StorageError when ``release.json`` cannot be read at all."""
-    release = check_release(read_release_file(location), keyring)
+    release = check_release(_release_bytes(location), keyring)
     listed: dict[str, int] = {}
     for index, entry in enumerate(release["files"]):
         try:
