@@ -128,3 +128,41 @@ def test_a_crawl_of_a_registry_speaking_escape_codes_prints_and_logs_none(tmp_pa
     assert "merge inferred: 2 verified bundles" in result.stdout
     assert "unpinned key: the registry announces key-\\u001b]0;owned" in result.stdout  # the summary, escaped
     assert_clean(result.stdout + result.stderr)
+
+
+@pytest.mark.slow  # serve in a subprocess
+def test_serve_refuses_heads_carrying_escape_codes_and_logs_no_traceback(tmp_path):
+    """Clients sending escape codes in the request line, most gone before the answer:
+    400s, and serve's log (``-vv``: every request) holds neither a raw control byte nor
+    a traceback."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from pith_archiver import FIXTURES
+    from tests.plugins.cli import isolated_home
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "pith_archiver", "serve", str(FIXTURES), "-vv", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={**os.environ, **isolated_home(tmp_path)},
+    )
+    try:
+        host, port = serve.stdout.readline().decode().split("//")[1].strip().rstrip("/").split(":")
+        head = f"GET /pith/{HOSTILE} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        for _ in range(20):  # gone at once
+            with socket.create_connection((host, int(port)), timeout=10) as client:
+                client.sendall(head)
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(head)
+            assert client.recv(64).startswith(b"HTTP/1.1 400")
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, err = serve.communicate(timeout=30)
+    log = err.decode("utf-8", "replace")
+    assert "Traceback" not in log, log[-3000:]
+    assert_clean(log)
