@@ -58,21 +58,20 @@ def bundles_in_wacz(path: Path, keyring: Keyring, max_bytes: int) -> Iterator[tu
     """``(where, url, raw)`` for each bundle response inside the WACZ at ``path``
     (``where``: its WARC member and offset; ``raw``: at most one byte past
     ``max_bytes``), once the package holds; Rejected with what does not; OSError
-    when the file cannot be read at all."""
-    try:
-        package = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
-        raise Rejected(Reason.WACZ_MALFORMED, "", f"not a ZIP file ({exc})") from None
-    with package:
+    when the file cannot be opened at all. Once it is open, whatever stops the ZIP or
+    WARC readers (a seek its offsets send out of the file, a method they do not know)
+    is the package's fault: ``wacz_malformed``."""
+    with open(path, "rb") as handle:
         try:
-            members = _members(package)
-            resources = _checked_resources(package, members, keyring)
-            pages = {(page.get("url"), page.get("ts")) for page in _pages(package, members, resources)}
-            for name in sorted(resources):
-                if name.startswith("archive/") and name.endswith((".warc.gz", ".warc")):
-                    yield from _bundle_responses(package, name, pages, max_bytes)
-        except (zipfile.BadZipFile, zlib.error, EOFError, ArchiveLoadFailed) as exc:
-            raise Rejected(Reason.WACZ_MALFORMED, "", f"unreadable ({exc})") from None
+            with zipfile.ZipFile(handle) as package:
+                members = _members(package)
+                resources = _checked_resources(package, members, keyring)
+                pages = {(page.get("url"), page.get("ts")) for page in _pages(package, members, resources)}
+                for name in sorted(resources):
+                    if name.startswith("archive/") and name.endswith((".warc.gz", ".warc")):
+                        yield from _bundle_responses(package, name, pages, max_bytes)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ArchiveLoadFailed, NotImplementedError, OSError) as exc:
+            raise Rejected(Reason.WACZ_MALFORMED, "", f"not a readable ZIP ({exc})") from None
 
 
 def _members(package: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
