@@ -23,7 +23,7 @@ COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
     "prove": ("pith_archiver.cmd_tlog:prove", "Prove a record's latest storage attestation (inclusion proof)."),
     "serve": ("pith_archiver.cmd_mirror:serve", "Serve a corpus or an archive in Pith's resolver layout."),
-    "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles and attestation feeds: files, folders, URLs."),
+    "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles, feeds, releases, WACZ files: files, folders, URLs."),
 }
 
 
