@@ -115,7 +115,7 @@ class MirrorServer:
             first = True
             while await self._exchange(reader, writer, first):
                 first = False
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (OSError, asyncio.IncompleteReadError):  # a client gone mid-answer (reset, or ENOTCONN on a close)
             pass
         finally:
             del self._connections[task]

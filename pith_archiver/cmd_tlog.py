@@ -18,7 +18,7 @@ from storage.stores import StorageError
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed
-from .output import log_to_stderr, verbosity_options
+from .output import echo, log_to_stderr, verbosity_options
 
 PROOF_LIMITS = Limits(max_bytes=1 << 20)
 
@@ -59,7 +59,7 @@ def checkpoint(
         notes = {key: note for key, note in notes.items() if key == key_id}
     if not notes:
         raise NoProof(f"{archive} has no checkpoint" + (f" of key {key_id}" if key_id else ""))
-    click.echo("\n".join(notes.values()), nl=False)
+    echo("\n".join(notes.values()), nl=False)
 
 
 @click.command(epilog=TRUST_HELP)
@@ -95,13 +95,13 @@ def prove(
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(document, ensure_ascii=False))
+        echo(json.dumps(document, ensure_ascii=False))
         return
-    click.echo(f"{document['pith_number']}  attestation {document['attestation']['event_id']}")
-    click.echo(f"leaf {document['leaf_index']} of {document['tree_size']}; inclusion proof:")
+    echo(f"{document['pith_number']}  attestation {document['attestation']['event_id']}")
+    echo(f"leaf {document['leaf_index']} of {document['tree_size']}; inclusion proof:")
     for node in document["inclusion_proof"]:
-        click.echo(f"  {node}")
-    click.echo(document["checkpoint"], nl=False)
+        echo(f"  {node}")
+    echo(document["checkpoint"], nl=False)
 
 
 def check_proof_files(paths: Collection[str], keyring: Keyring, as_json: bool) -> ExitStatus:
@@ -132,6 +132,6 @@ def check_proof_files(paths: Collection[str], keyring: Keyring, as_json: bool) -
                 "tree_size": checkpoint.size,
             }
             line = f"VERIFIED    proof  {path}  in {checkpoint.origin} at size {checkpoint.size}"
-        click.echo(json.dumps(record, ensure_ascii=False) if as_json else line)
-    click.echo(f"{len(paths) - rejected} verified, {rejected} rejected", err=as_json)
+        echo(json.dumps(record, ensure_ascii=False) if as_json else line)
+    echo(f"{len(paths) - rejected} verified, {rejected} rejected", err=as_json)
     return ExitStatus.REJECTED if rejected else ExitStatus.OK

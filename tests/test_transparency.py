@@ -246,6 +246,12 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     script = run_checker(proof_path, keys)
     assert script.returncode == 0 and script.stdout.endswith("leaf 4 of 7 in the log of test-key-1\n")
 
+    own_key = tmp_path / "config" / "pith-archiver" / "signing-key.json"
+    test_signer.save(own_key)  # on the machine that holds the archiver key, no option is needed
+    here = run_cli("verify", "--proof", str(proof_path))
+    assert here.returncode == 0, here.output
+    own_key.unlink()
+
     proof["leaf_index"] = 3
     proof_path.write_text(json.dumps(proof))
     rejected = run_cli("verify", "--proof", str(proof_path), "--keyring", keys)
