@@ -6,10 +6,12 @@ from collections.abc import Collection
 
 import click
 
+from pith.checkpoint import open_checkpoint
 from pith.keyring import Keyring
 from pith.parse import Limits, parse
 from pith.proof import check_proof
 from pith.reasons import Rejected
+from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.verify import Status
 from storage.key_logs import LogBroken
 from storage.log_proofs import NotAttested, checkpoint_notes, prove_record
@@ -32,11 +34,15 @@ class NoProof(click.ClickException):
 @click.command(epilog=TRUST_HELP)
 @click.argument("archive")
 @click.option("--key", "key_id", help="Only the log of this archiver key.")
+@click.option(
+    "--vkey", is_flag=True, help="Print each log's origin and its C2SP signed-note verifier key instead, to pin."
+)
 @trust_options
 @verbosity_options
 def checkpoint(
     archive: str,
     key_id: str | None,
+    vkey: bool,
     trust: Trust,
     verbosity: int,
 ) -> None:
@@ -44,7 +50,7 @@ def checkpoint(
     or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
     origin, size and root hash. Save one and check the archive against it later with
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
-    by a blank line."""
+    by a blank line. With --vkey, one line per log: ORIGIN VKEY."""
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
     try:
@@ -59,6 +65,11 @@ def checkpoint(
         notes = {key: note for key, note in notes.items() if key == key_id}
     if not notes:
         raise NoProof(f"{archive} has no checkpoint" + (f" of key {key_id}" if key_id else ""))
+    if vkey:
+        for note in notes.values():
+            log, key = open_checkpoint(note, keyring)
+            click.echo(f"{log.origin} {VerifierKey(log.origin, NOTE_KEY, key.raw)}")
+        return
     click.echo("\n".join(notes.values()), nl=False)
 
 
