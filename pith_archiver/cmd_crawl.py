@@ -85,6 +85,12 @@ def _share(text: str) -> float:
 )
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
 @click.option(
+    "--log-origin",
+    metavar="NAME",
+    help="Name this key's transparency log (a schema-less URL, e.g. archive.example.org/pith) when it has none "
+    "yet [default: pith-archiver/KEY_ID].",
+)
+@click.option(
     "--mirror",
     "mirrors",
     multiple=True,
@@ -170,6 +176,7 @@ def crawl(
     jobdir: str | None,
     frontier: str | None,
     worker: str | None,
+    log_origin: str | None,
     mirrors: tuple[str, ...],
     mirrors_from_registry: bool,
     cross_check: int | None,
@@ -241,6 +248,8 @@ def crawl(
         overrides["PITH_FRONTIER"] = frontier
     if worker:
         overrides["PITH_WORKER"] = worker
+    if log_origin:
+        overrides["PITH_LOG_ORIGIN"] = log_origin
     if stats_json:
         overrides["PITH_STATS_FILE"] = stats_json
     if commit_every is not None:

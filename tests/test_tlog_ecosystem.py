@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pith.signed_note import COSIGNATURE_KEY, VerifierKey
+from pith.signing import Signer
+from pith.verify import verify_bundle
 from storage import layout
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, write_run
@@ -139,6 +142,34 @@ def test_aics_clients_verify_witness_and_catch_a_rollback(tmp_path, corpus_dir, 
     assert grown.returncode == 0, grown.stdout + grown.stderr
     audit = run_cli("audit", str(archive), "--trust-archive-keys", "--keyring", str(corpus_dir / "keyring.json"))
     assert audit.returncode == 0, audit.output
+    saved = run_cli(
+        "audit",
+        str(archive),
+        "--trust-archive-keys",
+        "--keyring",
+        str(corpus_dir / "keyring.json"),
+        "--checkpoint",
+        str(old),
+    )
+    assert saved.returncode == 0, saved.output  # a cosigned checkpoint is a checkpoint
+
+    number = verify_bundle(raws[39], corpus_keyring).pith_number
+    proved = run_cli("prove", "--trust-archive-keys", str(archive), number, "--format", "tlog-proof")
+    assert proved.returncode == 0 and proved.stdout.startswith("c2sp.org/tlog-proof@v1\nextra "), proved.output
+    proof = tmp_path / "last.tlog-proof"
+    proof.write_text(proved.stdout)
+    offline = run_cli("verify", "--proof", str(proof), "--policy", str(policy))
+    assert offline.returncode == 0, offline.output
+    assert f"{number} in {origin} at size 40, cosigned by w1, w2" in offline.stdout
+    w3 = str(VerifierKey("witness.test/w3", COSIGNATURE_KEY, Signer.generate("w3").public_raw))
+    stricter = tmp_path / "policy-3"
+    stricter.write_text(
+        policy.read_text().replace(
+            "group both all w1 w2", f"witness w3 {w3} http://127.0.0.1:9\ngroup both all w1 w2 w3"
+        )
+    )
+    short = run_cli("verify", "--proof", str(proof), "--policy", str(stricter))
+    assert short.returncode == 1 and "quorum_unmet" in short.stdout, short.output
 
     shutil.rmtree(archive)
     shutil.copytree(older_copy, archive)  # an older copy restored in place
