@@ -22,12 +22,15 @@ from pith.keyring import Keyring
 from pith.merkle import Tree, leaf_hash
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
+from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
+from storage.audit import Finding
 from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
+from storage.transparency import cosign
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
@@ -165,12 +168,13 @@ def test_the_documented_checkpoint_is_what_the_code_signs():
     """docs/TRANSPARENCY.md shows a real note: the code signs exactly it, and the
     independent checker accepts it (Ed25519 signatures are deterministic)."""
     text = (CHECKER.parent / "TRANSPARENCY.md").read_text("utf-8")
-    note = text.split("```\n")[1]
+    note = text.split("A checkpoint is a signed note.")[1].split("```\n")[1]
     signer = Signer.from_seed("archiver-1", bytes(range(32)))
     tree = Tree(leaf_hash(hashlib.sha256(b"%d" % i).digest()) for i in range(1042))
     checkpoint = Checkpoint(log_origin("archiver-1", "archive.example.org/pith"), 1042, tree.root())
     assert sign_checkpoint(checkpoint, signer) == note
     assert base64.b64encode(signer.public_raw).decode() in text
+    assert f"pith-archiver/archiver-1 {VerifierKey(log_origin('archiver-1'), NOTE_KEY, signer.public_raw)}" in text
     size, root = independent_checker().check_checkpoint(note, signer.public_raw)
     assert (size, root) == (1042, tree.root())
 
@@ -473,3 +477,13 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
     script = run_checker(proof_path, str(key_document))
     assert script.returncode == 0, script.stderr
     assert f"{number}: stored as " in script.stdout and " of 6 in the log of " in script.stdout
+
+
+def test_the_log_findings_are_documented():
+    """Every audit code of the log checks and every problem cosign names is a table
+    row of docs/TRANSPARENCY.md."""
+    text = (CHECKER.parent / "TRANSPARENCY.md").read_text("utf-8")
+    log_codes = list(Finding)[list(Finding).index(Finding.LOG_ROLLED_BACK) :]
+    codes = [*log_codes, cosign.ROLLED_BACK, cosign.FORKED, cosign.REFUSED, cosign.UNREACHABLE]
+    assert len(log_codes) == 6
+    assert [code for code in codes if f"\n| `{code} " not in text] == []
