@@ -73,6 +73,22 @@ def signature_lines(note: str) -> list[tuple[str, bytes]]:
     return lines
 
 
+def signs(key: VerifierKey, note: str, checkpoint: Checkpoint) -> bool:
+    """Does ``note`` carry a signature of ``checkpoint``'s text by the log key ``key``
+    (a line named after the key, with its key hash)?"""
+    if key.kind != NOTE_KEY or key.name != checkpoint.origin:
+        return False
+    text = checkpoint.text().encode("utf-8")
+    for name, blob in signature_lines(note):
+        if name == key.name and blob[:4] == key.key_hash:
+            try:
+                VerifyKey(key.public_raw).verify(text, blob[4:])
+                return True
+            except (BadSignatureError, ValueError):
+                return False
+    return False
+
+
 def cosigned_message(checkpoint: Checkpoint, timestamp: int) -> bytes:
     return f"cosignature/v1\ntime {timestamp}\n{checkpoint.text()}".encode()
 

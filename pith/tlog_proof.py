@@ -14,14 +14,14 @@ import base64
 import binascii
 
 from .attestation import check_attestation
-from .checkpoint import Checkpoint, key_hash, parse_checkpoint
+from .checkpoint import Checkpoint, parse_checkpoint
 from .keyring import ARCHIVE, Keyring, PinnedKey
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .numbers import key_fingerprints
 from .parse import parse
 from .policy import Policy
 from .reasons import Reason, Rejected
-from .signed_note import cosigners, signature_lines
+from .signed_note import cosigners, signs
 
 HEADER = "c2sp.org/tlog-proof@v1"
 MAX_PROOF_BYTES = 1 << 20
@@ -49,20 +49,15 @@ def check_tlog_proof(text: str, policy: Policy) -> tuple[Checkpoint, dict, set[s
     logged = policy.logs.get(checkpoint.origin)
     if logged is None:
         raise Rejected(Reason.UNKNOWN_KEY, "checkpoint.origin", f"the policy lists no log {checkpoint.origin}")
-    key = PinnedKey(
-        "log", logged[0].public_raw, key_fingerprints(logged[0].public_raw)["fingerprint_sha256_hex"], ARCHIVE
-    )
-    ours = key_hash(checkpoint.origin, key.raw)
-    if not any(
-        name == checkpoint.origin and blob[:4] == ours and key.verify(checkpoint.text().encode("utf-8"), blob[4:])
-        for name, blob in signature_lines(note)
-    ):
+    if not signs(logged[0], note, checkpoint):
         raise Rejected(Reason.CHECKPOINT_SIGNATURE_INVALID, "checkpoint", f"not signed by the log {checkpoint.origin}")
     attestation = parse(entry).data
     if not isinstance(attestation, dict) or not isinstance(attestation.get("signature"), dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, "proof.extra", "not a signed storage attestation")
     signed_by = attestation["signature"].get("key_id")
-    check_attestation(attestation, Keyring([PinnedKey(str(signed_by), key.raw, key.fingerprint, ARCHIVE)]), "extra")
+    raw = logged[0].public_raw
+    pinned = PinnedKey(str(signed_by), raw, key_fingerprints(raw)["fingerprint_sha256_hex"], ARCHIVE)
+    check_attestation(attestation, Keyring([pinned]), "extra")
     if not verify_inclusion(leaf_hash(entry), int(index), checkpoint.size, path, checkpoint.root):
         raise Rejected(
             Reason.INCLUSION_PROOF_INVALID, "proof", f"does not lead from leaf {index} to the checkpoint's root"

@@ -24,6 +24,7 @@ COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "prove": ("pith_archiver.cmd_tlog:prove", "Prove a record's latest storage attestation (inclusion proof)."),
     "serve": ("pith_archiver.cmd_mirror:serve", "Serve a corpus or an archive in Pith's resolver layout."),
     "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles and attestation feeds: files, folders, URLs."),
+    "witness": ("pith_archiver.cmd_witness:witness", "Run a C2SP tlog-witness for the logs of a policy."),
 }
 
 

@@ -6,9 +6,11 @@ SQLite state), from PyPI, in their own Python 3.12 environment (.venv-tlog, whic
 import hashlib
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -42,40 +44,60 @@ def free_port() -> int:
 
 @pytest.fixture
 def witnesses(tmp_path):
-    """Start aics-witness instances trusting a log: ``start(name, origin, vkey)`` gives
-    ``(cosigner vkey, URL)``; all are stopped at the end."""
+    """Start witnesses trusting a log: ``start(kind, name, origin, vkey)`` gives
+    ``(cosigner vkey, URL)`` of an aics-witness or a ``pith-archiver witness``; all
+    are stopped at the end."""
     running = []
 
-    def start(name: str, origin: str, vkey: str) -> tuple[str, str]:
+    def start(kind: str, name: str, origin: str, vkey: str) -> tuple[str, str]:
         home = tmp_path / name
         home.mkdir()
-        config = str(home / "witness.json")
-        port = free_port()
-        made = aics("aics-witness", "init", "--config", config, "--name", f"witness.test/{name}")
-        assert made.returncode == 0, made.stderr
-        assert aics("aics-witness", "add-log", "--config", config, "--origin", origin, "--vkey", vkey).returncode == 0
-        process = subprocess.Popen(
-            [str(TLOG / "aics-witness"), "serve", "--config", config, "--listen", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        if kind == "aics-witness":
+            cosigner, url, process = aics_witness(home, name, origin, vkey)
+        else:
+            cosigner, url, process = our_witness(home, name, vkey)
         running.append(process)
-        url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 15
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/healthz", timeout=1) as answer:
-                    assert answer.read() == b"ok\n"
-                    break
+                    assert answer.status == 200
+                    return cosigner, url
             except OSError:
-                assert time.monotonic() < deadline, f"aics-witness {name} did not start"
+                assert time.monotonic() < deadline, f"{kind} {name} did not start"
                 time.sleep(0.1)
-        return made.stdout.split()[0], url
 
     yield start
     for process in running:
         process.terminate()
         process.wait(timeout=10)
+
+
+def aics_witness(home: Path, name: str, origin: str, vkey: str) -> tuple[str, str, subprocess.Popen]:
+    config = str(home / "witness.json")
+    port = free_port()
+    made = aics("aics-witness", "init", "--config", config, "--name", f"witness.test/{name}")
+    assert made.returncode == 0, made.stderr
+    assert aics("aics-witness", "add-log", "--config", config, "--origin", origin, "--vkey", vkey).returncode == 0
+    process = subprocess.Popen(
+        [str(TLOG / "aics-witness"), "serve", "--config", config, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return made.stdout.split()[0], f"http://127.0.0.1:{port}", process
+
+
+def our_witness(home: Path, name: str, vkey: str) -> tuple[str, str, subprocess.Popen]:
+    Signer.generate(name).save(home / "key.json")
+    (home / "policy").write_text(f"log {vkey}\nquorum none\n")
+    command = [sys.executable, "-m", "pith_archiver", "witness", "--key", str(home / "key.json")]
+    command += ["--policy", str(home / "policy"), "--name", f"witness.test/{name}"]
+    command += ["--state", str(home / "state.sqlite"), "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready, _, _ = select.select([process.stdout], [], [], 20)
+    assert ready, "the witness printed nothing"
+    _, cosigner, url = process.stdout.readline().split()
+    return cosigner, url, process
 
 
 def pinned_vkey(archive: str, *options: str) -> tuple[str, str]:
@@ -87,7 +109,10 @@ def pinned_vkey(archive: str, *options: str) -> tuple[str, str]:
     return origin, vkey
 
 
-def test_aics_clients_verify_witness_and_catch_a_rollback(tmp_path, corpus_dir, corpus_keyring, test_signer, witnesses):
+@pytest.mark.parametrize("kind", ["aics-witness", "pith-archiver witness"])
+def test_aics_clients_verify_witness_and_catch_a_rollback(
+    kind, tmp_path, corpus_dir, corpus_keyring, test_signer, witnesses
+):
     archive = tmp_path / "archive"
     store = LocalStore(archive)
     raws = list(corpus_raws(corpus_dir).values())
@@ -116,8 +141,8 @@ def test_aics_clients_verify_witness_and_catch_a_rollback(tmp_path, corpus_dir, 
     assert hashlib.sha256(store.get_bytes(payload["raw_path"])).hexdigest() == payload["raw_sha256"]
     assert attestation["signature"]["key_id"] == test_signer.key_id
 
-    w1, url1 = witnesses("w1", origin, vkey)
-    w2, url2 = witnesses("w2", origin, vkey)
+    w1, url1 = witnesses(kind, "w1", origin, vkey)
+    w2, url2 = witnesses(kind, "w2", origin, vkey)
     policy = tmp_path / "policy"
     policy.write_text(
         f"log {vkey}\nwitness w1 {w1} {url1}\nwitness w2 {w2} {url2}\ngroup both all w1 w2\nquorum both\n"
