@@ -25,7 +25,7 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True)
-class Witness:
+class PolicyWitness:
     name: str
     key: VerifierKey
     url: str
@@ -34,7 +34,7 @@ class Witness:
 @dataclass
 class Policy:
     logs: dict[str, tuple[VerifierKey, str]] = field(default_factory=dict)  # origin -> (vkey, URL or '')
-    witnesses: dict[str, Witness] = field(default_factory=dict)
+    witnesses: dict[str, PolicyWitness] = field(default_factory=dict)
     groups: dict[str, tuple[int, list[str]]] = field(default_factory=dict)  # name -> (threshold, members)
     quorum: str = "none"
 
@@ -77,7 +77,7 @@ def _statement(policy: Policy, words: list[str], quorum: str | None) -> str | No
     elif keyword == "witness" and len(args) == 3:
         if args[0] in defined:
             raise PolicyError(f"{args[0]} is defined twice")
-        policy.witnesses[args[0]] = Witness(args[0], _key(args[1], COSIGNATURE_KEY), args[2].rstrip("/"))
+        policy.witnesses[args[0]] = PolicyWitness(args[0], _key(args[1], COSIGNATURE_KEY), args[2].rstrip("/"))
     elif keyword == "group" and len(args) >= 3:
         name, threshold, members = args[0], args[1], args[2:]
         if name in defined:

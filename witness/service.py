@@ -33,7 +33,7 @@ SIZE_TYPE = "text/x.tlog.size"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class WitnessAnswer:
     status: int
     body: str
     content_type: str = "text/plain; charset=utf-8"
@@ -54,25 +54,25 @@ class Witness:
     def vkey(self) -> VerifierKey:
         return VerifierKey(self.name, COSIGNATURE_KEY, self.signer.public_raw)
 
-    def add_checkpoint(self, body: bytes) -> Verdict:
+    def add_checkpoint(self, body: bytes) -> WitnessAnswer:
         try:
             old, proof, note = _request(body)
             checkpoint = parse_checkpoint(note[: note.rfind("\n\n") + 1])
         except (ValueError, Rejected) as exc:
-            return Verdict(400, f"bad request: {exc}\n")
+            return WitnessAnswer(400, f"bad request: {exc}\n")
         key = self.logs.get(checkpoint.origin)
         if key is None:
-            return Verdict(404, "unknown log origin\n")
+            return WitnessAnswer(404, "unknown log origin\n")
         if not signs(key, note, checkpoint):
-            return Verdict(403, "no valid signature by the log's key\n")
+            return WitnessAnswer(403, "no valid signature by the log's key\n")
         if old > checkpoint.size:
-            return Verdict(400, "bad request: old size is larger than the checkpoint size\n")
+            return WitnessAnswer(400, "bad request: old size is larger than the checkpoint size\n")
         held = self.state.view(checkpoint.origin)
         held_size, held_root = (held.size, held.root) if held else (0, b"")
         if old != held_size:
             if held and checkpoint.size == held.size and checkpoint.root != held.root:
                 self.state.keep_evidence(checkpoint.origin, "same size, another root", body)
-            return Verdict(409, f"{held_size}\n", SIZE_TYPE)
+            return WitnessAnswer(409, f"{held_size}\n", SIZE_TYPE)
         consistent = (
             (not proof) if old == 0 else verify_consistency(old, checkpoint.size, proof, held_root, checkpoint.root)
         )
@@ -81,15 +81,15 @@ class Witness:
             logger.warning(
                 "%s: refused a checkpoint of %d leaves that forks the log", checkpoint.origin, checkpoint.size
             )
-            return Verdict(422, "the consistency proof does not verify\n")
+            return WitnessAnswer(422, "the consistency proof does not verify\n")
         now = max(int(self.clock()), held.cosigned_at if held else 0)
         line = cosignature_line(self.signer.seed, self.name, checkpoint, now)
         try:
             self.state.advance(checkpoint.origin, old, checkpoint.size, checkpoint.root, note + line, now)
         except StaleOld as exc:  # another request moved the log meanwhile
-            return Verdict(409, f"{exc.held}\n", SIZE_TYPE)
+            return WitnessAnswer(409, f"{exc.held}\n", SIZE_TYPE)
         logger.info("%s: cosigned %d leaves", checkpoint.origin, checkpoint.size)
-        return Verdict(200, line)
+        return WitnessAnswer(200, line)
 
 
 def _request(body: bytes) -> tuple[int, list[bytes], str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pith.checkpoint import Checkpoint
 from pith.merkle import Tree
-from pith.policy import Policy, Witness
+from pith.policy import Policy, PolicyWitness
 from pith.signed_note import cosigners, signature_lines
 
 from .. import layout
@@ -69,7 +69,7 @@ class _Problem(Exception):
         self.code = code
 
 
-def _ask(witness: Witness, note: str, checkpoint: Checkpoint, tree: Tree, old: int) -> str:
+def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, old: int) -> str:
     """The witness's cosignature line of the checkpoint; _Problem when it gives none."""
     for _ in range(2):
         old = min(old, checkpoint.size)
@@ -101,7 +101,7 @@ def _ask(witness: Witness, note: str, checkpoint: Checkpoint, tree: Tree, old: i
     raise _Problem(REFUSED, f"{witness.name} keeps answering 409")
 
 
-def _cosignature(witness: Witness, checkpoint: Checkpoint, body: bytes) -> str | None:
+def _cosignature(witness: PolicyWitness, checkpoint: Checkpoint, body: bytes) -> str | None:
     text = body.decode("utf-8", "replace")
     for line in text.splitlines():
         if cosigners(f"\n\n{line}\n", checkpoint, {witness.name: witness.key}):
