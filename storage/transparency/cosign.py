@@ -41,15 +41,22 @@ class LogCosigning:
 
 
 def cosign_log(
-    store: ObjectStore, key_id: str, note: str, checkpoint: Checkpoint, tree: Tree, policy: Policy
+    store: ObjectStore,
+    key_id: str,
+    note: str,
+    checkpoint: Checkpoint,
+    tree: Tree,
+    policy: Policy,
+    deadline: float = DEADLINE,
 ) -> LogCosigning:
-    """Ask every witness of the policy to cosign ``note`` (of the key's log ``tree``);
-    publish it with their cosignatures when the quorum is met."""
+    """Ask every witness of the policy to cosign ``note`` (of the key's log ``tree``),
+    each call within ``deadline`` seconds; publish it with their cosignatures when the
+    quorum is met."""
     outcome = LogCosigning(checkpoint.origin, checkpoint.size)
     seen = _last_cosigned(store, key_id, policy)
     for witness in policy.witnesses.values():
         try:
-            line = _ask(witness, note, checkpoint, tree, seen.get(witness.name, 0))
+            line = _ask(witness, note, checkpoint, tree, seen.get(witness.name, 0), deadline)
         except _Problem as problem:
             outcome.problems[witness.name] = (problem.code, str(problem))
             logger.warning("%s: %s %s", checkpoint.origin, problem.code, problem)
@@ -69,13 +76,13 @@ class _Problem(Exception):
         self.code = code
 
 
-def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, old: int) -> str:
+def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, old: int, deadline: float) -> str:
     """The witness's cosignature line of the checkpoint; _Problem when it gives none."""
     for _ in range(2):
         old = min(old, checkpoint.size)
         body = add_checkpoint_body(old, tree.consistency_proof(old, checkpoint.size), note)
         try:
-            answer = post_add_checkpoint(witness.url, body, DEADLINE)
+            answer = post_add_checkpoint(witness.url, body, deadline)
         except WitnessUnreachable as exc:
             raise _Problem(UNREACHABLE, str(exc)) from None
         if answer.status == 200:
