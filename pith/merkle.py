@@ -27,7 +27,7 @@ def _split(size: int) -> int:
     return 1 << ((size - 1).bit_length() - 1)
 
 
-def _fold(peaks: list[bytes]) -> bytes:
+def fold_peaks(peaks: list[bytes]) -> bytes:
     """The root of a tree given its perfect subtrees' roots, largest (leftmost) first."""
     if not peaks:
         return hashlib.sha256(b"").digest()

@@ -14,10 +14,9 @@ and the partial entry bundle (at most 255 hashes or entries each), which is enou
 to append and to compute the root.
 """
 
-import hashlib
 from collections.abc import Iterable
 
-from .merkle import HASH_SIZE, leaf_hash, node_hash
+from .merkle import HASH_SIZE, fold_peaks, leaf_hash, node_hash
 
 WIDTH = 256
 MAX_ENTRY_BYTES = 0xFFFF
@@ -148,12 +147,7 @@ class TileEdge:
                 if len(row) & (1 << bit):
                     peaks.append(_perfect_root(row[at : at + (1 << bit)]))
                     at += 1 << bit
-        if not peaks:
-            return hashlib.sha256(b"").digest()
-        root = peaks[-1]
-        for peak in reversed(peaks[:-1]):
-            root = node_hash(peak, root)
-        return root
+        return fold_peaks(peaks)
 
 
 def level0_paths(size: int) -> list[str]:

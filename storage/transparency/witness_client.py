@@ -3,6 +3,7 @@
 call has a total deadline and a cap on the answer, so a slow or lying witness costs
 at most its deadline."""
 
+import base64
 import http.client
 import time
 from dataclasses import dataclass
@@ -23,8 +24,6 @@ class Answer:
 
 
 def add_checkpoint_body(old: int, proof: list[bytes], note: str) -> bytes:
-    import base64
-
     lines = [f"old {old}", *(base64.b64encode(node).decode("ascii") for node in proof)]
     return ("\n".join(lines) + "\n\n" + note).encode("utf-8")
 
