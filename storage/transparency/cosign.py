@@ -65,7 +65,8 @@ def cosign_log(
     outcome.met = policy.met(set(outcome.cosigned)) and not any(
         code in (ROLLED_BACK, FORKED) for code, _ in outcome.problems.values()
     )
-    if outcome.met:
+    # publish, unless a commit published a newer checkpoint meanwhile
+    if outcome.met and _published(store, key_id)[0] <= checkpoint.size:
         publish(store, key_id, note + "".join(outcome.cosigned[name] for name in sorted(outcome.cosigned)))
     return outcome
 
@@ -121,13 +122,18 @@ def _size_of(body: bytes) -> int | None:
     return int(text) if text.isdigit() and len(text) < 20 else None
 
 
-def _last_cosigned(store: ObjectStore, key_id: str, policy: Policy) -> dict[str, int]:
-    """Witness -> the size of the published checkpoint, for those whose cosignature it carries."""
+def _published(store: ObjectStore, key_id: str) -> tuple[int, str]:
+    """The size and note of the key's published checkpoint ((0, '') when there is none)."""
     try:
         published = store.get_bytes(layout.published_checkpoint(key_id)).decode("utf-8")
     except (StorageError, UnicodeDecodeError):
-        return {}
+        return 0, ""
     lines = published.split("\n")
-    size = int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0
+    return (int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0), published
+
+
+def _last_cosigned(store: ObjectStore, key_id: str, policy: Policy) -> dict[str, int]:
+    """Witness -> the size of the published checkpoint, for those whose cosignature it carries."""
+    size, published = _published(store, key_id)
     names = {name for name, _ in signature_lines(published)}
     return {name: size for name, witness in policy.witnesses.items() if witness.key.name in names}
