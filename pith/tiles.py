@@ -14,7 +14,7 @@ and the partial entry bundle (at most 255 hashes or entries each), which is enou
 to append and to compute the root.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from .merkle import HASH_SIZE, fold_peaks, leaf_hash, node_hash
 
@@ -105,35 +105,35 @@ class TileEdge:
         if len(self._entries) != size % WIDTH:
             raise ValueError(f"the partial entry bundle does not hold a log of {size} leaves")
 
-    def extend(self, entries: Iterable[bytes]) -> dict[str, bytes]:
-        """Append ``entries``; returns every tile and entry bundle to write for the
-        grown log (path -> bytes): full ones completed, and the new partial ones."""
-        written: dict[str, bytes] = {}
+    def extend(self, entries: Iterable[bytes]) -> Iterator[tuple[str, bytes]]:
+        """Append ``entries``, yielding each tile and entry bundle the grown log needs
+        written, ``(path, bytes)``: the full ones as they complete (so a writer holds
+        one at a time), then the new partial ones. Consume it whole."""
         before = self.size
         for entry in entries:
+            full: list[tuple[str, bytes]] = []
             self._entries.append(entry)
             if len(self._entries) == WIDTH:
-                written[entries_path(self.size // WIDTH)] = bundle(self._entries)
+                full.append((entries_path(self.size // WIDTH), bundle(self._entries)))
                 self._entries = []
-            self._add(0, leaf_hash(entry), written)
+            self._add(0, leaf_hash(entry), full)
             self.size += 1
+            yield from full
         if self.size == before:
-            return written
+            return
         if self._entries:
-            written[entries_path(self.size // WIDTH, len(self._entries))] = bundle(self._entries)
+            yield entries_path(self.size // WIDTH, len(self._entries)), bundle(self._entries)
         for level, row in enumerate(self._levels):
-            grown = (self.size >> (8 * level)) != (before >> (8 * level))
-            if row and grown:
-                written[tile_path(level, (self.size >> (8 * level)) // WIDTH, len(row))] = b"".join(row)
-        return written
+            if row and (self.size >> (8 * level)) != (before >> (8 * level)):
+                yield tile_path(level, (self.size >> (8 * level)) // WIDTH, len(row)), b"".join(row)
 
-    def _add(self, level: int, node: bytes, written: dict[str, bytes]) -> None:
+    def _add(self, level: int, node: bytes, written: list[tuple[str, bytes]]) -> None:
         if level == len(self._levels):
             self._levels.append([])
         row = self._levels[level]
         row.append(node)
         if len(row) == WIDTH:
-            written[tile_path(level, (self.size >> (8 * level)) // WIDTH)] = b"".join(row)
+            written.append((tile_path(level, (self.size >> (8 * level)) // WIDTH), b"".join(row)))
             self._levels[level] = []
             self._add(level + 1, _perfect_root(row), written)
 

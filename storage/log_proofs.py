@@ -125,7 +125,7 @@ def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) ->
                 pending += part_entries(store, part)
                 if part.checkpoint is None:
                     continue
-                expected = {layout.log_tile(key_id, tile): data for tile, data in edge.extend(pending).items()}
+                expected = {layout.log_tile(key_id, tile): data for tile, data in edge.extend(pending)}
                 pending = []
                 found += _tile_misfits(part.tiles, expected, key_id, part.checkpoint.path)
                 why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, edge)

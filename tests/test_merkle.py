@@ -64,7 +64,7 @@ def test_roots_match_the_recursive_definition(trees):
     edge = TileEdge()  # the writer's view: partial tiles only
     assert tree.root(0) == edge.root() == sha(b"")
     for n in SIZES:
-        edge.extend([data[n - 1]])
+        list(edge.extend([data[n - 1]]))
         assert tree.root(n) == edge.root() == mth(data[:n]), n
 
 

@@ -51,7 +51,7 @@ def test_any_batching_writes_the_same_tiles_and_resumes_from_the_edge(batches):
     entries = [hashlib.sha256(b"%d" % i).digest()[: i % 40] for i in range(sum(batches))]
     edge, written, done = TileEdge(), {}, 0
     for size in batches:
-        for path, data in edge.extend(entries[done : done + size]).items():
+        for path, data in edge.extend(entries[done : done + size]):
             assert written.setdefault(path, data) == data, f"{path} written twice with other bytes"
         done += size
         tiles, partial = edge_paths(done)
@@ -65,3 +65,17 @@ def test_any_batching_writes_the_same_tiles_and_resumes_from_the_edge(batches):
     )
     assert [leaf_hash(e) for e in entries[:256]] == hashes(written[tile_path(0, 0)])
     assert node_hash(*hashes(written[tile_path(0, 0)])[:2]) == Tree(leaf_hash(e) for e in entries[:2]).root()
+
+
+def test_full_tiles_come_out_as_they_complete():
+    """A writer holds one full entry bundle at a time, not a whole run's."""
+    consumed = []
+
+    def entries():
+        for i in range(600):
+            consumed.append(i)
+            yield b"entry %d" % i
+
+    stream = TileEdge().extend(entries())
+    assert next(stream)[0] == entries_path(0) and len(consumed) == 256
+    assert [path for path, _ in stream][-1].endswith(".p/2")  # the level 0 partial tile, last

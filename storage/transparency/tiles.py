@@ -73,7 +73,7 @@ class TiledLog:
         key_id = self.signer.key_id
         written = [
             put_replacing_orphan(store, layout.log_tile(key_id, tile), data)
-            for tile, data in self.edge.extend(chain(self.pending, entries)).items()
+            for tile, data in self.edge.extend(chain(self.pending, entries))
         ]
         self.pending = []
         note = sign_checkpoint(Checkpoint(self.origin, self.edge.size, self.edge.root()), self.signer)
