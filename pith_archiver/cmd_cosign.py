@@ -4,12 +4,14 @@
 import click
 
 from pith.checkpoint import open_checkpoint
+from pith.keyring import Keyring
 from pith.policy import MAX_POLICY_BYTES, Policy, PolicyError, parse_policy
 from pith.reasons import Rejected
+from pith.signing import Signer
 from storage.key_logs import LogBroken, key_logs
 from storage.log_proofs import current_log
 from storage.manifest import read_committed
-from storage.stores import StorageError
+from storage.stores import ObjectStore, StorageError
 from storage.transparency.cosign import cosign_log
 
 from .archive_reading import TRUST_HELP, Trust, open_archive, trust_options
@@ -31,6 +33,45 @@ def read_policy(path: str) -> Policy:
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def cosign_logs(
+    store: ObjectStore, keyring: Keyring, policy: Policy, key_id: str | None = None
+) -> tuple[list[str], bool]:
+    """Have each log of the archive (of ``key_id`` only, if given) that the policy lists
+    cosigned: the lines to print, and whether every quorum is met. ConfigError when
+    the policy lists none; LogBroken, Rejected or StorageError from the archive."""
+    logs = key_logs(read_committed(store, keyring).manifests)
+    lines, met, listed = [], True, 0
+    for log_key, log in sorted(logs.items()):
+        if key_id not in (None, log_key):
+            continue
+        tree, note = current_log(store, keyring, log)
+        if note is None:
+            continue
+        checkpoint, key = open_checkpoint(note, keyring)
+        if checkpoint.origin not in policy.logs:
+            continue
+        if policy.logs[checkpoint.origin][0].public_raw != key.raw:
+            raise ConfigError(f"the policy's log {checkpoint.origin} has another key than {log_key}")
+        listed += 1
+        outcome = cosign_log(store, log_key, note, checkpoint, tree, policy)
+        lines += [f"cosigned {checkpoint.origin} {checkpoint.size} {name}" for name in sorted(outcome.cosigned)]
+        lines += [f"{code} {checkpoint.origin} {name}: {why}" for name, (code, why) in sorted(outcome.problems.items())]
+        lines.append(f"{checkpoint.origin} {checkpoint.size}: quorum {'met' if outcome.met else 'not met'}")
+        met = met and outcome.met
+    if not listed:
+        raise ConfigError(f"the policy lists none of the logs of {store.uri}")
+    return lines, met
+
+
+def cosign_after_crawl(store: ObjectStore, signer: Signer, policy: Policy) -> None:
+    """``--witness-policy``: the crawl key's log cosigned, its lines on stderr."""
+    try:
+        lines, _ = cosign_logs(store, Keyring([signer.pinned()]), policy, signer.key_id)
+    except (ConfigError, LogBroken, Rejected, StorageError) as exc:
+        lines = [f"cosign: {exc}"]
+    click.echo("\n".join(lines), err=True)
+
+
 @click.command(epilog=TRUST_HELP)
 @click.argument("archive")
 @click.option(
@@ -50,33 +91,12 @@ def cosign(archive: str, policy_file: str, trust: Trust, verbosity: int) -> None
     log_to_stderr(verbosity)
     policy = read_policy(policy_file)
     store, keyring = open_archive(archive, trust)
-    status = ExitStatus.OK
     try:
-        logs = key_logs(read_committed(store, keyring).manifests)
-        listed = 0
-        for key_id, log in sorted(logs.items()):
-            tree, note = current_log(store, keyring, log)
-            if note is None:
-                continue
-            checkpoint, key = open_checkpoint(note, keyring)
-            if checkpoint.origin not in policy.logs:
-                continue
-            if policy.logs[checkpoint.origin][0].public_raw != key.raw:
-                raise ConfigError(f"{policy_file}: the log {checkpoint.origin} has another key than {key_id}")
-            listed += 1
-            outcome = cosign_log(store, key_id, note, checkpoint, tree, policy)
-            for name in sorted(outcome.cosigned):
-                click.echo(f"cosigned {checkpoint.origin} {checkpoint.size} {name}")
-            for name, (code, why) in sorted(outcome.problems.items()):
-                click.echo(f"{code} {checkpoint.origin} {name}: {why}")
-            click.echo(f"{checkpoint.origin} {checkpoint.size}: quorum {'met' if outcome.met else 'not met'}")
-            if not outcome.met:
-                status = ExitStatus.REJECTED
+        lines, met = cosign_logs(store, keyring, policy)
     except (LogBroken, Rejected) as exc:
         click.echo(f"log_broken {archive}: {exc}")
         raise SystemExit(ExitStatus.REJECTED) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
-    if not listed:
-        raise ConfigError(f"{policy_file} lists none of the logs of {archive}")
-    raise SystemExit(status)
+    click.echo("\n".join(lines))
+    raise SystemExit(ExitStatus.OK if met else ExitStatus.REJECTED)

@@ -200,6 +200,7 @@ class Audit:
             elif unpinned is not None:
                 self._accounted.update(entry["path"] for entry in unpinned["objects"])
                 signature = unpinned["signature"]
+                self._accounted.add(layout.published_checkpoint(signature["key_id"]))
                 unpinned_by.setdefault((signature["key_id"], signature.get("public_key_fingerprint")), []).append(
                     (read.path, len(unpinned["objects"]))
                 )

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from pith.signed_note import COSIGNATURE_KEY, VerifierKey
+from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage import layout
 from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 TLOG = Path(os.environ.get("PITH_TLOG_BIN", Path(__file__).resolve().parents[1] / ".venv-tlog" / "bin"))
 
@@ -228,3 +229,49 @@ def test_tiles_in_a_bucket_are_read_over_plain_http(
     included = aics("aics-tlog", "verify-inclusion", "--tiles", tiles, "--log-key", vkey, "--index", "4")
     assert included.returncode == 0, included.stdout + included.stderr
     assert origin == "pith-archiver/test-key-1"
+
+
+def test_a_crawl_with_a_witness_policy_publishes_a_cosigned_checkpoint(
+    tmp_path, corpus_dir, corpus_catalog, mirror, witnesses
+):
+    """`crawl --log-origin NAME --witness-policy FILE`: the log is named as asked, and
+    the crawl ends by having its checkpoint cosigned, which aics-tlog checks."""
+    key_file = tmp_path / "crawl-key.json"
+    signer = Signer.generate("crawl-key")
+    signer.save(key_file)
+    origin = "archive.test/pith"
+    vkey = str(VerifierKey(origin, NOTE_KEY, signer.public_raw))
+    cosigner, url = witnesses("pith-archiver witness", "w1", origin, vkey)
+    policy = tmp_path / "policy"
+    policy.write_text(f"log {vkey}\nwitness w1 {cosigner} {url}\nquorum w1\n")
+    archive = tmp_path / "archive"
+    crawled = run_cli_crawl(
+        tmp_path,
+        "--signing-key",
+        str(key_file),
+        "--log-origin",
+        origin,
+        "--witness-policy",
+        str(policy),
+        "--no-follow",
+        *corpus_catalog.suffixes[:3],
+        resolver=mirror().url,
+        out=archive,
+        corpus=corpus_dir,
+    )
+    assert crawled.returncode == 0, crawled.stderr[-3000:]
+    assert f"{origin} 3: quorum met" in crawled.stderr
+    tiles = str(archive / layout.log_root("crawl-key"))
+    checked = aics(
+        "aics-tlog",
+        "verify-checkpoint",
+        "--tiles",
+        tiles,
+        "--log-key",
+        vkey,
+        "--witness-key",
+        cosigner,
+        "--quorum",
+        "1",
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
