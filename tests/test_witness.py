@@ -14,13 +14,15 @@ from mirror.limits import ServerLimits
 from mirror.runner import BackgroundMirror
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
 from pith.merkle import Tree, leaf_hash
-from pith.policy import parse_policy
+from pith.policy import PolicyError, parse_policy
 from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey, cosigners
 from pith.signing import Signer
 from storage import layout
 from storage.stores import LocalStore
 from storage.transparency.cosign import cosign_log
 from storage.transparency.witness_client import add_checkpoint_body, post_add_checkpoint
+from tests.plugins.archives import corpus_raws, write_run
+from tests.plugins.cli import run_cli
 from witness.server import WitnessServer
 from witness.service import Witness
 from witness.state import WitnessState
@@ -167,3 +169,40 @@ def test_cosign_names_lying_trickling_and_larger_witnesses_and_publishes_nothing
     }
     assert "larger has seen 999 leaves" in outcome.problems["larger"][1]
     assert not (store.root / layout.published_checkpoint("log-key")).exists()
+
+
+def test_policies_parse_as_the_format_says_and_name_what_is_wrong():
+    w1, w2, w3 = (VerifierKey(f"witness.test/{n}", COSIGNATURE_KEY, hashlib.sha256(n.encode()).digest()) for n in "abc")
+    text = f"# a comment\nlog {LOG_VKEY} https://log.test/\nwitness a {w1} http://a\nwitness b {w2} http://b\n"
+    text += f"witness c {w3} http://c\ngroup two 2 a b c\ngroup top all two c\nquorum top\n"
+    policy = parse_policy(text)
+    assert set(policy.logs) == {ORIGIN} and policy.witnesses["a"].url == "http://a"
+    assert policy.met({"a", "c", "b"}) and policy.met({"a", "b", "c"})
+    assert policy.met({"a", "c"}) and not policy.met({"a", "b"}) and not policy.met({"c"}) and not policy.met(set())
+    for wrong, why in [
+        (text.replace("quorum top\n", ""), "no quorum line"),
+        (text.replace("quorum top", "quorum nobody"), "line 8: one quorum line"),
+        (text.replace("group two 2", "group two 4"), "line 6: group two: threshold '4'"),
+        (text.replace("group top all two c", "group top all two d"), "line 7: group top: members"),
+        (
+            text.replace(f"witness a {w1}", f"witness a {LOG_VKEY}"),
+            f"line 3: {ORIGIN}: a witness needs a vkey of type 4",
+        ),
+        (text.replace(str(w1), str(w1).replace(w1.key_hash.hex(), "00000000")), "line 3: the vkey of witness.test/a"),
+        (text + "frobnicate\n", "line 9: not a policy statement"),
+    ]:
+        with pytest.raises(PolicyError) as caught:
+            parse_policy(wrong)
+        assert str(caught.value).startswith(why), caught.value
+
+
+def test_cosign_usage_errors_are_one_line_and_exit_2(tmp_path, corpus_dir, corpus_keyring, test_signer):
+    store = LocalStore(tmp_path / "archive")
+    write_run(store, test_signer, corpus_keyring, list(corpus_raws(corpus_dir).values())[:1])
+    bad = tmp_path / "bad"
+    bad.write_text("quorum w9\n")
+    other = tmp_path / "other"
+    other.write_text(f"log {LOG_VKEY}\nquorum none\n")  # not this archive's log
+    for policy, message in ((bad, "line 1: one quorum line"), (other, "lists none of the logs")):
+        result = run_cli("cosign", str(store.root), "--policy", str(policy), "--trust-archive-keys")
+        assert result.returncode == 2 and message in result.output and "Traceback" not in result.output
