@@ -145,6 +145,7 @@ def hostile():
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_cosign_names_lying_trickling_and_larger_witnesses_and_publishes_nothing(tmp_path, hostile):
     store = LocalStore(tmp_path / "archive")
     tree = tree_of(4)
