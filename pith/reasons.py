@@ -48,6 +48,7 @@ class Reason(StrEnum):
     CHECKPOINT_INVALID = "checkpoint_invalid"
     CHECKPOINT_SIGNATURE_INVALID = "checkpoint_signature_invalid"
     INCLUSION_PROOF_INVALID = "inclusion_proof_invalid"
+    QUORUM_UNMET = "quorum_unmet"
     RELEASE_HASH_MISMATCH = "release_hash_mismatch"
     RELEASE_SIGNATURE_INVALID = "release_signature_invalid"
     RELEASE_FILE_MISMATCH = "release_file_mismatch"
@@ -106,6 +107,7 @@ REASONS: dict[Reason, str] = {
     Reason.CHECKPOINT_INVALID: "a checkpoint is not a signed note of origin, tree size and root hash lines",
     Reason.CHECKPOINT_SIGNATURE_INVALID: "a checkpoint carries no signature that verifies under the log's pinned key",
     Reason.INCLUSION_PROOF_INVALID: "an inclusion proof does not lead from the attestation to the checkpoint's root",
+    Reason.QUORUM_UNMET: "a checkpoint's witness cosignatures do not meet the quorum of the policy it is checked under",
     # dataset releases (release.json)
     Reason.RELEASE_HASH_MISMATCH: "a release's release_sha256 does not hash its release.json",
     Reason.RELEASE_SIGNATURE_INVALID: "a release's signature does not verify under the pinned archive key",

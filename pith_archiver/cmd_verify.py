@@ -57,6 +57,12 @@ STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
     type=click.Path(exists=True, dir_okay=False),
     help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.",
 )
+@click.option(
+    "--policy",
+    "policy_file",
+    help="With --proof: the proofs are tlog-proof files (`prove --format tlog-proof`), checked against this "
+    "witness policy's logs and quorum.",
+)
 @verbosity_options
 @click.argument("paths", nargs=-1)
 def verify(
@@ -67,6 +73,7 @@ def verify(
     max_depth: int,
     jobs: int | None,
     proofs: tuple[str, ...],
+    policy_file: str | None,
     paths: tuple[str, ...],
     verbosity: int,
 ) -> None:
@@ -101,8 +108,11 @@ def verify(
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
-        from .cmd_tlog import check_proof_files  # only proofs need the archive layer
+        from .cmd_cosign import read_policy
+        from .cmd_tlog import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
 
+        if policy_file:
+            sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))
         sys.exit(check_proof_files(proofs, ring, as_json))
     checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
     targets = sources.expand(paths or [str(FIXTURES)])

@@ -102,6 +102,7 @@ NOT_FROM_BUNDLES = {
     "checkpoint_invalid",
     "checkpoint_signature_invalid",
     "inclusion_proof_invalid",
+    "quorum_unmet",
     "merge_unverified",
     "release_hash_mismatch",
     "release_signature_invalid",
