@@ -80,19 +80,18 @@ class _Watch:
                 return
 
 
-class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+class _WatchedHandler(urllib.request.HTTPSHandler):
+    """urllib's handler of https, and of http too (asked before urllib's own http
+    handler), with each connection it makes known to the watch."""
+
+    handler_order = urllib.request.HTTPHandler.handler_order - 1
+
     def __init__(self, watch: _Watch) -> None:
         super().__init__()
         self.watch = watch
 
-    def do_open(self, http_class: Any, req: Any, **http_conn_args: Any) -> Any:
-        return super().do_open(self.watch.maker(http_class), req, **http_conn_args)
-
-
-class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watch: _Watch) -> None:
-        super().__init__()
-        self.watch = watch
+    def http_open(self, req: Any) -> Any:
+        return self.do_open(http.client.HTTPConnection, req)
 
     def do_open(self, http_class: Any, req: Any, **http_conn_args: Any) -> Any:
         return super().do_open(self.watch.maker(http_class), req, **http_conn_args)
@@ -105,7 +104,7 @@ def send(request: urllib.request.Request, seconds: float) -> int:
     an error status; OSError (URLError) for what failed on the way. Proxies from the
     environment are used as urllib uses them."""
     watch = _Watch(seconds)
-    opener = urllib.request.build_opener(_WatchedHTTPHandler(watch), _WatchedHTTPSHandler(watch))
+    opener = urllib.request.build_opener(_WatchedHandler(watch))
     watchdog = threading.Thread(target=watch.run, name="side-request-watchdog", daemon=True)
     watchdog.start()
     try:
