@@ -5,11 +5,17 @@ first request, and hands it to the spider (``config=``); ``scrapy crawl pith`` a
 Scrapyd build it from the string settings and spider arguments when the spider is
 made. The spider, its verifier, the signing-key watch and the archive pipeline all
 read this one object (``crawl_config(crawler)``) instead of parsing settings again.
+
+The project's settings reach every spider run in a checkout (``scrapy.cfg``), the
+``scrapy runspider`` of someone else's spider too: each of the project's pipelines,
+extensions and middlewares asks ``pith_crawl_only(crawler)`` first, and stays out
+(NotConfigured) of a crawl whose spider holds no CrawlConfig.
 """
 
 from dataclasses import dataclass
 
 from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
@@ -45,6 +51,21 @@ class CrawlConfig:
         )
 
 
+def is_pith_crawl(crawler: Crawler) -> bool:
+    """Whether the crawl's spider is the pith spider (or one made from it): Scrapy makes
+    the spider before the extensions, middlewares and pipelines, so each can tell."""
+    return isinstance(getattr(crawler.spider, "config", None), CrawlConfig)
+
+
+def pith_crawl_only(crawler: Crawler) -> None:
+    """NotConfigured unless the pith spider crawls: another spider of the same Scrapy
+    project runs as if this project's components were not there."""
+    if not is_pith_crawl(crawler):
+        raise NotConfigured(f"not the pith spider ({getattr(crawler.spider, 'name', None)!r})")
+
+
 def crawl_config(crawler: Crawler) -> CrawlConfig:
-    """The crawl's config, which its spider holds (built before any pipeline)."""
+    """The crawl's config, which its spider holds (built before any pipeline);
+    NotConfigured for another spider."""
+    pith_crawl_only(crawler)
     return crawler.spider.config  # type: ignore[union-attr]  # the pith spider's

@@ -23,6 +23,7 @@ from twisted.python.failure import Failure
 
 from pith.signing import utc_now
 
+from .crawl_config import pith_crawl_only
 from .failures import failed_request
 from .items import BundleItem
 from .links import ResolverUrls, base_of
@@ -47,6 +48,7 @@ class CrossCheckSample:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "CrossCheckSample":
+        pith_crawl_only(crawler)
         size = crawler.settings.getint("PITH_CROSS_CHECK")
         if size <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")

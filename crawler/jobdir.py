@@ -33,6 +33,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.job import job_dir
 
 from . import signals as pith_signals
+from .crawl_config import pith_crawl_only
 from .seen import FILE_NAME as SEEN_FILE
 from .stat_keys import Stat, StatFamily
 
@@ -57,6 +58,7 @@ class JobdirGuard:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        pith_crawl_only(crawler)
         path = job_dir(crawler.settings)
         if not path:
             raise NotConfigured

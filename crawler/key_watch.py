@@ -19,6 +19,7 @@ from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
 
+from .crawl_config import pith_crawl_only
 from .signals import operator_notice
 from .stat_keys import Stat, StatFamily
 
@@ -57,6 +58,7 @@ class SigningKeyWatch:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        pith_crawl_only(crawler)
         if not crawler.settings.getbool("PITH_WATCH_SIGNING_KEY"):
             raise NotConfigured
         watch = cls(crawler)

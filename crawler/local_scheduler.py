@@ -22,6 +22,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
+from .crawl_config import is_pith_crawl
 from .frontier import CLAIMED, FULL
 from .meta_keys import take_opening
 from .seen import SeenStore
@@ -52,7 +53,10 @@ class LocalScheduler(Scheduler):
         self.held_max = 0  # the most requests held in memory at once
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> "LocalScheduler":
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:  # type: ignore[override]  # Scrapy's own for another spider
+        """Another spider gets Scrapy's own scheduler: it has no records to claim."""
+        if not is_pith_crawl(crawler):
+            return Scheduler.from_crawler(crawler)
         scheduler = super().from_crawler(crawler)
         scheduler.records = SeenStore.for_job(crawler.settings)
         scheduler.counts = crawler.stats

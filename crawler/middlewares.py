@@ -22,6 +22,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from storage.page_cache import PAGE_CACHE_KIB
 
 from . import signals as pith_signals
+from .crawl_config import is_pith_crawl, pith_crawl_only
 from .links import port_of
 from .meta_keys import Meta
 from .stat_keys import Stat, StatFamily
@@ -51,6 +52,11 @@ class BackoffRetryMiddleware(RetryMiddleware):
     """Scrapy's retries, waiting before each one: the server's Retry-After on 429/503
     when it sends one (capped by PITH_RETRY_AFTER_MAX), else exponential backoff with
     jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RetryMiddleware:  # type: ignore[override]  # Scrapy's own for another spider
+        """Another spider gets Scrapy's retries, which this project's settings turn off."""
+        return super().from_crawler(crawler) if is_pith_crawl(crawler) else RetryMiddleware.from_crawler(crawler)
 
     def __init__(self, settings: BaseSettings) -> None:
         super().__init__(settings)
@@ -151,6 +157,7 @@ class ConditionalRequestMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "ConditionalRequestMiddleware":
+        pith_crawl_only(crawler)
         state_dir = crawler.settings.get("PITH_STATE_DIR")
         if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
@@ -250,6 +257,11 @@ class JsonCharsetMiddleware:
 
     JSON_TYPES = (b"application/json", b"application/ld+json")
 
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "JsonCharsetMiddleware":
+        pith_crawl_only(crawler)
+        return cls()
+
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         content_type = response.headers.get(b"Content-Type") or b""
         if content_type.split(b";")[0].strip().lower() in self.JSON_TYPES and b"charset" not in content_type.lower():
@@ -270,6 +282,11 @@ class OnSiteMiddleware(OffsiteMiddleware):
     outsider could hope to shape. Requests are filtered as they are downloaded, not as
     they are scheduled, so that a redirect dropped here reaches its errback and is
     recorded as the record's failure instead of vanishing."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> OffsiteMiddleware:  # type: ignore[override]  # Scrapy's own for another spider
+        """Another spider gets Scrapy's offsite filter, which this project's settings turn off."""
+        return super().from_crawler(crawler) if is_pith_crawl(crawler) else OffsiteMiddleware.from_crawler(crawler)
 
     def request_scheduled(self, request: Request, spider: Spider | None = None) -> None:
         return None

@@ -16,6 +16,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import create_looping_call
 
+from .crawl_config import pith_crawl_only
 from .stat_keys import Stat, fetch_failures
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class Progress:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "Progress":
+        pith_crawl_only(crawler)
         mode = crawler.settings.get("PITH_PROGRESS")
         if mode == "off":
             raise NotConfigured

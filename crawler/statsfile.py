@@ -11,6 +11,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
+from .crawl_config import pith_crawl_only
+
 logger = logging.getLogger(__name__)
 
 
@@ -21,6 +23,7 @@ class StatsFile:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        pith_crawl_only(crawler)
         path = crawler.settings.get("PITH_STATS_FILE")
         if not path:
             raise NotConfigured

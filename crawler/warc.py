@@ -27,6 +27,7 @@ from scrapy.http import Headers, Response
 from scrapy.utils.httpobj import urlparse_cached
 
 from . import signals as pith_signals
+from .crawl_config import pith_crawl_only
 from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class WarcRecorder:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "WarcRecorder":
+        pith_crawl_only(crawler)
         settings = crawler.settings
         if not settings.getbool("PITH_WARC") or not settings.get("PITH_ARCHIVE"):
             raise NotConfigured("PITH_WARC is off")

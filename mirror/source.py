@@ -9,13 +9,19 @@ Corpus directory layout::
     DIR/corpus.json                    the saved catalog (optional: rebuilt from the bundles)
     DIR/pith-signing-key.json          the key document to serve (optional: else the key that
                                        signed most bundles), e.g. announcing a rotated key
+
+``pith-archiver serve`` verifies every bundle of a folder before serving any (its
+``check``), as it verifies an archive's, and withholds those that do not verify; a
+folder left with nothing to serve is refused (NothingToServe) rather than served as
+an empty mirror.
 """
 
 import json
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from pith.numbers import SUFFIX_RE
@@ -33,8 +39,16 @@ KEY_DOCUMENT_NAME = "pith-signing-key.json"
 BUNDLE_EXTENSION = ".bundle.json"
 
 
+# what a folder's bundle files are checked with: for each file in turn, None to serve it, else why not
+BundleCheck = Callable[[list[Path]], Iterable[str | None]]
+
+
 def bundle_name(suffix: str) -> str:
     return suffix + BUNDLE_EXTENSION
+
+
+class NothingToServe(ValueError):
+    """A folder holding no bundle a mirror could serve: it would answer nothing but 404."""
 
 
 class RecordSource(ABC):
@@ -53,15 +67,19 @@ class CorpusDirectory(RecordSource):
     """A corpus folder (see the module docstring), or any folder of ``<SUFFIX>.bundle.json``
     files: with no ``bundles/`` inside, the folder itself holds the bundles."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, check: BundleCheck | None = None) -> None:
         self.root = Path(root)
         nested = self.root / BUNDLES_DIR
         self.bundles_dir = nested if nested.is_dir() else self.root
         if not self.bundles_dir.is_dir():
             raise FileNotFoundError(f"{self.root}: not a directory")
         self._prefix = os.path.join(self.bundles_dir, "")  # a plain string: the hot path skips pathlib
-        names = self._listing()
-        self.catalog = self._saved_catalog(names) or Catalog.from_bundles(self._parsed(names))
+        listed = self._listing()
+        names = self._checked(listed, check) if check is not None and listed else listed
+        saved = self._saved_catalog(names) if names == listed else None  # a catalog of them all lists some withheld
+        self.catalog = saved or Catalog.from_bundles(self._parsed(names))
+        if not len(self.catalog):
+            raise NothingToServe(self._nothing(listed))
         key_document = self.root / KEY_DOCUMENT_NAME
         if key_document.is_file():
             self.signing_key_document = key_document.read_bytes()
@@ -72,6 +90,40 @@ class CorpusDirectory(RecordSource):
         with os.scandir(self.bundles_dir) as entries:
             names = [e.name[: -len(BUNDLE_EXTENSION)] for e in entries if e.name.endswith(BUNDLE_EXTENSION)]
         return sorted(n for n in names if SUFFIX_RE.match(n))
+
+    def _checked(self, suffixes: list[str], check: BundleCheck) -> list[str]:
+        """The bundles ``check`` passes; one warning says how many it withholds, and why."""
+        withheld: Counter[str] = Counter()
+        kept = []
+        for suffix, why in zip(suffixes, check([self.bundles_dir / bundle_name(s) for s in suffixes]), strict=True):
+            if why is None:
+                kept.append(suffix)
+            else:
+                withheld[why] += 1
+        reasons = ", ".join(f"{why} ({count})" for why, count in sorted(withheld.items()))
+        if withheld and not kept:
+            raise NothingToServe(
+                f"{self.root}: none of its {len(suffixes)} bundles can be served: none verifies under the trusted "
+                f"keys ({reasons}); pin the key that signed them with --keyring FILE (its fingerprint checked "
+                "out of band)"
+            )
+        if withheld:
+            logger.warning(
+                "withholding %d of %d bundles that do not verify: %s", sum(withheld.values()), len(suffixes), reasons
+            )
+        return kept
+
+    def _nothing(self, listed: list[str]) -> str:
+        """Why the folder has nothing to serve, naming what was looked for."""
+        if listed:
+            return f"{self.root}: none of its {len(listed)} bundle files could be read as a bundle"
+        others = sum(1 for path in self.bundles_dir.glob("*.json"))
+        return f"{self.root}: nothing to serve: no <SUFFIX>{BUNDLE_EXTENSION} file in {self.bundles_dir}" + (
+            f" (it holds {others} other *.json files; a bundle is served only from a file named after its "
+            f"record's 26-character suffix, <SUFFIX>{BUNDLE_EXTENSION})"
+            if others
+            else ""
+        )
 
     def _saved_catalog(self, suffixes: list[str]) -> Catalog | None:
         """The saved catalog, if there is one and it lists exactly the bundles present."""

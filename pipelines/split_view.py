@@ -13,6 +13,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
+from crawler.crawl_config import pith_crawl_only
 from crawler.items import BundleItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat, StatFamily
@@ -32,6 +33,7 @@ class SplitViewPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "SplitViewPipeline":
+        pith_crawl_only(crawler)
         if crawler.settings.getint("PITH_CROSS_CHECK") <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
         return cls(crawler.stats)

@@ -8,6 +8,7 @@ from scrapy.crawler import Crawler
 from scrapy.signalmanager import SignalManager
 from scrapy.statscollectors import StatsCollector
 
+from crawler.crawl_config import pith_crawl_only
 from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
 from crawler.stat_keys import Stat, StatFamily
@@ -30,6 +31,7 @@ class VerdictStatsPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "VerdictStatsPipeline":
+        pith_crawl_only(crawler)
         return cls(crawler.stats, crawler.signals)
 
     def process_item(self, item: Any) -> Any:

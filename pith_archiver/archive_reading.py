@@ -97,11 +97,20 @@ def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
         raise ConfigError(str(exc)) from None
 
 
-def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
-    """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
+def pinned_keyring(trust: Trust) -> Keyring:
+    """The keys ``trust`` pins, each with its role: the built-in registry key (unless
+    --no-default-keys), every --keyring file and this machine's archiver key."""
     own = machine_key(trust.signing_key)
     try:
-        pinned = Keyring.build([*trust.keyrings, *([own] if own else [])], default_keys=not trust.no_default_keys)
+        return Keyring.build([*trust.keyrings, *([own] if own else [])], default_keys=not trust.no_default_keys)
+    except KeyringError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
+    """Every key a read of ``store`` trusts, each with its role (see the module docstring)."""
+    pinned = pinned_keyring(trust)
+    try:
         ring = reading_keyring(store, pinned, archive_keys=trust.trust_archive_keys)
     except KeyringError as exc:
         raise ConfigError(str(exc)) from None

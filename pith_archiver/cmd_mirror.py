@@ -3,24 +3,38 @@ fit for public use. Its options (where it listens, what its site says, its limit
 are decorators the test kit's fault-injecting ``serve`` reuses."""
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from crawler.verify_worker import available_cores
 from mirror.archive_source import ArchiveSource, NothingServable
 from mirror.limits import CONNECTION_CAP, ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
-from mirror.source import CorpusDirectory, RecordSource
+from mirror.source import BundleCheck, CorpusDirectory, NothingToServe, RecordSource
+from pith.keyring import Keyring
+from pith.parse import Limits
+from pith.verify import Status
 from storage.reader import NothingCommitted
 from storage.stores import StorageError
 
-from .archive_reading import TRUST_HELP, Trust, is_archive, nothing_trusted, open_archive, trust_options
+from .archive_reading import (
+    TRUST_HELP,
+    Trust,
+    is_archive,
+    nothing_trusted,
+    open_archive,
+    pinned_keyring,
+    trust_options,
+)
+from .checking import TargetChecker
 from .exit_status import ConfigError, RunFailed
+from .ordered_pool import ordered_map
 from .output import Command, echo, log_to_stderr, verbosity_options
 
 
@@ -175,28 +189,37 @@ def listen_options(command: Command) -> Command:
 @listen_options
 @verbosity_options
 def serve(directory: str, trust: Trust, listening: Listening, verbosity: int) -> None:
-    """Serve DIRECTORY in Pith's resolver layout: a corpus, a folder of
-    <SUFFIX>.bundle.json files, or an archive (a folder with manifests/, or
-    s3://bucket/prefix), whose committed current version of each record is served as
-    the bytes stored, each verified (under the trusted keys, with their roles) before
-    it is first served. Prints the URL it listens on as its first line, then serves
-    until SIGINT or SIGTERM. -v logs startup, -vv every request. Exit 2 on usage or
-    configuration errors, 4 when the archive cannot be read."""
+    """Serve DIRECTORY in Pith's resolver layout: a corpus or a folder of
+    <SUFFIX>.bundle.json files, every bundle verified at startup, or an archive (a
+    folder with manifests/, or s3://bucket/prefix), whose committed current version of
+    each record is served as the bytes stored, each verified before it is first
+    served. Both verify under the trusted keys, with their roles; what does not verify
+    is withheld, with one warning saying how many. Prints the URL it listens on as its
+    first line, then serves until SIGINT or SIGTERM. -v logs startup, -vv every
+    request. Exit 2 on usage or configuration errors and when nothing could be served,
+    4 when the archive cannot be read."""
     log_to_stderr(verbosity)
     listening.serve(open_source(directory, trust))
 
 
 def open_source(directory: str, trust: Trust) -> RecordSource:
-    """The RecordSource DIRECTORY names: an archive (see is_archive) or a corpus folder."""
+    """The RecordSource DIRECTORY names: an archive (see is_archive), or a corpus folder
+    whose bundles are verified under the pinned keys first."""
     if not is_archive(directory):
         if not Path(directory).is_dir():
             raise ConfigError(f"{directory}: neither a folder nor s3://bucket/prefix")
-        if trust.given:
+        if trust.s3_endpoint_url or trust.trust_archive_keys:
             raise ConfigError(
-                f"{directory} is a corpus, not an archive (no manifests/ folder): --s3-endpoint-url, "
-                "--keyring, --no-default-keys, --signing-key and --trust-archive-keys apply to archives"
+                f"{directory} is a folder of bundles, not an archive (no manifests/ folder): "
+                "--s3-endpoint-url and --trust-archive-keys apply to archives"
             )
-        return CorpusDirectory(directory)
+        keyring = pinned_keyring(trust)
+        if not len(keyring):
+            raise ConfigError("no key to trust: give --keyring FILE or drop --no-default-keys")
+        try:
+            return CorpusDirectory(directory, verified_under(keyring))
+        except NothingToServe as exc:
+            raise ConfigError(str(exc)) from None
     store, keyring = open_archive(directory, trust)
     try:
         return ArchiveSource(store, keyring)
@@ -206,3 +229,14 @@ def open_source(directory: str, trust: Trust) -> RecordSource:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
+
+
+def verified_under(keyring: Keyring) -> BundleCheck:
+    """A folder's check: each bundle file verified as ``verify`` does, on every core."""
+    checker = TargetChecker(keyring, Limits())
+
+    def check(paths: list[Path]) -> Iterator[str | None]:
+        for record in ordered_map(checker.bundle, [str(path) for path in paths], available_cores()):
+            yield None if record["status"] == Status.VERIFIED else str(record.get("reason") or record["status"])
+
+    return check

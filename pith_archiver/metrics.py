@@ -1,6 +1,7 @@
 """A run's Prometheus metrics: a text file for node_exporter's textfile collector
 (``--metrics-file``, written whole and renamed into place, so a scrape never reads half
-of it) and a push to a Pushgateway (``--pushgateway``).
+of it) and a push to a Pushgateway (``--pushgateway``), within the deadline of a side
+request (``side_request``) however the gateway behaves.
 
 Every sample is labelled by ``command`` and ``archive``. ``last_success_timestamp_seconds``
 is when a run last finished with a commit (exit 0, 1 or 3): a run that did not keeps
@@ -9,6 +10,8 @@ the value of the file it replaces, so "no success for a day" stays an alert rule
 
 import logging
 import tempfile
+import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, pushadd_to_gateway, write_to_textfile
@@ -16,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .exit_status import ConfigError
 from .run_summary import RunSummary
+from .side_request import SideRequestBudget, send
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +27,6 @@ PREFIX = "pith_archiver"
 JOB = "pith-archiver"  # the Pushgateway's job label
 LABELS = ("command", "archive")
 KEPT = ("exit_status", "last_success_timestamp_seconds")  # carried over from the file a run replaces
-PUSH_TIMEOUT = 10.0
 
 
 def check_metrics_file(path: str) -> None:
@@ -89,13 +92,29 @@ def write_metrics(path: str, summary: RunSummary) -> None:
     write_to_textfile(path, registry_for(summary, previous_values(path)))
 
 
-def push_metrics(url: str, summary: RunSummary, previous: dict[str, float]) -> None:
+def push_metrics(url: str, summary: RunSummary, previous: dict[str, float], budget: SideRequestBudget) -> None:
     """POST to the Pushgateway (it replaces the metrics of these names in the group, so
-    a last success this run does not report stays there)."""
+    a last success this run does not report stays there), once."""
+    seconds = budget.next_attempt()
+    if not seconds:
+        raise TimeoutError(budget.spent())
     pushadd_to_gateway(
         url,
         job=JOB,
         registry=registry_for(summary, previous),
         grouping_key={"command": summary.command, "archive": summary.archive},
-        timeout=PUSH_TIMEOUT,
+        timeout=seconds,
+        handler=_within_deadline,
     )
+
+
+def _within_deadline(
+    url: str, method: str, timeout: float, headers: Sequence[tuple[str, str]], data: bytes
+) -> Callable[[], None]:
+    """prometheus_client's request handler, with ``timeout`` the deadline of the whole
+    exchange (its own bounds each socket read); an error status raises, as its own does."""
+
+    def handle() -> None:
+        send(urllib.request.Request(url, data=data, method=method, headers=dict(headers)), timeout)  # noqa: S310 - run_hooks accepts only http(s) --pushgateway URLs
+
+    return handle

@@ -1,6 +1,7 @@
 """``--notify URL``: POST one JSON summary of a run when it ends (a chat webhook, an
-alerting relay, a ticket system). Delivery is tried a few times with a timeout and
-never changes the run's exit status: what could not be delivered is one warning line.
+alerting relay, a ticket system). Delivery is tried a few times, each attempt and all
+of them together within a deadline however the receiver behaves (``side_request``),
+and never changes the run's exit status: what could not be delivered is one warning line.
 """
 
 import json
@@ -12,14 +13,14 @@ from collections.abc import Iterable
 from pith.shipped import version
 
 from .run_summary import RunSummary
+from .side_request import SideRequestBudget, send
 
 ATTEMPTS = 3
-TIMEOUT = 10.0  # seconds per attempt
 BACKOFF = 1.0  # seconds before the second attempt, doubled each time
 RETRIED_STATUSES = (408, 429, 500, 502, 503, 504)
 
 
-def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TIMEOUT) -> str | None:
+def deliver(url: str, body: bytes, budget: SideRequestBudget, attempts: int = ATTEMPTS) -> str | None:
     """POST ``body`` to ``url``; None once delivered (a 2xx), else why not."""
     request = urllib.request.Request(  # noqa: S310 - run_hooks accepts only http(s) --notify URLs
         url,
@@ -30,25 +31,27 @@ def deliver(url: str, body: bytes, attempts: int = ATTEMPTS, timeout: float = TI
     why = "not tried"
     for attempt in range(attempts):
         if attempt:
-            time.sleep(BACKOFF * 2 ** (attempt - 1))
+            time.sleep(min(BACKOFF * 2 ** (attempt - 1), budget.left()))
+        seconds = budget.next_attempt()
+        if not seconds:
+            return f"{why}; {budget.spent()}"
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - run_hooks accepts only http(s) --notify URLs
-                response.read()
+            send(request, seconds)
             return None
         except urllib.error.HTTPError as exc:
             why = f"HTTP {exc.code}"
             if exc.code not in RETRIED_STATUSES:
                 return why
-        except (urllib.error.URLError, OSError) as exc:
+        except OSError as exc:  # TimeoutError, URLError
             why = str(getattr(exc, "reason", None) or exc)
     return f"{why} after {attempts} attempts"
 
 
-def notify(urls: Iterable[str], summary: RunSummary) -> list[str]:
+def notify(urls: Iterable[str], summary: RunSummary, budget: SideRequestBudget) -> list[str]:
     """Send the summary to every URL; the warning lines of those not delivered."""
     body = json.dumps(summary.as_dict(), sort_keys=True).encode()
     return [
         f"warning: --notify {url}: the run summary was not delivered ({why}); the exit status is unchanged"
         for url in urls
-        if (why := deliver(url, body)) is not None
+        if (why := deliver(url, body, budget)) is not None
     ]

@@ -19,6 +19,7 @@ from .crawl_setup import check_http_url
 from .exit_status import ExitStatus
 from .output import Command, echo
 from .run_summary import RunSummary, crawl_counts
+from .side_request import SideRequestBudget
 
 
 class RunHooks:
@@ -60,15 +61,18 @@ class RunHooks:
         self.update(**crawl_counts(stats), why=why)
 
     def finish(self, status: ExitStatus) -> None:
+        """Report the run. The push and the messages share one budget of time
+        (``side_request``): however their receivers behave, the run ends soon after."""
         self.summary.status, self.summary.finished = status, time.time()
         if self.metrics_file:
             self._warn_on_failure("--metrics-file", self._write_metrics)
+        budget = SideRequestBudget()
         if self.pushgateway:
-            self._warn_on_failure("--pushgateway", self._push)
+            self._warn_on_failure("--pushgateway", lambda: self._push(budget))
         if self.notify_urls:
             from .notify import notify
 
-            for line in notify(self.notify_urls, self.summary):
+            for line in notify(self.notify_urls, self.summary, budget):
                 echo(line, err=True)
 
     def _write_metrics(self) -> None:
@@ -77,11 +81,11 @@ class RunHooks:
         if self.metrics_file:
             write_metrics(self.metrics_file, self.summary)
 
-    def _push(self) -> None:
+    def _push(self, budget: SideRequestBudget) -> None:
         from .metrics import previous_values, push_metrics
 
         if self.pushgateway:
-            push_metrics(self.pushgateway, self.summary, previous_values(self.metrics_file))
+            push_metrics(self.pushgateway, self.summary, previous_values(self.metrics_file), budget)
 
     @staticmethod
     def _warn_on_failure(option: str, action: Callable[[], object]) -> None:

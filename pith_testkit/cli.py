@@ -9,7 +9,7 @@ import click
 
 from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from pith.links import REGISTRY_BASE
-from pith_archiver.archive_reading import TRUST_HELP, trust_options
+from pith_archiver.archive_reading import TRUST_HELP, is_archive, trust_options
 from pith_archiver.cli import LazyGroup
 from pith_archiver.cmd_mirror import listen_options, open_source
 from pith_archiver.exit_status import ConfigError
@@ -123,7 +123,7 @@ def serve(
     if virtual:
         source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory)
     elif directory:
-        source = open_source(directory, trust)
+        source = open_source(directory, _with_corpus_keyring(directory, trust))
         keyring_path = None
     else:
         raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")
@@ -131,6 +131,15 @@ def serve(
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     listening.serve(source, FaultyMirrorServer, [f"keyring {keyring_path}"] if keyring_path else [], faults=plan)
+
+
+def _with_corpus_keyring(directory: str, trust):
+    """A test corpus is served under the keyring it carries (``corpus generate`` writes
+    it beside the bundles), besides the keys trusted anyway."""
+    carried = Path(directory) / KEYRING_NAME
+    if is_archive(directory) or not carried.is_file():
+        return trust
+    return dataclasses.replace(trust, keyrings=(*trust.keyrings, str(carried)))
 
 
 def _virtual(records: int, seed: int, keyring_out, directory):

@@ -3,6 +3,7 @@
 committed current version of each record is served, and altered bytes never are."""
 
 import hashlib
+import shutil
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,7 @@ import pytest
 from mirror.archive_source import ArchiveSource
 from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
-from mirror.source import KEYRING_NAME, CorpusDirectory
+from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from pith.keyring import Keyring
 from pith.signing import Signer
 from storage import layout
@@ -187,10 +188,57 @@ def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_
     (tmp_path / "empty" / "manifests").mkdir(parents=True)
     empty = run_cli("serve", str(tmp_path / "empty"), "--no-default-keys")
     assert empty.returncode == 2 and "no key to trust" in empty.output
-    corpus = run_cli("serve", str(corpus_dir), "--keyring", str(corpus_dir / KEYRING_NAME))
-    assert corpus.returncode == 2 and "is a corpus, not an archive" in corpus.output
+    corpus = run_cli("serve", str(corpus_dir), "--trust-archive-keys")
+    assert corpus.returncode == 2 and "is a folder of bundles, not an archive" in corpus.output
     missing = run_cli("serve", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "neither a folder nor s3://" in missing.output
+
+
+def test_serve_refuses_a_folder_with_nothing_to_serve(tmp_path, corpus_dir):
+    (tmp_path / "empty").mkdir()
+    empty = run_cli("serve", str(tmp_path / "empty"))
+    assert empty.returncode == 2
+    assert empty.output.splitlines() == [
+        f"Error: {tmp_path / 'empty'}: nothing to serve: no <SUFFIX>.bundle.json file in {tmp_path / 'empty'}"
+    ]
+    misnamed = tmp_path / "misnamed"
+    misnamed.mkdir()
+    for path in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json"))[:3]:
+        shutil.copy(path, misnamed / path.name.replace(".bundle.json", ".json"))
+    refused = run_cli("serve", str(misnamed))
+    assert refused.returncode == 2 and "Traceback" not in refused.output
+    [line] = refused.output.splitlines()
+    assert "no <SUFFIX>.bundle.json file" in line and "it holds 3 other *.json files" in line
+
+
+def test_serve_verifies_a_folder_under_the_pinned_keys_and_withholds_the_rest(tmp_path, corpus_dir, corpus_catalog):
+    """The minted bundles of the test corpus are signed by its own key, which only
+    --keyring pins; the three real ones verify under the built-in registry key."""
+    minted = [
+        s for s in corpus_catalog.suffixes if s != REAL and (corpus_dir / BUNDLES_DIR / f"{s}.bundle.json").is_file()
+    ]
+    folder = tmp_path / "minted"
+    folder.mkdir()
+    for suffix in minted[:5]:
+        shutil.copy(corpus_dir / BUNDLES_DIR / f"{suffix}.bundle.json", folder)
+    refused = run_cli("serve", str(folder))
+    assert refused.returncode == 2
+    [line] = refused.output.splitlines()
+    assert "none of its 5 bundles can be served: none verifies under the trusted keys (unknown_key (5))" in line
+    assert "--keyring FILE" in line
+
+    shutil.copy(corpus_dir / BUNDLES_DIR / f"{REAL}.bundle.json", folder)
+    tampered = folder / f"{minted[0]}.bundle.json"
+    tampered.write_bytes(tampered.read_bytes().replace(b'"pith:', b'"PITH:', 1))
+    keyring = str(corpus_dir / KEYRING_NAME)
+    for options, served in (((), {REAL}), (("--keyring", keyring), {REAL, *minted[1:5]})):
+        log = tmp_path / "serve.log"
+        with log.open("w") as stderr, serve_process(folder, *options, stderr=stderr) as (_, url):
+            answers = {s: fetch(f"{url}/pith/{s}/bundle.json")[0] for s in [REAL, *minted[:5]]}
+        assert {s for s, status in answers.items() if status == 200} == served
+        assert set(answers.values()) == {200, 404}
+        withheld = [line for line in log.read_text().splitlines() if "withholding" in line]
+        assert len(withheld) == 1 and f"withholding {6 - len(served)} of 6 bundles that do not verify" in withheld[0]
 
 
 def test_a_stalled_store_does_not_stall_the_served_mirror(

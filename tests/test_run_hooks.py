@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.source import KEYRING_NAME
+from pith_archiver.notify import deliver
+from pith_archiver.side_request import BUDGET_SECONDS, BUDGET_VARIABLE, SideRequestBudget, send
 from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.listener import closed_port_url
@@ -197,3 +200,66 @@ def test_bad_reporting_options_are_one_line_and_exit_2_before_anything(tmp_path,
     line = one_error_line(proc)
     assert line.startswith("Error: ") and said in line, line
     assert server.requests == [] and not (tmp_path / "archive").exists() and not (tmp_path / "config").exists()
+
+
+# --- side requests end in bounded time, however the receiver behaves ------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["trickle", "silent"])
+def test_a_side_request_ends_at_its_deadline_however_slowly_the_receiver_answers(hostile_receiver, mode):
+    receiver = hostile_receiver(mode, every=0.2)  # each byte well within urllib's per-read timeout
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"no answer within 1\.0 s"):
+        send(urllib.request.Request(receiver.url, data=b"{}", method="POST"), 1.0)
+    assert 1.0 <= time.monotonic() - started < 2.0
+    assert receiver.requests == 1
+
+
+def test_a_huge_answer_body_is_never_waited_for(hostile_receiver):
+    receiver = hostile_receiver("endless")
+    started = time.monotonic()
+    assert send(urllib.request.Request(receiver.url, data=b"{}", method="POST"), 5.0) == 200
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.slow
+def test_every_attempt_and_all_of_them_share_the_budget(hostile_receiver, listener, monkeypatch):
+    receiver = hostile_receiver("trickle", every=0.2)
+    monkeypatch.delenv(BUDGET_VARIABLE, raising=False)
+    default = SideRequestBudget()  # the default: each attempt and all together are bounded
+    assert (default.seconds, default.attempt_seconds) == (BUDGET_SECONDS, 10.0) and BUDGET_SECONDS < 60
+    monkeypatch.setenv(BUDGET_VARIABLE, "3")
+    budget = SideRequestBudget()
+    assert budget.attempt_seconds == 1.0
+    started = time.monotonic()
+    why = deliver(receiver.url, b"{}", budget)  # 1 s, a pause of 1 s, 1 s, then no time for a third
+    assert why.startswith("no answer within 1.0 s;") and why.endswith("all side requests of a run may take are spent")
+    assert receiver.requests == 2 and time.monotonic() - started < 3.5
+    late = listener()
+    assert deliver(late.url, b"{}", budget) == "not tried; the 3 s all side requests of a run may take are spent"
+    assert late.received == []
+
+
+@pytest.mark.slow
+def test_audit_ends_with_its_own_status_whatever_the_receivers_do(tmp_path, corpus_dir, mirror, hostile_receiver):
+    crawled = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", REAL), home=tmp_path)
+    assert crawled.returncode == 0, crawled.stderr
+    gateway, hook = hostile_receiver("trickle"), hostile_receiver("trickle")
+    for archive, status in (("archive", 0), ("nowhere", 2)):  # clean; no such archive
+        alone = run_cli("audit", archive, "-q", home=tmp_path)
+        assert alone.returncode == status, alone.stderr
+        started = time.monotonic()
+        hooked = run_cli(
+            "audit", archive, "-q", "--pushgateway", gateway.url, "--notify", hook.url,
+            home=tmp_path, env={BUDGET_VARIABLE: "4"},
+        )  # fmt: skip
+        assert time.monotonic() - started < 15  # the budget, and the process's own start-up
+        assert hooked.returncode == status and hooked.stdout == alone.stdout
+        warnings = [line for line in hooked.stderr.splitlines() if line.startswith("warning: ")]
+        assert len(warnings) == 2, hooked.stderr
+        pushed, notified = warnings
+        assert pushed == "warning: --pushgateway: TimeoutError: no answer within 1.3 s; the exit status is unchanged"
+        assert notified.startswith(f"warning: --notify {hook.url}: the run summary was not delivered (no answer")
+        assert notified.endswith("the 4 s all side requests of a run may take are spent); the exit status is unchanged")
+    assert gateway.requests == 2 and hook.requests >= 2

@@ -74,3 +74,63 @@ def listener():
     yield start
     for one in started:
         one.close()
+
+
+class HostileReceiver:
+    """A receiver that reads each request, then ``mode``: ``trickle`` sends its answer's
+    status line and a header a byte every ``every`` seconds, for ever; ``silent`` never
+    answers; ``endless`` answers 200 with headers promising a terabyte and sends body
+    bytes as fast as they are taken. Counts the requests it read."""
+
+    def __init__(self, mode: str, every: float = 0.5):
+        self.mode, self.every, self.requests = mode, every, 0
+        self.stopped = threading.Event()
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection):
+        trickled = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10**6 if self.mode == "trickle" else b""
+        with connection:
+            try:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += connection.recv(65536)
+                self.requests += 1
+                if self.mode == "endless":
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n")
+                for at in range(len(trickled) if self.mode == "trickle" else 10**9):
+                    if self.stopped.wait(self.every if self.mode == "trickle" else self.every / 100):
+                        return
+                    if self.mode == "trickle":
+                        connection.sendall(trickled[at : at + 1])
+                    elif self.mode == "endless":
+                        connection.sendall(b"x" * 65536)
+            except OSError:
+                return  # the client cut the connection
+
+    def close(self):
+        self.stopped.set()
+        self.socket.close()
+
+
+@pytest.fixture
+def hostile_receiver():
+    """``hostile_receiver(mode, every=0.5)`` -> a started HostileReceiver (``url``, ``requests``)."""
+    started = []
+
+    def start(mode, every=0.5):
+        started.append(HostileReceiver(mode, every))
+        return started[-1]
+
+    yield start
+    for one in started:
+        one.close()
