@@ -52,6 +52,7 @@ class Reason(StrEnum):
     RELEASE_SIGNATURE_INVALID = "release_signature_invalid"
     RELEASE_FILE_MISMATCH = "release_file_mismatch"
     FETCH_FAILED = "fetch_failed"
+    WRONG_RECORD = "wrong_record"
 
 
 REASONS: dict[Reason, str] = {
@@ -108,6 +109,8 @@ REASONS: dict[Reason, str] = {
     Reason.RELEASE_FILE_MISMATCH: "a file a release lists is missing, or differs from its size and sha256",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     Reason.FETCH_FAILED: "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
+    Reason.WRONG_RECORD: "a source answered for one record with another record's document (its pith_number names "
+    "another record): a bad copy from that source, never archived as the record asked for",
 }
 
 

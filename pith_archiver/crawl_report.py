@@ -77,6 +77,9 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     elif failed:
         statuses.append(ExitStatus.PARTIAL)
         whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
+    if crawl.unaccounted:
+        statuses.append(ExitStatus.FAILED)
+        whys.append(f"records unaccounted for: {crawl.unaccounted} (named in the log)")
     if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
         whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
@@ -154,7 +157,9 @@ def hosts_line(stats: dict) -> str:
         return ""
     parts = []
     for host, counts in sorted(hosts.items()):
-        bad = ", ".join(f"{what} {counts[what]}" for what in BAD if counts.get(what))
+        bad = ", ".join(
+            [f"{what} {counts[what]}" for what in BAD if counts.get(what)] + ["demoted"] * bool(counts.get("demoted"))
+        )
         parts.append(
             f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
             + (f" ({bad})" if bad else "")
@@ -205,6 +210,8 @@ def report(
     click.echo(
         f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}"
     )
+    if crawl.unaccounted:
+        click.echo(f"records unaccounted for: {crawl.unaccounted}")
     if result.failures:
         click.echo("fetch failures: " + _counts(result.failures))
     if result.rejections:

@@ -34,6 +34,7 @@ from ..crawl_config import CrawlConfig
 from ..cross_check import CrossCheck
 from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
+from ..identity import bound
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..meta_keys import Meta
@@ -150,7 +151,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         return spider
 
     def count_sources(self) -> None:
-        self.pool.count_into(self.crawler.stats, self.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
+        settings = self.settings
+        self.pool.count_into(
+            self.crawler.stats, settings.getint("PITH_MIRROR_DEMOTE_AFTER"), settings.getint("PITH_MIRROR_HOLD_BACK")
+        )
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
@@ -219,8 +223,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             yield request
 
     def record_request(self, suffix: str, depth: int) -> scrapy.Request:
-        """A record's work starts from its bundle, from the source picked now."""
+        """A record's work starts from its bundle, from the source picked now; from
+        here on the record must end accounted for (crawler.ledger)."""
+        self.crawler.signals.send_catch_log(pith_signals.record_opened, suffix=suffix)
         return self.bundle_request(self.source(), suffix, depth)
+
+    def settled(self, suffix: str, outcome: str) -> None:
+        """A record ended without an item saying how (unchanged, or forbidden by robots.txt)."""
+        self.crawler.signals.send_catch_log(pith_signals.record_settled, suffix=suffix, outcome=outcome)
 
     def task_request(self, task: dict) -> scrapy.Request:
         """This worker's own request for a task of a shared frontier (checked, of
@@ -287,21 +297,26 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 "handle_httpstatus_list": [304],
                 Meta.TASK: record_task(BUNDLE, suffix),
                 Meta.TEMPLATE: "bundle_url",
+                # a mirror that fails falls back to the resolver at once: retrying a
+                # slow or broken mirror multiplies its cost (crawler.spread)
+                "dont_retry": base != self.resolver.base and self.resolver.base not in tried,
             },
         )
 
-    def copy_refused(self, meta: dict, url: str) -> scrapy.Request | None:
-        """A rejected copy: counted against its source; when a mirror served it, the
-        record's request again from a source not tried yet (None when there is none)."""
+    def copy_refused(self, meta: dict, reason: str) -> scrapy.Request | None:
+        """A rejected copy: counted against its source; when a mirror served it (or
+        any source served another record), the record's request again from a source
+        not tried yet (None when there is none)."""
         base = meta[Meta.TRIED][-1]
-        self.pool.judged(base, "rejected")
-        if base == self.resolver.base:
+        wrong = reason == Reason.WRONG_RECORD
+        self.pool.judged(base, Reason.WRONG_RECORD if wrong else "rejected")
+        if base == self.resolver.base and not wrong:
             return None
         other = self.pool.pick(meta[Meta.TRIED])
         if other is None:
             return None
         self._stat(Stat.MIRROR_REFETCHES)
-        logger.info("%s served a rejected copy; fetching %s from %s", base, meta[Meta.SUFFIX], other)
+        logger.info("%s served a rejected copy (%s); fetching %s from %s", base, reason, meta[Meta.SUFFIX], other)
         return self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
 
     def version_refused(self, url: str, relation: str) -> None:
@@ -336,21 +351,28 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.learn_redirect(response, suffix)
         if response.status == 304:
             self._stat(Stat.NOT_MODIFIED)
+            self.settled(suffix, "unchanged")
             if self.page_wanted(depth):  # the links are in the body we did not get again
                 yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        verdict = bound(verdict, suffix)  # another record's bundle answers nothing (crawler.identity)
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(
             url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
         )
         if not verdict.ok:
-            retry = self.copy_refused(meta, response.url)
-            if retry is not None:  # a mirror's bad copy is evidence; the record is had from another source
+            retry = self.copy_refused(meta, verdict.reason)
+            if retry is not None or verdict.reason == Reason.WRONG_RECORD:
+                item.answers = False  # a bad copy is evidence; the record is had from another source, or failed
                 yield item
-                yield retry
+                if retry is not None:
+                    yield retry
+                else:
+                    for failed in self.record_failed(meta, response.url, Reason.WRONG_RECORD, verdict.detail):
+                        yield failed
                 return
         else:
             self.pool.served(meta[Meta.TRIED][-1])
@@ -396,7 +418,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.pool.done(meta[Meta.TRIED][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
             self._stat(Stat.ROBOTS_FORBIDDEN)
+            self.settled(meta[Meta.SUFFIX], "forbidden")
             return
+        self.pool.judged(meta[Meta.TRIED][-1], "failed")  # a timeout or refused connection counts as a bad copy
         other = self.pool.pick(meta[Meta.TRIED])
         if other is not None:
             self._stat(Stat.MIRROR_FALLBACKS)
@@ -408,9 +432,13 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         reason = Reason.TOO_LARGE if too_large else Reason.FETCH_FAILED
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
+        yield from self.record_failed(meta, request.url, reason, detail)
+
+    def record_failed(self, meta: dict, url: str, reason: Reason, detail: str) -> Iterator[Any]:
+        """No source gave the record: its failure, and its page when that may name more records."""
         self._stat(StatFamily.BUNDLE_FAILURES + reason)
         yield FetchFailureItem(
-            url=request.url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
+            url=url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
         )
         if self.page_wanted(meta[Meta.DEPTH]):  # the records beyond it are still reachable
             yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK], bundle_failed=True)

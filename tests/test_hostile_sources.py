@@ -1,0 +1,242 @@
+"""Hostile sources (the test kit's swap, forge, trickle, error and down modes), as a
+mirror beside a good resolver and as the resolver alone, on every crawl path: every
+record found ends accounted for (archived, unchanged, rejected or failed, never
+silently missing or archived under another record's name), a bad source is named
+and held back, and the exit status says what happened. Real crawls, real servers."""
+
+import json
+import socket
+import time
+from urllib.parse import urlsplit
+
+import pytest
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.test import get_crawler
+
+from crawler.items import BundleItem
+from crawler.ledger import RecordLedger
+from crawler.stat_keys import CrawlStats, Stat
+from pith.verify import Status, Verdict
+from pith_archiver.crawl_report import outcome
+from pith_archiver.exit_status import ExitStatus
+from pith_testkit.faults import FaultPlan
+from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.tables import read_rows
+from tests.test_frontier import start_worker
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # a real bundle of the corpus: every swap serves it
+SEEDS = 16
+QUICK = ["-s", "PITH_RETRY_BACKOFF_BASE=0.01", "--no-follow"]
+
+
+def host_stat(result, url: str, what: str) -> int:
+    return result.stats.get(f"pith/hosts/{urlsplit(url).netloc}/{what}", 0)
+
+
+def closed_port() -> str:
+    """A loopback URL nothing listens on: a source that is down (connection refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def seeds(tmp_path, corpus_catalog) -> list[str]:
+    """SEEDS records (never the swapped one), and a seeds file naming them."""
+    chosen = sorted(s for s in corpus_catalog.suffixes if s != REAL)[:SEEDS]
+    (tmp_path / "seeds.txt").write_text("".join(f"{suffix}\n" for suffix in chosen))
+    return chosen
+
+
+def archived(tmp_path) -> set[str]:
+    if not (tmp_path / "archive" / "tables" / "records").exists():  # nothing committed
+        return set()
+    return {row["pith_number"].rpartition(":")[2] for row in read_rows(tmp_path / "archive", "records")}
+
+
+def accounted(result, records: int) -> None:
+    """The invariant: every record found ends in one outcome, none unaccounted for."""
+    outcomes = {k.rpartition("/")[2]: v for k, v in result.stats.items() if k.startswith("pith/records/")}
+    assert result.stat("records_unaccounted") == 0, result.stderr[-3000:]
+    assert sum(outcomes.values()) == result.stat("records_found") == records, outcomes
+
+
+HOSTILE_MIRRORS = {
+    "swap": FaultPlan(swap_with=REAL),
+    "forge": FaultPlan(forge=True),
+    "404": FaultPlan(error_rate=1.0, error_status=404, paths=r"/bundle\.json$"),
+    "500": FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [*HOSTILE_MIRRORS, "down"])
+def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_record(
+    tmp_path, corpus_dir, mirror, seeds, mode
+):
+    resolver = mirror()
+    bad = closed_port() if mode == "down" else mirror(faults=HOSTILE_MIRRORS[mode]).url
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        "--mirror",
+        bad,
+        "--seeds-file",
+        str(tmp_path / "seeds.txt"),
+        resolver=resolver.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    # bad copies are evidence in quarantine (exit 1); failures to answer cost nothing (exit 0)
+    assert result.returncode == (1 if mode in ("swap", "forge") else 0), result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(seeds)  # every record, each under its own name
+    accounted(result, SEEDS)
+    assert result.stat("records/archived") == SEEDS
+    what = {"swap": "wrong_record", "forge": "rejected"}.get(mode, "failed")
+    bad_copies = host_stat(result, bad, what)
+    assert 1 <= bad_copies == host_stat(result, bad, "requests") <= 4  # held back to 2 in flight, demoted after 3
+    assert host_stat(result, bad, "demoted") == (bad_copies >= 3)
+    sources = next(line for line in result.stdout.splitlines() if line.startswith("sources: "))
+    assert f"{urlsplit(bad).netloc} {bad_copies} requests, 0 records ({what} {bad_copies}" in sources
+    if mode == "swap":
+        rows = [r for r in read_rows(tmp_path / "archive", "verifications") if r["reason"] == "wrong_record"]
+        assert rows and all(r["status"] == "rejected" and urlsplit(r["url"]).netloc in bad for r in rows)
+
+
+@pytest.mark.slow
+def test_a_trickling_mirror_costs_about_three_timeouts(tmp_path, corpus_dir, mirror, seeds):
+    resolver, slow = mirror(), mirror(faults=FaultPlan(trickle=1.0))
+    started = time.monotonic()
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        "-s",
+        "DOWNLOAD_TIMEOUT=2",
+        "--mirror",
+        slow.url,
+        "--seeds-file",
+        str(tmp_path / "seeds.txt"),
+        resolver=resolver.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    assert host_stat(result, slow.url, "failed") == host_stat(result, slow.url, "requests") <= 4
+    assert result.stats.get("retry/count", 0) == 0  # a slow mirror's request falls back, it is not retried there
+    assert elapsed < 30  # two rounds of 2 s timeouts, not SEEDS x 5 attempts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("path", "plan"),
+    [
+        ("one seed", FaultPlan(swap_with=REAL)),
+        ("seeds file", FaultPlan(swap_with=REAL)),
+        ("sitemap", FaultPlan(swap_with=REAL)),
+        ("seeds file", FaultPlan(forge=True)),
+        ("seeds file", FaultPlan(error_rate=1.0, error_status=404, paths=r"/bundle\.json$")),
+    ],
+)
+def test_a_hostile_resolver_alone_never_ends_ok(tmp_path, corpus_dir, corpus_catalog, mirror, seeds, path, plan):
+    server = mirror(faults=plan, sitemap_page_size=10)
+    named = {"one seed": [seeds[0]], "seeds file": ["--seeds-file", str(tmp_path / "seeds.txt")]}
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        "-s",
+        "RETRY_TIMES=0",
+        *named.get(path, ["sitemap"]),
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    found = {"one seed": 1, "seeds file": SEEDS}.get(path, len(corpus_catalog))
+    assert result.returncode in (ExitStatus.REJECTED, ExitStatus.FAILED), result.stdout + result.stderr[-3000:]
+    accounted(result, found)
+    if plan.swap_with:  # only the swapped record is itself, and only when it was asked for
+        assert archived(tmp_path) <= {REAL}
+        assert result.stat("bundle_failures/wrong_record") == found - len(archived(tmp_path))
+
+
+@pytest.mark.slow
+def test_a_cross_check_against_a_swapping_mirror_flags_no_split_view(tmp_path, corpus_dir, mirror, seeds):
+    resolver, swapping = mirror(), mirror(faults=FaultPlan(swap_with=REAL))
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        "--cross-check",
+        "4",
+        "--mirror",
+        swapping.url,
+        "--seeds-file",
+        str(tmp_path / "seeds.txt"),
+        resolver=resolver.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]  # the wrong copies, in quarantine
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    assert (result.stat("equivocations"), result.stat("cross_check/fork")) == (0, 0)
+    assert host_stat(result, swapping.url, "wrong_record") >= 4  # each sampled record's copy, named as such
+
+
+@pytest.mark.slow
+def test_a_state_of_another_record_is_named_wrong_record(tmp_path, corpus_dir, mirror, seeds):
+    server = mirror(faults=FaultPlan(swap_with=REAL, swap_documents=("state",)))
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        "--check-state",
+        "--seeds-file",
+        str(tmp_path / "seeds.txt"),
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    rows = [r for r in read_rows(tmp_path / "archive", "verifications") if r["reason"] == "wrong_record"]
+    assert len(rows) == SEEDS and all(r["url"].endswith("/state.json") for r in rows)
+
+
+@pytest.mark.slow
+def test_a_frontier_worker_beside_a_swapping_mirror_accounts_for_every_record(
+    tmp_path, corpus_dir, mirror, seeds, redis_url
+):
+    resolver, swapping = mirror(), mirror(faults=FaultPlan(swap_with=REAL))
+    worker = start_worker(
+        tmp_path, "a", resolver, corpus_dir, redis_url, "--no-follow", "--mirror", swapping.url, *seeds
+    )
+    assert worker.wait(timeout=90) == 1, (tmp_path / "a.log").read_text()[-3000:]
+    stats = json.loads((tmp_path / "a.json").read_text())
+    assert stats.get(Stat.RECORDS_UNACCOUNTED, 0) == 0
+    assert stats["pith/records/archived"] == stats[Stat.RECORDS_FOUND] == SEEDS + 1  # the worker's own seed, REAL
+    assert archived(tmp_path) == {*seeds, REAL}
+    assert stats["pith/rejected/wrong_record"] == 3 and stats["pith/mirrors_demoted"] == 1
+
+
+def test_a_record_answered_by_another_is_unaccounted_for_and_fails_the_run(caplog):
+    stats = StatsCollector(get_crawler())
+    ledger = RecordLedger(stats)
+    asked, served = "A" * 26, "B" * 26
+    ledger.opened(asked)
+
+    item = BundleItem(
+        url=f"http://m/pith/{asked}/bundle.json",
+        body=b"{}",
+        fetched_at="2026-01-01T00:00:00Z",
+        suffix=asked,
+        verdict=Verdict(Status.VERIFIED, pith_number=f"pith:2019:{served}"),
+    )
+    ledger.item_scraped(item)  # a verified bundle of another record settles nothing asked for
+    ledger.closed()
+    assert stats.get_value(Stat.RECORDS_UNACCOUNTED) == 1
+    assert asked in caplog.text
+    crawl = CrawlStats.of({**stats.get_stats(), Stat.BUNDLES_FETCHED: 1, Stat.MANIFEST: "m"})
+    result = outcome(crawl, (1.0, True))
+    assert result.status == ExitStatus.FAILED and "records unaccounted for: 1" in result.why
