@@ -14,7 +14,7 @@ source gave the archive) or forked from it, or that fails to answer (a timeout, 
 refused connection, an HTTP error), is counted against its host
 (``pith/hosts/<host>/...``) and, once it has served PITH_MIRROR_DEMOTE_AFTER bad
 copies, demoted: it gets no more bundle requests. Until a mirror has served
-PITH_MIRROR_DEMOTE_AFTER more good copies than bad ones it is held back: at most
+PITH_MIRROR_HOLD_BACK more good copies than bad ones it is held back: at most
 PITH_MIRROR_HOLD_BACK of its bundle requests in flight, so a bad mirror costs about
 PITH_MIRROR_DEMOTE_AFTER requests (and a slow one that many timeouts), not every
 request in flight when it is found out. The resolver itself is never held back nor
@@ -91,9 +91,9 @@ class SourcePool:
         return self.take(chosen)
 
     def held_back(self, base: str) -> bool:
-        """A mirror not yet trusted: it has not served PITH_MIRROR_DEMOTE_AFTER more
-        good copies than bad ones."""
-        return base != self.resolver and self.good[base] < self.demote_after + self.bad[base]
+        """A mirror not yet trusted: it has not served ``hold_back`` more good copies
+        than bad ones."""
+        return base != self.resolver and self.good[base] < self.hold_back + self.bad[base]
 
     def full(self, base: str) -> bool:
         return self.outstanding[base] >= self.hold_back

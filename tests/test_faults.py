@@ -158,7 +158,15 @@ def test_set_faults_swaps_the_plan_and_restarts_its_counters(mirror):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"error_rate": 1.5}, {"drop_rate": -0.1}, {"error_status": 404}, {"latency_ms": -1}, {"paths": "("}]
+    "bad",
+    [
+        {"error_rate": 1.5},
+        {"drop_rate": -0.1},
+        {"error_status": 302},
+        {"trickle": -1},
+        {"latency_ms": -1},
+        {"paths": "("},
+    ],
 )
 def test_impossible_plans_are_refused(bad):
     with pytest.raises(ValueError):

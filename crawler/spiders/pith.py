@@ -347,9 +347,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     async def parse_bundle(self, response: Response) -> AsyncIterator[Any]:
         meta = response.meta
         suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
-        self.pool.done(meta[Meta.TRIED][-1])
         self.learn_redirect(response, suffix)
         if response.status == 304:
+            self.pool.done(meta[Meta.TRIED][-1])
             self._stat(Stat.NOT_MODIFIED)
             self.settled(suffix, "unchanged")
             if self.page_wanted(depth):  # the links are in the body we did not get again
@@ -359,6 +359,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
         verdict = bound(verdict, suffix)  # another record's bundle answers nothing (crawler.identity)
+        # outstanding until judged: a source is not given more while its copies wait for their verdict
+        self.pool.done(meta[Meta.TRIED][-1])
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(
             url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
