@@ -217,7 +217,8 @@ def test_a_frontier_worker_beside_a_swapping_mirror_accounts_for_every_record(
     assert stats.get(Stat.RECORDS_UNACCOUNTED, 0) == 0
     assert stats["pith/records/archived"] == stats[Stat.RECORDS_FOUND] == SEEDS + 1  # the worker's own seed, REAL
     assert archived(tmp_path) == {*seeds, REAL}
-    assert stats["pith/rejected/wrong_record"] == 3 and stats["pith/mirrors_demoted"] == 1
+    wrong = stats["pith/rejected/wrong_record"]
+    assert 1 <= wrong <= 4 and stats.get("pith/mirrors_demoted", 0) == (wrong >= 3)  # held back, then demoted
 
 
 def test_a_record_answered_by_another_is_unaccounted_for_and_fails_the_run(caplog):
