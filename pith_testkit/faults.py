@@ -2,7 +2,8 @@
 latency, rate limiting, server errors, dropped connections, truncated or oversize
 bodies, wrong content types, redirect loops and a tampered bundle; and what a hostile
 source does: every record answered with one other record's valid bundle (swap),
-every bundle forged, bundles trickled a byte at a time.
+every alias resolved to one other record (misresolve), every bundle forged, bundles
+trickled a byte at a time.
 
 A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
 requests, drawing its random rates from the plan's seed, so a run with the same
@@ -48,6 +49,7 @@ class FaultPlan:
     oversize_bytes: int = 64 * MiB
     swap_with: str | None = None  # every other record's documents are this record's (valid, signed)
     swap_documents: tuple = ("bundle", "state")  # which documents swap_with swaps
+    misresolve: str | None = None  # every alias (short number, arXiv id, DOI) redirects to this record
     forge: bool = False  # every bundle tampered as ``tamper`` does: it no longer verifies
     trickle: float = 0.0  # seconds between the bytes of every bundle answer (head and body)
     paths: str | None = None
@@ -159,6 +161,9 @@ class FaultInjector:
     def transform(self, request: Request, response: Response) -> Response:
         """Apply the faults that change a routed answer."""
         plan = self.plan
+        if plan.misresolve and 300 <= response.status < 400 and request.path.startswith("/pith/"):
+            location = (("Location", f"/pith/{plan.misresolve}"),)
+            return faulted(text_response(302, f"see /pith/{plan.misresolve}", location), "misresolve")
         if not self._active or response.status != 200:
             return response
         if response.record in plan.redirect_loop:

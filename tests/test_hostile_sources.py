@@ -241,3 +241,24 @@ def test_a_record_answered_by_another_is_unaccounted_for_and_fails_the_run(caplo
     crawl = CrawlStats.of({**stats.get_stats(), Stat.BUNDLES_FETCHED: 1, Stat.MANIFEST: "m"})
     result = outcome(crawl, (1.0, True))
     assert result.status == ExitStatus.FAILED and "records unaccounted for: 1" in result.why
+
+
+@pytest.mark.slow
+def test_an_alias_resolved_to_another_record_is_a_wrong_record(tmp_path, corpus_dir, corpus_catalog, mirror, seeds):
+    """A resolver sending the arXiv id, DOI and short number of REAL to another record:
+    that record verifies, but does not carry the alias asked for."""
+    other = seeds[0]
+    server = mirror(faults=FaultPlan(misresolve=other))
+    aliases = ["arXiv:1904.12043", "10.48550/arxiv.1904.12043", "pith:RLLQL635"]
+    result = run_cli_crawl(
+        tmp_path,
+        *QUICK,
+        *aliases,
+        resolver=server.url,
+        out=tmp_path / "archive",
+        corpus=corpus_dir,
+    )
+    assert result.returncode == ExitStatus.FAILED, result.stdout + result.stderr[-3000:]
+    assert result.stat("bundle_failures/wrong_record") == 1  # the three aliases resolved to one record, claimed once
+    assert archived(tmp_path) == set()
+    accounted(result, 1)

@@ -105,6 +105,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not self.seeds.any_sitemap
         self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
+        self.aliases: dict[str, str] = {}  # suffix -> the alias seed the resolver resolved to it
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -358,7 +359,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
-        verdict = bound(verdict, suffix)  # another record's bundle answers nothing (crawler.identity)
+        # another record's bundle answers nothing (crawler.identity)
+        verdict = bound(verdict, suffix, self.aliases.pop(suffix, None))
         # outstanding until judged: a source is not given more while its copies wait for their verdict
         self.pool.done(meta[Meta.TRIED][-1])
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
@@ -406,6 +408,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 self._stat(Stat.SEEDS_UNRESOLVED)
                 logger.warning("alias %s did not lead to a record page", response.meta[Meta.ALIAS])
                 return
+            self.aliases[suffix] = response.meta[Meta.ALIAS]  # its bundle must carry it
             yield from self.record_requests([suffix], depth)
         else:
             self._stat(Stat.PAGES_FETCHED)
