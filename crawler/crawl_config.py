@@ -48,3 +48,17 @@ class CrawlConfig:
 def crawl_config(crawler: Crawler) -> CrawlConfig:
     """The crawl's config, which its spider holds (built before any pipeline)."""
     return crawler.spider.config  # type: ignore[union-attr]  # the pith spider's
+
+
+def as_list(value: object) -> list[str]:
+    """A spider argument's list: a list from the command line, a string (commas or
+    spaces between items) from ``scrapy crawl -a``."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [part for part in str(value).replace(",", " ").split() if part]
+
+
+def as_bool(value: object) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")

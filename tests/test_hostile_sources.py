@@ -20,7 +20,7 @@ from pith.verify import Status, Verdict
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_testkit.faults import FaultPlan
-from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.crawling import build_static_site, run_cli_crawl, serving
 from tests.plugins.tables import read_rows
 from tests.test_frontier import start_worker
 
@@ -262,3 +262,25 @@ def test_an_alias_resolved_to_another_record_is_a_wrong_record(tmp_path, corpus_
     assert result.stat("bundle_failures/wrong_record") == 1  # the three aliases resolved to one record, claimed once
     assert archived(tmp_path) == set()
     accounted(result, 1)
+
+
+@pytest.mark.slow
+def test_a_swapping_mirror_the_registry_lists_costs_no_record(tmp_path, corpus_dir, mirror):
+    """--mirrors-from-registry: the resolver's manifest lists a mirror that swaps."""
+    swapping = mirror(faults=FaultPlan(swap_with=REAL))
+    suffixes = build_static_site(tmp_path / "registry")
+    listed = [{"name": "swapping", "base_url": swapping.url}]
+    (tmp_path / "registry" / "pith-mirrors.json").write_text(
+        json.dumps({"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": listed})
+    )
+    with serving(tmp_path / "registry") as registry:
+        result = run_cli_crawl(
+            tmp_path, *QUICK, "--mirrors-from-registry", *suffixes, resolver=registry, out=tmp_path / "archive"
+        )
+    assert result.returncode in (0, 1), result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(suffixes)
+    accounted(result, len(suffixes))
+    asked = host_stat(result, swapping.url, "requests")
+    assert asked >= 1  # the listed mirror took its share: REAL's copy good, any other a wrong record
+    assert host_stat(result, swapping.url, "records") + host_stat(result, swapping.url, "wrong_record") == asked
+    assert host_stat(result, swapping.url, "wrong_record") == result.stat("rejected/wrong_record")

@@ -30,7 +30,7 @@ from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
 
 from .. import signals as pith_signals
-from ..crawl_config import CrawlConfig
+from ..crawl_config import CrawlConfig, as_bool, as_list
 from ..cross_check import CrossCheck
 from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
@@ -52,18 +52,6 @@ DEFAULT_RESOLVER = "https://pith.science"
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
-
-
-def _as_list(value: object) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [part for part in str(value).replace(",", " ").split() if part]
-
-
-def _as_bool(value: object) -> bool:
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
 class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
@@ -89,16 +77,16 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         super().__init__(**kwargs)
         self.config = config  # built from the settings in from_crawler when not given (crawler.crawl_config)
         try:
-            self.seeds = config.seeds if config is not None else SeedList(_as_list(seeds), seeds_file or None)
+            self.seeds = config.seeds if config is not None else SeedList(as_list(seeds), seeds_file or None)
         except SeedError as exc:
             raise ValueError(str(exc)) from None
         self.resolver = ResolverUrls((resolver or DEFAULT_RESOLVER).rstrip("/"))
-        self.fallbacks = [m.rstrip("/") for m in _as_list(mirrors)]
-        self.mirrors_from_registry = _as_bool(mirrors_from_registry)
+        self.fallbacks = [m.rstrip("/") for m in as_list(mirrors)]
+        self.mirrors_from_registry = as_bool(mirrors_from_registry)
         self.max_records = int(max_records or 0)
         self.max_depth = int(max_depth if max_depth is not None else -1)
-        self.follow = _as_bool(follow)
-        self.allow_hosts = set(_as_list(allow_hosts))
+        self.follow = as_bool(follow)
+        self.allow_hosts = set(as_list(allow_hosts))
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
