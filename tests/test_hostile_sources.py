@@ -49,6 +49,14 @@ def seeds(tmp_path, corpus_catalog) -> list[str]:
     return chosen
 
 
+def crawl_seeds(tmp_path, corpus_dir, resolver: str, *args: str):
+    """Crawl the seeds file (``seeds``) from ``resolver``, quickly, with ``args``."""
+    seeds_file = ["--seeds-file", str(tmp_path / "seeds.txt")]
+    return run_cli_crawl(
+        tmp_path, *QUICK, *args, *seeds_file, resolver=resolver, out=tmp_path / "archive", corpus=corpus_dir
+    )
+
+
 def archived(tmp_path) -> set[str]:
     if not (tmp_path / "archive" / "tables" / "records").exists():  # nothing committed
         return set()
@@ -77,17 +85,7 @@ def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_rec
 ):
     resolver = mirror()
     bad = closed_port() if mode == "down" else mirror(faults=HOSTILE_MIRRORS[mode]).url
-    result = run_cli_crawl(
-        tmp_path,
-        *QUICK,
-        "--mirror",
-        bad,
-        "--seeds-file",
-        str(tmp_path / "seeds.txt"),
-        resolver=resolver.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", bad)
     # bad copies are evidence in quarantine (exit 1); failures to answer cost nothing (exit 0)
     assert result.returncode == (1 if mode in ("swap", "forge") else 0), result.stdout + result.stderr[-3000:]
     assert archived(tmp_path) == set(seeds)  # every record, each under its own name
@@ -108,19 +106,7 @@ def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_rec
 def test_a_trickling_mirror_costs_about_three_timeouts(tmp_path, corpus_dir, mirror, seeds):
     resolver, slow = mirror(), mirror(faults=FaultPlan(trickle=1.0))
     started = time.monotonic()
-    result = run_cli_crawl(
-        tmp_path,
-        *QUICK,
-        "-s",
-        "DOWNLOAD_TIMEOUT=2",
-        "--mirror",
-        slow.url,
-        "--seeds-file",
-        str(tmp_path / "seeds.txt"),
-        resolver=resolver.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "-s", "DOWNLOAD_TIMEOUT=2", "--mirror", slow.url)
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert archived(tmp_path) == set(seeds)
@@ -165,19 +151,7 @@ def test_a_hostile_resolver_alone_never_ends_ok(tmp_path, corpus_dir, corpus_cat
 @pytest.mark.slow
 def test_a_cross_check_against_a_swapping_mirror_flags_no_split_view(tmp_path, corpus_dir, mirror, seeds):
     resolver, swapping = mirror(), mirror(faults=FaultPlan(swap_with=REAL))
-    result = run_cli_crawl(
-        tmp_path,
-        *QUICK,
-        "--cross-check",
-        "4",
-        "--mirror",
-        swapping.url,
-        "--seeds-file",
-        str(tmp_path / "seeds.txt"),
-        resolver=resolver.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--cross-check", "4", "--mirror", swapping.url)
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]  # the wrong copies, in quarantine
     assert archived(tmp_path) == set(seeds)
     accounted(result, SEEDS)
@@ -188,16 +162,7 @@ def test_a_cross_check_against_a_swapping_mirror_flags_no_split_view(tmp_path, c
 @pytest.mark.slow
 def test_a_state_of_another_record_is_named_wrong_record(tmp_path, corpus_dir, mirror, seeds):
     server = mirror(faults=FaultPlan(swap_with=REAL, swap_documents=("state",)))
-    result = run_cli_crawl(
-        tmp_path,
-        *QUICK,
-        "--check-state",
-        "--seeds-file",
-        str(tmp_path / "seeds.txt"),
-        resolver=server.url,
-        out=tmp_path / "archive",
-        corpus=corpus_dir,
-    )
+    result = crawl_seeds(tmp_path, corpus_dir, server.url, "--check-state")
     assert archived(tmp_path) == set(seeds)
     accounted(result, SEEDS)
     rows = [r for r in read_rows(tmp_path / "archive", "verifications") if r["reason"] == "wrong_record"]
