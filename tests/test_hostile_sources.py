@@ -125,25 +125,27 @@ def test_a_trickling_mirror_costs_about_three_timeouts(tmp_path, corpus_dir, mir
         ("sitemap", FaultPlan(swap_with=REAL)),
         ("seeds file", FaultPlan(forge=True)),
         ("seeds file", FaultPlan(error_rate=1.0, error_status=404, paths=r"/bundle\.json$")),
+        ("seeds file", FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$")),
+        ("seeds file", FaultPlan(trickle=1.0)),
+        ("seeds file", None),  # down: nothing listens
     ],
 )
 def test_a_hostile_resolver_alone_never_ends_ok(tmp_path, corpus_dir, corpus_catalog, mirror, seeds, path, plan):
-    server = mirror(faults=plan, sitemap_page_size=10)
+    resolver = closed_port() if plan is None else mirror(faults=plan, sitemap_page_size=10).url
     named = {"one seed": [seeds[0]], "seeds file": ["--seeds-file", str(tmp_path / "seeds.txt")]}
     result = run_cli_crawl(
         tmp_path,
         *QUICK,
-        "-s",
-        "RETRY_TIMES=0",
+        *("-s", "RETRY_TIMES=0", "-s", "DOWNLOAD_TIMEOUT=2"),
         *named.get(path, ["sitemap"]),
-        resolver=server.url,
+        resolver=resolver,
         out=tmp_path / "archive",
         corpus=corpus_dir,
     )
     found = {"one seed": 1, "seeds file": SEEDS}.get(path, len(corpus_catalog))
     assert result.returncode in (ExitStatus.REJECTED, ExitStatus.FAILED), result.stdout + result.stderr[-3000:]
     accounted(result, found)
-    if plan.swap_with:  # only the swapped record is itself, and only when it was asked for
+    if plan is not None and plan.swap_with:  # only the swapped record is itself, and only when it was asked for
         assert archived(tmp_path) <= {REAL}
         assert result.stat("bundle_failures/wrong_record") == found - len(archived(tmp_path))
 
