@@ -74,13 +74,14 @@ class RecordLedger:
         if isinstance(item, FetchFailureItem) or (isinstance(item, BundleItem) and item.answers):
             self.settle(item.suffix, "failed")
 
-    def closed(self) -> None:
+    def closed(self, reason: str) -> None:
         if not self.open:
             return
         missing = sorted(self.open)
         self.stats.set_value(Stat.RECORDS_UNACCOUNTED, len(missing))
-        logger.error(
-            "%d records unaccounted for (opened, never archived, rejected or failed): %s%s",
+        logger.log(
+            logging.ERROR if reason == "finished" else logging.WARNING,  # else stopped with records in flight
+            "%d records unaccounted for (opened, never archived, unchanged, rejected or failed): %s%s",
             len(missing),
             ", ".join(missing[:NAMED]),
             f" and {len(missing) - NAMED} more" if len(missing) > NAMED else "",

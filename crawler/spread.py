@@ -115,6 +115,11 @@ class SourcePool:
         self.good[base] += 1
         self._count(base, "records")
 
+    def unchanged(self, url: str) -> None:
+        """``url``'s source answered 304 to the validators of its own earlier copy: a
+        good answer, though no copy."""
+        self.good[self._base(url)] += 1
+
     def judged(self, url: str, what: str) -> None:
         """``url``'s source served a bad copy, or none (``what``: one of BAD)."""
         base = self._base(url)

@@ -38,7 +38,6 @@ class Stat:
     # verification
     VERIFIED: Final = "pith/verified"
     REJECTED: Final = "pith/rejected"
-    UNEXPECTED_RECORD: Final = "pith/unexpected_record"
     MERGE_INFERRED: Final = "pith/merge_inferred"
     MERGE_INFERRED_DIFFERS: Final = "pith/merge_inferred_differs"
     VERIFY_WORKERS: Final = "pith/verify_workers"

@@ -198,6 +198,8 @@ def report(
             line += "; registry changed: " + ", ".join(changes)
         if cache_note(stats):
             line += f"; {cache_note(stats)}"
+        if crawl.unaccounted:
+            line += f"; records unaccounted for: {crawl.unaccounted}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         click.echo(line, err=result.status != ExitStatus.OK)

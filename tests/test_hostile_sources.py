@@ -202,7 +202,7 @@ def test_a_record_answered_by_another_is_unaccounted_for_and_fails_the_run(caplo
         verdict=Verdict(Status.VERIFIED, pith_number=f"pith:2019:{served}"),
     )
     ledger.item_scraped(item)  # a verified bundle of another record settles nothing asked for
-    ledger.closed()
+    ledger.closed("finished")
     assert stats.get_value(Stat.RECORDS_UNACCOUNTED) == 1
     assert asked in caplog.text
     crawl = CrawlStats.of({**stats.get_stats(), Stat.BUNDLES_FETCHED: 1, Stat.MANIFEST: "m"})

@@ -339,6 +339,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.learn_redirect(response, suffix)
         if response.status == 304:
             self.pool.done(meta[Meta.TRIED][-1])
+            self.pool.unchanged(meta[Meta.TRIED][-1])
             self._stat(Stat.NOT_MODIFIED)
             self.settled(suffix, "unchanged")
             if self.page_wanted(depth):  # the links are in the body we did not get again
