@@ -17,9 +17,11 @@ from crawler.items import BundleItem
 from crawler.ledger import RecordLedger
 from crawler.stat_keys import CrawlStats, Stat
 from pith.verify import Status, Verdict
+from pith_archiver import FIXTURES
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_testkit.faults import FaultPlan
+from tests.plugins.archives import corpus_raws, extended
 from tests.plugins.crawling import build_static_site, run_cli_crawl, serving
 from tests.plugins.tables import read_rows
 from tests.test_frontier import start_worker
@@ -251,3 +253,28 @@ def test_a_swapping_mirror_the_registry_lists_costs_no_record(tmp_path, corpus_d
     assert asked >= 1  # the listed mirror took its share: REAL's copy good, any other a wrong record
     assert host_stat(result, swapping.url, "records") + host_stat(result, swapping.url, "wrong_record") == asked
     assert host_stat(result, swapping.url, "wrong_record") == result.stat("rejected/wrong_record")
+
+
+@pytest.mark.slow
+def test_a_stale_mirror_is_counted_against_it_and_the_newer_versions_stay_current(tmp_path, corpus_dir, mirror):
+    """The resolver served newer versions last run; the mirror serves the older ones."""
+    raws = corpus_raws(corpus_dir)
+    chosen = sorted(set(raws) - {p.name.split(".")[0] for p in FIXTURES.glob("*.bundle.json")})[:8]
+    (tmp_path / "newer").mkdir()
+    for suffix in chosen:
+        (tmp_path / "newer" / f"{suffix}.bundle.json").write_bytes(extended(raws[suffix], "2026-06-10T00:00:00Z"))
+    (tmp_path / "seeds.txt").write_text("".join(f"{suffix}\n" for suffix in chosen))
+    resolver, stale = mirror(directory=tmp_path / "newer"), mirror()
+    assert crawl_seeds(tmp_path, corpus_dir, resolver.url).returncode == 0
+    newer = {row["pith_number"]: row["bundle_sha256"] for row in read_rows(tmp_path / "archive", "records")}
+
+    again = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", stale.url)
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    accounted(again, len(chosen))
+    assert 1 <= host_stat(again, stale.url, "stale") == host_stat(again, stale.url, "requests") <= 4
+    current = {
+        r["pith_number"]: r["bundle_sha256"]
+        for r in read_rows(tmp_path / "archive", "records")
+        if r["accepted_as_current"]
+    }
+    assert current == newer
