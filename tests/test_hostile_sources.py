@@ -127,7 +127,6 @@ def test_a_trickling_mirror_costs_about_three_timeouts(tmp_path, corpus_dir, mir
         ("sitemap", FaultPlan(swap_with=REAL)),
         ("seeds file", FaultPlan(forge=True)),
         ("seeds file", FaultPlan(error_rate=1.0, error_status=404, paths=r"/bundle\.json$")),
-        ("seeds file", FaultPlan(error_rate=1.0, error_status=500, paths=r"/bundle\.json$")),
         ("seeds file", FaultPlan(trickle=1.0)),
         ("seeds file", None),  # down: nothing listens
     ],
