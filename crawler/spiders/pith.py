@@ -342,22 +342,26 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             self.pool.unchanged(meta[Meta.TRIED][-1])
             self._stat(Stat.NOT_MODIFIED)
             self.settled(suffix, "unchanged")
+            self.aliases.pop(suffix, None)
             if self.page_wanted(depth):  # the links are in the body we did not get again
                 yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
-        verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        try:
+            verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        finally:  # outstanding until judged: a source is not given more while its copies await their verdict
+            self.pool.done(meta[Meta.TRIED][-1])
         # another record's bundle answers nothing (crawler.identity)
-        verdict = bound(verdict, suffix, self.aliases.pop(suffix, None))
-        # outstanding until judged: a source is not given more while its copies wait for their verdict
-        self.pool.done(meta[Meta.TRIED][-1])
+        verdict = bound(verdict, suffix, self.aliases.get(suffix))
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(
             url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
         )
+        retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
+        if retry is None:
+            self.aliases.pop(suffix, None)  # the record's last copy
         if not verdict.ok:
-            retry = self.copy_refused(meta, verdict.reason)
             if retry is not None or verdict.reason == Reason.WRONG_RECORD:
                 item.answers = False  # a bad copy is evidence; the record is had from another source, or failed
                 yield item
@@ -430,6 +434,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def record_failed(self, meta: dict, url: str, reason: Reason, detail: str) -> Iterator[Any]:
         """No source gave the record: its failure, and its page when that may name more records."""
+        self.aliases.pop(meta[Meta.SUFFIX], None)
         self._stat(StatFamily.BUNDLE_FAILURES + reason)
         yield FetchFailureItem(
             url=url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
