@@ -69,3 +69,17 @@ def crawl_config(crawler: Crawler) -> CrawlConfig:
     NotConfigured for another spider."""
     pith_crawl_only(crawler)
     return crawler.spider.config  # type: ignore[union-attr]  # the pith spider's
+
+
+def as_list(value: object) -> list[str]:
+    """A spider argument's list: a list from the command line, a string (commas or
+    spaces between items) from ``scrapy crawl -a``."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [part for part in str(value).replace(",", " ").split() if part]
+
+
+def as_bool(value: object) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")

@@ -21,13 +21,16 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from pith.reasons import Reason
 from pith.signing import utc_now
 
 from .crawl_config import pith_crawl_only
 from .failures import failed_request
+from .identity import bound
 from .items import BundleItem
 from .links import ResolverUrls, base_of
 from .meta_keys import Meta
+from .spread import SourcePool
 from .stat_keys import Stat
 from .verifier import Verifier
 
@@ -78,6 +81,7 @@ class CrossCheck:
     crawler: Crawler
     resolver: ResolverUrls
     verifier: Verifier
+    pool: SourcePool
     if TYPE_CHECKING:  # the spider's property
 
         @property
@@ -112,6 +116,9 @@ class CrossCheck:
         self._stat(Stat.CROSS_CHECK_COPIES)
         fetched_at = utc_now()
         verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifier)
+        verdict = bound(verdict, meta[Meta.SUFFIX])  # another record's bundle is no copy of this one
+        if not verdict.ok:
+            self.pool.judged(response.url, verdict.reason if verdict.reason == Reason.WRONG_RECORD else "rejected")
         yield BundleItem(
             url=response.url,
             body=response.body,
@@ -119,6 +126,7 @@ class CrossCheck:
             suffix=meta[Meta.SUFFIX],
             depth=meta[Meta.DEPTH],
             cross_check=True,
+            answers=False,  # the record's answer is its first copy
             verdict=verdict,
         )
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from pith.reasons import Reason
 from pith.split_view import Equivocation
 from pith.verify import Verdict
 
@@ -18,6 +19,7 @@ class BundleItem:
     verdict: Verdict
     depth: int = 0
     cross_check: bool = False  # one of a record's copies fetched from every source (--cross-check)
+    answers: bool = True  # the record's answer; False: a copy kept as evidence only (a bad mirror's, a cross-check's)
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
 
 
@@ -31,6 +33,7 @@ class StateCheckItem:
     bundle_sha256: str
     matches: bool
     detail: str = ""
+    reason: str = Reason.STATE_MISMATCH  # or WRONG_RECORD: another record's state.json
 
 
 @dataclass

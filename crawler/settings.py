@@ -89,6 +89,7 @@ EXTENSIONS = {
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
     "crawler.key_watch.SigningKeyWatch": 100,
     "crawler.collector.CollectorThreshold": 0,
+    "crawler.ledger.RecordLedger": 0,
 }
 
 # Ours.
@@ -105,7 +106,9 @@ PITH_CHECK_STATE = 0.0  # share of records (0 to 1) whose state.json is fetched 
 # the bundle's signed state (--check-state); 0: none
 PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched from every mirror and
 # compared for split views (--cross-check); 0: none
-PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, stale, forked) a mirror may serve before it gets no more requests
+PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, wrong record, stale, forked, failed) a mirror may serve before
+# it gets no more requests
+PITH_MIRROR_HOLD_BACK = 2  # bundle requests in flight to a mirror until it has served good copies (crawler.spread)
 SCHEDULER = "crawler.local_scheduler.LocalScheduler"  # records wait on disk (PITH_FRONTIER: FrontierScheduler)
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)

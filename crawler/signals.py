@@ -28,3 +28,7 @@ version_refused = object()
 # the archive opened the crawl's WARC writer: ``record`` takes one exchange's fields
 # (crawler.warc.exchange_of) and writes its records
 warc_opened = object()
+# the crawl started a record's work (``suffix``): it must end accounted for (crawler.ledger)
+record_opened = object()
+# a record ended with no item to say how (``suffix``, ``outcome``: "unchanged", "forbidden")
+record_settled = object()

@@ -8,13 +8,19 @@ turn), so a fast mirror takes more and a slow one less. Each source is its own S
 download slot (``SourceSlots``): its own concurrency, delay, AutoThrottle and
 robots.txt, even for two sources on one host.
 
-Trust never comes from a source: a mirror that serves a rejected copy, or one that
-is stale (older than the version another source gave the archive) or forked from
-it, is counted against its host (``pith/hosts/<host>/...``) and, once it has served
-PITH_MIRROR_DEMOTE_AFTER bad copies, demoted: it gets no more bundle requests. The
-resolver itself is never demoted (it is the crawl's origin; its rejections are
-counted all the same). A record whose copy a mirror served rejected is fetched again
-from a source that has not served it yet.
+Trust never comes from a source: a mirror that serves a rejected copy, another
+record's bundle (``wrong_record``), one that is stale (older than the version another
+source gave the archive) or forked from it, or that fails to answer (a timeout, a
+refused connection, an HTTP error), is counted against its host
+(``pith/hosts/<host>/...``) and, once it has served PITH_MIRROR_DEMOTE_AFTER bad
+copies, demoted: it gets no more bundle requests. Until a mirror has served
+PITH_MIRROR_HOLD_BACK more good copies than bad ones it is held back: at most
+PITH_MIRROR_HOLD_BACK of its bundle requests in flight, so a bad mirror costs about
+PITH_MIRROR_DEMOTE_AFTER requests (and a slow one that many timeouts), not every
+request in flight when it is found out. The resolver itself is never held back nor
+demoted (it is the crawl's origin; its bad copies are counted all the same). A record
+whose copy a mirror served bad, or failed, is fetched again from a source that has
+not served it yet.
 """
 
 import itertools
@@ -31,7 +37,7 @@ from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
-BAD = ("rejected", "stale", "forked")
+BAD = ("rejected", "wrong_record", "stale", "forked", "failed")
 
 
 def host_of(url: str) -> str:
@@ -42,20 +48,22 @@ def host_of(url: str) -> str:
 class SourcePool:
     """The sources bundles are fetched from, the resolver first, and how each served."""
 
-    def __init__(self, bases: list[str], demote_after: int = 3):
+    def __init__(self, bases: list[str], demote_after: int = 3, hold_back: int = 2):
         self.bases: list[str] = []
         self.stats: StatsCollector | None = None  # the crawl's, once it starts (``count_into``)
         self.demote_after = demote_after
+        self.hold_back = hold_back
         self.outstanding: Counter[str] = Counter()
+        self.good: Counter[str] = Counter()
         self.bad: Counter[str] = Counter()
         self.demoted: set[str] = set()
         self._turn = itertools.count()
         for base in bases:
             self.add(base)
 
-    def count_into(self, stats: StatsCollector, demote_after: int) -> None:
+    def count_into(self, stats: StatsCollector, demote_after: int, hold_back: int) -> None:
         """Count into the crawl's stats (they exist once it starts, after the spider)."""
-        self.stats, self.demote_after = stats, demote_after
+        self.stats, self.demote_after, self.hold_back = stats, demote_after, hold_back
 
     def add(self, base: str) -> None:
         if base not in self.bases:
@@ -67,9 +75,11 @@ class SourcePool:
 
     def pick(self, tried: Collection[str] = ()) -> str | None:
         """The source for the next bundle request: of those not demoted and not in
-        ``tried``, the one with the fewest bundle requests outstanding; None when
-        every source was tried."""
-        usable = [base for base in self.bases if base not in tried and base not in self.demoted]
+        ``tried``, the one with the fewest bundle requests outstanding, passing over
+        those held back with their few requests in flight while another is left (the
+        resolver, unless it was tried); None when every source was tried."""
+        candidates = [base for base in self.bases if base not in tried and base not in self.demoted]
+        usable = [base for base in candidates if not (self.held_back(base) and self.full(base))] or candidates
         if not usable:
             usable = [base for base in self.bases[:1] if base not in tried]  # the resolver is never demoted
         if not usable:
@@ -79,6 +89,14 @@ class SourcePool:
             usable, key=lambda base: (self.outstanding[base], (self.bases.index(base) - turn) % len(self.bases))
         )
         return self.take(chosen)
+
+    def held_back(self, base: str) -> bool:
+        """A mirror not yet trusted: it has not served ``hold_back`` more good copies
+        than bad ones."""
+        return base != self.resolver and self.good[base] < self.hold_back + self.bad[base]
+
+    def full(self, base: str) -> bool:
+        return self.outstanding[base] >= self.hold_back
 
     def take(self, base: str) -> str:
         """A bundle request goes to ``base``: counted as outstanding."""
@@ -93,10 +111,17 @@ class SourcePool:
 
     def served(self, url: str) -> None:
         """A verified copy came from ``url``'s source."""
-        self._count(self._base(url), "records")
+        base = self._base(url)
+        self.good[base] += 1
+        self._count(base, "records")
+
+    def unchanged(self, url: str) -> None:
+        """``url``'s source answered 304 to the validators of its own earlier copy: a
+        good answer, though no copy."""
+        self.good[self._base(url)] += 1
 
     def judged(self, url: str, what: str) -> None:
-        """``url``'s source served a bad copy (``what``: rejected, stale, forked)."""
+        """``url``'s source served a bad copy, or none (``what``: one of BAD)."""
         base = self._base(url)
         self._count(base, what)
         if base == self.resolver or base in self.demoted:
@@ -105,6 +130,7 @@ class SourcePool:
         if self.bad[base] >= self.demote_after:
             self.demoted.add(base)
             self._count_crawl(Stat.MIRRORS_DEMOTED)
+            self._count(base, "demoted")
             logger.warning(
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,

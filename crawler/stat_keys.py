@@ -18,6 +18,7 @@ class Stat:
     REQUESTS_HELD_MAX: Final = "pith/requests_held_max"  # in the local scheduler's memory at once
     RECORDS_TAKEN_BEFORE: Final = "pith/records_taken_before"
     RECORDS_SKIPPED_MAX_RECORDS: Final = "pith/records_skipped_max_records"
+    RECORDS_UNACCOUNTED: Final = "pith/records_unaccounted"  # opened, never settled (crawler.ledger)
     SITEMAPS_SKIPPED_MAX_RECORDS: Final = "pith/sitemaps_skipped_max_records"
     BUNDLES_FETCHED: Final = "pith/bundles_fetched"
     PAGES_FETCHED: Final = "pith/pages_fetched"
@@ -37,7 +38,6 @@ class Stat:
     # verification
     VERIFIED: Final = "pith/verified"
     REJECTED: Final = "pith/rejected"
-    UNEXPECTED_RECORD: Final = "pith/unexpected_record"
     MERGE_INFERRED: Final = "pith/merge_inferred"
     MERGE_INFERRED_DIFFERS: Final = "pith/merge_inferred_differs"
     VERIFY_WORKERS: Final = "pith/verify_workers"
@@ -90,7 +90,8 @@ class StatFamily:
     ANNOUNCED_UNPINNED: Final = "pith/announced_keys/unpinned/"  # <key id>: its fingerprint
     CROSS_CHECK: Final = "pith/cross_check/"  # <relation>: same, extends, fork
     CACHE_DROPPED: Final = "pith/cache_dropped/"  # <cache>: validators, job, frontier
-    HOSTS: Final = "pith/hosts/"  # <host:port>/<what>: requests, records, rejected, stale, forked
+    HOSTS: Final = "pith/hosts/"  # <host:port>/<what>: requests, records, demoted, or a bad copy (crawler.spread.BAD)
+    RECORDS: Final = "pith/records/"  # <outcome>: archived, unchanged, rejected, failed, forbidden (crawler.ledger)
     FRONTIER_REFUSED: Final = "pith/frontier_refused/"  # <reason>
 
 
@@ -133,6 +134,7 @@ class CrawlStats:
     archived: int = 0
     already_archived: int = 0
     state_mismatch: int = 0
+    unaccounted: int = 0
     equivocations: int = 0
     interim_commits: int = 0
     requests: int = 0
@@ -165,6 +167,7 @@ class CrawlStats:
             archived=count(Stat.ARCHIVED),
             already_archived=count(Stat.ALREADY_ARCHIVED),
             state_mismatch=count(Stat.STATE_MISMATCH),
+            unaccounted=count(Stat.RECORDS_UNACCOUNTED),
             equivocations=count(Stat.EQUIVOCATIONS),
             interim_commits=count(Stat.INTERIM_COMMITS),
             requests=count("downloader/request_count"),

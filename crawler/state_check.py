@@ -10,14 +10,17 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from pith.canonical import canon_sha256, sha256_hex
+from pith.numbers import suffix_of
 from pith.parse import Limits, parse
-from pith.reasons import Rejected
+from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
 
 from .failures import describe, failed_request
+from .identity import names
 from .items import StateCheckItem
 from .links import ResolverUrls, base_of
 from .meta_keys import Meta
+from .spread import SourcePool
 from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ class StateCheck:
     check_state: float  # the share of records whose state.json is fetched (PITH_CHECK_STATE)
     resolver: ResolverUrls
     limits: Limits
+    pool: SourcePool
     _stat: Callable[..., None]
 
     def state_requests(self, response: Response, suffix: str, bundle: dict | None) -> Iterator[scrapy.Request]:
@@ -69,10 +73,15 @@ class StateCheck:
         if response.status == 304:
             self._stat(Stat.NOT_MODIFIED)
             return
+        reason = Reason.STATE_MISMATCH
         try:
-            found = canon_sha256(parse(response.body, self.limits).data)
-            matches, detail = found == meta[Meta.EXPECTED_STATE], ""
-            if not matches:
+            state = parse(response.body, self.limits).data
+            matches, detail = canon_sha256(state) == meta[Meta.EXPECTED_STATE], ""
+            served = state.get("pith_number") if isinstance(state, dict) else None
+            if not names(served, suffix_of(str(meta.get("pith_number")))):
+                reason, detail = Reason.WRONG_RECORD, f"state.json is not {meta.get('pith_number')}'s"
+                self.pool.judged(response.url, Reason.WRONG_RECORD)
+            elif not matches:
                 detail = "state.json differs from the bundle's state"
         except Rejected as rejected:
             matches, detail = False, f"state.json unreadable: {rejected}"
@@ -86,6 +95,7 @@ class StateCheck:
             bundle_sha256=meta["pith_bundle_sha256"],
             matches=matches,
             detail=detail,
+            reason=reason,
         )
 
     def state_failed(self, failure: Failure) -> Iterator[StateCheckItem]:

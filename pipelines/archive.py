@@ -183,7 +183,7 @@ class ArchivePipeline:
                 await run_in_thread(
                     self._writer().add_failure,
                     item.url,
-                    Reason.STATE_MISMATCH,
+                    item.reason,
                     item.detail,
                     _when(item.fetched_at),
                     item.pith_number,

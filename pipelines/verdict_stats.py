@@ -20,7 +20,8 @@ logger = logging.getLogger(__name__)
 
 class VerdictStatsPipeline:
     """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
-    ``pith/rejected/<reason>``, ``pith/unexpected_record``), names each rejection in the
+    ``pith/rejected/<reason>``; a copy of another record than the one asked for is
+    rejected ``wrong_record`` by the spider, crawler.identity), names each rejection in the
     log before the archive pipeline quarantines the bundle, and counts what an
     operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
     ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""
@@ -40,9 +41,6 @@ class VerdictStatsPipeline:
         verdict = item.verdict
         if verdict.ok:
             self.stats.inc_value(Stat.VERIFIED)
-            if item.suffix and not (verdict.pith_number or "").endswith(item.suffix):
-                self.stats.inc_value(Stat.UNEXPECTED_RECORD)
-                logger.warning("%s served %s, another record than it names", item.url, verdict.pith_number)
             if not verdict.merge_confirmed:
                 self.count_inferred(verdict)
         else:

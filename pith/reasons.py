@@ -57,6 +57,7 @@ class Reason(StrEnum):
     WACZ_UNSAFE_MEMBER = "wacz_unsafe_member"
     WACZ_RESOURCE_MISMATCH = "wacz_resource_mismatch"
     FETCH_FAILED = "fetch_failed"
+    WRONG_RECORD = "wrong_record"
 
 
 REASONS: dict[Reason, str] = {
@@ -122,6 +123,8 @@ REASONS: dict[Reason, str] = {
     "missing, or is not listed there",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     Reason.FETCH_FAILED: "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
+    Reason.WRONG_RECORD: "a source answered for one record with another record's document (its pith_number names "
+    "another record): a bad copy from that source, never archived as the record asked for",
 }
 
 

@@ -77,6 +77,9 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     elif failed:
         statuses.append(ExitStatus.PARTIAL)
         whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
+    if crawl.unaccounted:
+        statuses.append(ExitStatus.FAILED)
+        whys.append(f"records unaccounted for: {crawl.unaccounted} (named in the log)")
     if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
         whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
@@ -154,7 +157,9 @@ def hosts_line(stats: dict) -> str:
         return ""
     parts = []
     for host, counts in sorted(hosts.items()):
-        bad = ", ".join(f"{what} {counts[what]}" for what in BAD if counts.get(what))
+        bad = ", ".join(
+            [f"{what} {counts[what]}" for what in BAD if counts.get(what)] + ["demoted"] * bool(counts.get("demoted"))
+        )
         parts.append(
             f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
             + (f" ({bad})" if bad else "")
@@ -193,6 +198,8 @@ def report(
             line += "; registry changed: " + ", ".join(changes)
         if cache_note(stats):
             line += f"; {cache_note(stats)}"
+        if crawl.unaccounted:
+            line += f"; records unaccounted for: {crawl.unaccounted}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         echo(line, err=result.status != ExitStatus.OK)
@@ -203,6 +210,8 @@ def report(
         f"archived {crawl.archived} new, state mismatches {crawl.state_mismatch}"
     )
     echo(f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}")
+    if crawl.unaccounted:
+        echo(f"records unaccounted for: {crawl.unaccounted}")
     if result.failures:
         echo("fetch failures: " + _counts(result.failures))
     if result.rejections:

@@ -15,7 +15,7 @@ class ExitStatus(IntEnum):
     USAGE = 2  # usage or configuration error: nothing was started
     PARTIAL = 3  # done with failures: some records could not be fetched or read, within --max-failures
     FAILED = 4  # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
-    #                  the store failed or nothing could be committed
+    #                  records unaccounted for, the store failed or nothing could be committed
     INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
 
 

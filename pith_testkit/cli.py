@@ -78,7 +78,7 @@ def generate(records, out, seed, base_url, verbosity):
 @click.option(
     "--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Fault: share answered with --error-status."
 )
-@click.option("--error-status", type=click.Choice(["500", "503"]), default="503", show_default=True)
+@click.option("--error-status", type=click.Choice(["404", "500", "503"]), default="503", show_default=True)
 @click.option("--rate-limit-every", type=click.IntRange(0), default=0, help="Fault: every Nth request gets 429.")
 @click.option(
     "--retry-after",
@@ -95,6 +95,10 @@ def generate(records, out, seed, base_url, verbosity):
 @click.option("--redirect-loop", multiple=True, metavar="SUFFIX", help="Fault: this record redirects forever.")
 @click.option("--oversize", multiple=True, metavar="SUFFIX", help="Fault: this record's bundle is huge.")
 @click.option("--oversize-bytes", type=click.IntRange(1), default=FaultPlan.oversize_bytes, show_default=True)
+@click.option("--swap-with", metavar="SUFFIX", help="Hostile: every other record's bundle and state are this record's.")
+@click.option("--misresolve", metavar="SUFFIX", help="Hostile: every alias redirects to this record.")
+@click.option("--forge", is_flag=True, help="Hostile: every bundle corrupted (it no longer verifies).")
+@click.option("--trickle", type=click.FloatRange(0), default=0.0, help="Hostile: seconds between a bundle's bytes.")
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
 @verbosity_options
@@ -127,7 +131,8 @@ def serve(
         keyring_path = None
     else:
         raise click.UsageError("give DIRECTORY (a corpus, a folder of bundles or an archive) or --virtual N")
-    unknown = (plan.tamper | plan.redirect_loop | plan.oversize) - set(source.catalog.suffixes)
+    named = {plan.swap_with, plan.misresolve} - {None}
+    unknown = (plan.tamper | plan.redirect_loop | plan.oversize | named) - set(source.catalog.suffixes)
     if unknown:
         raise click.UsageError(f"not records of {directory}: {', '.join(sorted(unknown))}")
     listening.serve(source, FaultyMirrorServer, [f"keyring {keyring_path}"] if keyring_path else [], faults=plan)

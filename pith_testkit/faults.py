@@ -1,6 +1,9 @@
 """Fault injection, so crawler tests can prove they survive what real servers do:
 latency, rate limiting, server errors, dropped connections, truncated or oversize
-bodies, wrong content types, redirect loops and a tampered bundle.
+bodies, wrong content types, redirect loops and a tampered bundle; and what a hostile
+source does: every record answered with one other record's valid bundle (swap),
+every alias resolved to one other record (misresolve), every bundle forged, bundles
+trickled a byte at a time.
 
 A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
 requests, drawing its random rates from the plan's seed, so a run with the same
@@ -44,6 +47,11 @@ class FaultPlan:
     redirect_loop: frozenset = frozenset()  # suffixes whose documents redirect back and forth forever
     oversize: frozenset = frozenset()  # suffixes whose bundle is an endless-looking huge body
     oversize_bytes: int = 64 * MiB
+    swap_with: str | None = None  # every other record's documents are this record's (valid, signed)
+    swap_documents: tuple = ("bundle", "state")  # which documents swap_with swaps
+    misresolve: str | None = None  # every alias (short number, arXiv id, DOI) redirects to this record
+    forge: bool = False  # every bundle tampered as ``tamper`` does: it no longer verifies
+    trickle: float = 0.0  # seconds between the bytes of every bundle answer (head and body)
     paths: str | None = None
     seed: int = 0
 
@@ -54,9 +62,19 @@ class FaultPlan:
         for name in ("error_rate", "drop_rate", "truncate_rate"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be between 0 and 1")
-        if not 500 <= self.error_status <= 599:
-            raise ValueError("error_status must be a 5xx status")
-        if min(self.latency_ms, self.rate_limit_every, self.retry_after, self.fail_first, self.oversize_bytes) < 0:
+        if not 400 <= self.error_status <= 599:
+            raise ValueError("error_status must be a 4xx or 5xx status")
+        if (
+            min(
+                self.latency_ms,
+                self.rate_limit_every,
+                self.retry_after,
+                self.fail_first,
+                self.oversize_bytes,
+                self.trickle,
+            )
+            < 0
+        ):
             raise ValueError("counts, sizes and delays cannot be negative")
         if self.paths is not None:
             try:
@@ -130,9 +148,22 @@ class FaultInjector:
             decision.truncate = True
         return decision
 
+    def swapped(self, response: Response) -> str | None:
+        """The path of the record that answers for ``response``'s instead (plan.swap_with), or None."""
+        swap = self.plan.swap_with
+        if not swap or response.status != 200 or response.document not in self.plan.swap_documents:
+            return None
+        return None if response.record in (None, swap) else f"/pith/{swap}/{response.document}.json"
+
+    def trickles(self, response: Response) -> bool:
+        return bool(self.plan.trickle) and response.document == "bundle"
+
     def transform(self, request: Request, response: Response) -> Response:
         """Apply the faults that change a routed answer."""
         plan = self.plan
+        if plan.misresolve and 300 <= response.status < 400 and request.path.startswith("/pith/"):
+            location = (("Location", f"/pith/{plan.misresolve}"),)
+            return faulted(text_response(302, f"see /pith/{plan.misresolve}", location), "misresolve")
         if not self._active or response.status != 200:
             return response
         if response.record in plan.redirect_loop:
@@ -146,7 +177,7 @@ class FaultInjector:
                 stream=oversize_body(plan.oversize_bytes),
                 fault="oversize",
             )
-        if response.document == "bundle" and response.record in plan.tamper:
+        if response.document == "bundle" and (plan.forge or response.record in plan.tamper):
             response = faulted(response, "tamper", body=tamper_canonical_hash(response.body), _etag=None, _gzipped=None)
         if plan.wrong_content_type and self._applies(request):
             wrong = "text/html; charset=utf-8" if response.content_type in JSON_TYPES else "application/octet-stream"

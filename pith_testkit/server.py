@@ -3,7 +3,7 @@ FaultInjector, so crawler tests can prove they survive what real servers do. Its
 request log names the fault that shaped each answer."""
 
 import asyncio
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from mirror.http import Request, Response, encode
 from mirror.server import LoggedRequest, MirrorServer
@@ -42,7 +42,14 @@ class FaultyMirrorServer(MirrorServer):
             self._record(request, 0, FaultyResponse(0, fault="drop"))
             writer.transport.abort()
             return False
-        response = injector.transform(request, decision.response or await self._route(request))
+        response = decision.response or await self._route(request)
+        swapped = injector.swapped(response)
+        if swapped is not None:
+            other = await self._route(replace(request, target=swapped, path=swapped))
+            response = faulted(other, "swap", record=response.record)
+        response = injector.transform(request, response)
+        if injector.trickles(response):
+            return await self._send_trickle(request, response, writer)
         if getattr(response, "stream", None) is not None:
             return await self._send_endless(request, response, writer)
         if decision.truncate:
@@ -59,6 +66,19 @@ class FaultyMirrorServer(MirrorServer):
         writer.write(endless_head(response.content_type))
         if request.method != "HEAD":
             await self._within_send_timeout(response.stream(writer), writer)
+        return False
+
+    async def _send_trickle(self, request: Request, response: Response, writer) -> bool:
+        """The answer a byte at a time, plan.trickle seconds apart, until it is sent or
+        the client gives up."""
+        self._record(request, response.status, faulted(response, "trickle"))
+        head, body = encode(request, response, False)
+        answer = head + body
+        for at in range(len(answer)):
+            if writer.transport.is_closing():
+                break
+            writer.write(answer[at : at + 1])
+            await asyncio.sleep(self.faults.trickle)
         return False
 
     def _entry(self, request: Request, status: int, response: Response) -> FaultyLoggedRequest:

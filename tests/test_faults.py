@@ -158,7 +158,15 @@ def test_set_faults_swaps_the_plan_and_restarts_its_counters(mirror):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"error_rate": 1.5}, {"drop_rate": -0.1}, {"error_status": 404}, {"latency_ms": -1}, {"paths": "("}]
+    "bad",
+    [
+        {"error_rate": 1.5},
+        {"drop_rate": -0.1},
+        {"error_status": 302},
+        {"trickle": -1},
+        {"latency_ms": -1},
+        {"paths": "("},
+    ],
 )
 def test_impossible_plans_are_refused(bad):
     with pytest.raises(ValueError):
@@ -187,3 +195,14 @@ def test_the_public_serve_has_no_fault_or_virtual_options(corpus_dir):
         result = run_cli("serve", str(corpus_dir), option, REAL)
         assert result.returncode == 2 and "No such option" in result.output and option in result.output
     assert "Fault" not in run_cli("serve", "--help").output
+
+
+@pytest.mark.slow
+def test_serve_options_switch_hostile_modes_on(corpus_dir, corpus_catalog):
+    other = sorted(s for s in corpus_catalog.suffixes if s != REAL)[0]
+    options = ["--swap-with", REAL, "--misresolve", other]
+    with serve_process(corpus_dir, *options, kit=True) as (_, url):
+        swapped = fetch(url, f"/pith/{other}/bundle.json")
+        misresolved = fetch(url, "/pith/1904.12043")
+    assert json.loads(swapped[2])["pith_number"].endswith(REAL)  # another record's bundle, valid
+    assert misresolved[0] == 302 and misresolved[1]["Location"] == f"/pith/{other}"

@@ -43,7 +43,10 @@ def test_bundle_requests_are_spread_over_the_resolver_and_its_mirrors(
     assert result.stat("archived") == records
     served = [bundles_served(server) for server in servers]
     assert sum(served) == records  # each record fetched once, from one source
-    assert all(count >= records // 6 for count in served), served  # each source took its share
+    # each source took its share: a mirror is held back (PITH_MIRROR_HOLD_BACK in flight) until
+    # it has served good copies, and this crawl's records are all picked at its start
+    assert all(count >= 2 for count in served), served
+    assert result.stat("mirrors_demoted") == 0
     assert [host_stat(result, s.url, "requests") for s in servers] == served
     assert sum(host_stat(result, s.url, "records") for s in servers) == records
     assert "sources: 127.0.0.1:" in result.stdout

@@ -96,6 +96,7 @@ NOT_FROM_BUNDLES = {
     "manifest_hash_mismatch",
     "manifest_signature_invalid",
     "fetch_failed",
+    "wrong_record",
     "not_append_only",
     "equivocation",
     "attestation_mismatch",

@@ -30,10 +30,11 @@ from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
 
 from .. import signals as pith_signals
-from ..crawl_config import CrawlConfig
+from ..crawl_config import CrawlConfig, as_bool, as_list
 from ..cross_check import CrossCheck
 from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
+from ..identity import bound
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..meta_keys import Meta
@@ -51,18 +52,6 @@ DEFAULT_RESOLVER = "https://pith.science"
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
-
-
-def _as_list(value: object) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [part for part in str(value).replace(",", " ").split() if part]
-
-
-def _as_bool(value: object) -> bool:
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
 
 
 class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
@@ -88,22 +77,23 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         super().__init__(**kwargs)
         self.config = config  # built from the settings in from_crawler when not given (crawler.crawl_config)
         try:
-            self.seeds = config.seeds if config is not None else SeedList(_as_list(seeds), seeds_file or None)
+            self.seeds = config.seeds if config is not None else SeedList(as_list(seeds), seeds_file or None)
         except SeedError as exc:
             raise ValueError(str(exc)) from None
         self.resolver = ResolverUrls((resolver or DEFAULT_RESOLVER).rstrip("/"))
-        self.fallbacks = [m.rstrip("/") for m in _as_list(mirrors)]
-        self.mirrors_from_registry = _as_bool(mirrors_from_registry)
+        self.fallbacks = [m.rstrip("/") for m in as_list(mirrors)]
+        self.mirrors_from_registry = as_bool(mirrors_from_registry)
         self.max_records = int(max_records or 0)
         self.max_depth = int(max_depth if max_depth is not None else -1)
-        self.follow = _as_bool(follow)
-        self.allow_hosts = set(_as_list(allow_hosts))
+        self.follow = as_bool(follow)
+        self.allow_hosts = set(as_list(allow_hosts))
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
         self.pages = self.follow and not self.seeds.any_sitemap
         self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
+        self.aliases: dict[str, str] = {}  # suffix -> the alias seed the resolver resolved to it
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -150,7 +140,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         return spider
 
     def count_sources(self) -> None:
-        self.pool.count_into(self.crawler.stats, self.settings.getint("PITH_MIRROR_DEMOTE_AFTER"))
+        settings = self.settings
+        self.pool.count_into(
+            self.crawler.stats, settings.getint("PITH_MIRROR_DEMOTE_AFTER"), settings.getint("PITH_MIRROR_HOLD_BACK")
+        )
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
@@ -219,8 +212,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             yield request
 
     def record_request(self, suffix: str, depth: int) -> scrapy.Request:
-        """A record's work starts from its bundle, from the source picked now."""
+        """A record's work starts from its bundle, from the source picked now; from
+        here on the record must end accounted for (crawler.ledger)."""
+        self.crawler.signals.send_catch_log(pith_signals.record_opened, suffix=suffix)
         return self.bundle_request(self.source(), suffix, depth)
+
+    def settled(self, suffix: str, outcome: str) -> None:
+        """A record ended without an item saying how (unchanged, or forbidden by robots.txt)."""
+        self.crawler.signals.send_catch_log(pith_signals.record_settled, suffix=suffix, outcome=outcome)
 
     def task_request(self, task: dict) -> scrapy.Request:
         """This worker's own request for a task of a shared frontier (checked, of
@@ -287,21 +286,26 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 "handle_httpstatus_list": [304],
                 Meta.TASK: record_task(BUNDLE, suffix),
                 Meta.TEMPLATE: "bundle_url",
+                # a mirror that fails falls back to the resolver at once: retrying a
+                # slow or broken mirror multiplies its cost (crawler.spread)
+                "dont_retry": base != self.resolver.base and self.resolver.base not in tried,
             },
         )
 
-    def copy_refused(self, meta: dict, url: str) -> scrapy.Request | None:
-        """A rejected copy: counted against its source; when a mirror served it, the
-        record's request again from a source not tried yet (None when there is none)."""
+    def copy_refused(self, meta: dict, reason: str) -> scrapy.Request | None:
+        """A rejected copy: counted against its source; when a mirror served it (or
+        any source served another record), the record's request again from a source
+        not tried yet (None when there is none)."""
         base = meta[Meta.TRIED][-1]
-        self.pool.judged(base, "rejected")
-        if base == self.resolver.base:
+        wrong = reason == Reason.WRONG_RECORD
+        self.pool.judged(base, Reason.WRONG_RECORD if wrong else "rejected")
+        if base == self.resolver.base and not wrong:
             return None
         other = self.pool.pick(meta[Meta.TRIED])
         if other is None:
             return None
         self._stat(Stat.MIRROR_REFETCHES)
-        logger.info("%s served a rejected copy; fetching %s from %s", base, meta[Meta.SUFFIX], other)
+        logger.info("%s served a rejected copy (%s); fetching %s from %s", base, reason, meta[Meta.SUFFIX], other)
         return self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
 
     def version_refused(self, url: str, relation: str) -> None:
@@ -332,25 +336,40 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     async def parse_bundle(self, response: Response) -> AsyncIterator[Any]:
         meta = response.meta
         suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
-        self.pool.done(meta[Meta.TRIED][-1])
         self.learn_redirect(response, suffix)
         if response.status == 304:
+            self.pool.done(meta[Meta.TRIED][-1])
+            self.pool.unchanged(meta[Meta.TRIED][-1])
             self._stat(Stat.NOT_MODIFIED)
+            self.settled(suffix, "unchanged")
+            self.aliases.pop(suffix, None)
             if self.page_wanted(depth):  # the links are in the body we did not get again
                 yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
-        verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        try:
+            verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+        finally:  # outstanding until judged: a source is not given more while its copies await their verdict
+            self.pool.done(meta[Meta.TRIED][-1])
+        # another record's bundle answers nothing (crawler.identity)
+        verdict = bound(verdict, suffix, self.aliases.get(suffix))
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(
             url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
         )
+        retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
+        if retry is None:
+            self.aliases.pop(suffix, None)  # the record's last copy
         if not verdict.ok:
-            retry = self.copy_refused(meta, response.url)
-            if retry is not None:  # a mirror's bad copy is evidence; the record is had from another source
+            if retry is not None or verdict.reason == Reason.WRONG_RECORD:
+                item.answers = False  # a bad copy is evidence; the record is had from another source, or failed
                 yield item
-                yield retry
+                if retry is not None:
+                    yield retry
+                else:
+                    for failed in self.record_failed(meta, response.url, Reason.WRONG_RECORD, verdict.detail):
+                        yield failed
                 return
         else:
             self.pool.served(meta[Meta.TRIED][-1])
@@ -382,6 +401,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 self._stat(Stat.SEEDS_UNRESOLVED)
                 logger.warning("alias %s did not lead to a record page", response.meta[Meta.ALIAS])
                 return
+            self.aliases[suffix] = response.meta[Meta.ALIAS]  # its bundle must carry it
             yield from self.record_requests([suffix], depth)
         else:
             self._stat(Stat.PAGES_FETCHED)
@@ -396,7 +416,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.pool.done(meta[Meta.TRIED][-1])
         if forbidden_by_robots(failure):  # a policy, not a failure
             self._stat(Stat.ROBOTS_FORBIDDEN)
+            self.settled(meta[Meta.SUFFIX], "forbidden")
             return
+        self.pool.judged(meta[Meta.TRIED][-1], "failed")  # a timeout or refused connection counts as a bad copy
         other = self.pool.pick(meta[Meta.TRIED])
         if other is not None:
             self._stat(Stat.MIRROR_FALLBACKS)
@@ -408,9 +430,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         reason = Reason.TOO_LARGE if too_large else Reason.FETCH_FAILED
         limit = self.settings.getint("DOWNLOAD_MAXSIZE")
         detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
+        yield from self.record_failed(meta, request.url, reason, detail)
+
+    def record_failed(self, meta: dict, url: str, reason: Reason, detail: str) -> Iterator[Any]:
+        """No source gave the record: its failure, and its page when that may name more records."""
+        self.aliases.pop(meta[Meta.SUFFIX], None)
         self._stat(StatFamily.BUNDLE_FAILURES + reason)
         yield FetchFailureItem(
-            url=request.url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
+            url=url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
         )
         if self.page_wanted(meta[Meta.DEPTH]):  # the records beyond it are still reachable
             yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK], bundle_failed=True)
