@@ -77,6 +77,9 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     elif failed:
         statuses.append(ExitStatus.PARTIAL)
         whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
+    if crawl.warc_not_recorded and crawl.reached:
+        statuses.append(ExitStatus.PARTIAL)
+        whys.append(warc_loss(crawl))
     if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
         whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
@@ -88,6 +91,12 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         )
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
+
+
+def warc_loss(crawl: CrawlStats) -> str:
+    """What the WARC files lack: WARC recording is on by default, so a loss is a failure."""
+    lost = f"{crawl.warc_not_recorded} exchanges not recorded"
+    return f"WARC writer stopped: {lost} ({crawl.warc_stopped})" if crawl.warc_stopped else f"WARC: {lost}"
 
 
 def registry_changes(stats: dict) -> list[str]:
