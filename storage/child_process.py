@@ -143,10 +143,10 @@ class WatchedChild:
                 answer = self._answers.get(timeout=POLL)
             except queue.Empty:
                 if time.monotonic() - self._heard > self.stall_timeout:
-                    self.kill(f"it said nothing for {self.stall_timeout:g} s")
+                    self.kill(f"no answer for {self.stall_timeout:g} s, killed")
                 continue
             if answer is None:
-                self._lose(f"it exited ({_exit_status(self.process)})")
+                self._lose(_exit_status(self.process))
             return answer
 
     def kill(self, why: str) -> None:
@@ -163,7 +163,7 @@ class WatchedChild:
         try:
             self.process.wait(STOP_WAIT)
         except subprocess.TimeoutExpired:
-            self.kill(f"it did not exit within {STOP_WAIT:g} s")
+            self.kill(f"did not exit within {STOP_WAIT:g} s, killed")
             self.process.wait()
         self._sender.join(STOP_WAIT)
         self._socket.close()
@@ -213,7 +213,7 @@ class WatchedChild:
                 if self.gone is not None:
                     return False
                 if time.monotonic() - progress > self.stall_timeout:
-                    self.kill(f"it took nothing for {self.stall_timeout:g} s")
+                    self.kill(f"took nothing for {self.stall_timeout:g} s, killed")
                     return False
                 continue
             except OSError as exc:
@@ -236,7 +236,7 @@ class WatchedChild:
         except OSError:
             pass
         if not self._stopping and not self._last_asked:
-            self._lose(f"it exited ({_exit_status(self.process)})")
+            self._lose(_exit_status(self.process))
         self._answers.put(None)
 
 
