@@ -456,3 +456,62 @@ def test_a_recrawl_without_validators_writes_identical_payload_revisits(tmp_path
         original = first[revisit.rec_headers["WARC-Refers-To"]]  # a response of the first run
         assert original.rec_type == "response"
         assert original.rec_headers["WARC-Payload-Digest"] == revisit.rec_headers["WARC-Payload-Digest"]
+
+
+def _cdxj_lines(archive: Path) -> list[dict]:
+    lines = []
+    for index in sorted((archive / "warc").glob("*.cdxj")):
+        for line in index.read_text().splitlines():
+            lines.append(json.loads(line.split(" ", 2)[2]))
+    return lines
+
+
+def test_an_archive_crawled_three_times_replays_every_bundle_as_its_latest_bytes(tmp_path, static_site):
+    """Re-crawls answered 304 stay in the WARC files as what the server said, refer to
+    the record holding the bytes, and stay out of the replay index: pywb replays each
+    bundle as the bytes most recently archived for it, after any number of runs."""
+    base, suffixes, root = static_site
+    archive = tmp_path / "archive"
+    changed = root / "pith" / suffixes[1] / "bundle.json"
+    latest = {suffix: (FIXTURES / f"{suffix}.bundle.json").read_bytes() for suffix in suffixes}
+    for crawl in range(3):
+        if crawl == 2:  # the same version served as other bytes: a new capture of that URL
+            latest[suffixes[1]] = latest[suffixes[1]] + b"\n"
+            changed.write_bytes(latest[suffixes[1]])
+        result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive))
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("not_modified") == len(suffixes) - 1
+
+    runs = sorted(p.stem for p in (archive / "manifests").glob("*.json"))
+    by_run = {run: [r for p in archive.glob(f"warc/{run}-*.warc.gz") for r, _ in records(p)] for run in runs}
+    first = {r.rec_headers["WARC-Target-URI"]: r for r in by_run[runs[0]] if r.rec_type == "response"}
+    for run in runs[1:]:
+        for record in by_run[run]:
+            if record.rec_type == "revisit" and record.http_headers.get_statuscode() == "304":
+                original = first[record.rec_headers["WARC-Target-URI"]]  # the record that holds the bytes
+                assert record.rec_headers["WARC-Refers-To"] == original.rec_headers["WARC-Record-ID"]
+                assert record.rec_headers["WARC-Refers-To-Target-URI"] == original.rec_headers["WARC-Target-URI"]
+                assert record.rec_headers["WARC-Refers-To-Date"] == original.rec_headers["WARC-Date"]
+
+    # the replay index and the captures table say the same: every capture but the 304s
+    con = duckdb.connect()
+    rows = con.execute(
+        "SELECT warc_filename, warc_record_offset, warc_record_type, fetch_status, content_digest"
+        " FROM read_parquet(?, hive_partitioning=true)",
+        [f"{archive}/tables/captures/**/*.parquet"],
+    ).fetchall()
+    replayable = {(name, offset): digest for name, offset, kind, status, digest in rows if status != 304}
+    assert len(replayable) < len(rows)  # the 304s are captures too
+    indexed = {(line["filename"], int(line["offset"])): line.get("digest") for line in _cdxj_lines(archive)}
+    assert indexed.keys() == replayable.keys()
+    assert all(digest == f"sha1:{indexed[key]}" or digest == indexed[key] for key, digest in replayable.items())
+
+    wacz = tmp_path / "all.wacz"
+    done = export_wacz(tmp_path, archive, wacz)
+    assert done.returncode == 0, done.stderr
+    with wayback(tmp_path, wacz) as replay:
+        for suffix, expected in latest.items():
+            url = f"{base}/pith/{suffix}/bundle.json"
+            with urllib.request.urlopen(f"{replay}/pith/2100id_/{url}", timeout=30) as response:
+                assert response.status == 200
+                assert response.read() == expected, suffix
