@@ -118,7 +118,11 @@ class ArchivePipeline:
             worker_name(settings.get("PITH_WORKER")),
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
-            WarcPolicy(settings.getint("PITH_WARC_MAX_BYTES"), settings.getfloat("PITH_WARC_STALL_TIMEOUT"))
+            WarcPolicy(
+                settings.getint("PITH_WARC_MAX_BYTES"),
+                settings.getfloat("PITH_WARC_STALL_TIMEOUT"),
+                settings.getint("PITH_WARC_QUEUE_BYTES"),
+            )
             if settings.getbool("PITH_WARC")
             else None,
         )

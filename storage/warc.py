@@ -53,10 +53,12 @@ UNDONE_FRAMING = ("transfer-encoding",)
 class WarcPolicy:
     """When a WARC file is done: past ``max_bytes`` (compressed, on disk), and at each
     commit. A writer that takes no record for ``stall_timeout`` seconds while records
-    wait (or says nothing that long when asked for its files) is stopped."""
+    wait (or says nothing that long when asked for its files) is stopped; past
+    ``queue_bytes`` of records waiting for it, the crawl holds off."""
 
     max_bytes: int = 1024 * MiB
     stall_timeout: float = 30.0
+    queue_bytes: int = 64 * MiB
 
 
 @dataclass

@@ -10,7 +10,7 @@ finished since the last one come back then, and are stored in the run that rolls
 (at each commit, and at the end).
 
 The child is watched (``child_process.WatchedChild``): records go down its socket
-from a thread of their own, behind a queue of at most ``QUEUE_BYTES``; a full queue
+from a thread of their own, behind a queue of at most the policy's ``queue_bytes``; a full queue
 asks the crawl to hold off (``record`` returns False, ``when_room`` says when to go
 on), never blocks it. A child that dies, or that takes nothing for the policy's
 ``stall_timeout`` (then it is killed), costs the records it had not written, never the
@@ -34,13 +34,12 @@ from .captures import read_batches
 from .child_process import WatchedChild
 from .manifest import listed
 from .reader import table_batches
-from .stores import MiB, ObjectInfo, ObjectStore, StorageError
+from .stores import ObjectInfo, ObjectStore, StorageError
 from .warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, WarcPolicy
 
 logger = logging.getLogger(__name__)
 
 CHILD = "storage.warc_child"
-QUEUE_BYTES = 64 * MiB  # records waiting for the child; past it the crawl holds off
 
 
 class WarcProcess:
@@ -61,7 +60,7 @@ class WarcProcess:
         self._run_id = layout.check_run_id(run_id)
         self._spool_dir = str(spool_dir)
         self._policy = policy
-        self._child = WatchedChild(CHILD, policy.stall_timeout, QUEUE_BYTES)
+        self._child = WatchedChild(CHILD, policy.stall_timeout, policy.queue_bytes)
         self._handed: set[str] = set()  # names of the files handed back
         self._salvaged = False
         self.exchanges = 0  # exchanges (and requests that got no response) handed to the child
@@ -139,7 +138,7 @@ class WarcProcess:
             return None
         self._salvaged = True
         logger.error("the WARC writer stopped (%s): the crawl goes on without WARC records", self.stopped)
-        salvager = WatchedChild(CHILD, self._policy.stall_timeout, QUEUE_BYTES)
+        salvager = WatchedChild(CHILD, self._policy.stall_timeout, self._policy.queue_bytes)
         try:
             answer = salvager.ask(orjson.dumps(["salvage", self._spool_dir, self._run_id, sorted(self._handed)]), True)
         finally:

@@ -154,10 +154,11 @@ def _warc_child_of(crawl_parent: int) -> tuple[int, int] | None:
     return None
 
 
-def _crawl_and_hit_the_writer(tmp_path, mirror, corpus_dir, hit: int, *settings: str):
+def _crawl_and_hit_the_writer(tmp_path, mirror, corpus_dir, hit: int, *settings: str, interrupt: bool = False):
     """A slow crawl of the whole corpus whose WARC child gets signal ``hit`` once it
-    has written a few records; returns the crawl's result and the WARC spool's size then."""
-    server = mirror(faults=FaultPlan(latency_ms=150))
+    has written a few records (``interrupt``: then the crawl gets Ctrl-C); returns the
+    crawl's result, how long it took, and the archive."""
+    server = mirror(faults=FaultPlan(latency_ms=200))
     archive = tmp_path / "archive"
     outcome = {}
     crawl = threading.Thread(
@@ -180,8 +181,12 @@ def _crawl_and_hit_the_writer(tmp_path, mirror, corpus_dir, hit: int, *settings:
         assert time.monotonic() - started < 60 and crawl.is_alive(), "the crawl's WARC child never wrote"
         found = found or _warc_child_of(os.getpid())
         time.sleep(0.1)
-    time.sleep(1.5)  # a few exchanges recorded
+    time.sleep(0.5)  # a few exchanges recorded
+    assert crawl.is_alive(), "the crawl ended before its WARC writer could be hit"
     os.kill(found[0], hit)
+    if interrupt:
+        time.sleep(0.5)
+        os.kill(found[1], signal.SIGINT)
     crawl.join(240)
     return outcome["result"], time.monotonic() - started, archive
 
@@ -203,6 +208,8 @@ def _check_the_run_stayed_honest(tmp_path, result, archive, corpus_dir, why: str
     listed = {entry["path"] for entry in manifest["objects"]}
     assert {f"warc/{path.name}" for path in warcs} <= listed
     assert sum(len(urls_in(path)) for path in warcs) > 0
+    wacz = run_cli("export", archive, "--format", "wacz", "--to", tmp_path / "after.wacz", home=tmp_path)
+    assert wacz.returncode == 0, wacz.output
 
 
 @pytest.mark.slow
@@ -218,3 +225,34 @@ def test_a_frozen_warc_writer_is_killed_and_the_crawl_ends(tmp_path, mirror, cor
     )
     assert took < 120
     _check_the_run_stayed_honest(tmp_path, result, archive, corpus_dir, "for 3 s")
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_crawl_whose_warc_writer_is_frozen(tmp_path, mirror, corpus_dir):
+    result, took, archive = _crawl_and_hit_the_writer(
+        tmp_path, mirror, corpus_dir, signal.SIGSTOP, "-s", "PITH_WARC_STALL_TIMEOUT=5", interrupt=True
+    )
+    assert result.returncode == 130, result.output[-3000:]
+    assert took < 60
+    assert "resume with" in result.output
+    assert sorted((archive / "manifests").glob("*.json"))  # what was archived is committed
+
+
+@pytest.mark.slow
+def test_a_full_queue_holds_responses_back_and_loses_nothing(tmp_path, static_site):
+    """A queue of one byte: every response waits for the writer to take its records."""
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", archive, "-s", "PITH_WARC_QUEUE_BYTES=1")
+    assert result.returncode == 0, result.output[-3000:]
+    assert result.stat("warc_responses") > len(suffixes) and not result.stat("warc_errors")
+    found = []
+    for path in (archive / "warc").glob("*.warc.gz"):
+        with open(path, "rb") as stream:
+            found += [
+                r.rec_headers["WARC-Target-URI"]
+                for r in ArchiveIterator(stream)
+                if r.rec_type in ("response", "revisit")
+            ]
+    assert len(found) == result.stat("warc_responses")  # every exchange handed over is in a file
+    assert {f"{base}/pith/{suffix}/bundle.json" for suffix in suffixes} <= set(found)
