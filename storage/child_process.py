@@ -94,6 +94,7 @@ class WatchedChild:
 
     def __init__(self, module: str, stall_timeout: float, max_queued: int) -> None:
         self.process, self._socket = start_child(module)
+        self.module = module
         self.stall_timeout = stall_timeout
         self.max_queued = max_queued
         self.gone: str | None = None
@@ -173,6 +174,7 @@ class WatchedChild:
             if self.gone is not None:
                 return
             self.gone = why
+            logger.warning("child %s (pid %d) stopped: %s", self.module, self.process.pid, why)
             self._queue.clear()
             self._queued = 0
             waiters, self._room_waiters = self._room_waiters, []

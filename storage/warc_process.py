@@ -123,8 +123,8 @@ class WarcProcess:
         return self._child.process.pid
 
     def _send(self, message: list, body: bytes | None = None) -> None:
-        header = orjson.dumps(message)
-        self._child.send(header) if body is None else self._child.send(header, body)
+        parts = [orjson.dumps(message)] if body is None else [orjson.dumps(message), body]
+        self._child.send(*parts)
 
     def _ask(self, message: list, last: bool = False) -> dict | None:
         answer = self._child.ask(orjson.dumps(message), last)
