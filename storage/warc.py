@@ -251,7 +251,7 @@ class WarcWriter:
                 self._remember(self._payloads, exchange.url, held)
                 if exchange.body:
                     self._remember(self._digests, digest, held)
-            elif earlier is not None:
+            elif earlier is not None and exchange.status != 304:  # an identical payload's revisit
                 self._remember(self._payloads, exchange.url, earlier)
             request = file.writer.create_warc_record(
                 exchange.url,
