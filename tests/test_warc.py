@@ -457,6 +457,14 @@ def test_a_recrawl_without_validators_writes_identical_payload_revisits(tmp_path
         assert original.rec_type == "response"
         assert original.rec_headers["WARC-Payload-Digest"] == revisit.rec_headers["WARC-Payload-Digest"]
 
+    wacz = tmp_path / "both.wacz"
+    assert export_wacz(tmp_path, archive, wacz).returncode == 0
+    with wayback(tmp_path, wacz) as replay:  # the latest capture of each is a revisit: pywb finds its bytes
+        for suffix in suffixes:
+            url = f"{base}/pith/{suffix}/bundle.json"
+            with urllib.request.urlopen(f"{replay}/pith/2100id_/{url}", timeout=30) as response:
+                assert response.read() == (FIXTURES / f"{suffix}.bundle.json").read_bytes()
+
 
 def _cdxj_lines(archive: Path) -> list[dict]:
     lines = []
