@@ -202,6 +202,8 @@ def report(
             line += "; registry changed: " + ", ".join(changes)
         if cache_note(stats):
             line += f"; {cache_note(stats)}"
+        if crawl.warc_not_recorded:
+            line += f"; {warc_loss(crawl)}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         click.echo(line, err=result.status != ExitStatus.OK)

@@ -20,6 +20,9 @@ from warcio.archiveiterator import ArchiveIterator
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
+from pith_archiver.crawl_report import report
+from pith_archiver.exit_status import ExitStatus
+from pith_archiver.output import QUIET
 from pith_testkit.faults import FaultPlan
 from storage import layout
 from storage.archive import ArchiveWriter
@@ -258,3 +261,21 @@ def test_a_full_queue_holds_responses_back_and_loses_nothing(tmp_path, static_si
             ]
     assert len(found) == result.stat("warc_responses")  # every exchange handed over is in a file
     assert {f"{base}/pith/{suffix}/bundle.json" for suffix in suffixes} <= set(found)
+
+
+def test_exchanges_missing_from_the_warc_files_make_a_done_run_partial(capsys):
+    """WARC recording is on by default: a run whose WARC files lack exchanges is done
+    with failures (3), and says so even in one quiet line; a worse status still wins."""
+    done = {
+        "pith/records_found": 3,
+        "pith/bundles_fetched": 3,
+        "pith/archived": 3,
+        "pith/manifest": "manifests/x.json",
+        "pith/warc_errors": 5,
+        "pith/warc_stopped": "killed by signal 9",
+    }
+    assert report(done, "archive", (1.0, True), verbosity=QUIET) == ExitStatus.PARTIAL
+    assert "WARC writer stopped: 5 exchanges not recorded (killed by signal 9)" in capsys.readouterr().err
+    rejected = {**done, "pith/rejected": 1}
+    assert report(rejected, "archive", (1.0, True)) == ExitStatus.REJECTED
+    assert report({**done, "pith/warc_errors": 0}, "archive", (1.0, True)) == ExitStatus.OK
