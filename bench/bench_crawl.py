@@ -1,29 +1,43 @@
-"""Crawl throughput, requests and memory: the whole job (fetch, verify, archive) against a
-plain Scrapy spider that fetches the same bundle URLs and discards them, in the same
-run, from the same mirror process, alternated, medians of the rounds.
+"""Crawl throughput, requests and memory: the whole job (fetch, verify, archive, WARC)
+against a bare Scrapy spider that fetches the same bundle URLs and discards them, in the
+same run, from the same mirror process, alternated, medians of the rounds; ``wget
+--warc-file`` fetching the same URLs beside them.
 
-    python bench/bench_crawl.py --records 10000 --rounds 3 [--server static --server serve]
+    python bench/bench_crawl.py --records 6000 --rounds 3          # nginx: bundles, full, wget
+    python bench/bench_crawl.py --records 10000 --server static --server serve --runs bundles,sitemap,full
     python bench/bench_crawl.py --virtual 10000 --virtual 100000
 
-Three mirrors, each in its own process (the machine has 2 cores: one serves, one crawls):
-``nginx`` (bench/nginx.py, installed from the distribution's packages when missing) and
-``static``, ``python -m http.server``, both over the corpus laid out as plain files
-(bench/static_site.py: no gzip, a redirect per directory URL; nginx sends ETag and
-Last-Modified, http.server Last-Modified only), and ``serve``, the project's mirror.
-Both crawlers use the same Scrapy settings (AutoThrottle
-off, same concurrency, robots.txt on); ours keeps its other defaults (conditional
-requests on, each run a first crawl with no validators). Ours runs three times:
-``bundles`` fetches exactly the plain spider's URLs (seeds file, ``--no-follow``), ``sitemap`` is a first crawl
-from the mirror's sitemap, ``full`` the real job from one seed (links followed, record
-pages where the bundle does not name its citing records).
+The corpus is the test kit's: N records minted and signed with a key derived from the
+seed (checked not to be the built-in registry key, and given to the crawl with
+``--keyring`` as a user would), plus the three real registry bundles.
+Three mirrors, each in its own process: ``nginx`` (the default; bench/nginx.py,
+installed from the distribution's packages when missing) and ``static``, ``python -m
+http.server``, both over the corpus laid out as plain files (bench/static_site.py: no
+gzip, a redirect per directory URL; nginx sends ETag and Last-Modified, http.server
+Last-Modified only), and ``serve``, the project's mirror.
+Both crawlers get the same Scrapy settings (``SETTINGS``: AutoThrottle off, 32
+requests in flight, robots.txt on); ours keeps every other default (WARC on, the
+default verifier workers, conditional requests on), and each of its crawls is a first
+crawl into an empty archive with empty validators. The bare spider
+(bench/plain_spider.py) runs from a temporary folder outside the checkout, with
+``PLAIN_SETTINGS`` alone (it reports whether Scrapy saw a project; the bench checks).
+``--runs`` picks what runs beside it: ``bundles`` fetches exactly the bare spider's URLs
+(seeds file, ``--no-follow``), ``sitemap`` is a first crawl from the mirror's sitemap,
+``full`` the real job from one seed (links followed, record pages where the bundle does
+not name its citing records), ``wget`` is ``wget --warc-file`` over the bare spider's
+URLs (one connection, kept alive; installed with apt when missing). Every crawl must
+archive every record, the bare spider and wget must receive every bundle, or the
+bench stops.
 ``--virtual N`` crawls the test kit's ``serve --virtual N`` from one seed instead, for memory at scale.
 ``--verify-workers N`` (repeatable) runs ``bundles`` (and the virtual crawl) once per pool
-size of the verifier (PITH_VERIFY_WORKERS; 0: in the crawl's thread); ``--runs`` picks
-which of ours run. Peak RSS is the sum over the crawl process and its verifier workers,
-sampled every 50 ms (``ru_maxrss`` would give the largest process only). That sum counts
-the pages the processes share (the interpreter, libc, OpenSSL) once per process, so the
-peak PSS, which splits each shared page between the processes that map it, is reported
-beside it, sampled every 250 ms.
+size of the verifier (PITH_VERIFY_WORKERS; 0: in the crawl's thread).
+Peak RSS is the sum over the process and all its descendants (for the crawl: its
+verifier and WARC writer children), read from /proc every 50 ms (``ru_maxrss`` would
+give the largest process only). That sum counts the pages the processes share (the
+interpreter, libc, OpenSSL) once per process, so the peak PSS, which splits each shared
+page between the processes that map it, is reported beside it, sampled every 250 ms.
+After the table, per mirror: the bundle path's and the full crawl's speed and the larger
+of their peak RSS against the bare spider's, and wget's time and peak; then the machine.
 """
 
 import argparse
@@ -31,20 +45,26 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the test kit (used from the checkout) and the benches
 
 import nginx  # noqa: E402  (bench/nginx.py)
+import system_packages  # noqa: E402
+from bench_verify import machine  # noqa: E402
+from scrapy.settings import default_settings  # noqa: E402
+from warcio.archiveiterator import ArchiveIterator  # noqa: E402
+
+from pith.keyring import REGISTRY_KEY  # noqa: E402
 
 SETTINGS = {
     "AUTOTHROTTLE_ENABLED": False,
@@ -54,6 +74,7 @@ SETTINGS = {
     "ROBOTSTXT_OBEY": True,
     "TELNETCONSOLE_ENABLED": False,
 }
+RUNS = ("bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
 # the baseline gets the one middleware that only removes Scrapy's charset sniffing of
 # JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
@@ -128,21 +149,16 @@ def run(cmd, env=None, trace: list | None = None, cwd: Path = ROOT) -> tuple[flo
     def sample(pid: int) -> None:
         peak[0] = max(peak[0], tree_total(pid, resident_bytes))
         samples[0] += 1
-        if samples[0] % 5 == 0:  # reading smaps costs the kernel more than statm
+        if samples[0] % 5 == 1:  # reading smaps costs the kernel more than statm (the first sample too)
             peak_pss[0] = max(peak_pss[0], tree_total(pid, proportional_bytes))
         if trace is not None and time.time() - last[0] >= 1.0:
             last[0] = time.time()
             trace.append((last[0], peak[0]))
 
     elapsed, usage = watched(cmd, sample, 0.05, env, cwd)
-    rss = max(peak[0] // 2**20, usage.ru_maxrss // 1024)
-    return elapsed, rss, peak_pss[0] // 2**20, usage.ru_utime + usage.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    # the samples alone: ``ru_maxrss`` also counts the bench's own pages the child held
+    # between its fork and its exec, more than a small program such as wget ever uses
+    return elapsed, peak[0] // 2**20, peak_pss[0] // 2**20, usage.ru_utime + usage.ru_stime
 
 
 def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple[subprocess.Popen, str, Path]:
@@ -152,7 +168,7 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
         server, [url] = nginx.start([site], site.parent / f"nginx-{site.name}")
         return server, url, corpus / "keyring.json"
     if kind == "static":
-        port = free_port()
+        port = nginx.free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(site), str(port)],
             stdout=subprocess.DEVNULL,
@@ -223,21 +239,76 @@ def ours(
     }
 
 
-def plain(url: str, suffixes: list[str], workdir: Path) -> dict:
+def bundle_urls(url: str, suffixes: list[str], workdir: Path) -> Path:
+    """The file of the bundle URLs on the mirror at ``url``: what the bare spider and wget fetch."""
     urls = workdir / "urls.txt"
     urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
-    elapsed, rss, pss, cpu = run(
-        [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS)]
-    )
-    return {
-        "time": elapsed,
-        "rss": rss,
-        "pss": pss,
-        "cpu": cpu,
-        "requests": len(suffixes) + 1,
-        "records": len(suffixes),
-        "per_record": 0,
-    }
+    return urls
+
+
+@contextmanager
+def bare_spider(urls: Path, bodies: int, workdir: Path):
+    """The bare spider's command, environment and working folder, for one run: a new
+    temporary folder outside the checkout and no Scrapy project variables, so that
+    Scrapy finds no project (no scrapy.cfg, no crawler.settings) and runs with
+    ``PLAIN_SETTINGS`` alone. Afterwards the bench stops unless its report says so and
+    that it received all ``bodies``."""
+    report = workdir / "plain-report.json"
+    report.unlink(missing_ok=True)
+    project_variables = ("SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT")
+    env = {name: value for name, value in os.environ.items() if name not in project_variables}
+    env["PYTHONPATH"] = str(ROOT)  # for JsonCharsetMiddleware, the one component it takes from the checkout
+    cmd = [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS), str(report)]
+    outside = Path(tempfile.mkdtemp(prefix="pith-bare-spider-"))
+    try:
+        yield cmd, env, outside
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    seen = json.loads(report.read_text())
+    if seen["inside_project"] or seen["bot_name"] != default_settings.BOT_NAME:
+        raise SystemExit(f"the bare spider ran under a Scrapy project's settings: {seen}")
+    if seen["bodies"] != bodies:
+        raise SystemExit(f"the bare spider received {seen['bodies']} bundles of {bodies}")
+
+
+def plain(urls: Path, bodies: int, workdir: Path) -> dict:
+    """One run of the bare spider over ``urls``."""
+    with bare_spider(urls, bodies, workdir) as (cmd, env, cwd):
+        elapsed, rss, pss, cpu = run(cmd, env, cwd=cwd)
+    return {"time": elapsed, "rss": rss, "pss": pss, "cpu": cpu, "requests": bodies + 1, "records": bodies}
+
+
+def wget(urls: Path, bodies: int, workdir: Path) -> dict:
+    """One run of ``wget --warc-file`` over ``urls``: the bodies discarded, a gzipped WARC
+    of every exchange written, as a user's other tool would record them."""
+    binary = system_packages.ensure("wget", "wget")
+    out = workdir / "wget"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    cmd = [binary, "--quiet", "--input-file", str(urls), "--output-document", os.devnull, "--warc-file", "bundles"]
+    elapsed, rss, pss, cpu = run(cmd, cwd=out)
+    with open(out / "bundles.warc.gz", "rb") as warc:
+        responses = sum(record.rec_type == "response" for record in ArchiveIterator(warc))
+    if responses != bodies:
+        raise SystemExit(f"wget recorded {responses} responses of {bodies}")
+    return {"time": elapsed, "rss": rss, "pss": pss, "cpu": cpu, "requests": bodies, "records": bodies}
+
+
+def minted_key(corpus: Path) -> str:
+    """The id of the key the corpus's minted records are signed with, checked not to be the
+    built-in registry key: the crawl trusts it from ``--keyring`` only, as a user's."""
+    keys = json.loads((corpus / "keyring.json").read_text())["keys"]
+    minted = [key for key in keys if key["public_key_b64"] != REGISTRY_KEY["public_key_b64"]]
+    if len(minted) != 1:
+        raise SystemExit(f"{corpus}: expected one key besides the built-in registry key, found {len(minted)}")
+    return minted[0]["key_id"]
+
+
+def archived_all(result: dict, records: int, label: str) -> dict:
+    """``result``, once checked to have archived every record of the corpus."""
+    if result["records"] != records:
+        raise SystemExit(f"{label}: {result['records']} records archived of {records}")
+    return result
 
 
 def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
@@ -275,48 +346,66 @@ def compare(
     records: int, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list, kinds: list[str]
 ) -> None:
     corpus, site, suffixes = corpus_of(records, workdir)
+    print(
+        f"corpus: {records} records signed with {minted_key(corpus)} (not the built-in registry key)"
+        f" and the {len(suffixes) - records} real ones, --keyring {corpus / 'keyring.json'}",
+        flush=True,
+    )
+    print(
+        f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
+        f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'PSS':>6} {'xPSS':>5} {'CPU s':>6}",
+        flush=True,
+    )
     seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
+    n = len(suffixes)
     crawls = {"sitemap": ["sitemap"], "full": [suffixes[0]]}
     for kind in servers:
         server, url, keyring = start_server(kind, corpus, site)
+        urls = bundle_urls(url, suffixes, workdir)
         runs = {"plain": []}
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
-                runs["plain"].append(plain(url, suffixes, workdir))
+                runs["plain"].append(plain(urls, n, workdir))
                 for workers in pools if "bundles" in kinds else []:
                     label = "bundles" if workers is None else f"bundles-w{workers}"
-                    runs.setdefault(label, []).append(
-                        ours(
-                            url,
-                            keyring,
-                            workdir,
-                            label,
-                            ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)],
-                            env,
-                        )
-                    )
+                    extra = ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)]
+                    crawl = ours(url, keyring, workdir, label, extra, env)
+                    runs.setdefault(label, []).append(archived_all(crawl, n, label))
                 for label in [kind for kind in kinds if kind in crawls]:
-                    runs.setdefault(label, []).append(ours(url, keyring, workdir, label, crawls[label], env))
+                    crawl = ours(url, keyring, workdir, label, crawls[label], env)
+                    runs.setdefault(label, []).append(archived_all(crawl, n, label))
+                if "wget" in kinds:
+                    runs.setdefault("wget", []).append(wget(urls, n, workdir))
         finally:
             server.terminate()
             server.wait()
-        report(kind, len(suffixes), runs)
+        report(kind, n, runs)
 
 
 def report(kind: str, n: int, runs: dict) -> None:
+    """One row per run (medians of its rounds), then the ratios the targets are read on."""
     med = {label: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
-    base = n / med["plain"]["time"]
+    bare = med["plain"]
+    speed = {label: m["records"] / m["time"] / (n / bare["time"]) for label, m in med.items()}
     for label, m in med.items():
-        rate = m["records"] / m["time"]
         times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
         print(
-            f"{kind:>7} {n:>7} {label:>10} {times:>20} {rate:>8.0f} {rate / base:>6.2f} {m['requests']:>8.0f}"
-            f" {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f} {m['rss'] / med['plain']['rss']:>5.2f}"
-            f" {m['pss']:>6.0f} {m['pss'] / med['plain']['pss']:>5.2f}"
-            f" {m['cpu']:>6.1f}",
+            f"{kind:>7} {n:>7} {label:>10} {times:>20} {m['records'] / m['time']:>8.0f} {speed[label]:>6.2f}"
+            f" {m['requests']:>8.0f} {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f}"
+            f" {m['rss'] / bare['rss']:>5.2f} {m['pss']:>6.0f} {m['pss'] / bare['pss']:>5.2f} {m['cpu']:>6.1f}",
             flush=True,
         )
+    names = {"bundles": "bundle path", "full": "full crawl from one seed"}
+    crawls = [label for label in names if label in med]
+    summary = [f"{names[label]} {speed[label]:.2f}x" for label in crawls]
+    if crawls:
+        peak = max(med[label]["rss"] for label in crawls)
+        summary.append(f"peak RSS summed over the tree {peak / bare['rss']:.2f}x ({peak:.0f} vs {bare['rss']:.0f} MiB)")
+    if "wget" in med:
+        summary.append(f"wget --warc-file {med['wget']['time']:.1f} s in {med['wget']['rss']:.0f} MiB")
+    if summary:
+        print(f"{kind:>7}: against the bare spider ({bare['time']:.1f} s): {'; '.join(summary)}", flush=True)
 
 
 def peaks_at(log: Path, trace: list, records: int):
@@ -362,7 +451,7 @@ def scale(records: int, workdir: Path, env: dict, workers=None) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, action="append", default=[], help="corpus sizes to compare on")
-    parser.add_argument("--server", action="append", choices=["nginx", "static", "serve"], help="default: all three")
+    parser.add_argument("--server", action="append", choices=["nginx", "static", "serve"], help="default: nginx")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
@@ -373,27 +462,31 @@ def main():
         default=[],
         help="verifier pool sizes to compare (default: the crawl's default)",
     )
-    parser.add_argument("--runs", default="bundles,sitemap,full", help="which of ours run: bundles,sitemap,full")
+    parser.add_argument(
+        "--runs", default="bundles,full,wget", help=f"what runs beside the bare spider: {','.join(RUNS)}"
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy or PITH_* setting for our crawls"
     )
     args = parser.parse_args()
+    unknown = set(args.runs.split(",")) - set(RUNS)
+    if unknown:
+        parser.error(f"--runs: unknown {', '.join(sorted(unknown))}; choose among {','.join(RUNS)}")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
     SETTINGS.update(pair.split("=", 1) for pair in args.set)
-    if args.records:
-        print(
-            f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-            f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'PSS':>6} {'xPSS':>5} {'CPU s':>6}"
-        )
+    host, started = machine(), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    changed = [f"--verify-workers {w}" for w in args.verify_workers] + [f"-s {pair}" for pair in args.set]
+    common = " ".join(f"{name}={value}" for name, value in PLAIN_SETTINGS.items() if name != "DOWNLOADER_MIDDLEWARES")
+    print(f"ours: {', '.join(changed) or 'the defaults'}; both crawlers: {common}", flush=True)
     pools = args.verify_workers or [None]
     for records in args.records:
-        servers = args.server or ["nginx", "static", "serve"]
-        compare(records, servers, args.rounds, workdir, env, pools, args.runs.split(","))
+        compare(records, args.server or ["nginx"], args.rounds, workdir, env, pools, args.runs.split(","))
     for records in args.virtual:
         for workers in pools:
             scale(records, workdir, env, workers)
+    print(f"machine: nproc {len(os.sched_getaffinity(0))}; {host}; started {started}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ process is one thread doing everything.
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -36,7 +35,7 @@ def cpu_of(stat_path: str) -> tuple[str, float]:
     return data[data.index("(") + 1 : data.rindex(")")], (int(fields[11]) + int(fields[12])) / TICK
 
 
-def split(cmd: list[str], env: dict) -> tuple[float, dict[str, float]]:
+def split(cmd: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, dict[str, float]]:
     """Wall seconds and CPU seconds by part: ``main`` (the process's first thread),
     its other threads by name, and each child by its module."""
     last: dict[tuple[str, int], tuple[str, float]] = {}
@@ -56,7 +55,7 @@ def split(cmd: list[str], env: dict) -> tuple[float, dict[str, float]]:
             except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
                 continue
 
-    elapsed, _ = bench_crawl.watched(cmd, sample, 0.2, env)
+    elapsed, _ = bench_crawl.watched(cmd, sample, 0.2, env, cwd)
     parts: dict[str, float] = defaultdict(float)
     for (kind, _), (name, cpu) in last.items():
         parts[name if kind == "child" or name == "main" else f"thread {name.rstrip('_0123456789')}"] += cpu
@@ -73,33 +72,32 @@ def main() -> None:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     corpus, site, suffixes = bench_crawl.corpus_of(args.records, workdir)
-    seeds, urls = workdir / "seeds.txt", workdir / "cpu-urls.txt"
+    seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
     server, (url,) = nginx.start([site], workdir / "nginx-cpu")
-    urls.write_text("".join(f"{url}/pith/{s}/bundle.json\n" for s in suffixes))
+    urls = bench_crawl.bundle_urls(url, suffixes, workdir)
     sets = [a for pair in args.set for a in ("-s", pair)]
-    plain_settings = json.dumps(bench_crawl.PLAIN_SETTINGS)
     settings = [a for name, value in bench_crawl.SETTINGS.items() for a in ("-s", f"{name}={value}")]
+    crawl = [
+        *(sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off"),
+        *("--keyring", str(corpus / "keyring.json"), "--out", str(workdir / "archive-cpu")),
+        *("--no-follow", "--seeds-file", str(seeds), *settings, *sets),
+    ]
     try:
         for round_ in range(args.rounds):
-            runs = {
-                "bare spider": [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), plain_settings],
-                "bundle path": [
-                    *(sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off"),
-                    *("--keyring", str(corpus / "keyring.json"), "--out", str(workdir / "archive-cpu")),
-                    *("--no-follow", "--seeds-file", str(seeds), *settings, *sets),
-                ],
-            }
-            for label, cmd in runs.items():
-                for old in ("archive-cpu", "cache-cpu"):
-                    shutil.rmtree(workdir / old, ignore_errors=True)
-                env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache-cpu")}
-                wall, parts = split(cmd, env)
-                shown = ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(parts.items(), key=lambda p: -p[1]))
-                print(f"round {round_ + 1} {label:12s} wall {wall:5.1f} s  CPU {sum(parts.values()):5.1f} s: {shown}")
+            with bench_crawl.bare_spider(urls, len(suffixes), workdir) as (cmd, env, cwd):
+                show(round_, "bare spider", *split(cmd, env, cwd))
+            for old in ("archive-cpu", "cache-cpu"):
+                shutil.rmtree(workdir / old, ignore_errors=True)
+            show(round_, "bundle path", *split(crawl, {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache-cpu")}))
     finally:
         server.terminate()
         server.wait()
+
+
+def show(round_: int, label: str, wall: float, parts: dict[str, float]) -> None:
+    shown = ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(parts.items(), key=lambda p: -p[1]))
+    print(f"round {round_ + 1} {label:12s} wall {wall:5.1f} s  CPU {sum(parts.values()):5.1f} s: {shown}", flush=True)
 
 
 if __name__ == "__main__":

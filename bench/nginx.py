@@ -2,31 +2,20 @@
 benchmarks compare against (``python -m http.server`` is slow enough to bound a bare
 Scrapy spider too, so a ratio against it mostly measures the server).
 
-nginx comes from the distribution's packages: ``ensure_nginx`` installs it with apt
-when it is missing (root, or sudo). One nginx process (one worker) serves every folder
+nginx comes from the distribution's packages (``nginx-light``), installed with apt
+when it is missing (bench/system_packages.py). One nginx process (one worker) serves every folder
 given, each on a port of its own, with ETag and Last-Modified on, no gzip, no access log.
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+import system_packages
+
 MIME_TYPES = Path("/etc/nginx/mime.types")
-
-
-def ensure_nginx() -> str:
-    """The nginx binary, installed from the distribution's packages when missing."""
-    found = shutil.which("nginx") or (Path("/usr/sbin/nginx").is_file() and "/usr/sbin/nginx")
-    if found:
-        return found
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "nginx-light"], check=True, env=env)
-    return shutil.which("nginx") or "/usr/sbin/nginx"
 
 
 def free_port() -> int:
@@ -58,7 +47,7 @@ def config(roots: list[Path], ports: list[int], prefix: Path) -> str:
 
 def start(roots: list[Path], prefix: Path) -> tuple[subprocess.Popen, list[str]]:
     """One nginx serving each of ``roots`` on a port of its own; its process and base URLs."""
-    binary = ensure_nginx()
+    binary = system_packages.ensure("nginx", "nginx-light")
     prefix.mkdir(parents=True, exist_ok=True)
     ports = [free_port() for _ in roots]
     conf = prefix / "nginx.conf"

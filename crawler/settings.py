@@ -97,6 +97,7 @@ PITH_KEYRINGS: list[str] = []  # extra keyring files
 PITH_DEFAULT_KEYS = True  # trust the built-in registry key
 PITH_WATCH_SIGNING_KEY = True  # compare the resolver's /pith-signing-key.json with the keyring at start
 PITH_SIGNING_KEY = None  # the archiver key file (None: created in the user config folder)
+PITH_LOG_ORIGIN = None  # names this key's transparency log when it has none yet (None: pith-archiver/<key id>)
 PITH_WORKER = None  # names this worker in run ids and the frontier (None: host.pid; crawler.worker)
 PITH_VERIFY_WORKERS = None  # processes that parse and verify bundles off the reactor (None: one where the
 # crawl may use 2 cores or more, else 0; 0: in the crawl's own thread)

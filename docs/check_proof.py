@@ -13,7 +13,6 @@ import base64
 import hashlib
 import json
 import sys
-from urllib.parse import quote
 
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
@@ -41,7 +40,7 @@ def ed25519_valid(public_key: bytes, message: bytes, signature: bytes) -> bool:
 
 
 def check_attestation(attestation: dict, key_id: str, public_key: bytes) -> bytes:
-    """The 32-byte content hash of a storage attestation signed by the key."""
+    """The log entry of a storage attestation signed by the key: its canonical JSON."""
     content = {k: v for k, v in attestation.items() if k not in ("signature", "content_sha256", "event_id")}
     digest = hashlib.sha256(canonical(content)).digest()
     require(attestation["content_sha256"] == digest.hex(), "content_sha256 does not hash the attestation")
@@ -52,21 +51,20 @@ def check_attestation(attestation: dict, key_id: str, public_key: bytes) -> byte
         ed25519_valid(public_key, digest, base64.b64decode(signature["signature_b64"])),
         "the attestation's signature does not verify",
     )
-    return digest
+    return canonical(attestation)
 
 
-def check_checkpoint(note: str, key_id: str, public_key: bytes) -> tuple[int, bytes]:
-    """``(tree size, root hash)`` of a checkpoint note signed by the key (C2SP
-    tlog-checkpoint in a C2SP signed note)."""
+def check_checkpoint(note: str, public_key: bytes) -> tuple[int, bytes]:
+    """``(tree size, root hash)`` of a checkpoint note signed by the key under the log's
+    name, its origin (C2SP tlog-checkpoint in a C2SP signed note)."""
     cut = note.rfind("\n\n")
     require(cut > 0 and note.endswith("\n"), "not a signed note")
     text, signature_lines = note[: cut + 1], note[cut + 2 : -1].split("\n")
     origin, size, root = text.split("\n")[:3]
-    require(origin.rsplit("/", 1)[-1] == quote(key_id, safe=""), "the checkpoint is not of this key's log")
     key_hash = hashlib.sha256(origin.encode("utf-8") + b"\n" + b"\x01" + public_key).digest()[:4]
     signed = False
     for line in signature_lines:
-        dash, name, blob = line.split(" ")
+        dash, name, blob = line.split(" ")[:3]
         blob = base64.b64decode(blob)
         if dash == "\u2014" and name == origin and blob[:4] == key_hash:
             signed = ed25519_valid(public_key, text.encode("utf-8"), blob[4:])
@@ -77,11 +75,11 @@ def check_checkpoint(note: str, key_id: str, public_key: bytes) -> tuple[int, by
     return int(size), root_hash
 
 
-def root_from_inclusion(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
-    """RFC 9162 section 2.1.3.2: the root the path leads to from the leaf's hash."""
+def root_from_inclusion(entry: bytes, index: int, size: int, path: list[bytes]) -> bytes:
+    """RFC 9162 section 2.1.3.2: the root the path leads to from the entry's leaf hash."""
     require(0 <= index < size, "the leaf index is outside the tree")
     fn, sn = index, size - 1
-    node = hashlib.sha256(b"\x00" + leaf).digest()
+    node = hashlib.sha256(b"\x00" + entry).digest()
     for sibling in path:
         require(sn > 0, "the path is too long")
         if fn % 2 == 1 or fn == sn:
@@ -99,13 +97,13 @@ def check(proof: dict, key_document: dict) -> str:
     """What the proof shows, once it holds under the archive's key document."""
     key_id, public_key = key_document["key_id"], base64.b64decode(key_document["public_key_b64"])
     attestation = proof["attestation"]
-    leaf = check_attestation(attestation, key_id, public_key)
+    entry = check_attestation(attestation, key_id, public_key)
     require(attestation["subject_pith_number"] == proof["pith_number"], "the attestation is of another record")
-    size, root = check_checkpoint(proof["checkpoint"], key_id, public_key)
+    size, root = check_checkpoint(proof["checkpoint"], public_key)
     require(proof["tree_size"] == size, "the proof's tree size is not the checkpoint's")
     path = [base64.b64decode(node) for node in proof["inclusion_proof"]]
     require(
-        root_from_inclusion(leaf, proof["leaf_index"], size, path) == root,
+        root_from_inclusion(entry, proof["leaf_index"], size, path) == root,
         "the inclusion proof does not lead to the checkpoint's root",
     )
     return (

@@ -29,6 +29,7 @@ class Request:
     version: str
     headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
     body_length: int = 0  # the Content-Length declared
+    body: bytes = b""  # read once the head is (a route that takes none ignores it)
 
     @property
     def raw_path(self) -> str:

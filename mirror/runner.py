@@ -1,4 +1,4 @@
-"""Running a MirrorServer: in the foreground until SIGINT/SIGTERM (the ``serve``
+"""Running a MirrorServer (or any HttpServer): in the foreground until SIGINT/SIGTERM (the ``serve``
 command), or on its own event loop in a background thread (tests and tools that need
 a mirror while they do blocking work of their own)."""
 
@@ -7,10 +7,10 @@ import signal
 import threading
 from collections.abc import Callable
 
-from .server import MirrorServer
+from .server import HttpServer, MirrorServer
 
 
-def serve_until_signalled(server: MirrorServer, on_ready: Callable[[str], None]) -> None:
+def serve_until_signalled(server: HttpServer, on_ready: Callable[[str], None]) -> None:
     """Start ``server``, call ``on_ready(url)``, serve until SIGINT or SIGTERM."""
 
     async def main() -> None:

@@ -45,27 +45,18 @@ async def _read_to_end(reader: asyncio.StreamReader) -> None:
         pass
 
 
-class MirrorServer:
-    """Serves a RecordSource in the resolver layout.
-
-    ``await start()`` binds (port 0 picks a free port) and sets ``url``; links in
-    documents use ``public_url`` when given, else ``url``. ``requests`` is the log;
-    ``peak_in_flight`` is the most requests it was answering at once (a client's
-    politeness, seen from the server); ``refused_connections`` counts the connections
-    answered 503 beyond ``limits.max_connections``."""
+class HttpServer:
+    """The hardened HTTP/1.1 server itself, whatever it answers: subclasses route
+    (``_route``). ``await start()`` binds (port 0 picks a free port) and sets ``url``;
+    ``requests`` is the log; ``peak_in_flight`` is the most requests it was answering
+    at once; ``refused_connections`` counts the connections answered 503 beyond
+    ``limits.max_connections``. A request body (at most ``limits.max_body_bytes``,
+    within ``limits.body_timeout``) is read into ``Request.body``."""
 
     def __init__(
-        self,
-        source: RecordSource,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        public_url: str | None = None,
-        options: SiteOptions = SiteOptions(),
-        log_size: int = 100_000,
-        limits: ServerLimits | None = None,
+        self, host: str = "127.0.0.1", port: int = 0, log_size: int = 100_000, limits: ServerLimits | None = None
     ):
-        self.source, self.host, self.port = source, host, port
-        self.public_url, self.options = public_url, options
+        self.host, self.port = host, port
         self.limits = limits or ServerLimits()
         self._log: deque[LoggedRequest] = deque(maxlen=log_size)
         self._server: asyncio.base_events.Server | None = None
@@ -73,7 +64,6 @@ class MirrorServer:
         self.url: str | None = None
         self.in_flight = self.peak_in_flight = self.refused_connections = 0
         self._busy_lingering = 0
-        self.resolver: ResolverSite | None = None
 
     async def start(self) -> str:
         self._server = await asyncio.start_server(
@@ -81,8 +71,6 @@ class MirrorServer:
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-        self.resolver = ResolverSite(self.source, self.public_url or self.url, self.options)
-        logger.info("mirror of %d records listening on %s", len(self.source.catalog), self.url)
         return self.url
 
     async def close(self) -> None:
@@ -102,6 +90,9 @@ class MirrorServer:
         self._log.clear()
         self.peak_in_flight = self.in_flight
 
+    async def _route(self, request: Request) -> Response:
+        raise NotImplementedError
+
     # --- connections ---------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         cap = self.limits.max_connections  # set by ServerLimits
@@ -115,7 +106,7 @@ class MirrorServer:
             first = True
             while await self._exchange(reader, writer, first):
                 first = False
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (OSError, asyncio.IncompleteReadError):  # a client gone mid-answer (reset, or ENOTCONN on a close)
             pass
         finally:
             del self._connections[task]
@@ -179,7 +170,7 @@ class MirrorServer:
         if request.body_length:
             try:
                 async with asyncio.timeout(limits.body_timeout):
-                    await reader.readexactly(request.body_length)  # no route takes a body: read past it
+                    request.body = await reader.readexactly(request.body_length)
             except TimeoutError:
                 return self._timed_out(writer)
         return await self._answer(request, writer)
@@ -215,14 +206,6 @@ class MirrorServer:
     async def _respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         return await self._send(request, await self._route(request), writer)
 
-    async def _route(self, request: Request) -> Response:
-        resolver = self.resolver
-        if resolver is None:
-            raise RuntimeError("the mirror answers requests once started")
-        if self.source.remote:  # a slow store must not stall every other client
-            return await asyncio.to_thread(resolver.respond, request)
-        return resolver.respond(request)
-
     async def _send(self, request: Request, response: Response, writer: asyncio.StreamWriter) -> bool:
         """Write ``response``; whether the connection may carry another request."""
         keep_alive = request.keep_alive
@@ -252,3 +235,36 @@ class MirrorServer:
         return LoggedRequest(
             request.method, request.target, request.path, status, request.headers, response.document, response.record
         )
+
+
+class MirrorServer(HttpServer):
+    """Serves a RecordSource in the resolver layout; links in documents use
+    ``public_url`` when given, else ``url``."""
+
+    def __init__(
+        self,
+        source: RecordSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        public_url: str | None = None,
+        options: SiteOptions = SiteOptions(),
+        log_size: int = 100_000,
+        limits: ServerLimits | None = None,
+    ):
+        super().__init__(host, port, log_size, limits)
+        self.source, self.public_url, self.options = source, public_url, options
+        self.resolver: ResolverSite | None = None
+
+    async def start(self) -> str:
+        url = await super().start()
+        self.resolver = ResolverSite(self.source, self.public_url or url, self.options)
+        logger.info("mirror of %d records listening on %s", len(self.source.catalog), url)
+        return url
+
+    async def _route(self, request: Request) -> Response:
+        resolver = self.resolver
+        if resolver is None:
+            raise RuntimeError("the mirror answers requests once started")
+        if self.source.remote:  # a slow store must not stall every other client
+            return await asyncio.to_thread(resolver.respond, request)
+        return resolver.respond(request)

@@ -63,7 +63,7 @@ def _when(stamp: str) -> datetime:
 
 class ArchivePipeline:
     """Settings: PITH_ARCHIVE (folder or s3://bucket/prefix), AWS_ENDPOINT_URL (Scrapy's),
-    PITH_SIGNING_KEY, PITH_WORKER, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT, PITH_COMMIT_EVERY,
+    PITH_SIGNING_KEY, PITH_WORKER, PITH_LOG_ORIGIN, PITH_UPLOAD_MAX_BYTES_IN_FLIGHT, PITH_COMMIT_EVERY,
     PITH_ARCHIVE_KEYRINGS (the archiver keys, besides this one's, whose manifests count
     for dedup and history: the other workers of a shared crawl)."""
 
@@ -77,6 +77,7 @@ class ArchivePipeline:
         in_flight: int,
         commit_every: int = 0,
         warc: WarcPolicy | None = None,
+        log_origin: str | None = None,
     ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
@@ -88,6 +89,7 @@ class ArchivePipeline:
         self.in_flight = in_flight
         self.commit_every = commit_every
         self.warc = warc
+        self.log_origin = log_origin
         self.writer: ArchiveWriter | None = None
         self.uploader: BoundedUploader | None = None
         self.interim: Deferred | None = None  # the interim commit under way
@@ -125,6 +127,7 @@ class ArchivePipeline:
             )
             if settings.getbool("PITH_WARC")
             else None,
+            settings.get("PITH_LOG_ORIGIN"),
         )
 
     def _writer(self) -> ArchiveWriter:
@@ -161,6 +164,7 @@ class ArchivePipeline:
                 keyring=trusted,
                 warc=self.warc,
                 warc_info=self._warc_info(),
+                log_origin=self.log_origin,
             )
             return writer.open()
 

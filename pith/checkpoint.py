@@ -7,9 +7,9 @@ tree size in decimal, the root hash in standard base64. A blank line follows, th
 one line per signature: ``\u2014 <name> <base64(key hash || signature)>``, where the
 key hash is the first 4 bytes of ``SHA-256(name || "\\n" || 0x01 || public key)``
 (0x01: Ed25519) and the signature is Ed25519 over the note text. Our name is the
-origin, and the origin ends with the archiver key's id, so a pinned key is found
-from the note alone. Signature lines of other keys (a witness's cosignature) are
-allowed and ignored.
+origin (``log_origin``), and the pinned key that signed is found
+by its key hash. Signature lines of other keys (a witness's cosignature) are
+allowed and ignored here (``pith.signed_note`` checks cosignatures).
 """
 
 import base64
@@ -17,7 +17,7 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from nacl.signing import SigningKey
 
@@ -39,21 +39,17 @@ class Checkpoint:
     size: int
     root: bytes
 
-    @property
-    def key_id(self) -> str:
-        """The archiver key whose log this is: the origin's last segment."""
-        return unquote(self.origin.rpartition("/")[2])
-
     def text(self) -> str:
         return f"{self.origin}\n{self.size}\n{base64.b64encode(self.root).decode('ascii')}\n"
 
 
-def log_origin(archive_uri: str, key_id: str) -> str:
-    """The origin line of a key's log in an archive: the archive's location without its
-    scheme, then the key id, percent-encoded so that it holds no space or '+'."""
-    location = archive_uri.partition("://")[2] or archive_uri
-    location = _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), location)
-    return f"{location.strip('/')}/{quote(key_id, safe='')}"
+def log_origin(key_id: str, name: str | None = None) -> str:
+    """The origin of a key's log: ``name`` when given (a schema-less URL such as
+    ``archive.example.org/pith``), else ``pith-archiver/<key id>``; either way with
+    any character that a note's key name cannot hold (a space, '+') percent-encoded,
+    and never derived from where the archive sits, so it survives a move."""
+    origin = name or f"pith-archiver/{quote(key_id, safe='')}"
+    return _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), origin).strip("/")
 
 
 def key_hash(name: str, public_raw: bytes) -> bytes:
@@ -102,26 +98,26 @@ def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, Pi
         raise Rejected(Reason.CHECKPOINT_INVALID, "note", "no blank line before the signatures, or no final newline")
     text, signatures = note[: cut + 1], note[cut + 2 : -1].split("\n")
     checkpoint = parse_checkpoint(text)
-    key = keyring.get(checkpoint.key_id)
-    if key is None:
-        raise Rejected(Reason.UNKNOWN_KEY, "note.origin", f"the log's key {checkpoint.key_id!r} is not pinned")
-    if key.role != ARCHIVE:  # a registry key signs records, never an archive's log
-        raise Rejected(Reason.WRONG_KEY_ROLE, "note.origin", f"{key.key_id} is pinned as a {key.role} key")
-    ours = key_hash(checkpoint.origin, key.raw)
-    for index, line in enumerate(signatures):
-        name, blob = _signature_line(line, f"note.signatures[{index}]")
-        if name == checkpoint.origin and blob[:4] == ours:
-            if not key.verify(text.encode("utf-8"), blob[4:]):
-                raise Rejected(
-                    Reason.CHECKPOINT_SIGNATURE_INVALID,
-                    f"note.signatures[{index}]",
-                    f"does not verify under {key.key_id}",
-                )
-            return checkpoint, key
+    lines = [_signature_line(line, f"note.signatures[{index}]") for index, line in enumerate(signatures)]
+    ours = [(index, blob) for index, (name, blob) in enumerate(lines) if name == checkpoint.origin]
+    if not ours:
+        raise Rejected(Reason.UNKNOWN_KEY, "note.signatures", f"no signature under the log's name {checkpoint.origin}")
+    pinned = {key_hash(checkpoint.origin, key.raw): key for key in keyring}
+    for index, blob in ours:
+        key = pinned.get(blob[:4])
+        if key is None:
+            continue
+        if key.role != ARCHIVE:  # a registry key signs records, never an archive's log
+            raise Rejected(
+                Reason.WRONG_KEY_ROLE, f"note.signatures[{index}]", f"{key.key_id} is pinned as a {key.role} key"
+            )
+        if not key.verify(text.encode("utf-8"), blob[4:]):
+            raise Rejected(
+                Reason.CHECKPOINT_SIGNATURE_INVALID, f"note.signatures[{index}]", f"does not verify under {key.key_id}"
+            )
+        return checkpoint, key
     raise Rejected(
-        Reason.CHECKPOINT_SIGNATURE_INVALID,
-        "note.signatures",
-        f"no signature by the pinned key {key.key_id} under the name {checkpoint.origin}",
+        Reason.UNKNOWN_KEY, "note.signatures", f"no pinned key signed the log {checkpoint.origin} (key hash unknown)"
     )
 
 

@@ -3,8 +3,7 @@ that a log's proofs check with any implementation of that RFC.
 
 A leaf is hashed ``SHA-256(0x00 || input)``, an interior node ``SHA-256(0x01 || left
 || right)``; a tree of ``n > 1`` leaves splits at the largest power of two below ``n``.
-``MerkleEdge`` keeps only the roots of the perfect subtrees a growing log ends with
-(what appending needs); ``Tree`` keeps every perfect subtree's hash, so a root, an
+``Tree`` keeps every perfect subtree's hash, so a root, an
 inclusion proof or a consistency proof of any size up to its own costs O(log n)
 hashes once the tree is built (in O(n)).
 """
@@ -28,7 +27,7 @@ def _split(size: int) -> int:
     return 1 << ((size - 1).bit_length() - 1)
 
 
-def _fold(peaks: list[bytes]) -> bytes:
+def fold_peaks(peaks: list[bytes]) -> bytes:
     """The root of a tree given its perfect subtrees' roots, largest (leftmost) first."""
     if not peaks:
         return hashlib.sha256(b"").digest()
@@ -36,27 +35,6 @@ def _fold(peaks: list[bytes]) -> bytes:
     for peak in reversed(peaks[:-1]):
         root = node_hash(peak, root)
     return root
-
-
-class MerkleEdge:
-    """The right edge of a growing log: its size and the roots of its perfect subtrees,
-    O(log n) hashes. Enough to append and to compute the root."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self._peaks: list[bytes] = []  # left to right; sizes are the set bits of ``size``, largest first
-
-    def append(self, leaf: bytes) -> None:
-        """Add a leaf given by its leaf hash."""
-        node, merged = leaf, self.size
-        while merged & 1:
-            node = node_hash(self._peaks.pop(), node)
-            merged >>= 1
-        self._peaks.append(node)
-        self.size += 1
-
-    def root(self) -> bytes:
-        return _fold(self._peaks)
 
 
 class Tree:
@@ -86,6 +64,15 @@ class Tree:
                 return
             node = node_hash(bytes(row[-2 * HASH_SIZE : -HASH_SIZE]), node)
             level += 1
+
+    def index_of(self, leaf: bytes) -> int | None:
+        """The first index of the leaf hash ``leaf`` (None: not in the tree)."""
+        row, at = self._levels[0], 0
+        while (at := row.find(leaf, at)) >= 0:
+            if at % HASH_SIZE == 0:
+                return at // HASH_SIZE
+            at += 1
+        return None
 
     def leaf(self, index: int) -> bytes:
         return bytes(self._levels[0][index * HASH_SIZE : (index + 1) * HASH_SIZE])

@@ -5,14 +5,15 @@ checkpoint pins it.
 The document holds ``pith_number``, the whole signed ``attestation``, its
 ``leaf_index`` in the key's log, the ``tree_size`` of the checkpoint, the
 ``inclusion_proof`` (base64 hashes, from the leaf up, as RFC 9162 2.1.3) and the
-``checkpoint`` (the signed note text). The leaf is the 32 bytes of the attestation's
-``content_sha256``.
+``checkpoint`` (the signed note text). The log's entry is the attestation's canonical
+JSON (its line in the feed), so the leaf hash is ``SHA-256(0x00 || canon(attestation))``.
 """
 
 import base64
 import binascii
 
 from .attestation import check_attestation
+from .canonical import canon
 from .checkpoint import Checkpoint, open_checkpoint
 from .keyring import Keyring
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
@@ -47,7 +48,7 @@ def check_proof(document: object, keyring: Keyring) -> Checkpoint:
     ):
         if not isinstance(document[name], kind) or isinstance(document[name], bool):
             raise Rejected(Reason.SCHEMA_VIOLATION, f"proof.{name}", f"expected {kind.__name__}")
-    content = check_attestation(document["attestation"], keyring, "attestation")
+    check_attestation(document["attestation"], keyring, "attestation")
     attestation = document["attestation"]
     if attestation["subject_pith_number"] != document["pith_number"]:
         raise Rejected(Reason.SUBJECT_MISMATCH, "attestation.subject_pith_number", f"not {document['pith_number']}")
@@ -64,7 +65,7 @@ def check_proof(document: object, keyring: Keyring) -> Checkpoint:
         )
     path = [_hash(node, f"proof.inclusion_proof[{i}]") for i, node in enumerate(document["inclusion_proof"])]
     if not verify_inclusion(
-        leaf_hash(bytes.fromhex(content)), document["leaf_index"], checkpoint.size, path, checkpoint.root
+        leaf_hash(canon(attestation)), document["leaf_index"], checkpoint.size, path, checkpoint.root
     ):
         raise Rejected(
             Reason.INCLUSION_PROOF_INVALID,

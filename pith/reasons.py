@@ -48,9 +48,14 @@ class Reason(StrEnum):
     CHECKPOINT_INVALID = "checkpoint_invalid"
     CHECKPOINT_SIGNATURE_INVALID = "checkpoint_signature_invalid"
     INCLUSION_PROOF_INVALID = "inclusion_proof_invalid"
+    QUORUM_UNMET = "quorum_unmet"
     RELEASE_HASH_MISMATCH = "release_hash_mismatch"
     RELEASE_SIGNATURE_INVALID = "release_signature_invalid"
     RELEASE_FILE_MISMATCH = "release_file_mismatch"
+    RELEASE_UNLISTED_FILE = "release_unlisted_file"
+    WACZ_MALFORMED = "wacz_malformed"
+    WACZ_UNSAFE_MEMBER = "wacz_unsafe_member"
+    WACZ_RESOURCE_MISMATCH = "wacz_resource_mismatch"
     FETCH_FAILED = "fetch_failed"
 
 
@@ -102,10 +107,19 @@ REASONS: dict[Reason, str] = {
     Reason.CHECKPOINT_INVALID: "a checkpoint is not a signed note of origin, tree size and root hash lines",
     Reason.CHECKPOINT_SIGNATURE_INVALID: "a checkpoint carries no signature that verifies under the log's pinned key",
     Reason.INCLUSION_PROOF_INVALID: "an inclusion proof does not lead from the attestation to the checkpoint's root",
+    Reason.QUORUM_UNMET: "a checkpoint's witness cosignatures do not meet the quorum of the policy it is checked under",
     # dataset releases (release.json)
     Reason.RELEASE_HASH_MISMATCH: "a release's release_sha256 does not hash its release.json",
     Reason.RELEASE_SIGNATURE_INVALID: "a release's signature does not verify under the pinned archive key",
     Reason.RELEASE_FILE_MISMATCH: "a file a release lists is missing, or differs from its size and sha256",
+    Reason.RELEASE_UNLISTED_FILE: "a release's data/ or index/ folder holds a file its release.json does not list",
+    # WACZ packages (verify X.wacz)
+    Reason.WACZ_MALFORMED: "a WACZ is not a readable ZIP, or lacks datapackage.json or datapackage-digest.json, or "
+    "one of them is not a JSON object",
+    Reason.WACZ_UNSAFE_MEMBER: "a WACZ member's name leaves the package or repeats, or it is encrypted or packed "
+    "otherwise than stored or deflated, or it declares more bytes than its packed size can hold (a zip bomb)",
+    Reason.WACZ_RESOURCE_MISMATCH: "a WACZ member differs from the sha256 and size datapackage.json gives, is "
+    "missing, or is not listed there",
     # crawl outcomes recorded in the verifications table (no usable bytes to judge)
     Reason.FETCH_FAILED: "the document could not be fetched (HTTP error, timeout, dropped or truncated body)",
 }

@@ -22,7 +22,7 @@ from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
 
 from .exit_status import ConfigError, RunFailed
-from .keyrings import keyring_options
+from .keyrings import keyring_options, machine_key
 from .output import Command
 
 TRUST_HELP = (
@@ -95,17 +95,6 @@ def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
         return open_store(uri, s3_endpoint_url if uri.startswith("s3://") else None)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def machine_key(signing_key: str | None) -> Path | None:
-    """The archiver key file to trust: ``--signing-key``, else this machine's default
-    key when there is one."""
-    if signing_key:
-        if not Path(signing_key).is_file():
-            raise ConfigError(f"--signing-key {signing_key}: no such file")
-        return Path(signing_key)
-    default = default_key_path()
-    return default if default.is_file() else None
 
 
 def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:

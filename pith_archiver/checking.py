@@ -8,9 +8,9 @@ from pith.attestation import Chain, check_feed, split_lines
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.reasons import Reason, Rejected
-from pith.release import RELEASE_LIMITS, check_release
 from pith.verify import Status, verify_bundle
-from storage.stores import hash_file
+from storage.release_check import verify_release
+from storage.stores import LocalStore, StorageError
 
 from . import sources
 
@@ -31,25 +31,15 @@ class TargetChecker:
             return self.feed(target.source)
         if target.is_release:
             return self.release(target.source)
+        if target.is_wacz:
+            return self.wacz(target.source)
         return self.bundle(target.source)
 
     def release(self, source: str) -> dict:
-        """A dataset release's release.json: its signature, then every file it lists
-        (beside it) against its size and sha256."""
+        """A dataset release's release.json and the files beside it (storage.release_check)."""
         try:
-            document = check_release(sources.read(source, RELEASE_LIMITS.max_bytes), self.keyring)
-            folder = Path(source).parent
-            for index, entry in enumerate(document["files"]):
-                path = folder / str(entry.get("path"))
-                try:
-                    digest, size = hash_file(path)
-                except OSError as exc:
-                    raise Rejected(
-                        Reason.RELEASE_FILE_MISMATCH, f"files[{index}]", f"{entry.get('path')}: {exc}"
-                    ) from None
-                if (size, digest) != (entry.get("size"), entry.get("sha256")):
-                    raise Rejected(Reason.RELEASE_FILE_MISMATCH, f"files[{index}]", f"{entry.get('path')} differs")
-        except sources.SourceError as exc:
+            document = verify_release(LocalStore(Path(source).parent), self.keyring)
+        except StorageError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)
@@ -59,6 +49,22 @@ class TargetChecker:
             "release_id": document.get("release_id"),
             "files": len(document["files"]),
         }
+
+    def wacz(self, source: str) -> dict:
+        """A WACZ package (storage.wacz_check), then each bundle inside, as a bundle
+        file is judged; ``inside`` carries their records, reported before the package's."""
+        from storage.wacz_check import bundles_in_wacz  # warcio: only for a WACZ
+
+        inside = []
+        try:
+            for where, url, raw in bundles_in_wacz(Path(source), self.keyring, self.limits.max_bytes):
+                verdict = verify_bundle(raw, self.keyring, self.limits)
+                inside.append({"source": f"{source}#{where}", "url": url, **verdict.as_dict()})
+        except OSError as exc:
+            return unreadable(source, exc)
+        except Rejected as exc:
+            return rejected(source, exc)
+        return {"source": source, "status": Status.VERIFIED, "bundles": len(inside), "inside": inside}
 
     def bundle(self, source: str) -> dict:
         try:

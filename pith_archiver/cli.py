@@ -13,16 +13,19 @@ import click
 import pith_archiver
 
 from .exit_status import EXIT_STATUS_HELP, ExitStatus
+from .output import echo
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "audit": ("pith_archiver.cmd_audit:audit", "Check that an archive holds what it promises."),
     "checkpoint": ("pith_archiver.cmd_tlog:checkpoint", "Print the latest signed checkpoint of each archiver key."),
+    "cosign": ("pith_archiver.cmd_cosign:cosign", "Have the archive's logs cosigned by the witnesses of a policy."),
     "crawl": ("pith_archiver.cmd_crawl:crawl", "Crawl a resolver, verify every bundle, archive it."),
     "export": ("pith_archiver.cmd_export:export", "Export the committed contents of an archive."),
     "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
     "prove": ("pith_archiver.cmd_tlog:prove", "Prove a record's latest storage attestation (inclusion proof)."),
     "serve": ("pith_archiver.cmd_mirror:serve", "Serve a corpus or an archive in Pith's resolver layout."),
-    "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles and attestation feeds: files, folders, URLs."),
+    "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles, feeds, releases, WACZ files: files, folders, URLs."),
+    "witness": ("pith_archiver.cmd_witness:witness", "Run a C2SP tlog-witness for the logs of a policy."),
 }
 
 
@@ -51,7 +54,7 @@ class LazyGroup(click.Group):
         except Exception as exc:
             if ctx.meta.get("pith_verbosity", 0) >= 2:
                 raise
-            click.echo(f"Error: {type(exc).__name__}: {exc} (rerun with -vv for the traceback)", err=True)
+            echo(f"Error: {type(exc).__name__}: {exc} (rerun with -vv for the traceback)", err=True)
             ctx.exit(ExitStatus.FAILED)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -70,7 +73,7 @@ class LazyGroup(click.Group):
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """--version, reading the version (an importlib.metadata look-up) only when asked."""
     if value and not ctx.resilient_parsing:
-        click.echo(f"pith-archiver, version {pith_archiver.__version__}")
+        echo(f"pith-archiver, version {pith_archiver.__version__}")
         ctx.exit()
 
 

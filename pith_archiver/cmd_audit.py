@@ -13,7 +13,7 @@ from storage.stores import StorageError
 
 from .archive_reading import TRUST_HELP, Trust, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import log_to_stderr, verbosity_options
+from .output import echo, log_to_stderr, verbosity_options
 from .progress import progress
 from .run_hooks import RunHooks, run_hook_options
 
@@ -62,16 +62,16 @@ def audit(
             for found in run.run():
                 if found.code == "manifest_unpinned" and found.key_id:  # the fix goes with it, where a scheduler reads
                     found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
-                click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+                echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
             for found in log_findings(store, run.archive_keyring, run.logs(), saved):
                 run.counts.discrepancies[found.code] += 1
-                click.echo(json.dumps(found.as_dict()) if as_json else found.line())
+                echo(json.dumps(found.as_dict()) if as_json else found.line())
         except StorageError as exc:
             raise RunFailed(f"audit stopped: {exc}") from None
     counts = run.counts
     hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=_summary(counts))
-    click.echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
+    echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
     sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)
 
 

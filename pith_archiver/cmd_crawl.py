@@ -13,6 +13,7 @@ from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
 
 from . import tuning
+from .cmd_cosign import cosign_after_crawl, read_policy
 from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
@@ -84,6 +85,18 @@ def _share(text: str) -> float:
     "(redis://host:port/db); resumable there, so not with --jobdir.",
 )
 @click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
+@click.option(
+    "--witness-policy",
+    metavar="FILE",
+    help="After the crawl, have this key's log cosigned by the policy's witnesses, as `cosign` does "
+    "(its lines on stderr; the crawl's exit status stays its own).",
+)
+@click.option(
+    "--log-origin",
+    metavar="NAME",
+    help="Name this key's transparency log (a schema-less URL, e.g. archive.example.org/pith) when it has none "
+    "yet [default: pith-archiver/KEY_ID].",
+)
 @click.option(
     "--mirror",
     "mirrors",
@@ -170,6 +183,8 @@ def crawl(
     jobdir: str | None,
     frontier: str | None,
     worker: str | None,
+    witness_policy: str | None,
+    log_origin: str | None,
     mirrors: tuple[str, ...],
     mirrors_from_registry: bool,
     cross_check: int | None,
@@ -214,6 +229,7 @@ def crawl(
     keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
     archive_keyring = check_archive_keyring(archive_keyrings)
     store = check_store(archive, s3_endpoint_url)
+    policy = read_policy(witness_policy) if witness_policy else None
     if frontier:
         check_frontier(frontier)
     # checked once, here, and handed to the crawl as built (crawler.crawl_config)
@@ -241,6 +257,8 @@ def crawl(
         overrides["PITH_FRONTIER"] = frontier
     if worker:
         overrides["PITH_WORKER"] = worker
+    if log_origin:
+        overrides["PITH_LOG_ORIGIN"] = log_origin
     if stats_json:
         overrides["PITH_STATS_FILE"] = stats_json
     if commit_every is not None:
@@ -265,17 +283,18 @@ def crawl(
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
     hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), max_failures, bool(frontier)).why)
-    sys.exit(
-        report(
-            stats,
-            archive,
-            max_failures,
-            verbosity,
-            overrides.get("LOG_FILE"),
-            resume=resume_command(jobdir),
-            shared=bool(frontier),
-        )
+    status = report(
+        stats,
+        archive,
+        max_failures,
+        verbosity,
+        overrides.get("LOG_FILE"),
+        resume=resume_command(jobdir),
+        shared=bool(frontier),
     )
+    if policy is not None and config.signer is not None:
+        cosign_after_crawl(store, config.signer, policy)
+    sys.exit(status)
 
 
 def resume_command(jobdir: str | None) -> str:

@@ -14,7 +14,7 @@ from storage.stores import ObjectStore, StorageError
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
-from .output import QUIET, log_to_stderr, say, verbosity_options
+from .output import QUIET, echo, log_to_stderr, say, verbosity_options
 from .progress import progress
 from .run_hooks import RunHooks, run_hook_options
 
@@ -32,7 +32,8 @@ from .run_hooks import RunHooks, run_hook_options
     "--since",
     metavar="PREVIOUS",
     help="With --format release: only what changed since this earlier release of the archive "
-    "(its folder, s3:// prefix or release.json), with a changes table. With --format wacz: the "
+    "(its folder, s3:// prefix or release.json; verified whole first, as `verify` checks it), with "
+    "a changes table. With --format wacz: the "
     "WARCs of this run id and the runs after it.",
 )
 @click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
@@ -94,7 +95,7 @@ def _fail(archive: str, exc: Exception, usage: type[Exception]) -> NoReturn:
     if isinstance(exc, NothingCommitted):
         raise nothing_trusted(archive, exc) from None
     if isinstance(exc, (BundleRejected, ObjectAltered)):  # the archive breaks its own promise: audit it
-        click.echo(f"Error: {exc}", err=True)
+        echo(f"Error: {exc}", err=True)
         sys.exit(ExitStatus.REJECTED)
     if isinstance(exc, usage):
         raise ConfigError(str(exc)) from None
@@ -124,7 +125,9 @@ def _release(
         if since:
             location = since[: -len("release.json")] if since.endswith("release.json") else since
             previous = read_previous(
-                open_location(location.rstrip("/") or ".", trust.s3_endpoint_url), CommittedArchive.read(store, keyring)
+                open_location(location.rstrip("/") or ".", trust.s3_endpoint_url),
+                CommittedArchive.read(store, keyring),
+                keyring,
             )
         if any(stored.path == "release.json" for stored in target.list("release.json")):
             raise ConfigError(f"{dest} holds a release already: give an empty destination")

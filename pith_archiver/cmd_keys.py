@@ -15,7 +15,7 @@ from pith.reasons import Reason, Rejected
 from storage.signing_key import new_signer
 
 from .exit_status import ConfigError
-from .output import say, verbosity_options
+from .output import echo, say, verbosity_options
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 
@@ -63,7 +63,7 @@ def generate(out: Path, key_id: str | None, verbosity: int) -> None:
         "outside the archive",
         err=True,
     )
-    click.echo(json.dumps(signer.archive_key_document(), indent=2))
+    echo(json.dumps(signer.archive_key_document(), indent=2))
 
 
 def _timestamp(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -21,7 +21,7 @@ from storage.stores import StorageError
 
 from .archive_reading import TRUST_HELP, Trust, is_archive, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, RunFailed
-from .output import Command, log_to_stderr, verbosity_options
+from .output import Command, echo, log_to_stderr, verbosity_options
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class Listening:
         )
 
         def ready(url: str) -> None:  # click.echo flushes: the URL is out before any request
-            click.echo(url)
+            echo(url)
             for line in after_url:
-                click.echo(line)
+                echo(line)
 
         serve_until_signalled(server, ready)
 

@@ -20,7 +20,7 @@ from .checking import TargetChecker
 from .exit_status import ConfigError, ExitStatus, worst
 from .keyrings import build_keyring, keyring_options
 from .ordered_pool import ordered_map
-from .output import QUIET, verbosity_options
+from .output import QUIET, echo, verbosity_options
 from .progress import progress
 
 STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
@@ -57,6 +57,12 @@ STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
     type=click.Path(exists=True, dir_okay=False),
     help="Check an inclusion proof (`pith-archiver prove --json`) offline instead; repeatable.",
 )
+@click.option(
+    "--policy",
+    "policy_file",
+    help="With --proof: the proofs are tlog-proof files (`prove --format tlog-proof`), checked against this "
+    "witness policy's logs and quorum.",
+)
 @verbosity_options
 @click.argument("paths", nargs=-1)
 def verify(
@@ -67,10 +73,11 @@ def verify(
     max_depth: int,
     jobs: int | None,
     proofs: tuple[str, ...],
+    policy_file: str | None,
     paths: tuple[str, ...],
     verbosity: int,
 ) -> None:
-    """Verify bundles and attestation feeds: files, folders or http(s) URLs.
+    """Verify bundles, attestation feeds, releases and WACZ files: files, folders or http(s) URLs.
 
     A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
     plainly not a bundle (a corpus index, a keyring, a key document, a manifest, a web
@@ -84,17 +91,28 @@ def verify(
     and so is the chain through them; feeds given together must join into one chain per
     key (the first may continue a feed not given).
 
+    A release.json stands for its dataset release: its signature (an archive key), every
+    file it lists, and no unlisted file under its data/ and index/ folders. A *.wacz file
+    (an `export --format wacz`) stands for its signed datapackage-digest.json, every
+    resource, and then each bundle inside (one line each, then the package's).
+
     With no PATH, verifies the real registry bundles shipped with the tool.
+
+    Trusted: the built-in registry key (unless --no-default-keys), every --keyring file,
+    and this machine's archiver key (the one `crawl` signs with), as `audit` trusts them.
 
     Exit status: 0 all verified; 1 something was rejected; 2 usage or configuration
     error; 3 some could not be read (none rejected); 4 nothing could be read or verified.
     """
-    ring = build_keyring(keyrings, no_default_keys)
+    ring = build_keyring(keyrings, no_default_keys, with_machine_key=True)
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
-        from .cmd_tlog import check_proof_files  # only proofs need the archive layer
+        from .cmd_cosign import read_policy
+        from .cmd_tlog import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
 
+        if policy_file:
+            sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))
         sys.exit(check_proof_files(proofs, ring, as_json))
     checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
     targets = sources.expand(paths or [str(FIXTURES)])
@@ -113,11 +131,13 @@ def verify_documents(checker: TargetChecker, targets: list, jobs: int, report: "
                 update(done, len(targets))
                 if record["source"].endswith(sources.FEED_SUFFIX):
                     feeds.append(record)  # judged once every feed is in: the chains run through them
-                else:
-                    report.add(record)
+                    continue
+                for inside in record.pop("inside", []):  # a WACZ's bundles, then the package
+                    report.add(inside)
+                report.add(record)
     except KeyboardInterrupt:
         report.close()
-        click.echo("interrupted: the count covers what was verified before", err=True)
+        echo("interrupted: the count covers what was verified before", err=True)
         return ExitStatus.INTERRUPTED
     for record in _join_chains(feeds):
         report.add(record)
@@ -160,9 +180,11 @@ class Report:
     def add(self, record: dict) -> None:
         status, source = record["status"], record["source"]
         feed = source.endswith(sources.FEED_SUFFIX)
-        label = "feed" if feed else record.get("pith_number") or "-"
+        wacz = source.endswith(sources.WACZ_SUFFIX)
+        label = "feed" if feed else "wacz" if wacz else record.get("pith_number") or "-"
         if status == Status.VERIFIED:
             line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
+            line += f"  {record['bundles']} bundles inside" if wacz else ""
             if record.get("merge_confirmed") is False:
                 self.inferred += 1
                 line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"
@@ -179,7 +201,7 @@ class Report:
         status = record["status"]
         self.counts[status] += 1
         if self.verbosity > QUIET or status in (Status.REJECTED, Status.UNREADABLE):
-            click.echo(json.dumps(record, ensure_ascii=False) if self.as_json else line)
+            echo(json.dumps(record, ensure_ascii=False) if self.as_json else line)
 
     def close(self) -> ExitStatus:
         counts = self.counts
@@ -189,7 +211,7 @@ class Report:
             summary += f", {counts[Status.UNREADABLE]} unreadable"
         if counts[Status.SKIPPED]:
             summary += f", {counts[Status.SKIPPED]} skipped (not bundles)"
-        click.echo(summary, err=self.as_json)
+        echo(summary, err=self.as_json)
         return worst(
             ExitStatus.REJECTED if counts[Status.REJECTED] else ExitStatus.OK,
             ExitStatus.PARTIAL if counts[Status.UNREADABLE] else ExitStatus.OK,

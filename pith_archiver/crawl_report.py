@@ -14,7 +14,7 @@ from crawler.spread import BAD
 from crawler.stat_keys import CrawlStats, Stat, StatFamily, read_family
 
 from .exit_status import ExitStatus, worst
-from .output import NORMAL, QUIET
+from .output import NORMAL, QUIET, echo
 
 INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
 
@@ -206,42 +206,40 @@ def report(
             line += f"; {warc_loss(crawl)}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
-        click.echo(line, err=result.status != ExitStatus.OK)
+        echo(line, err=result.status != ExitStatus.OK)
         return result.status
-    click.echo(
+    echo(
         f"\nrecords found {crawl.records_found}, bundles fetched {crawl.bundles_fetched}, "
         f"verified {crawl.verified}, rejected {crawl.rejected}, unchanged {crawl.not_modified}, "
         f"archived {crawl.archived} new, state mismatches {crawl.state_mismatch}"
     )
-    click.echo(
-        f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}"
-    )
+    echo(f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}")
     if result.failures:
-        click.echo("fetch failures: " + _counts(result.failures))
+        echo("fetch failures: " + _counts(result.failures))
     if result.rejections:
-        click.echo("rejections: " + _counts(result.rejections))
+        echo("rejections: " + _counts(result.rejections))
     if crawl.cross_check_records:
         relations = crawl.cross_check
-        click.echo(
+        echo(
             f"cross-check: {crawl.cross_check_records} records, {crawl.cross_check_copies} copies from "
             f"other sources ({crawl.cross_check_failures} failed): same {relations.get('same', 0)}, "
             f"extends {relations.get('extends', 0)}, split views {crawl.equivocations}"
         )
     for line in registry_changes(stats):
-        click.echo(line)
+        echo(line)
     if cache_note(stats):
-        click.echo(cache_note(stats))
+        echo(cache_note(stats))
     if hosts_line(stats):
-        click.echo(hosts_line(stats))
+        echo(hosts_line(stats))
     manifest, interim = crawl.manifest, crawl.interim_commits
     if manifest and not crawl.commit_error:
-        click.echo(f"committed {archive}/{manifest}" + (f" (and {interim} interim commits before)" if interim else ""))
+        echo(f"committed {archive}/{manifest}" + (f" (and {interim} interim commits before)" if interim else ""))
     elif interim:
-        click.echo(f"{interim} interim commits, the last {archive}/{manifest}")
+        echo(f"{interim} interim commits, the last {archive}/{manifest}")
     if log_file:
-        click.echo(f"log: {log_file}")
+        echo(f"log: {log_file}")
     why = result.why
     if result.status == ExitStatus.INTERRUPTED:
         why = f"what was archived is committed; resume with: {resume}" if resume else why
-    click.echo(f"{result.status.name.lower()} (exit {int(result.status)}): {why}", err=result.status != ExitStatus.OK)
+    echo(f"{result.status.name.lower()} (exit {int(result.status)}): {why}", err=result.status != ExitStatus.OK)
     return result.status

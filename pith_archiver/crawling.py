@@ -20,7 +20,7 @@ from crawler.spiders.pith import PithSpider
 
 from . import tuning
 from .exit_status import ConfigError
-from .output import DEBUG, QUIET, VERBOSE, say
+from .output import DEBUG, QUIET, VERBOSE, escape_logs, say
 
 
 def project_settings(overrides: dict | None = None) -> Settings:
@@ -77,6 +77,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
         crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
     failures: list[Failure] = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
+    escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()
     if failures:  # the crawl could not start (a component refused): say why, not how

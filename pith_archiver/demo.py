@@ -9,8 +9,6 @@ needed, and the archive audits (and serves, exports) clean with no option.
 import shlex
 from importlib.resources import as_file
 
-import click
-
 from crawler.stat_keys import CrawlStats
 from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
@@ -21,7 +19,7 @@ from .crawl_report import outcome, report
 from .crawl_setup import check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
 from .exit_status import ExitStatus
-from .output import NORMAL
+from .output import NORMAL, echo
 from .run_hooks import RunHooks
 
 DEMO_START = "sitemap"  # one seed that reaches every record served
@@ -32,7 +30,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, b
     state_dir = default_state_dir(archive, None)
     with as_file(FIXTURES) as folder, BackgroundMirror(MirrorServer(CorpusDirectory(folder))) as server:
         if verbosity >= NORMAL:
-            click.echo(
+            echo(
                 f"embedded mirror: {server.url} (the {len(real_bundles())} real registry bundles shipped); "
                 f"crawling from its {DEMO_START} into {archive}"
             )
@@ -48,7 +46,7 @@ def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, b
     status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)
-        click.echo(
+        echo(
             f"\nAudit it:\n"  # noqa: S608 - a command printed for the user to run, not a query this builds
             f"  pith-archiver audit {quoted}\n"
             f"Query it, for example with DuckDB (pip install duckdb):\n"

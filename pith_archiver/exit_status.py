@@ -6,6 +6,8 @@ from enum import IntEnum
 
 import click
 
+from pith.printable import printable
+
 
 class ExitStatus(IntEnum):
     OK = 0  # done: everything asked for was archived / verified / found clean
@@ -41,13 +43,21 @@ def worst(*statuses: ExitStatus) -> ExitStatus:
     return min(statuses, key=PRECEDENCE.index, default=ExitStatus.OK)
 
 
-class ConfigError(click.ClickException):
+class OneLineError(click.ClickException):
+    """An error that ends a command as one line on stderr, escaped (``pith.printable``):
+    its text may quote a server, a file or an archive."""
+
+    def format_message(self) -> str:
+        return printable(self.message)
+
+
+class ConfigError(OneLineError):
     """A setup mistake the user can fix: one line on stderr, exit 2, before any work."""
 
     exit_code = ExitStatus.USAGE
 
 
-class RunFailed(click.ClickException):
+class RunFailed(OneLineError):
     """The work could not be done (a store or resolver failed under it): one line, exit 4."""
 
     exit_code = ExitStatus.FAILED

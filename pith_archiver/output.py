@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from pith.printable import PrintableLog, printable
+
 QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
 Command = Callable[..., Any]  # a click command's function, before and after its options
 
@@ -54,9 +56,25 @@ def log_to_stderr(verbosity: int) -> None:
 
     level = {QUIET: logging.ERROR, NORMAL: logging.WARNING, VERBOSE: logging.INFO}.get(verbosity, logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    escape_logs()
+
+
+def escape_logs() -> None:
+    """Every handler of the root logger (ours, or Scrapy's once it has installed it)
+    escapes what it writes (``pith.printable``)."""
+    import logging
+
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(existing, PrintableLog) for existing in handler.filters):
+            handler.addFilter(PrintableLog())
+
+
+def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
+    """Print as every command does: control characters escaped (``pith.printable``)."""
+    click.echo(printable(message), err=err, nl=nl)
 
 
 def say(message: str, verbosity_needed: int = NORMAL, err: bool = False) -> None:
     """Print ``message`` unless the command runs quieter than ``verbosity_needed``."""
     if current_verbosity() >= verbosity_needed:
-        click.echo(message, err=err)
+        echo(message, err=err)

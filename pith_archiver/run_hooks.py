@@ -17,7 +17,7 @@ import click
 
 from .crawl_setup import check_http_url
 from .exit_status import ExitStatus
-from .output import Command
+from .output import Command, echo
 from .run_summary import RunSummary, crawl_counts
 
 
@@ -69,7 +69,7 @@ class RunHooks:
             from .notify import notify
 
             for line in notify(self.notify_urls, self.summary):
-                click.echo(line, err=True)
+                echo(line, err=True)
 
     def _write_metrics(self) -> None:
         from .metrics import write_metrics
@@ -88,7 +88,7 @@ class RunHooks:
         try:
             action()
         except Exception as exc:  # a report that fails never fails the run it reports
-            click.echo(f"warning: {option}: {type(exc).__name__}: {exc}; the exit status is unchanged", err=True)
+            echo(f"warning: {option}: {type(exc).__name__}: {exc}; the exit status is unchanged", err=True)
 
 
 def _status_of(code: str | int | None) -> ExitStatus:

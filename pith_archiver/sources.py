@@ -10,9 +10,10 @@ from typing import BinaryIO
 import pith_archiver
 from pith.parse import DEFAULT_MAX_BYTES
 from storage import layout
+from storage.release_check import RELEASE_FILE
 
 FEED_SUFFIX = ".jsonl"
-RELEASE_FILE = "release.json"  # a dataset release's signed list of files
+WACZ_SUFFIX = ".wacz"
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
 ARCHIVE_PARTS = {
     layout.MANIFESTS: "an archive manifest",
@@ -40,6 +41,10 @@ class Target:
     @property
     def is_release(self) -> bool:
         return self.source.rsplit("/", 1)[-1] == RELEASE_FILE and not self.source.startswith(("http://", "https://"))
+
+    @property
+    def is_wacz(self) -> bool:
+        return self.source.endswith(WACZ_SUFFIX) and not self.source.startswith(("http://", "https://"))
 
 
 def expand(targets: Iterable[str]) -> list[Target]:

@@ -104,6 +104,7 @@ class ArchiveWriter:
         dedup: bool = True,
         warc: WarcPolicy | None = None,
         warc_info: dict | None = None,
+        log_origin: str | None = None,
     ) -> None:
         """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
         history (default: this signer's key). ``dedup=False`` starts as if the archive
@@ -117,7 +118,7 @@ class ArchiveWriter:
         self.first_run = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)  # names the crawl
         self._dedup = dedup
         self._history = HistoryLoader(store, keyring or Keyring([signer.pinned()]))
-        self._committer = RunCommitter(store, signer, worker)
+        self._committer = RunCommitter(store, signer, worker, log_origin)
         self._uploader = uploader or BoundedUploader(workers=store.upload_threads)
         self._owns_uploader = uploader is None
         self._spool = Spool(spool_dir)

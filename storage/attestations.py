@@ -80,21 +80,27 @@ class AttestationFeed:
 
 
 class FeedSpool:
-    """A run's attestation feed spooled to a local file as its attestations are signed,
-    with their log leaves (the 32 bytes of each ``content_sha256``): a commit of ten
+    """A run's attestation feed spooled to a local file as its attestations are signed
+    (then read back, a line at a time, as its key's log entries): a commit of ten
     thousand versions never holds ten thousand signed events at once."""
 
     def __init__(self, spool_dir: str | Path) -> None:
         fd, name = tempfile.mkstemp(prefix="attestations-", suffix=".jsonl", dir=spool_dir)
         self.path = Path(name)
-        self.leaves = bytearray()
+        self.count = 0
         self._handle = os.fdopen(fd, "wb")
 
     def add(self, event: dict) -> dict:
         """Append ``event`` to the feed; returns it."""
         self._handle.write(canon(event) + b"\n")
-        self.leaves += bytes.fromhex(event["content_sha256"])
+        self.count += 1
         return event
+
+    def entries(self) -> Iterator[bytes]:
+        """The feed's lines, once closed: its attestations as log entries."""
+        with open(self.path, "rb") as handle:
+            for line in handle:
+                yield line.rstrip(b"\n")
 
     def close(self) -> None:
         self._handle.close()

@@ -63,6 +63,8 @@ class Finding(StrEnum):
     LOG_FORKED = "log_forked"
     LOG_BROKEN = "log_broken"
     CHECKPOINT_INVALID = "checkpoint_invalid"
+    TILE_MISMATCH = "tile_mismatch"
+    CHECKPOINT_UNPUBLISHED = "checkpoint_unpublished"
 
 
 CODES: dict[Finding, str] = {
@@ -190,12 +192,15 @@ class Audit:
                 part = log_part(read.manifest)
                 if part is not None:
                     self._log_parts.append(part)
+                    # the one object no manifest lists: checked by storage.log_proofs instead
+                    self._accounted.add(layout.published_checkpoint(part.key_id))
                 objects = listed(read.manifest)
                 self._accounted.update(entry.path for entry in objects)
                 yield from self._manifest(read.manifest, objects)
             elif unpinned is not None:
                 self._accounted.update(entry["path"] for entry in unpinned["objects"])
                 signature = unpinned["signature"]
+                self._accounted.add(layout.published_checkpoint(signature["key_id"]))
                 unpinned_by.setdefault((signature["key_id"], signature.get("public_key_fingerprint")), []).append(
                     (read.path, len(unpinned["objects"]))
                 )

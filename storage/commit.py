@@ -1,7 +1,8 @@
 """Committing a run of a run, in the order that keeps a crash harmless: once its
 raw objects are stored, sign their attestations (continuing the key's chain), close
-its tables, store the attestation feed, grow the key's transparency log, publish the
-key document, and write the signed manifest last. Until the manifest exists, all of
+its tables, store the attestation feed, grow the key's transparency log (its tiles),
+publish the key document, write the signed manifest, then publish the log's new
+checkpoint. Until the manifest exists, all of
 it is an orphan no reader trusts."""
 
 import json
@@ -10,16 +11,16 @@ from itertools import islice
 
 from pith.canonical import canon
 from pith.keyring import ARCHIVE, KeyringError, key_from_entry
-from pith.merkle import MerkleEdge
 from pith.signing import Signer
 
 from . import layout
 from .attestations import AttestationFeed, FeedSpool, chain_head_of
-from .key_logs import LogAppender, key_logs, read_log
+from .key_logs import key_logs
 from .manifest import build_manifest, commit_manifest, sign_manifest
 from .open_run import OpenRun
 from .rows import attestation_row
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+from .transparency.tiles import TiledLog, publish
 
 logger = logging.getLogger(__name__)
 
@@ -30,20 +31,23 @@ class RunCommitter:
     """Writes the manifests of one signer's runs. Its attestation chain and log start
     where the committed archive left them, once ``resume`` has read that."""
 
-    def __init__(self, store: ObjectStore, signer: Signer, worker: str):
+    def __init__(self, store: ObjectStore, signer: Signer, worker: str, log_origin: str | None = None):
+        """``log_origin`` names the key's log if it has no checkpoint yet (``pith.checkpoint.log_origin``)."""
         self.store = store
         self.signer = signer
         self.worker = worker
+        self.log_origin = log_origin
         self._feed: AttestationFeed | None = None
-        self._log: LogAppender | None = None
+        self._log: TiledLog | None = None
+        self._note: str | None = None  # the checkpoint to publish once the manifest is committed
 
     def resume(self, manifests: list[dict]) -> str | None:
         """Continue this signer's chain and log from the committed ``manifests`` (none:
         a new chain). Returns the chain's head."""
         head = chain_head_of(self.store, manifests, self.signer)
         self._feed = AttestationFeed(self.signer, self.store.uri, head)
-        self._log = LogAppender(
-            self.signer, self.store.uri, read_log(self.store, key_logs(manifests).get(self.signer.key_id), MerkleEdge())
+        self._log = TiledLog.resume(
+            self.store, self.signer, key_logs(manifests).get(self.signer.key_id), self.log_origin
         )
         return head
 
@@ -63,8 +67,12 @@ class RunCommitter:
                 params=params or {},
                 stats={**(stats or {}), "archive": open_run.archive_stats(objects)},
             )
-            return commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
+            path = commit_manifest(self.store, sign_manifest(manifest, self.signer)).path
+            if self._note is not None:
+                publish(self.store, self.signer.key_id, self._note)
+            return path
         finally:
+            self._note = None
             open_run.ledger.discard()
 
     def _attest(self, open_run: OpenRun) -> None:
@@ -81,9 +89,10 @@ class RunCommitter:
             open_run.close_tables()
             feed.close()
             open_run.settle()
-            if feed.leaves:
+            if feed.count:
                 open_run.record(self.store.put_file(layout.attestation_feed(open_run.run_id), feed.path))
-                for info in self._log.extend(self.store, open_run.run_id, bytes(feed.leaves)):
+                written, self._note = self._log.extend(self.store, feed.entries())
+                for info in written:
                     open_run.record(info)
         finally:
             feed.discard()

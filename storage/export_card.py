@@ -20,8 +20,9 @@ FOLDERS = {  # what each exported folder holds, for the README
     layout.TABLES: "Parquet tables, Hive-partitioned (schema below)",
     layout.RAW: "the exact bytes of every verified bundle version, named by their sha256",
     layout.ATTESTATIONS: "signed storage attestations (JSON lines)",
-    layout.LOGS: "each archiver key's Merkle log: the 32-byte content hashes of its attestations, per run",
-    layout.CHECKPOINTS: "signed checkpoints (size and root hash) of each key's log, named by tree size",
+    layout.LOGS: "each archiver key's Merkle log of its attestations as C2SP tlog-tiles, with its signed "
+    "checkpoints (size and root hash) named by tree size",
+    layout.CHECKPOINTS: "signed checkpoints of the logs of archives written before their logs were tiles",
     layout.KEYS: "public key documents of the archiver keys that signed the manifests",
     layout.MANIFESTS: "the signed run manifests: each lists its run's objects with sha256 and size",
 }

@@ -1,25 +1,23 @@
 """The archive's transparency logs: one Merkle tree log (``pith.merkle``) per archiver
-key, whose leaves are the key's storage attestations in chain order across all its
-runs, each leaf the 32 bytes of an attestation's ``content_sha256``.
+key, whose entries are the key's storage attestations (each one feed line) in chain
+order across all its runs.
 
-Each commit with attestations writes, beside its feed, the leaves it adds
-(``log/<key_id>/<run_id>.leaves``, 32 bytes a leaf) and a signed checkpoint of the
-grown log (``checkpoints/<key_id>/<tree size>``, ``pith.checkpoint``), both listed in
-its manifest like any object; the manifest is still the commit point. A key's log is
-read from the manifests it signed, in commit order; a commit of one worker touches
-only its own key's log. Runs committed before logs existed have no leaves file: their
-feed gives the leaves.
+Each commit with attestations writes, beside its feed, the tiles and entry bundles
+the grown log adds (``storage.transparency.tiles``, C2SP tlog-tiles under
+``log/<key_id>/``) and a signed checkpoint of it (``log/<key_id>/checkpoints/<tree
+size>``), all listed in its manifest like any object; the manifest is still the
+commit point. A key's log is read from the manifests it signed, in commit order; a
+commit of one worker touches only its own key's log. Runs committed before logs were
+tiles have no tiles (and a checkpoint of an older log, in ``checkpoints/``, that no
+longer counts): their feeds give their entries, and the key's next commit tiles them.
 """
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
-from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
-from pith.merkle import HASH_SIZE, MerkleEdge, Tree, leaf_hash
-from pith.signing import Signer
+from pith.merkle import Tree, leaf_hash
+from pith.tiles import hashes, level0_paths
 
 from . import layout
 from .manifest import listed
@@ -28,58 +26,69 @@ from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 
 logger = logging.getLogger(__name__)
 
-LeafSink = TypeVar("LeafSink", Tree, MerkleEdge)  # what read_log appends leaves to
-
 
 class LogBroken(StorageError):
     """A key's committed log does not hold together: a checkpoint names a size its
-    leaves do not reach, or a leaves file is not whole hashes."""
+    entries do not reach, or a tile it needs is not listed or not whole hashes."""
 
 
 @dataclass
 class LogPart:
-    """What one commit added to a key's log: manifest entries of its feed, leaves file
-    and checkpoint (the latter two absent for runs committed before logs existed)."""
+    """What one commit added to a key's log: manifest entries of its feed, tiles and
+    checkpoint (no tiles nor checkpoint for runs committed before logs were tiles)."""
 
     run_id: str
     feed: ObjectInfo | None
-    leaves: ObjectInfo | None
+    tiles: dict[str, ObjectInfo]
     checkpoint: ObjectInfo | None
     key_id: str
     committed_at: str
 
     @property
-    def size(self) -> int | None:
-        """The tree size its checkpoint names."""
+    def size(self) -> int:
+        """The tree size its checkpoint names (0 without one)."""
         named = layout.checkpoint_of(self.checkpoint.path) if self.checkpoint else None
-        return named[1] if named else None
+        return named[1] if named else 0
 
 
 @dataclass
 class KeyLog:
     key_id: str
     parts: list[LogPart] = field(default_factory=list)
-    starts: dict[str, int] = field(default_factory=dict)  # run id -> its first leaf's index, once read
+
+    @property
+    def tiled(self) -> int:
+        """How many of its parts the newest checkpoint covers (the rest were committed
+        before logs were tiles)."""
+        return next((len(self.parts) - at for at, part in enumerate(reversed(self.parts)) if part.checkpoint), 0)
 
     @property
     def latest_checkpoint(self) -> ObjectInfo | None:
-        """The newest checkpoint of its parts."""
-        return next((part.checkpoint for part in reversed(self.parts) if part.checkpoint), None)
+        return self.parts[self.tiled - 1].checkpoint if self.tiled else None
+
+    def listed_tile(self, tile: str) -> ObjectInfo:
+        """The manifest entry of a tile (``pith.tiles`` path) of the log."""
+        path = layout.log_tile(self.key_id, tile)
+        for part in self.parts[: self.tiled]:
+            if path in part.tiles:
+                return part.tiles[path]
+        raise LogBroken(f"no committed manifest lists {path}")
 
 
 def log_part(manifest: dict) -> LogPart | None:
     """What a verified manifest adds to its key's log (None: nothing)."""
     key_id = manifest["signature"]["key_id"]
-    feed = leaves = checkpoint = None
+    feed = checkpoint = None
+    tiles = {}
     for entry in listed(manifest):
         if layout.is_attestation_feed(entry.path):
             feed = entry
-        elif entry.path == layout.log_leaves(key_id, manifest["run_id"]):
-            leaves = entry
+        elif layout.is_log_tile(key_id, entry.path):
+            tiles[entry.path] = entry
         elif (layout.checkpoint_of(entry.path) or ("",))[0] == key_id:
             checkpoint = entry
     if feed or checkpoint:
-        return LogPart(manifest["run_id"], feed, leaves, checkpoint, key_id, manifest["committed_at"])
+        return LogPart(manifest["run_id"], feed, tiles, checkpoint, key_id, manifest["committed_at"])
     return None
 
 
@@ -97,71 +106,46 @@ def logs_of(parts: Iterable[LogPart]) -> dict[str, KeyLog]:
     return logs
 
 
-def part_leaves(store: ObjectStore, part: LogPart) -> bytes:
-    """The leaf inputs a part added, concatenated, each checked against its entry."""
-    entry = part.leaves or part.feed
-    if entry is None:
+def part_entries(store: ObjectStore, part: LogPart) -> list[bytes]:
+    """The log entries a part added: its feed's attestations, one line each, checked
+    against the feed's manifest entry."""
+    if part.feed is None:
         where = part.checkpoint.path if part.checkpoint else f"run {part.run_id}"
-        raise LogBroken(f"{where}: its run lists no leaves and no feed")
-    data = read_entry(store, entry)
-    if part.leaves is None:
-        return b"".join(bytes.fromhex(json.loads(line)["content_sha256"]) for line in data.splitlines())
-    if len(data) % HASH_SIZE:
-        raise LogBroken(f"{entry.path}: {len(data)} bytes are not whole {HASH_SIZE}-byte hashes")
-    return data
+        raise LogBroken(f"{where}: its run lists no attestation feed")
+    return read_entry(store, part.feed).splitlines()
 
 
-def add_leaves(into: Tree | MerkleEdge, leaves: bytes) -> None:
-    """Append concatenated 32-byte leaf inputs to a Tree or MerkleEdge."""
-    for at in range(0, len(leaves), HASH_SIZE):
-        into.append(leaf_hash(leaves[at : at + HASH_SIZE]))
-
-
-def read_log(store: ObjectStore, log: KeyLog | None, into: LeafSink) -> LeafSink:
-    """Append the leaves of ``log`` to ``into`` (a ``pith.merkle.Tree``, or a MerkleEdge when only the
-    root and appending matter), checking every checkpoint's size on the way."""
+def read_tree(store: ObjectStore, log: KeyLog | None) -> Tree:
+    """A key's committed log: the leaf hashes of the level 0 tiles its newest
+    checkpoint covers (32 bytes a leaf), then the entries of any later run committed
+    before logs were tiles."""
+    tree = Tree()
     if log is None:
-        return into
-    for part in log.parts:
-        log.starts[part.run_id] = into.size
-        add_leaves(into, part_leaves(store, part))
-        if part.checkpoint and part.size is not None and part.size != into.size:
-            raise LogBroken(
-                f"{part.checkpoint.path} names {part.size} leaves where the log of {log.key_id} has {into.size}"
-            )
-    return into
+        return tree
+    if log.tiled:
+        size = log.parts[log.tiled - 1].size
+        for tile in level0_paths(size):
+            entry = log.listed_tile(tile)
+            try:
+                for leaf in hashes(read_entry(store, entry)):
+                    tree.append(leaf)
+            except ValueError as exc:
+                raise LogBroken(f"{entry.path}: {exc}") from None
+        if tree.size != size:
+            raise LogBroken(f"the level 0 tiles of {log.key_id} hold {tree.size} leaves, its checkpoint {size}")
+    for part in log.parts[log.tiled :]:
+        for line in part_entries(store, part):
+            tree.append(leaf_hash(line))
+    return tree
 
 
-class LogAppender:
-    """One writer's key's log, as far as its commits took it: each commit with
-    attestations writes their leaves and the grown log's signed checkpoint."""
-
-    def __init__(self, signer: Signer, archive_uri: str, frontier: MerkleEdge):
-        self.signer = signer
-        self.origin = log_origin(archive_uri, signer.key_id)
-        self.frontier = frontier
-
-    def extend(self, store: ObjectStore, run_id: str, leaves: bytes) -> list[ObjectInfo]:
-        """Write ``leaves`` (a run's attestations' leaf inputs, in chain order) and the
-        grown log's checkpoint; returns their ObjectInfos for the manifest."""
-        written = [store.put_bytes(layout.log_leaves(self.signer.key_id, run_id), leaves)]
-        add_leaves(self.frontier, leaves)
-        note = sign_checkpoint(Checkpoint(self.origin, self.frontier.size, self.frontier.root()), self.signer)
-        written.append(
-            _put_replacing_orphan(
-                store, layout.checkpoint(self.signer.key_id, self.frontier.size), note.encode("utf-8")
-            )
-        )
-        return written
-
-
-def _put_replacing_orphan(store: ObjectStore, path: str, data: bytes) -> ObjectInfo:
-    """A checkpoint past the key's committed log can only be a crashed run's leftover
-    (no manifest lists it, and one key has one live writer): it gives way."""
+def put_replacing_orphan(store: ObjectStore, path: str, data: bytes) -> ObjectInfo:
+    """A tile or checkpoint past the key's committed log can only be a crashed run's
+    leftover (no manifest lists it, and one key has one live writer): it gives way."""
     try:
         return store.put_bytes(path, data)
     except ObjectExists:
-        logger.warning("%s: replacing a checkpoint that no committed manifest lists", path)
+        logger.warning("%s: replacing an object that no committed manifest lists", path)
         store.delete(path)
         return store.put_bytes(path, data)
 

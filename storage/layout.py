@@ -123,22 +123,38 @@ def is_attestation_feed(path: str) -> bool:
     return name.endswith(".jsonl") and bool(_RUN_ID.match(name[:-6]))
 
 
+def log_root(key_id: str) -> str:
+    """Where a key's log lies as C2SP tlog-tiles: a tlog client reads ``checkpoint`` and
+    ``tile/...`` under it (docs/TRANSPARENCY.md)."""
+    return f"{LOGS}/{quote(key_id, safe='')}"
+
+
+def published_checkpoint(key_id: str) -> str:
+    """The newest checkpoint of a key's log, cosignatures included: the one object of
+    the archive that is rewritten, and that no manifest lists."""
+    return f"{log_root(key_id)}/checkpoint"
+
+
 def checkpoint(key_id: str, size: int) -> str:
-    """A signed checkpoint of a key's log at ``size`` leaves (docs/TRANSPARENCY.md)."""
-    return f"{CHECKPOINTS}/{quote(key_id, safe='')}/{size}"
+    """The signed checkpoint of a key's log at ``size`` leaves, as its commit wrote it."""
+    return f"{log_root(key_id)}/{CHECKPOINTS}/{size}"
 
 
-def log_leaves(key_id: str, run_id: str) -> str:
-    """The leaves a run added to its key's log: the 32-byte content hashes of its attestations."""
-    return f"{LOGS}/{quote(key_id, safe='')}/{check_run_id(run_id)}.leaves"
+def log_tile(key_id: str, tile: str) -> str:
+    """A tile or entry bundle (``pith.tiles``) of a key's log."""
+    return f"{log_root(key_id)}/{tile}"
 
 
 def checkpoint_of(path: str) -> tuple[str, int] | None:
     """``(key_id, size)`` of a checkpoint path, or None for any other path."""
     parts = path.split("/")
-    if len(parts) != 3 or parts[0] != CHECKPOINTS or not parts[2].isdigit():
+    if len(parts) != 4 or parts[0] != LOGS or parts[2] != CHECKPOINTS or not parts[3].isdigit():
         return None
-    return unquote(parts[1]), int(parts[2])
+    return unquote(parts[1]), int(parts[3])
+
+
+def is_log_tile(key_id: str, path: str) -> bool:
+    return path.startswith(f"{log_root(key_id)}/tile/")
 
 
 def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:

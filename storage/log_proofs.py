@@ -4,23 +4,25 @@ storage attestation; and whether the archive's log of a key still extends a
 checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a fork.
 
 The audit findings it adds (docs/TRANSPARENCY.md): log_rolled_back, log_forked,
-log_broken and checkpoint_invalid.
+log_broken, checkpoint_invalid, tile_mismatch and checkpoint_unpublished.
 """
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import replace
 
 from pith.checkpoint import open_checkpoint
 from pith.keyring import Keyring
-from pith.merkle import MerkleEdge, Tree, verify_consistency
+from pith.merkle import Tree, leaf_hash, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
+from pith.tiles import TileEdge
 
+from . import layout
 from .audit import Discrepancy, Finding
-from .key_logs import KeyLog, LogBroken, add_leaves, key_logs, latest_checkpoints, part_leaves, read_log
+from .key_logs import KeyLog, LogBroken, key_logs, latest_checkpoints, part_entries, read_tree
 from .manifest import read_committed
 from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
 from .stores import ObjectStore, StorageError
@@ -52,7 +54,7 @@ def checkpoint_notes(store: ObjectStore, keyring: Keyring) -> dict[str, str]:
 def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tuple[Tree, str | None]:
     """The key's committed log and its newest checkpoint note, once the note verifies
     and signs the size and root of the leaves; LogBroken otherwise."""
-    tree = read_log(store, log, Tree())
+    tree = read_tree(store, log)
     latest = log.latest_checkpoint if log else None
     if log is None or latest is None:
         return tree, None
@@ -78,19 +80,21 @@ def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict
     log = key_logs(archive.manifests).get(signers.get(run_id, ""))
     tree, note = current_log(store, keyring, log)
     part = next((part for part in log.parts if part.run_id == run_id), None) if log else None
-    if log is None or note is None or part is None or part.feed is None:
+    if log is None or note is None or part is None:
         raise LogBroken(f"run {run_id} attested {pith_number} but its key's log has no checkpoint of it")
-    for index, line in enumerate(read_entry(store, part.feed).splitlines()):
-        attestation = json.loads(line)
+    for entry in part_entries(store, part):
+        attestation = json.loads(entry)
         if attestation["event_id"] == event_id:
-            leaf = log.starts[run_id] + index
+            leaf = tree.index_of(leaf_hash(entry))
+            if leaf is None:
+                raise LogBroken(f"the log of {log.key_id} does not hold {event_id}, which {part.feed} lists")
             document = proof_document(attestation, leaf, tree.inclusion_proof(leaf), note, tree.size)
             try:
                 check_proof(document, keyring)
             except Rejected as exc:
                 raise LogBroken(f"the proof of {pith_number} does not hold: {exc}") from None
             return document
-    raise LogBroken(f"{part.feed.path} does not hold {event_id}, which its run's table lists")
+    raise LogBroken(f"the feed of run {run_id} does not hold {event_id}, which its run's table lists")
 
 
 def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, str]:
@@ -108,43 +112,75 @@ def _latest_attestation(archive: CommittedArchive, suffix: str) -> tuple[str, st
 
 
 def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) -> list[Discrepancy]:
-    """log_broken for each key's committed log whose leaves files do not hold its feeds'
-    content hashes, or whose committed checkpoints do not sign the size and root of the
-    leaves before them. A missing or altered object is left to the audit's own checks."""
+    """Each key's committed log against its feeds: the tiles and entry bundles each
+    commit lists must be those its entries give (tile_mismatch), its checkpoint must
+    sign their size and root (log_broken), and the published checkpoint must be the
+    newest committed one (checkpoint_unpublished). A missing or altered object is left
+    to the audit's own checks."""
     found = []
     for key_id, log in sorted(logs.items()):
-        frontier = MerkleEdge()
+        edge, pending = TileEdge(), []
         try:
-            for part in log.parts:
-                leaves = part_leaves(store, part)
-                if part.leaves and part.feed and leaves != part_leaves(store, replace(part, leaves=None)):
-                    found.append(
-                        Discrepancy(
-                            Finding.LOG_BROKEN,
-                            part.leaves.path,
-                            f"{key_id}: not the content hashes of {part.feed.path}",
-                        )
-                    )
-                add_leaves(frontier, leaves)
-                if part.checkpoint:
-                    why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, frontier)
-                    if why:
-                        found.append(Discrepancy(Finding.LOG_BROKEN, part.checkpoint.path, f"{key_id}: {why}"))
+            for part in log.parts[: log.tiled]:
+                pending += part_entries(store, part)
+                if part.checkpoint is None:
+                    continue
+                expected = {layout.log_tile(key_id, tile): data for tile, data in edge.extend(pending)}
+                pending = []
+                found += _tile_misfits(part.tiles, expected, key_id, part.checkpoint.path)
+                why = _misfit(read_entry(store, part.checkpoint), keyring, key_id, edge)
+                if why:
+                    found.append(Discrepancy(Finding.LOG_BROKEN, part.checkpoint.path, f"{key_id}: {why}"))
+            if log.latest_checkpoint is not None:
+                found += _unpublished(store, keyring, key_id, read_entry(store, log.latest_checkpoint))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found
 
 
-def _misfit(note: bytes, keyring: Keyring, key_id: str, frontier: MerkleEdge) -> str:
-    """Why a committed checkpoint does not sign the log as its leaves give it ('' if it does)."""
+def _tile_misfits(listed: dict, expected: dict[str, bytes], key_id: str, where: str) -> list[Discrepancy]:
+    found = []
+    for path, data in sorted(expected.items()):
+        entry = listed.get(path)
+        if entry is None or entry.sha256 != hashlib.sha256(data).hexdigest():
+            why = "is not listed" if entry is None else "is not what the log's entries give"
+            found.append(Discrepancy(Finding.TILE_MISMATCH, path, f"{key_id}: {why} (the commit of {where})"))
+    for path in sorted(set(listed) - set(expected)):
+        found.append(Discrepancy(Finding.TILE_MISMATCH, path, f"{key_id}: not a tile the commit of {where} writes"))
+    return found
+
+
+def _unpublished(store: ObjectStore, keyring: Keyring, key_id: str, committed: bytes) -> list[Discrepancy]:
+    """checkpoint_unpublished when the key's published checkpoint is missing, does not
+    verify, or is not the newest committed checkpoint (cosignature lines aside)."""
+    path = layout.published_checkpoint(key_id)
+    try:
+        published = store.get_bytes(path)
+        checkpoint, _ = open_checkpoint(published, keyring)
+    except (StorageError, Rejected) as exc:
+        return [Discrepancy(Finding.CHECKPOINT_UNPUBLISHED, path, f"{key_id}: {exc}")]
+    text = committed.decode("utf-8").partition("\n\n")[0] + "\n"
+    if checkpoint.text() != text:
+        return [
+            Discrepancy(
+                Finding.CHECKPOINT_UNPUBLISHED,
+                path,
+                f"{key_id}: signs {checkpoint.size} leaves, the newest committed checkpoint {text.split(chr(10))[1]}",
+            )
+        ]
+    return []
+
+
+def _misfit(note: bytes, keyring: Keyring, key_id: str, edge: TileEdge) -> str:
+    """Why a committed checkpoint does not sign the log as its entries give it ('' if it does)."""
     try:
         checkpoint, key = open_checkpoint(note, keyring)
     except Rejected as exc:
         return str(exc)
     if key.key_id != key_id:
         return f"is the log of {key.key_id}"
-    if (checkpoint.size, checkpoint.root) != (frontier.size, frontier.root()):
-        return f"signs {checkpoint.size} leaves and a root; the {frontier.size} leaves before it give another"
+    if (checkpoint.size, checkpoint.root) != (edge.size, edge.root()):
+        return f"signs {checkpoint.size} leaves and a root; the {edge.size} entries before it give another"
     return ""
 
 

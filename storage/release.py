@@ -34,19 +34,20 @@ import pyarrow.parquet as pq
 from pith.canonical import canon, canon_sha256
 from pith.graph import cited_numbers
 from pith.keyring import Keyring
+from pith.reasons import Rejected
 from pith.release import RELEASE_TYPE, SIGNED_MESSAGE
 from pith.signing import Signer
 
 from . import layout
 from .history import RECORD_COLUMNS, History
 from .reader import CommittedArchive, table_batches
+from .release_check import RELEASE_FILE, verify_release
 from .stores import ObjectStore, StorageError, hash_file
 from .tables import ALIASES, EVENTS, RECORDS, TableSpec
 
 logger = logging.getLogger(__name__)
 
 RELEASE_VERSION = "1.0"
-RELEASE_FILE = "release.json"
 SHARD_BYTES = 512 << 20  # a shard users can download
 # every record's version as of the release (full or incremental): what the next
 # incremental release is computed against; outside data/, so no config loads it
@@ -214,27 +215,31 @@ def sign_release(document: dict, signer: Signer) -> dict:
     return {**body, "signature": {**signer.signature(digest, SIGNED_MESSAGE), "release_sha256": digest}}
 
 
-def read_previous(location: ObjectStore, archive: CommittedArchive) -> Previous:
-    """A previous release (its folder or prefix) of ``archive``; ReleaseError when it
-    is no release, or one of another archive."""
+def read_previous(location: ObjectStore, archive: CommittedArchive, keyring: Keyring) -> Previous:
+    """A previous release (its folder or prefix) of ``archive``, once it verifies whole
+    under ``keyring`` (``storage.release_check``: a change set is built on its index);
+    ReleaseError when it is no release, does not verify, or is one of another archive."""
     try:
-        document = json.loads(location.get_bytes(RELEASE_FILE))
-    except (StorageError, ValueError) as exc:
+        document = verify_release(location, keyring)
+    except StorageError as exc:
         raise ReleaseError(f"--since {location.uri}: not a release ({RELEASE_FILE}: {exc})") from None
-    if not isinstance(document, dict) or document.get("release_type") != RELEASE_TYPE:
-        raise ReleaseError(f"--since {location.uri}: not a release ({RELEASE_FILE} has no release_type)")
+    except Rejected as exc:
+        raise ReleaseError(f"--since {location.uri}: not a release that verifies ({exc})") from None
     committed = {manifest["run_id"] for manifest in archive.manifests}
-    foreign = [run for run in document.get("runs", []) if run not in committed]
+    runs: list[str] = document["runs"] if isinstance(document.get("runs"), list) else [str(document.get("runs"))]
+    foreign = [run for run in runs if run not in committed]
     if foreign:
         raise ReleaseError(
             f"--since {location.uri}: a release of another archive (its run {foreign[0]} is not committed here)"
         )
+    if VERSIONS_INDEX not in {entry.get("path") for entry in document["files"]}:
+        raise ReleaseError(f"--since {location.uri}: not a release ({RELEASE_FILE} lists no {VERSIONS_INDEX})")
     try:
         index = pq.read_table(pa.BufferReader(location.get_bytes(VERSIONS_INDEX)))
-    except (StorageError, pa.ArrowException) as exc:
+        versions = dict(zip(*(index.column(name).to_pylist() for name in ("pith_number", "bundle_sha256"))))
+    except (StorageError, pa.ArrowException, KeyError) as exc:
         raise ReleaseError(f"--since {location.uri}: not a release ({VERSIONS_INDEX}: {exc})") from None
-    versions = dict(zip(*(index.column(name).to_pylist() for name in ("pith_number", "bundle_sha256"))))
-    return Previous(document["release_id"], document.get("archive", ""), document.get("runs", []), versions)
+    return Previous(document["release_id"], document.get("archive", ""), runs, versions)
 
 
 def write_release(

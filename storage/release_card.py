@@ -3,7 +3,8 @@ users' own tools read: ``croissant.json`` (MLCommons Croissant 1.0: what Hugging
 generates for Parquet datasets, validated and iterated by mlcroissant),
 ``datapackage.json`` (a Frictionless data package) and ``README.md`` (a dataset card
 whose YAML front matter gives the Hugging Face ``datasets`` configs). Each is derived
-from the release's own schemas and file list, so the three never disagree."""
+from the release's own schemas and file list, so the three never disagree; each names the
+exact files of the release, never a glob over a folder that could gain one."""
 
 import json
 from pathlib import Path
@@ -112,7 +113,7 @@ def croissant(release: dict, schemas: dict[str, pa.Schema]) -> dict:
                 "@id": f"{table}-files",
                 "name": f"{table}-files",
                 "encodingFormat": PARQUET,
-                "includes": f"data/{table}/*.parquet",
+                "includes": [entry["path"] for entry in _shards(release, table)],  # exact paths, no glob
             }
         )
         fields = [
@@ -179,7 +180,11 @@ CITATION = (
 
 def card(release: dict, schemas: dict[str, pa.Schema]) -> str:
     tables = [table for table in schemas if _shards(release, table)]
-    configs = "".join(f"- config_name: {table}\n  data_files: \"data/{table}/*.parquet\"\n" for table in tables)
+    configs = "".join(
+        f"- config_name: {table}\n  data_files:\n"
+        + "".join(f"  - {json.dumps(entry['path'])}\n" for entry in _shards(release, table))
+        for table in tables
+    )
     columns = "".join(
         f"\n### {table} ({release['tables'][table]['rows']} rows)\n\n| column | meaning |\n| --- | --- |\n"
         + "".join(f"| `{field.name}` | {field_doc(field) or field.name} |\n" for field in schemas[table])
@@ -223,6 +228,10 @@ Bundles that failed are not in this release.
 ```
 
 ## Load it
+
+`release.json` lists every file; the configs above and `croissant.json` name exactly
+those. A glob over a folder reads whatever else lands there: run
+`pith-archiver verify release.json` first (it rejects a file the release does not list).
 
 ```python
 import duckdb; duckdb.sql("SELECT count(*) FROM 'data/records/*.parquet'").show()

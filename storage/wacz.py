@@ -13,7 +13,7 @@ certificate), not with the archive's Ed25519 key. So no ``signedData`` is writte
 ``datapackage-digest.json`` carries instead ``pith_signature``, the archive key's
 Ed25519 signature over the sha256 of ``datapackage.json``'s bytes (signed message
 ``wacz_datapackage_sha256_bytes``), checked with the archive's pinned key like a
-manifest (``check_wacz_digest``).
+manifest (``storage.wacz_check``, which ``verify X.wacz`` runs).
 
 Each WARC is streamed to a local temporary file and checked against its manifest
 entry before it is packed: memory holds one chunk, one CDXJ line per index and the
@@ -32,26 +32,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
-from pith.reasons import Reason, Rejected
+from pith.keyring import Keyring
 from pith.signing import Signer, utc_now
 
 from . import layout
 from .export_copy import copy_object
 from .reader import CommittedArchive, table_batches
 from .stores import ObjectInfo, ObjectStore, hash_file
+from .wacz_check import PAGES, SIGNED_MESSAGE
 from .warc import software
 
 logger = logging.getLogger(__name__)
 
-SIGNED_MESSAGE = "wacz_datapackage_sha256_bytes"
 # WACZ 1.2 asks for "profile": "wacz" and dropped "wacz_version"; py-wacz's validator (frictionless)
 # cannot resolve that profile and requires "wacz_version": "1.1.1". We write what the validator
 # accepts, as py-wacz itself does; every other part follows 1.2 (``home``, no mainPageURL).
 PROFILE = "data-package"
 WACZ_VERSION = "1.1.1"
 INDEX = "indexes/index.cdx"
-PAGES = "pages/pages.jsonl"
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "Verified Pith bundles"}
 
 
@@ -112,26 +110,6 @@ def _merge_indexes(files: list[Path], out: Path) -> None:
 
 def sign_digest(digest: dict, datapackage_sha256: str, signer: Signer) -> dict:
     return {**digest, "pith_signature": signer.signature(datapackage_sha256, SIGNED_MESSAGE)}
-
-
-def check_wacz_digest(digest: dict, datapackage: bytes, keyring: Keyring) -> None:
-    """Rejected unless ``datapackage-digest.json`` hashes ``datapackage`` and the
-    archive key's signature over that hash verifies under ``keyring`` (the reasons of
-    a manifest: datapackage.json is the package's manifest)."""
-    sha256 = hashlib.sha256(datapackage).hexdigest()
-    if digest.get("hash") != f"sha256:{sha256}":
-        raise Rejected(Reason.MANIFEST_HASH_MISMATCH, "hash", "does not hash datapackage.json")
-    signature = digest.get("pith_signature")
-    if not isinstance(signature, dict) or signature.get("signed_message") != SIGNED_MESSAGE:
-        raise Rejected(Reason.SCHEMA_VIOLATION, "pith_signature", "missing")
-    keyring.check_signature(
-        signature,
-        bytes.fromhex(sha256),
-        "pith_signature",
-        Reason.MANIFEST_SIGNATURE_INVALID,
-        SIGNATURE_MEMBERS,
-        role=ARCHIVE,
-    )
 
 
 def write_wacz(

@@ -18,7 +18,8 @@ MAY_IMPORT = {  # package: the project packages its modules may import, besides 
     "crawler": {"pith", "storage"},
     "pipelines": {"pith", "storage", "crawler"},
     "mirror": {"pith", "storage"},
-    "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror"},
+    "witness": {"pith", "mirror"},
+    "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror", "witness"},
     "pith_testkit": {"pith", "storage", "mirror", "pith_archiver"},
 }
 PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})

@@ -89,7 +89,8 @@ def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_ca
     )
     assert loaded.stdout.split()[-2:] == [str(count), str(count)], loaded.stderr[-2000:]
     card = (out / "README.md").read_text()
-    assert card.startswith("---\n") and "config_name: citations" in card and "data/records/*.parquet" in card
+    assert card.startswith("---\n") and "config_name: citations" in card
+    assert "data/records/records-00000.parquet" in card
 
 
 @pytest.mark.slow
@@ -161,7 +162,7 @@ def test_a_since_that_is_no_release_of_this_archive_is_one_line(tmp_path, archiv
         assert release(other.root, since, corpus_dir).returncode == 0
     made = release(archive.root, tmp_path / "out", corpus_dir, "--since", str(since))
     assert made.returncode == 2
-    assert ("not a release" if what == "not a release" else "a release of another archive") in made.output
+    assert ("not a release" if what == "not a release" else "a release of another archive") in made.output, made.output
     assert len(made.output.strip().splitlines()) == 1 and "Traceback" not in made.output
     assert not (tmp_path / "out").exists()  # nothing written
 
@@ -169,6 +170,11 @@ def test_a_since_that_is_no_release_of_this_archive_is_one_line(tmp_path, archiv
 def test_verify_checks_a_releases_signature_and_files(tmp_path, archive, corpus_dir):
     out = tmp_path / "rel"
     assert release(archive.root, out, corpus_dir).returncode == 0
+    here = run_cli("verify", str(out / "release.json"))  # this machine's archiver key is trusted with no option
+    assert here.returncode == 0 and "VERIFIED" in here.output, here.output
+    (tmp_path / "config" / "pith-archiver" / "signing-key.json").unlink()  # another machine: the key must be pinned
+    elsewhere = run_cli("verify", str(out / "release.json"))
+    assert elsewhere.returncode == 1 and "unknown_key" in elsewhere.output, elsewhere.output
     key = ["--keyring", str(archive.root / "keys" / f"{SIGNER.key_id}.json")]  # the archiver key, as published
     ours = run_cli("verify", *key, str(out / "release.json"))
     assert ours.returncode == 0, ours.output
@@ -193,3 +199,66 @@ def test_verify_names_an_altered_or_forged_release_json(tmp_path, archive, corpu
         (out / "release.json").write_text(json.dumps(document))
         result = run_cli("verify", *key, str(out / "release.json"))
         assert result.returncode == 1 and reason in result.output, (name, result.output)
+
+
+def test_a_release_gaining_an_unlisted_file_is_rejected_and_its_cards_name_exact_files(tmp_path, archive, corpus_dir):
+    out = tmp_path / "rel"
+    assert release(archive.root, out, corpus_dir).returncode == 0
+    listed = {entry["path"] for entry in json.loads((out / "release.json").read_text())["files"]}
+    croissant = json.loads((out / "croissant.json").read_text())
+    included = {path for item in croissant["distribution"] for path in item.get("includes", [])}
+    assert included == {path for path in listed if path.startswith("data/")}  # every shard, and nothing else
+    assert "*" not in (out / "README.md").read_text().split("---")[1]  # the configs name files, not globs
+    resources = json.loads((out / "datapackage.json").read_text())["resources"]
+    assert {resource["path"] for resource in resources} == included
+    shard = next((out / "data" / "records").glob("*.parquet"))
+    (shard.parent / "records-extra.parquet").write_bytes(shard.read_bytes())
+    result = run_cli("verify", str(out / "release.json"))
+    assert result.returncode == 1 and "release_unlisted_file" in result.output, result.output
+    assert "data/records/records-extra.parquet" in result.output
+
+
+def halve_index(folder):
+    import pyarrow.parquet as pq
+
+    index = pq.read_table(folder / "index" / "versions.parquet")
+    pq.write_table(index.slice(0, index.num_rows // 2), folder / "index" / "versions.parquet")
+
+
+def edit_release_json(folder):
+    document = json.loads((folder / "release.json").read_text())
+    document["runs"] = document["runs"][:1]
+    (folder / "release.json").write_text(json.dumps(document))
+
+
+def resign_with_an_unpinned_key(folder):
+    from storage.release import sign_release
+
+    document = json.loads((folder / "release.json").read_text())
+    (folder / "release.json").write_text(json.dumps(sign_release(document, Signer.generate("stranger"))))
+
+
+def add_a_shard(folder):
+    shard = next((folder / "data" / "records").glob("*.parquet"))
+    (shard.parent / "records-extra.parquet").write_bytes(shard.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "tamper, reason",
+    [
+        (halve_index, "release_file_mismatch"),
+        (edit_release_json, "release_hash_mismatch"),
+        (resign_with_an_unpinned_key, "unknown_key"),
+        (add_a_shard, "release_unlisted_file"),
+    ],
+)
+def test_a_since_release_that_does_not_verify_is_refused_and_nothing_written(
+    tmp_path, archive, corpus_dir, tamper, reason
+):
+    previous = tmp_path / "r1"
+    assert release(archive.root, previous, corpus_dir).returncode == 0
+    tamper(previous)
+    made = release(archive.root, tmp_path / "out", corpus_dir, "--since", str(previous / "release.json"))
+    assert made.returncode == 2, made.output
+    assert reason in made.output and len(made.output.strip().splitlines()) == 1 and "Traceback" not in made.output
+    assert not (tmp_path / "out").exists()  # nothing written

@@ -22,12 +22,15 @@ from pith.keyring import Keyring
 from pith.merkle import Tree, leaf_hash
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
+from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage import layout
 from storage.archive import ArchiveWriter
+from storage.audit import Finding
 from storage.manifest import committed_manifests, sign_manifest
 from storage.stores import LocalStore
+from storage.transparency import cosign
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
@@ -47,7 +50,7 @@ def independent_checker():
         alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
     }
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported == {"base64", "hashlib", "json", "sys", "urllib", "nacl"}
+    assert imported == {"base64", "hashlib", "json", "sys", "nacl"}
     return module
 
 
@@ -87,7 +90,7 @@ def seventeen(tmp_path_factory, corpus_dir, corpus_keyring, test_signer):
 
 
 def proofs_of(store, events, key_id: str, size: int) -> list[dict]:
-    tree = Tree(leaf_hash(bytes.fromhex(event["content_sha256"])) for event in events[:size])
+    tree = Tree(leaf_hash(canon(event)) for event in events[:size])
     note = note_of(store, key_id, size)
     return [proof_document(events[index], index, tree.inclusion_proof(index), note, size) for index in range(size)]
 
@@ -95,12 +98,12 @@ def proofs_of(store, events, key_id: str, size: int) -> list[dict]:
 def test_each_commit_signs_a_checkpoint_of_the_grown_log(seventeen, test_signer):
     store, keyring, events = seventeen
     assert len(events) == 17
-    assert sorted(int(p.path.rpartition("/")[2]) for p in store.list("checkpoints/")) == list(SIZES)
+    assert sorted(int(p.path.rpartition("/")[2]) for p in store.list("log/test-key-1/checkpoints/")) == list(SIZES)
     for size in SIZES:
         checkpoint, key = open_checkpoint(note_of(store, test_signer.key_id, size), keyring)
-        tree = Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events[:size])
+        tree = Tree(leaf_hash(canon(e)) for e in events[:size])
         assert (checkpoint.size, checkpoint.root, key.key_id) == (size, tree.root(), test_signer.key_id)
-        assert checkpoint.origin == store.root.as_posix().strip("/") + "/test-key-1"
+        assert checkpoint.origin == "pith-archiver/test-key-1"  # not where the archive lies
     # the C2SP format, byte for byte: three lines, a blank line, one signature line
     lines = note_of(store, test_signer.key_id, 3).split("\n")
     assert len(lines) == 6 and lines[1] == "3" and lines[3] == "" and lines[5] == ""
@@ -165,13 +168,14 @@ def test_the_documented_checkpoint_is_what_the_code_signs():
     """docs/TRANSPARENCY.md shows a real note: the code signs exactly it, and the
     independent checker accepts it (Ed25519 signatures are deterministic)."""
     text = (CHECKER.parent / "TRANSPARENCY.md").read_text("utf-8")
-    note = text.split("```\n")[1]
+    note = text.split("A checkpoint is a signed note.")[1].split("```\n")[1]
     signer = Signer.from_seed("archiver-1", bytes(range(32)))
     tree = Tree(leaf_hash(hashlib.sha256(b"%d" % i).digest()) for i in range(1042))
-    checkpoint = Checkpoint(log_origin("s3://example-bucket/archive", "archiver-1"), 1042, tree.root())
+    checkpoint = Checkpoint(log_origin("archiver-1", "archive.example.org/pith"), 1042, tree.root())
     assert sign_checkpoint(checkpoint, signer) == note
     assert base64.b64encode(signer.public_raw).decode() in text
-    size, root = independent_checker().check_checkpoint(note, "archiver-1", signer.public_raw)
+    assert f"pith-archiver/archiver-1 {VerifierKey(log_origin('archiver-1'), NOTE_KEY, signer.public_raw)}" in text
+    size, root = independent_checker().check_checkpoint(note, signer.public_raw)
     assert (size, root) == (1042, tree.root())
 
 
@@ -246,6 +250,12 @@ def test_prove_then_verify_offline(tmp_path, corpus_dir, corpus_keyring, test_si
     script = run_checker(proof_path, keys)
     assert script.returncode == 0 and script.stdout.endswith("leaf 4 of 7 in the log of test-key-1\n")
 
+    own_key = tmp_path / "config" / "pith-archiver" / "signing-key.json"
+    test_signer.save(own_key)  # on the machine that holds the archiver key, no option is needed
+    here = run_cli("verify", "--proof", str(proof_path))
+    assert here.returncode == 0, here.output
+    own_key.unlink()
+
     proof["leaf_index"] = 3
     proof_path.write_text(json.dumps(proof))
     rejected = run_cli("verify", "--proof", str(proof_path), "--keyring", keys)
@@ -285,10 +295,10 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
         saved.append(tmp_path / f"saved-{turn}")
         saved[-1].write_text(printed.stdout)
     for key_id, sizes in (("test-key-1", [3, 4, 6]), ("test-key-2", [2, 6])):
-        assert sorted(int(p.path.rpartition("/")[2]) for p in store.list(f"checkpoints/{key_id}/")) == sizes
+        assert sorted(int(p.path.rpartition("/")[2]) for p in store.list(f"log/{key_id}/checkpoints/")) == sizes
     for manifest in committed_manifests(store, keyring):  # a commit only touches its own key's log
         key_id = manifest["signature"]["key_id"]
-        logs = [e["path"] for e in manifest["objects"] if e["path"].startswith(("checkpoints/", "log/"))]
+        logs = [e["path"] for e in manifest["objects"] if e["path"].startswith("log/")]
         assert logs and all(path.split("/")[1] == key_id for path in logs)
     both = run_cli("checkpoint", "--trust-archive-keys", str(store.root))
     assert both.stdout.count("\n\n") == 3 and "\n6\n" in both.stdout
@@ -305,8 +315,9 @@ def test_two_workers_keep_two_logs_and_grow_consistently(tmp_path, corpus_dir, c
     assert audit.stdout.startswith("clean: 5 manifests")
 
 
-def drop_newest_run(store, keyring, key_id: str) -> dict:
-    """What a rollback does: the newest run's manifest and every object only it lists go."""
+def drop_newest_run(store, keyring, key_id: str, republish: bool = True) -> dict:
+    """What a rollback does: the newest run's manifest and every object only it lists
+    go, and (``republish``) the log's published checkpoint is the older one again."""
     manifests = sorted(
         (m for m in committed_manifests(store, keyring) if m["signature"]["key_id"] == key_id),
         key=lambda m: m["committed_at"],
@@ -317,6 +328,9 @@ def drop_newest_run(store, keyring, key_id: str) -> dict:
         if entry["path"] not in kept:
             store.delete(entry["path"])
     store.delete(layout.manifest(newest["run_id"]))
+    if republish:
+        older = max(layout.checkpoint_of(path)[1] for path in kept if layout.checkpoint_of(path))
+        store.replace_bytes(layout.published_checkpoint(key_id), store.get_bytes(layout.checkpoint(key_id, older)))
     return newest
 
 
@@ -335,9 +349,15 @@ def test_a_rollback_then_a_fork_are_caught(tmp_path, corpus_dir, corpus_keyring,
     ]
     assert run_cli(*args).returncode == 0
 
-    drop_newest_run(store, keyring, test_signer.key_id)
+    drop_newest_run(store, keyring, test_signer.key_id, republish=False)
+    careless = run_cli(*args[:-2])  # the published checkpoint still signs the dropped run
+    assert careless.returncode == 1
+    assert careless.stdout.startswith(
+        "checkpoint_unpublished log/test-key-1/checkpoint test-key-1: signs 5 leaves, the newest committed checkpoint 3"
+    )
+    store.replace_bytes(layout.published_checkpoint("test-key-1"), note_of(store, "test-key-1", 3).encode())
     plain = run_cli(*args[:-2])
-    assert plain.returncode == 0  # without a checkpoint kept outside, the rollback leaves no trace
+    assert plain.returncode == 0  # without a checkpoint kept outside, a careful rollback leaves no trace
     rolled = run_cli(*args)
     assert rolled.returncode == 1
     assert (
@@ -371,53 +391,55 @@ def test_a_crashed_commits_checkpoint_gives_way(tmp_path, corpus_dir, corpus_key
 
 
 def test_the_audit_checks_each_log_against_its_feeds_and_checkpoints(tmp_path, corpus_dir, corpus_keyring, test_signer):
-    """An insider swaps two leaves of a run's leaves file and signs the manifest again:
-    the leaves no longer match the feed, nor the checkpoint their run signed."""
+    """An insider swaps two leaf hashes of a level 0 tile and signs the manifest again:
+    the tile no longer holds what the feeds give, nor the root its checkpoint signs."""
     store = LocalStore(tmp_path / "archive")
     raws = list(corpus_raws(corpus_dir).values())
     write_run(store, test_signer, corpus_keyring, raws[:2])
     manifest_path = write_run(store, test_signer, corpus_keyring, raws[2:5])
     manifest = json.loads(store.get_bytes(manifest_path))
-    entry = next(e for e in manifest["objects"] if e["path"].startswith("log/"))
-    leaves = store.get_bytes(entry["path"])
+    tile = "log/test-key-1/tile/0/000.p/5"
+    entry = next(e for e in manifest["objects"] if e["path"] == tile)
+    leaves = store.get_bytes(tile)
     swapped = leaves[32:64] + leaves[:32] + leaves[64:]
-    (store.root / entry["path"]).write_bytes(swapped)
+    (store.root / tile).write_bytes(swapped)
     entry.update(sha256=hashlib.sha256(swapped).hexdigest())
     body = {k: v for k, v in manifest.items() if k != "signature"}
     (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
     audit = run_cli(*audit_args(tmp_path, store, test_signer, corpus_dir))
     assert audit.returncode == 1
-    feed = layout.attestation_feed(manifest["run_id"])
-    assert audit.stdout.splitlines()[:2] == [
-        f"log_broken {entry['path']} test-key-1: not the content hashes of {feed}",
-        "log_broken checkpoints/test-key-1/5 test-key-1: signs 5 leaves and a root; the 5 leaves before it give "
-        "another",
+    assert audit.stdout.splitlines()[:1] == [
+        f"tile_mismatch {tile} test-key-1: is not what the log's entries give "
+        "(the commit of log/test-key-1/checkpoints/5)",
     ]
     proof = run_cli(
         "prove", "--trust-archive-keys", str(store.root), verify_bundle(raws[3], corpus_keyring).pith_number
     )
-    assert proof.returncode == 1 and "checkpoints/test-key-1/5 signs 5 leaves" in proof.output
+    assert proof.returncode == 1 and "log/test-key-1/checkpoints/5 signs 5 leaves" in proof.output
 
 
-def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
+def test_runs_committed_before_logs_were_tiles_are_tiled_by_the_next_commit(
     tmp_path, corpus_dir, corpus_keyring, test_signer
 ):
-    """An archive whose first run committed before logs existed (no leaves file, no
-    checkpoint): the next commit's checkpoint covers its attestations too."""
+    """An archive whose first run committed before logs were tiles (no tiles, no
+    checkpoint of the log as it is now): the next commit tiles its attestations too,
+    and the archive audits clean."""
     store = LocalStore(tmp_path / "archive")
     raws = list(corpus_raws(corpus_dir).values())
     manifest_path = write_run(store, test_signer, corpus_keyring, raws[:2])
     manifest = json.loads(store.get_bytes(manifest_path))
-    for entry in [e for e in manifest["objects"] if e["path"].startswith(("log/", "checkpoints/"))]:
+    for entry in [e for e in manifest["objects"] if e["path"].startswith("log/")]:
         manifest["objects"].remove(entry)
         store.delete(entry["path"])
+    store.delete(layout.published_checkpoint(test_signer.key_id))
     body = {k: v for k, v in manifest.items() if k != "signature"}
     (store.root / manifest_path).write_bytes(canon(sign_manifest(body, test_signer)) + b"\n")
     write_run(store, test_signer, corpus_keyring, raws[2:5])
     keyring = Keyring([test_signer.pinned()])
     events = attestations(store, keyring, test_signer.key_id)
     checkpoint, _ = open_checkpoint(note_of(store, test_signer.key_id, 5), keyring)
-    assert checkpoint.root == Tree(leaf_hash(bytes.fromhex(e["content_sha256"])) for e in events).root()
+    assert checkpoint.root == Tree(leaf_hash(canon(e)) for e in events).root()
+    assert store.get_bytes("log/test-key-1/tile/entries/000.p/5").count(b'"event_id"') == 5
     proved = run_cli(
         "prove",
         "--trust-archive-keys",
@@ -427,6 +449,8 @@ def test_runs_committed_before_logs_existed_are_leaves_from_their_feeds(
     )
     assert proved.returncode == 0, proved.output
     assert (json.loads(proved.stdout)["leaf_index"], json.loads(proved.stdout)["tree_size"]) == (1, 5)
+    audit = run_cli(*audit_args(tmp_path, store, test_signer, corpus_dir))
+    assert audit.returncode == 0, audit.output
 
 
 @pytest.mark.slow
@@ -459,3 +483,13 @@ def test_a_real_crawl_and_a_rerun_give_a_witnessed_log(tmp_path, corpus_dir, cor
     script = run_checker(proof_path, str(key_document))
     assert script.returncode == 0, script.stderr
     assert f"{number}: stored as " in script.stdout and " of 6 in the log of " in script.stdout
+
+
+def test_the_log_findings_are_documented():
+    """Every audit code of the log checks and every problem cosign names is a table
+    row of docs/TRANSPARENCY.md."""
+    text = (CHECKER.parent / "TRANSPARENCY.md").read_text("utf-8")
+    log_codes = list(Finding)[list(Finding).index(Finding.LOG_ROLLED_BACK) :]
+    codes = [*log_codes, cosign.ROLLED_BACK, cosign.FORKED, cosign.REFUSED, cosign.UNREACHABLE]
+    assert len(log_codes) == 6
+    assert [code for code in codes if f"\n| `{code} " not in text] == []

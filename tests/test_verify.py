@@ -102,10 +102,15 @@ NOT_FROM_BUNDLES = {
     "checkpoint_invalid",
     "checkpoint_signature_invalid",
     "inclusion_proof_invalid",
+    "quorum_unmet",
     "merge_unverified",
     "release_hash_mismatch",
     "release_signature_invalid",
     "release_file_mismatch",
+    "release_unlisted_file",
+    "wacz_malformed",
+    "wacz_unsafe_member",
+    "wacz_resource_mismatch",
 }  # merge_unverified is no longer given: see test_new_event_types_are_verified_unconfirmed
 
 

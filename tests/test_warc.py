@@ -25,8 +25,8 @@ from pith_testkit.faults import FaultPlan
 from storage import layout
 from storage.manifest import committed_manifests
 from storage.stores import LocalStore
-from storage.wacz import check_wacz_digest
-from tests.plugins.cli import isolated_home
+from storage.wacz_check import check_wacz_digest
+from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
 
@@ -231,6 +231,19 @@ def test_wacz_export_validates_and_pywb_replays_the_bundles_byte_for_byte(tmp_pa
         check_wacz_digest(digest, datapackage.replace(b"Pith", b"Pyth"), archiver_keyring(tmp_path))
     assert pages[0]["format"] == "json-pages-1.0"
     assert sorted(page["url"] for page in pages[1:]) == sorted(f"{base}/pith/{s}/bundle.json" for s in suffixes)
+
+    verified = run_cli("verify", wacz)  # this machine's archiver key signed it: trusted with no option
+    assert verified.returncode == 0, verified.output
+    assert f"VERIFIED    wacz  {wacz}  {len(suffixes)} bundles inside" in verified.stdout
+    edited = tmp_path / "edited.wacz"
+    with zipfile.ZipFile(wacz) as source, zipfile.ZipFile(edited, "w") as copy:
+        for info in source.infolist():
+            data = source.read(info)
+            copy.writestr(
+                info, data.replace(b"Pith bundles", b"Pyth bundles") if info.filename == "datapackage.json" else data
+            )
+    rejected = run_cli("verify", edited)
+    assert rejected.returncode == 1 and "manifest_hash_mismatch" in rejected.stdout, rejected.output
 
     with wayback(tmp_path, wacz) as replay:
         for page in pages[1:]:

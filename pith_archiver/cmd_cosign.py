@@ -1,0 +1,102 @@
+"""``pith-archiver cosign``: the archive's logs cosigned by the witnesses of a policy
+(C2SP tlog-witness), their cosignatures published in each log's checkpoint."""
+
+import click
+
+from pith.checkpoint import open_checkpoint
+from pith.keyring import Keyring
+from pith.policy import MAX_POLICY_BYTES, Policy, PolicyError, parse_policy
+from pith.reasons import Rejected
+from pith.signing import Signer
+from storage.key_logs import LogBroken, key_logs
+from storage.log_proofs import current_log
+from storage.manifest import read_committed
+from storage.stores import ObjectStore, StorageError
+from storage.transparency.cosign import cosign_log
+
+from .archive_reading import TRUST_HELP, Trust, open_archive, trust_options
+from .exit_status import ConfigError, ExitStatus, RunFailed
+from .output import echo, log_to_stderr, verbosity_options
+
+
+def read_policy(path: str) -> Policy:
+    """A policy file, or a one-line usage error."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_POLICY_BYTES + 1)
+        if len(text) > MAX_POLICY_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_POLICY_BYTES} bytes")
+        return parse_policy(text.decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (PolicyError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def cosign_logs(
+    store: ObjectStore, keyring: Keyring, policy: Policy, key_id: str | None = None
+) -> tuple[list[str], bool]:
+    """Have each log of the archive (of ``key_id`` only, if given) that the policy lists
+    cosigned: the lines to print, and whether every quorum is met. ConfigError when
+    the policy lists none; LogBroken, Rejected or StorageError from the archive."""
+    logs = key_logs(read_committed(store, keyring).manifests)
+    lines, met, listed = [], True, 0
+    for log_key, log in sorted(logs.items()):
+        if key_id not in (None, log_key):
+            continue
+        tree, note = current_log(store, keyring, log)
+        if note is None:
+            continue
+        checkpoint, key = open_checkpoint(note, keyring)
+        if checkpoint.origin not in policy.logs:
+            continue
+        if policy.logs[checkpoint.origin][0].public_raw != key.raw:
+            raise ConfigError(f"the policy's log {checkpoint.origin} has another key than {log_key}")
+        listed += 1
+        outcome = cosign_log(store, log_key, note, checkpoint, tree, policy)
+        lines += [f"cosigned {checkpoint.origin} {checkpoint.size} {name}" for name in sorted(outcome.cosigned)]
+        lines += [f"{code} {checkpoint.origin} {name}: {why}" for name, (code, why) in sorted(outcome.problems.items())]
+        lines.append(f"{checkpoint.origin} {checkpoint.size}: quorum {'met' if outcome.met else 'not met'}")
+        met = met and outcome.met
+    if not listed:
+        raise ConfigError(f"the policy lists none of the logs of {store.uri}")
+    return lines, met
+
+
+def cosign_after_crawl(store: ObjectStore, signer: Signer, policy: Policy) -> None:
+    """``--witness-policy``: the crawl key's log cosigned, its lines on stderr."""
+    try:
+        lines, _ = cosign_logs(store, Keyring([signer.pinned()]), policy, signer.key_id)
+    except (ConfigError, LogBroken, Rejected, StorageError) as exc:
+        lines = [f"cosign: {exc}"]
+    echo("\n".join(lines), err=True)
+
+
+@click.command(epilog=TRUST_HELP)
+@click.argument("archive")
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    help="Witness policy: 'log VKEY [URL]', 'witness NAME VKEY URL', 'group NAME k|any|all MEMBER...', "
+    "'quorum NAME' lines (docs/TRANSPARENCY.md).",
+)
+@trust_options
+@verbosity_options
+def cosign(archive: str, policy_file: str, trust: Trust, verbosity: int) -> None:
+    """Send the newest checkpoint of each log of ARCHIVE that the policy lists to the
+    policy's witnesses, and publish it with their cosignatures once the quorum is met.
+    Exit 0 when every log's quorum is met; 1 when one is not, or a witness has seen a
+    larger log (a rollback) or one this log does not extend (a fork)."""
+    log_to_stderr(verbosity)
+    policy = read_policy(policy_file)
+    store, keyring = open_archive(archive, trust)
+    try:
+        lines, met = cosign_logs(store, keyring, policy)
+    except (LogBroken, Rejected) as exc:
+        echo(f"log_broken {archive}: {exc}")
+        raise SystemExit(ExitStatus.REJECTED) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    echo("\n".join(lines))
+    raise SystemExit(ExitStatus.OK if met else ExitStatus.REJECTED)

@@ -1,0 +1,139 @@
+"""Getting a key's newest checkpoint cosigned by the witnesses of a policy
+(``pith.policy``) and publishing it with their cosignatures once the quorum is met.
+
+Each witness is first sent ``old`` = the size it cosigned last, as far as the
+published checkpoint shows, else 0; a 409 answer gives the size the witness holds,
+and the call is retried once from there with the consistency proof from that size. A
+witness holding a larger log (a rollback of the archive) or one this log does not
+extend (a fork) is named with its size, and nothing is published.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from pith.checkpoint import Checkpoint
+from pith.merkle import Tree
+from pith.policy import Policy, PolicyWitness
+from pith.signed_note import cosigners, signature_lines
+
+from .. import layout
+from ..stores import ObjectStore, StorageError
+from .tiles import publish
+from .witness_client import DEADLINE, WitnessUnreachable, add_checkpoint_body, post_add_checkpoint
+
+logger = logging.getLogger(__name__)
+
+ROLLED_BACK = "log_rolled_back"
+FORKED = "log_forked"
+REFUSED = "witness_refused"
+UNREACHABLE = "witness_unreachable"
+
+
+@dataclass
+class LogCosigning:
+    """What the witnesses said of one log's checkpoint."""
+
+    origin: str
+    size: int
+    cosigned: dict[str, str] = field(default_factory=dict)  # witness -> its cosignature line
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # witness -> (code, why)
+    met: bool = False
+
+
+def cosign_log(
+    store: ObjectStore,
+    key_id: str,
+    note: str,
+    checkpoint: Checkpoint,
+    tree: Tree,
+    policy: Policy,
+    deadline: float = DEADLINE,
+) -> LogCosigning:
+    """Ask every witness of the policy to cosign ``note`` (of the key's log ``tree``),
+    each call within ``deadline`` seconds; publish it with their cosignatures when the
+    quorum is met."""
+    outcome = LogCosigning(checkpoint.origin, checkpoint.size)
+    seen = _last_cosigned(store, key_id, policy)
+    for witness in policy.witnesses.values():
+        try:
+            line = _ask(witness, note, checkpoint, tree, seen.get(witness.name, 0), deadline)
+        except _Problem as problem:
+            outcome.problems[witness.name] = (problem.code, str(problem))
+            logger.warning("%s: %s %s", checkpoint.origin, problem.code, problem)
+            continue
+        outcome.cosigned[witness.name] = line
+    outcome.met = policy.met(set(outcome.cosigned)) and not any(
+        code in (ROLLED_BACK, FORKED) for code, _ in outcome.problems.values()
+    )
+    # publish, unless a commit published a newer checkpoint meanwhile
+    if outcome.met and _published(store, key_id)[0] <= checkpoint.size:
+        publish(store, key_id, note + "".join(outcome.cosigned[name] for name in sorted(outcome.cosigned)))
+    return outcome
+
+
+class _Problem(Exception):
+    def __init__(self, code: str, why: str):
+        super().__init__(why)
+        self.code = code
+
+
+def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, old: int, deadline: float) -> str:
+    """The witness's cosignature line of the checkpoint; _Problem when it gives none."""
+    for _ in range(2):
+        old = min(old, checkpoint.size)
+        body = add_checkpoint_body(old, tree.consistency_proof(old, checkpoint.size), note)
+        try:
+            answer = post_add_checkpoint(witness.url, body, deadline)
+        except WitnessUnreachable as exc:
+            raise _Problem(UNREACHABLE, str(exc)) from None
+        if answer.status == 200:
+            line = _cosignature(witness, checkpoint, answer.body)
+            if line is None:
+                raise _Problem(REFUSED, f"{witness.name} answered 200 without a valid cosignature")
+            return line
+        held = _size_of(answer.body) if answer.status == 409 else None
+        if held is not None and held > checkpoint.size:
+            raise _Problem(
+                ROLLED_BACK,
+                f"{witness.name} has seen {held} leaves of {checkpoint.origin}, "
+                f"the archive's log has {checkpoint.size}",
+            )
+        if answer.status == 422:
+            raise _Problem(
+                FORKED,
+                f"{witness.name} holds a checkpoint of {old} leaves that the log of {checkpoint.size} does not extend",
+            )
+        if held is None or held == old:
+            raise _Problem(REFUSED, f"{witness.name} answered {answer.status}: {answer.body[:200]!r}")
+        old = held
+    raise _Problem(REFUSED, f"{witness.name} keeps answering 409")
+
+
+def _cosignature(witness: PolicyWitness, checkpoint: Checkpoint, body: bytes) -> str | None:
+    text = body.decode("utf-8", "replace")
+    for line in text.splitlines():
+        if cosigners(f"\n\n{line}\n", checkpoint, {witness.name: witness.key}):
+            return line + "\n"
+    return None
+
+
+def _size_of(body: bytes) -> int | None:
+    text = body.decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() and len(text) < 20 else None
+
+
+def _published(store: ObjectStore, key_id: str) -> tuple[int, str]:
+    """The size and note of the key's published checkpoint ((0, '') when there is none)."""
+    try:
+        published = store.get_bytes(layout.published_checkpoint(key_id)).decode("utf-8")
+    except (StorageError, UnicodeDecodeError):
+        return 0, ""
+    lines = published.split("\n")
+    return (int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0), published
+
+
+def _last_cosigned(store: ObjectStore, key_id: str, policy: Policy) -> dict[str, int]:
+    """Witness -> the size of the published checkpoint, for those whose cosignature it carries."""
+    size, published = _published(store, key_id)
+    names = {name for name, _ in signature_lines(published)}
+    return {name: size for name, witness in policy.witnesses.items() if witness.key.name in names}
