@@ -42,7 +42,7 @@ def warc_figures(archive: Path) -> dict:
 
 
 def main() -> None:
-    from mirror.virtual import VirtualCatalog
+    from pith_testkit.virtual import VirtualCatalog
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5000)

@@ -63,7 +63,8 @@ class Stat:
     WARC_UNRECORDED: Final = (
         "pith/warc_unrecorded"  # exchanges before the archive opened (robots.txt, the key document)
     )
-    WARC_ERRORS: Final = "pith/warc_errors"
+    WARC_ERRORS: Final = "pith/warc_errors"  # exchanges no WARC file holds
+    WARC_STOPPED: Final = "pith/warc_stopped"  # why the WARC writer stopped before the crawl ended
     # several sources (crawler.spread, crawler.cross_check)
     MIRROR_FALLBACKS: Final = "pith/mirror_fallbacks"
     MIRROR_REFETCHES: Final = "pith/mirror_refetches"
@@ -151,6 +152,8 @@ class CrawlStats:
     commit_error: str | None = None
     frontier_lost: str | None = None
     finish_reason: str | None = None
+    warc_not_recorded: int = 0  # exchanges no WARC file holds
+    warc_stopped: str | None = None  # why the WARC writer stopped
 
     @classmethod
     def of(cls, stats: dict) -> "CrawlStats":
@@ -188,6 +191,8 @@ class CrawlStats:
             commit_error=stats.get(Stat.COMMIT_ERROR),
             frontier_lost=stats.get(Stat.FRONTIER_LOST),
             finish_reason=stats.get("finish_reason"),
+            warc_not_recorded=count(Stat.WARC_ERRORS),
+            warc_stopped=stats.get(Stat.WARC_STOPPED),
         )
 
     @property

@@ -9,14 +9,17 @@ runs last on the way out, so the request record has the headers Scrapy sends.
 
 The archive pipeline owns the writer (it belongs to the archive's runs) and
 announces it with the ``warc_opened`` signal; the crawler layer knows it only as
-a function taking plain fields (``exchange_of``, ``failure_of``). A request that got
+a function taking plain fields (``exchange_of``, ``failure_of``) and returning None,
+or a Deferred when the writer's queue is full: the response then waits for it (the
+reactor goes on), so a writer slower than the crawl slows the crawl rather than
+losing records, and a stuck one is stopped by its watch. A request that got
 no response (a refused connection, a timeout, a body cut short: Scrapy drops a
 partial body) leaves a ``metadata`` record naming the error instead, since there is
 no response to keep.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,7 +27,9 @@ from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Headers, Response
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 
 from . import signals as pith_signals
 from .crawl_config import pith_crawl_only
@@ -43,7 +48,7 @@ class WarcRecorder:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.record: Callable[[dict], None] | None = None  # until the archive pipeline opens its WARC writer
+        self.record: Callable[[dict], Deferred | None] | None = None  # until the archive pipeline opens its writer
         crawler.signals.connect(self._opened, signal=pith_signals.warc_opened)
 
     @classmethod
@@ -54,12 +59,14 @@ class WarcRecorder:
             raise NotConfigured("PITH_WARC is off")
         return cls(crawler)
 
-    def _opened(self, record: Callable[[dict], None]) -> None:
+    def _opened(self, record: Callable[[dict], Deferred | None]) -> None:
         self.record = record
 
-    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
-        self._write(Stat.WARC_RESPONSES, exchange_of, request, response)
-        return response
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response | Coroutine[Any, Any, Response]:
+        room = self._write(Stat.WARC_RESPONSES, exchange_of, request, response)
+        return response if room is None else _once(room, response)
 
     def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         """No response (refused, timed out, a body cut short): a ``metadata`` record says
@@ -68,21 +75,30 @@ class WarcRecorder:
         if not isinstance(exception, IgnoreRequest):
             self._write(Stat.WARC_FAILURES, failure_of, request, exception)
 
-    def _write(self, stat: str, fields_of: Callable[[Request, Any], dict], request: Request, outcome: Any) -> None:
+    def _write(
+        self, stat: str, fields_of: Callable[[Request, Any], dict], request: Request, outcome: Any
+    ) -> Deferred | None:
         if self.record is None:  # before the archive opened (robots.txt, the signing key)
             self._count(Stat.WARC_UNRECORDED)
-            return
+            return None
         try:
-            self.record(fields_of(request, outcome))
+            room = self.record(fields_of(request, outcome))
         except Exception:  # the crawl goes on without the record; the count says so
             logger.exception("%s: not recorded in the WARC", request.url)
             self._count(Stat.WARC_ERRORS)
-            return
+            return None
         self._count(stat)
+        return room
 
     def _count(self, stat: str) -> None:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(stat)
+
+
+async def _once(room: Deferred, response: Response) -> Response:
+    """``response``, once the WARC writer has room for more."""
+    await maybe_deferred_to_future(room)
+    return response
 
 
 def failure_of(request: Request, exception: Exception) -> dict:

@@ -120,7 +120,13 @@ class ArchivePipeline:
             worker_name(settings.get("PITH_WORKER")),
             settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
             settings.getint("PITH_COMMIT_EVERY"),
-            WarcPolicy(settings.getint("PITH_WARC_MAX_BYTES")) if settings.getbool("PITH_WARC") else None,
+            WarcPolicy(
+                settings.getint("PITH_WARC_MAX_BYTES"),
+                settings.getfloat("PITH_WARC_STALL_TIMEOUT"),
+                settings.getint("PITH_WARC_QUEUE_BYTES"),
+            )
+            if settings.getbool("PITH_WARC")
+            else None,
             settings.get("PITH_LOG_ORIGIN"),
         )
 
@@ -315,9 +321,7 @@ class ArchivePipeline:
             return
         finally:
             await run_in_thread(self._uploader().close)
-            warc = self._writer().warc
-            if warc is not None and warc.lost:  # the WARC child died, or could not write some records
-                self.stats.inc_value(Stat.WARC_ERRORS, warc.lost)
+            self._warc_accounts()
         self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)
@@ -334,12 +338,28 @@ class ArchivePipeline:
             "spider_args": self._spider_args(),
         }
 
-    def _record_in_warc(self, fields: dict) -> None:
-        """What crawler.warc hands over: an exchange, or a request that got no response."""
+    def _warc_accounts(self) -> None:
+        """Exchanges no WARC file holds (the writer died, was stopped, or could not write them)."""
+        warc = self._writer().warc
+        if warc is not None and warc.lost:
+            self.stats.inc_value(Stat.WARC_ERRORS, warc.lost)
+        if warc is not None and warc.stopped:
+            self.stats.set_value(Stat.WARC_STOPPED, warc.stopped)
+
+    def _record_in_warc(self, fields: dict) -> Deferred | None:
+        """What crawler.warc hands over: an exchange, or a request that got no response.
+        A Deferred when the WARC writer's queue is full: it fires once there is room."""
+        warc = self._warc()
         if "error" in fields:
-            self._warc().failure(FetchFailure(**fields))
-        else:
-            self._warc().record(Exchange(**fields))
+            warc.failure(FetchFailure(**fields))
+            return None
+        if warc.record(Exchange(**fields)):
+            return None
+        from twisted.internet import reactor
+
+        room: Deferred = Deferred()
+        warc.when_room(lambda: reactor.callFromThread(room.callback, None))
+        return room
 
     def _warc_info(self) -> dict:
         """The warcinfo record of each WARC file: who wrote it, from where, how politely."""

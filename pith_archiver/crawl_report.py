@@ -80,6 +80,9 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     if crawl.unaccounted:
         statuses.append(ExitStatus.FAILED)
         whys.append(f"records unaccounted for: {crawl.unaccounted} (named in the log)")
+    if crawl.warc_not_recorded and crawl.reached:
+        statuses.append(ExitStatus.PARTIAL)
+        whys.append(warc_loss(crawl))
     if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
         whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
@@ -91,6 +94,12 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         )
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
+
+
+def warc_loss(crawl: CrawlStats) -> str:
+    """What the WARC files lack: WARC recording is on by default, so a loss is a failure."""
+    lost = f"{crawl.warc_not_recorded} exchanges not recorded"
+    return f"WARC writer stopped: {lost} ({crawl.warc_stopped})" if crawl.warc_stopped else f"WARC: {lost}"
 
 
 def registry_changes(stats: dict) -> list[str]:
@@ -200,6 +209,8 @@ def report(
             line += f"; {cache_note(stats)}"
         if crawl.unaccounted:
             line += f"; records unaccounted for: {crawl.unaccounted}"
+        if crawl.warc_not_recorded:
+            line += f"; {warc_loss(crawl)}"
         if result.status == ExitStatus.INTERRUPTED and resume:
             line += f"; resume with: {resume}"
         echo(line, err=result.status != ExitStatus.OK)

@@ -6,17 +6,34 @@ records) to children on the other core: ``start_child("package.module")`` runs
 folder's), and hands back the process and the crawl's end of the socket. Each message
 is its length (``FRAME``) and its bytes; no pickle crosses (a process that unpickles
 runs whatever it is sent).
+
+``WatchedChild`` is such a child that the crawl never waits on: messages go down the
+socket from a sender thread of its own, behind a queue bounded in bytes, and a child
+that makes no progress for a bounded time is killed (a child stopped by ``kill -STOP``,
+or stuck, would otherwise hold whoever writes to it for as long as it stays so).
 """
 
+import logging
 import os
+import queue
+import select
 import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+logger = logging.getLogger(__name__)
+
 FRAME = struct.Struct(">Q")  # each message: its length, then its bytes
+HEARTBEAT = 2.0  # seconds between a watched child's empty messages, its sign of life
+POLL = 0.5  # seconds between two looks at a child that does not read or answer
+BUFFERS_AT_ONCE = 512  # buffers handed to one sendmsg (the system allows 1024)
+STOP_WAIT = 30.0  # seconds a stopping child may take to exit before it is killed
 
 
 def start_child(module: str) -> tuple[subprocess.Popen, socket.socket]:
@@ -47,3 +64,187 @@ def messages(incoming: BinaryIO) -> Iterator[bytes]:
 def socket_of(argv: list[str]) -> socket.socket:
     """In the child: the socket ``start_child`` passed as its one argument."""
     return socket.socket(fileno=int(argv[1]))
+
+
+def keep_alive(sock: socket.socket, sending: threading.Lock) -> None:
+    """In a watched child: an empty message every ``HEARTBEAT`` seconds, from a daemon
+    thread, while the process runs (``sending`` serializes it with the child's answers)."""
+
+    def beat() -> None:
+        while True:
+            time.sleep(HEARTBEAT)
+            with sending:
+                try:
+                    sock.sendall(framed(b""))
+                except OSError:
+                    return
+
+    threading.Thread(target=beat, daemon=True, name="heartbeat").start()
+
+
+class WatchedChild:
+    """A child (``start_child``) that never blocks its caller. ``send`` queues a
+    message; ``full`` says the queue holds ``max_queued`` bytes or more, and
+    ``when_room`` calls back (from any thread) once it holds less, or the child is
+    gone. ``ask`` sends a message and waits for the child's next one. A child that
+    takes none of the queued bytes for ``stall_timeout`` seconds, or says nothing that
+    long (it sends an empty message every ``HEARTBEAT`` seconds) while an answer is
+    awaited, is killed; ``gone`` then says why (or how it died), and what was queued is
+    dropped."""
+
+    def __init__(self, module: str, stall_timeout: float, max_queued: int) -> None:
+        self.process, self._socket = start_child(module)
+        self.module = module
+        self.stall_timeout = stall_timeout
+        self.max_queued = max_queued
+        self.gone: str | None = None
+        self._state = threading.Condition()  # the queue, ``gone``, the callbacks
+        self._queue: deque[bytes] = deque()
+        self._queued = 0  # bytes in the queue and in the sender's hands
+        self._room_waiters: list[Callable[[], None]] = []
+        self._stopping = False
+        self._last_asked = False  # its exit is expected once it answers
+        self._answers: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._heard = time.monotonic()
+        self._sender = threading.Thread(target=self._send_all, daemon=True, name=f"{module}-send")
+        self._sender.start()
+        threading.Thread(target=self._read_all, daemon=True, name=f"{module}-read").start()
+
+    def send(self, *parts: bytes) -> bool:
+        """Queue ``parts``, each a message (no copy is made); False once the child is gone."""
+        buffers = [buffer for part in parts for buffer in (FRAME.pack(len(part)), part)]
+        size = sum(map(len, buffers))
+        with self._state:
+            if self.gone is not None or self._stopping:
+                return False
+            self._queue.extend(buffers)
+            self._queued += size
+            self._state.notify()
+        return True
+
+    @property
+    def full(self) -> bool:
+        return self._queued >= self.max_queued and self.gone is None
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        with self._state:
+            if self.full:
+                self._room_waiters.append(callback)
+                return
+        callback()
+
+    def ask(self, message: bytes, last: bool = False) -> bytes | None:
+        """Send ``message`` and return the child's answer: None when it is gone.
+        ``last``: the child exits once it has answered."""
+        self._last_asked = last
+        if not self.send(message):
+            return None
+        while True:
+            try:
+                answer = self._answers.get(timeout=POLL)
+            except queue.Empty:
+                if time.monotonic() - self._heard > self.stall_timeout:
+                    self.kill(f"no answer for {self.stall_timeout:g} s, killed")
+                continue
+            if answer is None:
+                self._lose(_exit_status(self.process))
+            return answer
+
+    def kill(self, why: str) -> None:
+        """Kill the child (a stopped one too); ``why`` becomes ``gone``."""
+        self._lose(why)
+        self.process.kill()
+
+    def stop(self) -> None:
+        """Let the sender send what is queued and the child exit (killed past
+        ``STOP_WAIT``), then close the socket."""
+        with self._state:
+            self._stopping = True
+            self._state.notify()
+        try:
+            self.process.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            self.kill(f"did not exit within {STOP_WAIT:g} s, killed")
+            self.process.wait()
+        self._sender.join(STOP_WAIT)
+        self._socket.close()
+
+    def _lose(self, why: str) -> None:
+        with self._state:
+            if self.gone is not None:
+                return
+            self.gone = why
+            logger.warning("child %s (pid %d) stopped: %s", self.module, self.process.pid, why)
+            self._queue.clear()
+            self._queued = 0
+            waiters, self._room_waiters = self._room_waiters, []
+            self._state.notify_all()
+        for callback in waiters:
+            callback()
+
+    def _send_all(self) -> None:
+        while True:
+            with self._state:
+                while not self._queue and self.gone is None and not self._stopping:
+                    self._state.wait()
+                if self.gone is not None or not self._queue:
+                    return
+                count = min(len(self._queue), BUFFERS_AT_ONCE)
+                buffers = [self._queue.popleft() for _ in range(count)]
+            size = sum(map(len, buffers))
+            if not self._write(buffers):
+                return
+            with self._state:
+                if self.gone is not None:
+                    return
+                self._queued -= size
+                waiters = [] if self.full else self._room_waiters
+                self._room_waiters = [] if waiters else self._room_waiters
+            for callback in waiters:
+                callback()
+
+    def _write(self, buffers: list[bytes]) -> bool:
+        """Send ``buffers`` whole; False when the child died or was killed meanwhile."""
+        views = [memoryview(buffer) for buffer in buffers if buffer]  # an empty body is its frame alone
+        progress = time.monotonic()
+        while views:
+            try:
+                sent = self._socket.sendmsg(views, [], socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                select.select([], [self._socket], [], POLL)
+                if self.gone is not None:
+                    return False
+                if time.monotonic() - progress > self.stall_timeout:
+                    self.kill(f"took nothing for {self.stall_timeout:g} s, killed")
+                    return False
+                continue
+            except OSError as exc:
+                self._lose(f"{type(exc).__name__}: {exc}")
+                return False
+            progress = time.monotonic()
+            while sent:
+                if sent >= len(views[0]):
+                    sent -= len(views.pop(0))
+                else:
+                    views[0], sent = views[0][sent:], 0
+        return True
+
+    def _read_all(self) -> None:
+        try:
+            for message in messages(self._socket.makefile("rb")):
+                self._heard = time.monotonic()
+                if message:  # an empty one only says the child lives
+                    self._answers.put(message)
+        except OSError:
+            pass
+        if not self._stopping and not self._last_asked:
+            self._lose(_exit_status(self.process))
+        self._answers.put(None)
+
+
+def _exit_status(process: subprocess.Popen) -> str:
+    try:
+        code = process.wait(STOP_WAIT)
+    except subprocess.TimeoutExpired:
+        return "still running"
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"

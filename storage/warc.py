@@ -13,8 +13,6 @@ nothing of Scrapy.
 
 import hashlib
 import logging
-import os
-import tempfile
 import threading
 from base64 import b32encode
 from collections import OrderedDict
@@ -53,9 +51,14 @@ UNDONE_FRAMING = ("transfer-encoding",)
 
 @dataclass(frozen=True)
 class WarcPolicy:
-    """When a WARC file is done: past ``max_bytes`` (compressed, on disk), and at each commit."""
+    """When a WARC file is done: past ``max_bytes`` (compressed, on disk), and at each
+    commit. A writer that takes no record for ``stall_timeout`` seconds while records
+    wait (or says nothing that long when asked for its files) is stopped; past
+    ``queue_bytes`` of records waiting for it, the crawl holds off."""
 
     max_bytes: int = 1024 * MiB
+    stall_timeout: float = 30.0
+    queue_bytes: int = 64 * MiB
 
 
 @dataclass
@@ -123,20 +126,51 @@ def _mime(headers: list[tuple[str, str]]) -> str | None:
     return None
 
 
+def capture_row(
+    url: str,
+    fetched_at: datetime,
+    status: int,
+    digest: str | None,
+    headers: list[tuple[str, str]],
+    position: Position,
+    record_type: str,
+) -> dict:
+    """The ``captures`` row of a response or revisit record (its verdict comes later)."""
+    return {
+        "url": url,
+        "fetch_time": fetched_at,
+        "fetch_status": status,
+        "content_digest": digest if status != 304 else None,
+        "content_mime_type": _mime(headers),
+        "warc_filename": position.filename,
+        "warc_record_offset": position.offset,
+        "warc_record_length": position.length,
+        "warc_record_id": position.record_id,
+        "warc_record_type": record_type,
+        "pith_number": None,
+        "bundle_sha256": None,
+        "status": None,
+        "subset": _subset(status),
+    }
+
+
 class _File:
-    """One WARC file being written to its spool."""
+    """One WARC file being written to its spool, named as it will be stored. Each
+    record reaches the file (the kernel) as soon as it is written, so a writer killed
+    mid-file leaves every record before the one under way whole (``storage.warc_salvage``)."""
 
     def __init__(self, name: str, spool_dir: str):
-        fd, spool = tempfile.mkstemp(prefix="warc-", suffix=".warc.gz", dir=spool_dir)
         self.name = name
-        self.spool = Path(spool)
-        self.handle = os.fdopen(fd, "wb")
+        self.spool = Path(spool_dir) / name
+        self.handle = open(self.spool, "xb")  # noqa: SIM115 - open until the file is finished
         self.writer = WARCWriter(self.handle, gzip=True, warc_version=WARC_VERSION)
         self.captures = CaptureSpool(spool_dir)
+        self.exchanges = 0  # HTTP exchanges (and requests that got no response) recorded
 
     def write(self, record: Any) -> Position:
         offset = self.handle.tell()
         self.writer.write_record(record)
+        self.handle.flush()
         return Position(self.name, offset, self.handle.tell() - offset, record.rec_headers["WARC-Record-ID"])
 
     def close(self) -> None:
@@ -150,7 +184,7 @@ class _File:
 
 
 class WarcWriter:
-    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool)``
+    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool, exchanges)``
     stores a finished file in ``run`` (it then owns both spool files); ``target()``
     names the run files rolled by size go to (the current one). Thread safe."""
 
@@ -174,6 +208,7 @@ class WarcWriter:
         self._seq = 0
         self._closed = False
         self._digests: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # digest: (uri, date, record id)
+        self._payloads: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # url: where its bytes last were
         self.records = 0
 
     # --- recording ------------------------------------------------------------
@@ -194,12 +229,7 @@ class WarcWriter:
             file = self._current()
             earlier = self._digests.get(digest) if exchange.body else None
             if exchange.status == 304:
-                record = file.writer.create_revisit_record(
-                    exchange.url, digest, exchange.url, date, http_headers=http, warc_headers_dict=warc_headers
-                )
-                record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED)
-                record.rec_headers.remove_header("WARC-Refers-To-Date")
-                record.rec_headers.remove_header("WARC-Payload-Digest")  # a 304 carries no payload to digest
+                record = self._not_modified(file, exchange.url, digest, date, http, warc_headers)
             elif earlier is not None:
                 uri, refers_date, refers_id = earlier
                 record = file.writer.create_revisit_record(
@@ -216,8 +246,13 @@ class WarcWriter:
                     warc_headers_dict=warc_headers,
                 )
             position = file.write(record)
-            if record.rec_type == "response" and exchange.body:
-                self._remember(digest, (exchange.url, date, position.record_id))
+            if record.rec_type == "response":
+                held = (exchange.url, date, position.record_id)
+                self._remember(self._payloads, exchange.url, held)
+                if exchange.body:
+                    self._remember(self._digests, digest, held)
+            elif earlier is not None and exchange.status != 304:  # an identical payload's revisit
+                self._remember(self._payloads, exchange.url, earlier)
             request = file.writer.create_warc_record(
                 exchange.url,
                 "request",
@@ -231,26 +266,39 @@ class WarcWriter:
                 warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": position.record_id},
             )
             file.write(request)
-            row = {
-                "url": exchange.url,
-                "fetch_time": exchange.fetched_at,
-                "fetch_status": exchange.status,
-                "content_digest": digest if exchange.status != 304 else None,
-                "content_mime_type": _mime(exchange.response_headers),
-                "warc_filename": position.filename,
-                "warc_record_offset": position.offset,
-                "warc_record_length": position.length,
-                "warc_record_id": position.record_id,
-                "warc_record_type": record.rec_type,
-                "pith_number": None,
-                "bundle_sha256": None,
-                "status": None,
-                "subset": _subset(exchange.status),
-            }
-            file.captures.add(row)
+            file.captures.add(
+                capture_row(
+                    exchange.url,
+                    exchange.fetched_at,
+                    exchange.status,
+                    digest,
+                    exchange.response_headers,
+                    position,
+                    record.rec_type,
+                )
+            )
+            file.exchanges += 1
             self.records += 2
             self._roll_if_full()
         return position
+
+    def _not_modified(self, file: _File, url: str, digest: str, date: str, http: Any, headers: dict) -> Any:
+        """The revisit record of a 304: it refers to the record that holds the bytes the
+        server says are unchanged (the URL's latest payload capture this writer knows:
+        this crawl's, or a committed run's), so a replay tool that follows revisits finds
+        them; unknown, it names the URL only."""
+        held = self._payloads.get(url)
+        uri, refers_date = held[:2] if held else (url, date)
+        record = file.writer.create_revisit_record(
+            url, digest, uri, refers_date, http_headers=http, warc_headers_dict=headers
+        )
+        record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED)
+        record.rec_headers.remove_header("WARC-Payload-Digest")  # a 304 carries no payload to digest
+        if held:
+            record.rec_headers.add_header("WARC-Refers-To", held[2])
+        else:
+            record.rec_headers.remove_header("WARC-Refers-To-Date")
+        return record
 
     def failure(self, failure: FetchFailure) -> Position | None:
         """A ``metadata`` record of a request that got no response (the error is the evidence)."""
@@ -258,6 +306,7 @@ class WarcWriter:
             failure.url,
             {"record_type": "fetch_failure", "method": failure.method, "error": failure.error},
             failure.fetched_at,
+            exchange=True,
         )
 
     def verdict(self, url: str, verdict: dict) -> Position | None:
@@ -268,7 +317,7 @@ class WarcWriter:
         return self._metadata(url, {"record_type": VERDICT_TYPE, **verdict}, verdict=verdict)
 
     def _metadata(
-        self, url: str, fields: dict, when: datetime | None = None, verdict: dict | None = None
+        self, url: str, fields: dict, when: datetime | None = None, verdict: dict | None = None, exchange: bool = False
     ) -> Position | None:
         body = canon(fields) + b"\n"
         headers = {"WARC-Date": datetime_to_iso_date(when.astimezone(timezone.utc))} if when else {}
@@ -294,6 +343,7 @@ class WarcWriter:
                 warc_headers_dict=headers,
             )
             position = file.write(record)
+            file.exchanges += exchange
             self.records += 1
             self._roll_if_full()
         return position
@@ -329,16 +379,19 @@ class WarcWriter:
 
     def seed(self, payloads: Iterable[tuple[str, tuple[str, str, str]]]) -> None:
         """Remember payloads committed runs archived (``recent_payloads``), oldest
-        first: a re-crawl that gets the same bytes again writes a revisit."""
+        first: a re-crawl that gets the same bytes again writes a revisit that refers
+        to them, and so does a 304 from their URL."""
         with self._lock:
             for digest, where in payloads:
-                self._remember(digest, where)
+                self._remember(self._digests, digest, where)
+                self._remember(self._payloads, where[0], where)
 
-    def _remember(self, digest: str, where: tuple[str, str, str]) -> None:
-        self._digests[digest] = where
-        self._digests.move_to_end(digest)
-        while len(self._digests) > DIGESTS_KEPT:
-            self._digests.popitem(last=False)
+    @staticmethod
+    def _remember(kept: OrderedDict, key: str, where: tuple[str, str, str]) -> None:
+        kept[key] = where
+        kept.move_to_end(key)
+        while len(kept) > DIGESTS_KEPT:
+            kept.popitem(last=False)
 
     def _roll_if_full(self) -> None:
         if self._file is not None and self._file.handle.tell() >= self.policy.max_bytes:
@@ -349,7 +402,7 @@ class WarcWriter:
         if file is None:
             return
         file.close()
-        self._emit(target, layout.warc(file.name), file.spool, file.captures.path)
+        self._emit(target, layout.warc(file.name), file.spool, file.captures.path, file.exchanges)
 
 
 def _target(url: str) -> str:

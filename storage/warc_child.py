@@ -5,13 +5,20 @@ Each message is a JSON list naming what to do (``open``, ``seed``, ``record``
 followed by the body's bytes, ``failure``, ``verdict``, ``roll``, ``close``,
 ``discard``). Only ``roll``, ``close`` and ``discard`` are answered: with the files
 finished since the last answer (each indexed, in a thread of the child's own, so the
-records keep coming meanwhile) and the records that could not be written.
+records keep coming meanwhile, with the exchanges it holds) and the records that could
+not be written. Meanwhile the child says every few seconds that it lives
+(``child_process.keep_alive``): the crawl kills a child that falls silent.
+
+A child started after the writer died gets one message, ``salvage``: it makes whole
+the files the dead one left in the spool folder and did not hand back
+(``storage.warc_salvage``), and answers as ``close`` does.
 """
 
 import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -20,9 +27,11 @@ from typing import Any
 
 import orjson
 
+from . import layout
 from .cdxj import index_warc, load_indexer
-from .child_process import framed, messages, socket_of
+from .child_process import framed, keep_alive, messages, socket_of
 from .warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
+from .warc_salvage import salvage
 
 # Below the crawl's own priority: where the cores are short, Scrapy's thread goes first,
 # and the WARC records wait in the socket (the crawl blocks only once its buffer is full)
@@ -51,6 +60,7 @@ class Child:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.sending = threading.Lock()  # answers and signs of life, one at a time
         self.writer: WarcWriter | None = None
         self.later = ThreadPoolExecutor(1, thread_name_prefix="warc-index")  # indexing, then each answer, in order
         self.finished: list[list[Any]] = []  # files since the last answer (touched in ``later`` only)
@@ -64,6 +74,9 @@ class Child:
             self.writer = WarcWriter(run_id, spool_dir, self._finished, lambda: None, info, WarcPolicy(max_bytes))
             self.later.submit(load_indexer)  # its imports, while the records come
             return True
+        if kind == "salvage":
+            self.salvage(*args)
+            return False
         writer = self._writer()
         if kind == "record":
             self._guard(writer.record, exchange_of(args[0], next(incoming)))
@@ -90,6 +103,19 @@ class Child:
             return False
         return True
 
+    def salvage(self, spool_dir: str, run_id: str, handed: list[str]) -> None:
+        """Make whole the files of ``run_id`` a dead writer left in ``spool_dir``
+        (those not in ``handed``, the names it handed back), then answer."""
+        for spool in sorted(Path(spool_dir).glob(f"{layout.check_run_id(run_id)}-*.warc.gz")):
+            if spool.name not in handed:
+                self.later.submit(self._salvage, spool)
+        self._answer()
+
+    def _salvage(self, spool: Path) -> None:
+        kept = salvage(spool, str(spool.parent))
+        if kept is not None:
+            self._index(layout.warc(spool.name), spool, *kept)
+
     def _writer(self) -> WarcWriter:
         if self.writer is None:
             raise RuntimeError("the WARC child was not opened")
@@ -101,20 +127,20 @@ class Child:
         except Exception as exc:  # the crawl goes on without the record; the answer says so
             self.errors.append(f"{type(exc).__name__}: {exc}")
 
-    def _finished(self, target: Any, path: str, spool: Path, captures: Path) -> None:
-        self.later.submit(self._index, path, spool, captures)
+    def _finished(self, target: Any, path: str, spool: Path, captures: Path, exchanges: int) -> None:
+        self.later.submit(self._index, path, spool, captures, exchanges)
 
-    def _index(self, path: str, spool: Path, captures: Path) -> None:
+    def _index(self, path: str, spool: Path, captures: Path, exchanges: int) -> None:
         index = spool.with_suffix(".cdxj")
         try:
             index_warc(spool, index, path.rsplit("/", 1)[-1])
             failure = None
         except Exception as exc:  # reported to the crawl, whose run then fails
             failure = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        self.finished.append([path, str(spool), str(captures), str(index), failure])
+        self.finished.append([path, str(spool), str(captures), str(index), failure, exchanges])
 
     def _drop_finished(self) -> None:
-        for _, *files, _ in self.finished:
+        for _, *files, _, _ in self.finished:
             for name in files:
                 Path(name).unlink(missing_ok=True)
         self.finished.clear()
@@ -125,7 +151,8 @@ class Child:
 
     def _send_answer(self, errors: list[str]) -> None:
         files, self.finished = self.finished, []
-        self.sock.sendall(framed(orjson.dumps({"files": files, "errors": errors})))
+        with self.sending:
+            self.sock.sendall(framed(orjson.dumps({"files": files, "errors": errors})))
 
 
 def serve(sock: socket.socket) -> None:
@@ -133,6 +160,7 @@ def serve(sock: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
     os.nice(NICENESS)
     child = Child(sock)
+    keep_alive(sock, child.sending)
     incoming = messages(sock.makefile("rb"))
     try:
         for message in incoming:

@@ -3,21 +3,23 @@
 Writing a WARC record is Python work under the GIL: warcio builds its headers and
 digests, and gzips it, ~1 ms a bundle with its request and verdict records, a quarter
 of Scrapy's thread in a crawl (bench/RESULTS.md, "Second round: WARC off Scrapy's
-thread"). ``WarcProcess`` sends each exchange down a socket instead, as a JSON header and the body's bytes, to
+thread"). ``WarcProcess`` hands each exchange, as a JSON header and the body's bytes, to
 a child (``storage.warc_child``) that runs ``storage.warc.WarcWriter`` and indexes
 each file it finishes (CDXJ). The crawl waits for nothing but a roll: the files
 finished since the last one come back then, and are stored in the run that rolls
 (at each commit, and at the end).
 
-A child that dies takes its open file with it: the crawl goes on without WARC
-records, logs the error once and counts the records it could not hand over
-(``lost``: those sent in the moment before the kernel closed the dead child's socket
-are gone uncounted); the bundles themselves are archived and committed as ever.
+The child is watched (``child_process.WatchedChild``): records go down its socket
+from a thread of their own, behind a queue of at most the policy's ``queue_bytes``; a full queue
+asks the crawl to hold off (``record`` returns False, ``when_room`` says when to go
+on), never blocks it. A child that dies, or that takes nothing for the policy's
+``stall_timeout`` (then it is killed), costs the records it had not written, never the
+run: the next roll salvages what it left (its finished files, and its open file up to
+the last whole record, by a child of their own) into the run, the crawl goes on
+without WARC records, and ``lost`` counts the exchanges handed over that no file holds.
 """
 
 import logging
-import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timezone
@@ -29,7 +31,7 @@ from warcio.timeutils import datetime_to_iso_date
 
 from . import layout
 from .captures import read_batches
-from .child_process import framed, messages, start_child
+from .child_process import WatchedChild
 from .manifest import listed
 from .reader import table_batches
 from .stores import ObjectInfo, ObjectStore, StorageError
@@ -37,14 +39,14 @@ from .warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, WarcPolicy
 
 logger = logging.getLogger(__name__)
 
-STOP_WAIT = 30.0  # seconds a closing crawl waits for the child to exit
+CHILD = "storage.warc_child"
 
 
 class WarcProcess:
     """The WARC files of one crawl, in a child process: ``record``, ``failure`` and
-    ``verdict`` from any thread, ``roll(run)``, ``close(run)``, ``discard()``.
-    ``emit(run, path, spool, captures, index, failure)`` stores a finished file in
-    ``run`` (it then owns its spool files)."""
+    ``verdict`` from the crawl's thread, ``roll(run)``, ``close(run)``, ``discard()``
+    from one thread at a time. ``emit(run, path, spool, captures, index, failure)``
+    stores a finished file in ``run`` (it then owns its spool files)."""
 
     def __init__(
         self,
@@ -55,28 +57,47 @@ class WarcProcess:
         policy: WarcPolicy = WarcPolicy(),
     ) -> None:
         self._emit = emit
-        self._process, self._socket = start_child("storage.warc_child")
-        self._answers = messages(self._socket.makefile("rb"))
-        self._sending = threading.Lock()  # one message at a time down the socket
-        self._asking = threading.Lock()  # one question awaiting its answer at a time
-        self._closed = False
-        self._gone = False  # the child died
-        self.lost = 0  # records the child did not take (it died) or could not write
-        self._send(["open", layout.check_run_id(run_id), str(spool_dir), info, policy.max_bytes])
+        self._run_id = layout.check_run_id(run_id)
+        self._spool_dir = str(spool_dir)
+        self._policy = policy
+        self._child = WatchedChild(CHILD, policy.stall_timeout, policy.queue_bytes)
+        self._handed: set[str] = set()  # names of the files handed back
+        self._salvaged = False
+        self.exchanges = 0  # exchanges (and requests that got no response) handed to the child
+        self.recorded = 0  # of them, those the files handed back hold
+        self._send(["open", self._run_id, self._spool_dir, info, policy.max_bytes])
 
-    def record(self, exchange: Exchange) -> None:
-        """The exchange's response (or revisit) and request records."""
+    @property
+    def stopped(self) -> str | None:
+        """Why the writer stopped before the crawl closed it (None: it did not)."""
+        return self._child.gone
+
+    @property
+    def lost(self) -> int:
+        """Exchanges handed over that no file holds (read once closed)."""
+        return self.exchanges - self.recorded
+
+    def record(self, exchange: Exchange) -> bool:
+        """The exchange's response (or revisit) and request records. False: the queue
+        is full, hold off until ``when_room`` calls back."""
         fields = {name: value for name, value in vars(exchange).items() if name != "body"}
         fields["request_body"] = exchange.request_body.decode("latin-1")
-        self._record(["record", fields], exchange.body)
+        self.exchanges += 1
+        self._send(["record", fields], exchange.body)
+        return not self._child.full
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) once the queue has room, or the writer is gone."""
+        self._child.when_room(callback)
 
     def failure(self, failure: FetchFailure) -> None:
         """A ``metadata`` record of a request that got no response."""
-        self._record(["failure", asdict(failure)])
+        self.exchanges += 1
+        self._send(["failure", asdict(failure)])
 
     def verdict(self, url: str, verdict: dict) -> None:
         """A ``metadata`` record of what the archive made of the bundle from ``url``."""
-        self._record(["verdict", url, verdict])
+        self._send(["verdict", url, verdict])
 
     def seed(self, payloads: list[tuple[str, tuple[str, str, str]]]) -> None:
         """Payloads committed runs archived (``recent_payloads``): revisits refer to them."""
@@ -88,75 +109,54 @@ class WarcProcess:
 
     def close(self, target: Any) -> None:
         """Finish the last file into ``target``; the child exits."""
-        self._hand_over(target, self._ask(["close"]))
-        self._closed = True
-        self._stop()
+        self._hand_over(target, self._ask(["close"], last=True))
+        self._child.stop()
 
     def discard(self) -> None:
         """Drop every file not yet handed over (an aborted run); the child exits."""
-        self._ask(["discard"])
-        self._closed = True
-        self._stop()
+        self._child.ask(orjson.dumps(["discard"]), last=True)
+        self._child.stop()
 
     @property
     def pid(self) -> int:
         """The child's process id."""
-        return self._process.pid
+        return self._child.process.pid
 
-    def _record(self, message: list, body: bytes | None = None) -> None:
-        if not self._send(message, body) and not self._closed:
-            self.lost += 1
+    def _send(self, message: list, body: bytes | None = None) -> None:
+        parts = [orjson.dumps(message)] if body is None else [orjson.dumps(message), body]
+        self._child.send(*parts)
 
-    def _send(self, message: list, body: bytes | None = None) -> bool:
-        header = orjson.dumps(message)
-        data = framed(header) if body is None else framed(header, body)
-        with self._sending:
-            if self._closed:
-                return False
-            if not self._gone:
-                try:
-                    self._socket.sendall(data)
-                    return True
-                except OSError as exc:
-                    self._died(exc)
-            return False
-
-    def _ask(self, message: list) -> dict | None:
-        with self._asking:
-            if not self._send(message):
-                return None
-            try:
-                answer = next(self._answers, None)
-            except OSError as exc:
-                self._died(exc)
-                return None
-            if answer is None:
-                self._died(f"exit status {self._process.wait()}")
-                return None
+    def _ask(self, message: list, last: bool = False) -> dict | None:
+        answer = self._child.ask(orjson.dumps(message), last)
+        if answer is not None:
             return orjson.loads(answer)
+        return self._salvage()
+
+    def _salvage(self) -> dict | None:
+        """Once the writer is gone: the files it left, made whole by a child of their own."""
+        if self._salvaged:
+            return None
+        self._salvaged = True
+        logger.error("the WARC writer stopped (%s): the crawl goes on without WARC records", self.stopped)
+        salvager = WatchedChild(CHILD, self._policy.stall_timeout, self._policy.queue_bytes)
+        try:
+            answer = salvager.ask(orjson.dumps(["salvage", self._spool_dir, self._run_id, sorted(self._handed)]), True)
+        finally:
+            salvager.stop()
+        if answer is None:
+            logger.error("the WARC files the writer left could not be salvaged (%s)", salvager.gone)
+            return None
+        return orjson.loads(answer)
 
     def _hand_over(self, target: Any, answer: dict | None) -> None:
         if answer is None:
             return
         for error in answer["errors"]:
-            self.lost += 1
             logger.error("a WARC record could not be written: %s", error)
-        for path, spool, captures, index, failure in answer["files"]:
+        for path, spool, captures, index, failure, exchanges in answer["files"]:
+            self._handed.add(path.rsplit("/", 1)[-1])
+            self.recorded += exchanges
             self._emit(target, path, Path(spool), Path(captures), Path(index), failure)
-
-    def _died(self, error: object) -> None:
-        """Said once: the child is gone, and the file it was writing with it."""
-        if not self._gone:
-            self._gone = True
-            logger.error("the WARC writer stopped (%s): the crawl goes on without WARC records", error)
-
-    def _stop(self) -> None:
-        try:
-            self._process.wait(STOP_WAIT)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._socket.close()
 
 
 def recent_payloads(store: ObjectStore, manifests: list[dict], most: int = DIGESTS_KEPT) -> list:

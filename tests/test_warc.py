@@ -470,49 +470,69 @@ def test_a_recrawl_without_validators_writes_identical_payload_revisits(tmp_path
         assert original.rec_type == "response"
         assert original.rec_headers["WARC-Payload-Digest"] == revisit.rec_headers["WARC-Payload-Digest"]
 
+    wacz = tmp_path / "both.wacz"
+    assert export_wacz(tmp_path, archive, wacz).returncode == 0
+    with wayback(tmp_path, wacz) as replay:  # the latest capture of each is a revisit: pywb finds its bytes
+        for suffix in suffixes:
+            url = f"{base}/pith/{suffix}/bundle.json"
+            with urllib.request.urlopen(f"{replay}/pith/2100id_/{url}", timeout=30) as response:
+                assert response.read() == (FIXTURES / f"{suffix}.bundle.json").read_bytes()
 
-def test_a_warc_child_that_dies_costs_its_records_never_the_run(tmp_path, caplog):
-    """The WARC child killed mid-run: what it handed over stays listed, the records
-    after are counted as lost, the log says so once, and the run still commits."""
-    import signal
-    from datetime import datetime, timezone
 
-    from pith.signing import Signer
-    from storage.archive import ArchiveWriter
-    from storage.warc import Exchange, WarcPolicy
+def _cdxj_lines(archive: Path) -> list[dict]:
+    lines = []
+    for index in sorted((archive / "warc").glob("*.cdxj")):
+        for line in index.read_text().splitlines():
+            lines.append(json.loads(line.split(" ", 2)[2]))
+    return lines
 
-    signer = Signer.generate("test-archiver")
-    store = LocalStore(tmp_path / "archive")
-    writer = ArchiveWriter(store, signer, warc=WarcPolicy(), warc_info={"software": "test"}).open()
-    now = datetime.now(timezone.utc)
 
-    def exchange(index: int) -> Exchange:
-        url = f"http://127.0.0.1:9/pith/R{index:02d}/bundle.json"
-        return Exchange(url, "GET", [], b"", 200, "HTTP/1.1", [], json.dumps({"n": index}).encode(), now)
+def test_an_archive_crawled_three_times_replays_every_bundle_as_its_latest_bytes(tmp_path, static_site):
+    """Re-crawls answered 304 stay in the WARC files as what the server said, refer to
+    the record holding the bytes, and stay out of the replay index: pywb replays each
+    bundle as the bytes most recently archived for it, after any number of runs."""
+    base, suffixes, root = static_site
+    archive = tmp_path / "archive"
+    changed = root / "pith" / suffixes[1] / "bundle.json"
+    latest = {suffix: (FIXTURES / f"{suffix}.bundle.json").read_bytes() for suffix in suffixes}
+    for crawl in range(3):
+        if crawl == 2:  # the same version served as other bytes: a new capture of that URL
+            latest[suffixes[1]] = latest[suffixes[1]] + b"\n"
+            changed.write_bytes(latest[suffixes[1]])
+        result = run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive))
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stat("not_modified") == len(suffixes) - 1
 
-    for index in range(5):
-        writer.warc.record(exchange(index))
-    writer.commit_interim({}, {})
-    os.kill(writer.warc.pid, signal.SIGKILL)
-    # the kernel releases a dead process's socket a moment after it dies: what is sent
-    # meanwhile is gone unseen; from the first refused send on, each record counts
-    index = 5
-    while not writer.warc.lost and index < 500:
-        writer.warc.record(exchange(index))
-        index += 1
-        time.sleep(0.01)
-    assert writer.warc.lost == 1
-    for index in range(index, index + 2):
-        writer.warc.record(exchange(index))
-    writer.commit({}, {})
+    runs = sorted(p.stem for p in (archive / "manifests").glob("*.json"))
+    by_run = {run: [r for p in archive.glob(f"warc/{run}-*.warc.gz") for r, _ in records(p)] for run in runs}
+    first = {r.rec_headers["WARC-Target-URI"]: r for r in by_run[runs[0]] if r.rec_type == "response"}
+    for run in runs[1:]:
+        for record in by_run[run]:
+            if record.rec_type == "revisit" and record.http_headers.get_statuscode() == "304":
+                original = first[record.rec_headers["WARC-Target-URI"]]  # the record that holds the bytes
+                assert record.rec_headers["WARC-Refers-To"] == original.rec_headers["WARC-Record-ID"]
+                assert record.rec_headers["WARC-Refers-To-Target-URI"] == original.rec_headers["WARC-Target-URI"]
+                assert record.rec_headers["WARC-Refers-To-Date"] == original.rec_headers["WARC-Date"]
 
-    assert writer.warc.lost == 3
-    assert sum("the WARC writer stopped" in message for message in caplog.messages) == 1
-    manifests = committed_manifests(store, Keyring([signer.pinned()]))
-    warcs = {m["run_id"]: [e["path"] for e in m["objects"] if layout.is_warc(e["path"])] for m in manifests}
-    assert len(warcs) == 2 and len(warcs.pop(writer.first_run)) == 1  # the first run's file, handed over
-    assert list(warcs.values()) == [[]]  # the second run's died with the child
-    (path,) = [e["path"] for m in manifests for e in m["objects"] if layout.is_warc(e["path"])]
-    kept = records(tmp_path / "archive" / path)
-    urls = [url for record, _ in kept if (url := record.rec_headers.get_header("WARC-Target-URI"))]
-    assert urls == [f"http://127.0.0.1:9/pith/R{i:02d}/bundle.json" for i in range(5) for _ in ("response", "request")]
+    # the replay index and the captures table say the same: every capture but the 304s
+    con = duckdb.connect()
+    rows = con.execute(
+        "SELECT warc_filename, warc_record_offset, warc_record_type, fetch_status, content_digest"
+        " FROM read_parquet(?, hive_partitioning=true)",
+        [f"{archive}/tables/captures/**/*.parquet"],
+    ).fetchall()
+    replayable = {(name, offset): digest for name, offset, kind, status, digest in rows if status != 304}
+    assert len(replayable) < len(rows)  # the 304s are captures too
+    indexed = {(line["filename"], int(line["offset"])): line.get("digest") for line in _cdxj_lines(archive)}
+    assert indexed.keys() == replayable.keys()
+    assert all(digest == f"sha1:{indexed[key]}" or digest == indexed[key] for key, digest in replayable.items())
+
+    wacz = tmp_path / "all.wacz"
+    done = export_wacz(tmp_path, archive, wacz)
+    assert done.returncode == 0, done.stderr
+    with wayback(tmp_path, wacz) as replay:
+        for suffix, expected in latest.items():
+            url = f"{base}/pith/{suffix}/bundle.json"
+            with urllib.request.urlopen(f"{replay}/pith/2100id_/{url}", timeout=30) as response:
+                assert response.status == 200
+                assert response.read() == expected, suffix
