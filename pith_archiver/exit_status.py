@@ -13,7 +13,8 @@ class ExitStatus(IntEnum):
     OK = 0  # done: everything asked for was archived / verified / found clean
     REJECTED = 1  # done, but verification rejected something (bundles, feeds, proofs) or audit found discrepancies
     USAGE = 2  # usage or configuration error: nothing was started
-    PARTIAL = 3  # done with failures: some records could not be fetched or read, within --max-failures
+    PARTIAL = 3  # done with failures: some records could not be fetched or read, within --max-failures,
+    #                  or exchanges missing from the WARC files (the WARC writer stopped)
     FAILED = 4  # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
     #                  records unaccounted for, the store failed or nothing could be committed
     INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
@@ -22,16 +23,23 @@ class ExitStatus(IntEnum):
 EXIT_STATUS_HELP = (
     "Exit status: 0 done; 1 rejected bundles, split views or discrepancies found; 2 usage or "
     "configuration error (nothing started); 3 done with failures (some records not fetched, within "
-    "--max-failures); 4 failed (nothing archived, resolver unreachable, too many failures, or "
-    "nothing committed); 130 interrupted (rerun the same command to resume)."
+    "--max-failures, or exchanges missing from the WARC files); 4 failed (nothing archived, resolver "
+    "unreachable, too many failures, records unaccounted for, or nothing committed); 130 interrupted "
+    "(rerun the same command to resume)."
 )
 
 MEANING = {  # one line each, as the README's table says it (for machines: --notify)
     ExitStatus.OK: "done: everything asked for was archived (or unchanged), verified, or found clean",
     ExitStatus.REJECTED: "done, but rejected bundles, split views, a rejected feed or proof, or audit discrepancies",
     ExitStatus.USAGE: "a usage or configuration error: nothing was started",
-    ExitStatus.PARTIAL: "done with failures: some records could not be fetched, within --max-failures",
-    ExitStatus.FAILED: "failed: nothing archived, resolver unreachable, too many failures, or nothing committed",
+    ExitStatus.PARTIAL: (
+        "done with failures: some records could not be fetched, within --max-failures, "
+        "or exchanges are missing from the WARC files"
+    ),
+    ExitStatus.FAILED: (
+        "failed: nothing archived, resolver unreachable, too many failures, records unaccounted for, "
+        "or nothing committed"
+    ),
     ExitStatus.INTERRUPTED: "interrupted: what was archived is committed; rerun the same command to resume",
 }
 
