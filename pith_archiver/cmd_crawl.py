@@ -13,7 +13,6 @@ from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
 
 from . import tuning
-from .cmd_cosign import cosign_after_crawl, read_policy
 from .crawl_report import FailureBudget, outcome, report
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
 from .crawling import default_state_dir, logging_settings, run_crawl
@@ -229,7 +228,11 @@ def crawl(
     keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
     archive_keyring = check_archive_keyring(archive_keyrings)
     store = check_store(archive, s3_endpoint_url)
-    policy = read_policy(witness_policy) if witness_policy else None
+    policy = None
+    if witness_policy:  # imported here: cosigning reads the archive with pyarrow, which economise() must precede
+        from .cmd_cosign import read_policy
+
+        policy = read_policy(witness_policy)
     if frontier:
         check_frontier(frontier)
     # checked once, here, and handed to the crawl as built (crawler.crawl_config)
@@ -293,6 +296,8 @@ def crawl(
         shared=bool(frontier),
     )
     if policy is not None and config.signer is not None:
+        from .cmd_cosign import cosign_after_crawl
+
         cosign_after_crawl(store, config.signer, policy)
     sys.exit(status)
 
