@@ -135,7 +135,7 @@ def published_checkpoint(key_id: str) -> str:
     return f"{log_root(key_id)}/checkpoint"
 
 
-def checkpoint(key_id: str, size: int) -> str:
+def checkpoint_at(key_id: str, size: int) -> str:
     """The signed checkpoint of a key's log at ``size`` leaves, as its commit wrote it."""
     return f"{log_root(key_id)}/{CHECKPOINTS}/{size}"
 
