@@ -255,14 +255,14 @@ class ArchivePipeline:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
         return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
 
-    def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, str]:
+    def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, layout.RunId]:
         """Add a bundle; the run it went into, read at once in the same thread (an
         interim commit switching runs meanwhile makes it name the next one: its
         validators are then kept one commit late, never early)."""
         future = add(*args)
         return future, self._writer().current_run
 
-    def _interim_done(self, result: Any, run_id: str) -> None:
+    def _interim_done(self, result: Any, run_id: layout.RunId) -> None:
         """An interim commit ended: its manifest is the crawl's latest commit, or its failure
         stops the crawl (nothing may commit after a failed run)."""
         self.interim = None

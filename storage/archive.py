@@ -322,7 +322,7 @@ class ArchiveWriter:
             self._count(open_run, "failed")
 
     @property
-    def current_run(self) -> str:
+    def current_run(self) -> layout.RunId:
         """The run id of the run adds go into now. Read after an add, it names that
         add's run or a later one (an interim commit may switch between the two)."""
         with self._lock:
@@ -390,7 +390,7 @@ class ArchiveWriter:
         return self._history.refresh(self._lock)
 
     # --- internals -------------------------------------------------------------
-    def _new_run(self, run_id: str | None = None) -> OpenRun:
+    def _new_run(self, run_id: layout.RunId | None = None) -> OpenRun:
         run_id = run_id or layout.new_run_id(self.worker)
         self._history.known_runs.add(run_id)
         return OpenRun(
