@@ -32,7 +32,7 @@ class LogCosigning:
     origin: str
     size: int
     cosigned: dict[str, str] = field(default_factory=dict)  # witness -> its cosignature line
-    problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # witness -> (code, why)
+    problems: dict[str, tuple[Finding, str]] = field(default_factory=dict)  # witness -> (code, why)
     met: bool = False
 
 
@@ -68,7 +68,7 @@ def cosign_log(
 
 
 class _Problem(Exception):
-    def __init__(self, code: str, why: str):
+    def __init__(self, code: Finding, why: str):
         super().__init__(why)
         self.code = code
 
