@@ -23,6 +23,7 @@ SAYS_CHECKPOINT = {
     "cmd_prove",
     "cmd_witness",
     "commit",  # a commit publishes its log's new checkpoint
+    "cosign",  # the transparency wing's modules, wherever the wing lies
     "export",  # a bag copies the logs' checkpoints
     "export_card",
     "key_logs",
@@ -31,6 +32,8 @@ SAYS_CHECKPOINT = {
     "log_proofs",
     "proof_files",  # verify --proof: proofs end at a checkpoint
     "stores",  # the published checkpoint is the one object replaced
+    "tiles",
+    "witness_client",
 }
 LOG_PACKAGES = {"pith", "witness", "transparency"}
 # words that give "checkpoint" the meaning of the interim commit, in one sentence
