@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
 
-from mirror.http import Request, encode  # noqa: E402
+from mirror.http import Request, encode_response  # noqa: E402
 from mirror.resolver import ResolverSite  # noqa: E402
 from mirror.source import BUNDLES_DIR, CorpusDirectory  # noqa: E402
 from pith_testkit.corpus import generate_corpus  # noqa: E402
@@ -78,7 +78,7 @@ def run_aiohttp(corpus):
             headers = {k.lower(): v for k, v in req.headers.items()}
             request = to_request(req.method, req.path_qs, f"HTTP/{req.version.major}.{req.version.minor}", headers)
             response = resolver.respond(request)
-            head, body = encode(request, response, request.keep_alive)
+            head, body = encode_response(request, response, request.keep_alive)
             status, pairs = split_head(head)
             out = web.Response(status=status, body=body)
             for k, v in pairs:
@@ -113,7 +113,7 @@ def run_twisted(corpus):
             }
             request = to_request(req.method.decode(), req.uri.decode("latin-1"), req.clientproto.decode(), headers)
             response = holder["r"].respond(request)
-            head, body = encode(request, response, request.keep_alive)
+            head, body = encode_response(request, response, request.keep_alive)
             status, pairs = split_head(head)
             req.setResponseCode(status)
             for k, v in pairs:

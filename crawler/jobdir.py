@@ -117,9 +117,9 @@ class JobdirGuard:
             self._start_over()
             self.stats.set_value(StatFamily.CACHE_DROPPED + "job", len(missing))
 
-    def note_commit(self, open_run: str) -> None:
+    def note_commit(self, run_id: str) -> None:
         with open(self.jobdir / COMMITS, "a", encoding="utf-8") as handle:
-            handle.write(open_run + "\n")
+            handle.write(run_id + "\n")
 
     def spider_opened(self, spider: Spider) -> None:
         if self.reset:

@@ -39,7 +39,7 @@ def announced_keys(document: object) -> list[dict]:
     return [e for e in document if isinstance(e, dict)] if isinstance(document, list) else []
 
 
-def pin_hint(url: str, key: PinnedKey) -> str:
+def registry_pin_hint(url: str, key: PinnedKey) -> str:
     return (
         f"check its fingerprint with the registry out of band, then pin it: "
         f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --keyring FILE, "
@@ -108,7 +108,8 @@ class SigningKeyWatch:
                 stats.set_value(StatFamily.ANNOUNCED_UNPINNED + key.key_id, key.fingerprint)
                 self.notify(
                     f"the registry announces signing key {key.key_id} (fingerprint {key.fingerprint}), "
-                    f"which is not pinned: bundles it signs will be rejected as unknown_key; " + pin_hint(url, key)
+                    f"which is not pinned: bundles it signs will be rejected as unknown_key; "
+                    + registry_pin_hint(url, key)
                 )
 
     def notify(self, line: str) -> None:

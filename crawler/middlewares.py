@@ -211,13 +211,13 @@ class ConditionalRequestMiddleware:
     def forget(self, url: str) -> None:
         self.pending.pop(url, None)
 
-    def archived(self, url: str, open_run: str) -> None:
+    def archived(self, url: str, run_id: str) -> None:
         """The bundle fetched from ``url`` is in ``run``: its validators wait for it
         (on disk, WAITING_BATCH at a time: one statement per bundle on Scrapy's thread
         would hand the GIL to the upload threads and wait to get it back, each time)."""
         validators = self.pending.pop(url, None)
         if validators is not None:
-            self.batch.append((url, *validators, open_run))
+            self.batch.append((url, *validators, run_id))
             if len(self.batch) >= WAITING_BATCH:
                 self._flush()
 
@@ -225,9 +225,9 @@ class ConditionalRequestMiddleware:
         self.waiting.executemany("INSERT OR REPLACE INTO waiting VALUES (?, ?, ?, ?)", self.batch)
         self.batch.clear()
 
-    def committed(self, open_run: str) -> None:
+    def committed(self, run_id: str) -> None:
         """An interim commit committed ``run``: keep the validators of its bundles."""
-        self._keep("WHERE run = ?", (open_run,))
+        self._keep("WHERE run = ?", (run_id,))
 
     def save(self) -> None:
         """The crawl's final commit: keep the validators of every archived bundle."""

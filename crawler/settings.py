@@ -124,7 +124,7 @@ PITH_WARC = True  # record every exchange in WARC/1.1 files in the archive (--no
 PITH_WARC_MAX_BYTES = 1024 * 1024 * 1024  # a WARC file is rolled past this size (and at every commit)
 PITH_WARC_STALL_TIMEOUT = 30.0  # seconds a WARC writer may take no record (or not answer) before it is killed
 PITH_WARC_QUEUE_BYTES = 64 * 1024 * 1024  # records waiting for the WARC writer; past it responses wait
-PITH_COMMIT_EVERY = 10_000  # commit a manifest (a checkpoint) every N bundles; 0: only when the crawl ends
+PITH_COMMIT_EVERY = 10_000  # commit a manifest (an interim commit) every N bundles; 0: only when the crawl ends
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None
 PITH_FRONTIER_KEY = "pith"  # names this crawl's keys in that Redis (one key per crawl)

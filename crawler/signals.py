@@ -6,27 +6,26 @@
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
 archive_opened = object()
-# stats key prefix: what of a cache did not match the archive, by cache (validators, job, frontier)
-# the archive pipeline committed the crawl's final manifest, whose run id is ``run``
+# the archive pipeline committed the crawl's final manifest, whose run id is ``run_id``
 archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
-# that worker's checkpoints committed
+# that worker's interim commits committed
 frontier_recovered = object()
 # a line the person running the crawl must read now (``line``): the command line prints it
 operator_notice = object()
 # a fetched bundle was rejected (``url``): its validators must not be kept, so that the
 # next run fetches it again (after a key is pinned, or an upgrade) instead of a 304
 bundle_rejected = object()
-# a bundle fetched from ``url`` was archived in the run whose run id is ``run``:
+# a bundle fetched from ``url`` was archived in the run whose run id is ``run_id``:
 # it is committed when that run is
 bundle_archived = object()
-# an interim commit committed the run whose run id is ``run``; the crawl goes on
+# an interim commit committed the run whose run id is ``run_id``; the crawl goes on
 interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()
 # the archive opened the crawl's WARC writer: ``record`` takes one exchange's fields
-# (crawler.warc.exchange_of) and writes its records; it returns None, or a Deferred
+# (crawler.warc.exchange_fields) and writes its records; it returns None, or a Deferred
 # that fires once the writer has room for more (the exchange waits for it)
 warc_opened = object()
 # the crawl started a record's work (``suffix``): it must end accounted for (crawler.ledger)

@@ -60,7 +60,7 @@ class BundleChecker:
         return cls(Keyring(key_from_entry(entry) for entry in settings["keys"]), Limits(**settings["limits"]))
 
 
-def encode(verdict: Verdict, parsed: bool) -> bytes:
+def encode_verdict(verdict: Verdict, parsed: bool) -> bytes:
     """A verdict for the socket, as JSON (never pickle between the crawl and its
     workers: a process that unpickles runs whatever it is sent), without its parsed tree, which the crawl
     rebuilds from the bytes it holds (``restore``). ``b""`` when it cannot be written:
@@ -88,7 +88,7 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
     return verdict
 
 
-def serve(sock: socket.socket) -> None:
+def serve_verifier(sock: socket.socket) -> None:
     """A worker's life: read its configuration, then bundles from ``sock``, answer each
     with its encoded verdict, in order, until the crawl closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
@@ -98,8 +98,8 @@ def serve(sock: socket.socket) -> None:
         return
     checker = BundleChecker.configured(configuration)
     for raw in incoming:
-        sock.sendall(framed(encode(*checker(raw))))
+        sock.sendall(framed(encode_verdict(*checker(raw))))
 
 
 if __name__ == "__main__":
-    serve(socket_of(sys.argv))
+    serve_verifier(socket_of(sys.argv))

@@ -9,7 +9,7 @@ runs last on the way out, so the request record has the headers Scrapy sends.
 
 The archive pipeline owns the writer (it belongs to the archive's runs) and
 announces it with the ``warc_opened`` signal; the crawler layer knows it only as
-a function taking plain fields (``exchange_of``, ``failure_of``) and returning None,
+a function taking plain fields (``exchange_fields``, ``failure_of``) and returning None,
 or a Deferred when the writer's queue is full: the response then waits for it (the
 reactor goes on), so a writer slower than the crawl slows the crawl rather than
 losing records, and a stuck one is stopped by its watch. A request that got
@@ -65,7 +65,7 @@ class WarcRecorder:
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response | Coroutine[Any, Any, Response]:
-        room = self._write(Stat.WARC_RESPONSES, exchange_of, request, response)
+        room = self._write(Stat.WARC_RESPONSES, exchange_fields, request, response)
         return response if room is None else _once(room, response)
 
     def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
@@ -111,7 +111,7 @@ def failure_of(request: Request, exception: Exception) -> dict:
     }
 
 
-def exchange_of(request: Request, response: Response) -> dict:
+def exchange_fields(request: Request, response: Response) -> dict:
     """The exchange as plain values: the fields of ``storage.warc.Exchange``."""
     request_headers = _headers(request.headers)
     if not any(name.lower() == "host" for name, _ in request_headers):

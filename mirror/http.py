@@ -169,7 +169,7 @@ def _date_now() -> str:
     return _date_cache[1]
 
 
-def encode(request: Request, response: Response, keep_alive: bool) -> tuple[bytes, bytes]:
+def encode_response(request: Request, response: Response, keep_alive: bool) -> tuple[bytes, bytes]:
     """The head and body to send for ``response`` to ``request``: picks the coding,
     answers conditional requests with 304, drops the body for HEAD."""
     status, body = response.status, response.body

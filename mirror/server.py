@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from .http import BadRequest, Request, Response, encode, parse_head, text_response
+from .http import BadRequest, Request, Response, encode_response, parse_head, text_response
 from .limits import MAX_BUSY_LINGERING, ServerLimits, accept_backlog
 from .resolver import ResolverSite, SiteOptions
 from .source import RecordSource
@@ -122,7 +122,7 @@ class HttpServer:
                 "%d connections open, the most allowed (--max-connections): answering 503", len(self._connections)
             )
         self.refused_connections += 1
-        head, body = encode(
+        head, body = encode_response(
             _BAD_REQUEST,
             text_response(503, "too many connections, try again", (("Retry-After", "1"),)),
             keep_alive=False,
@@ -177,7 +177,7 @@ class HttpServer:
 
     def _timed_out(self, writer: asyncio.StreamWriter) -> bool:
         """A 408 and a close, without waiting for a client that is already too slow."""
-        head, body = encode(_BAD_REQUEST, text_response(408), keep_alive=False)
+        head, body = encode_response(_BAD_REQUEST, text_response(408), keep_alive=False)
         writer.write(head + body)
         writer.write_eof()  # the answer goes out before a reset for unread input can
         return False
@@ -186,7 +186,7 @@ class HttpServer:
         """Answer ``status`` and close, first reading what the client still sends
         (a lingering close): closing on unread input would reset the connection and
         could destroy the answer before the client reads it."""
-        head, body = encode(_BAD_REQUEST, text_response(status), keep_alive=False)
+        head, body = encode_response(_BAD_REQUEST, text_response(status), keep_alive=False)
         writer.write(head + body)
         writer.write_eof()
         try:
@@ -209,7 +209,7 @@ class HttpServer:
     async def _send(self, request: Request, response: Response, writer: asyncio.StreamWriter) -> bool:
         """Write ``response``; whether the connection may carry another request."""
         keep_alive = request.keep_alive
-        head, body = encode(request, response, keep_alive)
+        head, body = encode_response(request, response, keep_alive)
         self._record(request, int(head[9:12]), response)  # logged first: a client that has its answer finds it
         writer.write(head + body)
         # most answers fit the socket's buffer at once: only one the client has not taken yet waits

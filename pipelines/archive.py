@@ -1,6 +1,6 @@
 """Archive what the verification pipeline judged: verified bundles as raw bytes and
 table rows, rejected ones in quarantine, failures as rows; commit a signed manifest
-every PITH_COMMIT_EVERY bundles (a checkpoint, while the crawl goes on) and when the
+every PITH_COMMIT_EVERY bundles (an interim commit, while the crawl goes on) and when the
 spider closes. Storage work runs off the reactor thread."""
 
 import logging
@@ -229,13 +229,13 @@ class ArchivePipeline:
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self._uploader().has_room(2 * len(item.body))
-        future, open_run = self._add(add, args) if room else await run_in_thread(self._add, add, args)
+        future, run_id = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
         warc = self._writer().warc
         if warc is not None:
             warc.verdict(item.url, verdict_fields(verdict, raw_sha256, _raw_path(verdict, raw_sha256, future)))
         if verdict.ok:
-            self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, open_run=open_run)
+            self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, run_id=run_id)
         for relation in refused:
             self.crawler.signals.send_catch_log(pith_signals.version_refused, url=item.url, relation=relation)
             if relation == "forked" and item.equivocation is None and self._from_a_mirror(item.url):
@@ -246,43 +246,43 @@ class ArchivePipeline:
         item.verdict = replace(verdict, bundle=None)
         if self.commit_every and self.interim is None and self._writer().pending_bundles() >= self.commit_every:
             # the run it commits: none other can begin before it is switched out
-            open_run = self._writer().current_run
+            run_id = self._writer().current_run
             interim = run_in_thread(self._writer().commit_interim, self._stats(), self._params())
             self.interim = deferred_from_coro(interim)
-            self.interim.addBoth(self._interim_done, open_run)
+            self.interim.addBoth(self._interim_done, run_id)
 
     def _from_a_mirror(self, url: str) -> bool:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
         return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
 
-    def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, str]:
-        """Add a bundle; the run it went into, read at once in the same thread (a
-        checkpoint switching runs meanwhile makes it name the next one: its
+    def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, layout.RunId]:
+        """Add a bundle; the run it went into, read at once in the same thread (an
+        interim commit switching runs meanwhile makes it name the next one: its
         validators are then kept one commit late, never early)."""
         future = add(*args)
         return future, self._writer().current_run
 
-    def _interim_done(self, result: Any, open_run: str) -> None:
-        """A checkpoint ended: its manifest is the crawl's latest commit, or its failure
+    def _interim_done(self, result: Any, run_id: layout.RunId) -> None:
+        """An interim commit ended: its manifest is the crawl's latest commit, or its failure
         stops the crawl (nothing may commit after a failed run)."""
         self.interim = None
         if isinstance(result, Failure):
             if isinstance(result.value, StorageError):
                 self._stop(result.value)
             else:
-                logger.error("checkpoint failed", exc_info=failure_to_exc_info(result))
-                self.stats.set_value(Stat.COMMIT_ERROR, f"checkpoint failed: {result.value}")
+                logger.error("interim commit failed", exc_info=failure_to_exc_info(result))
+                self.stats.set_value(Stat.COMMIT_ERROR, f"interim commit failed: {result.value}")
             return None
         self.stats.inc_value(Stat.INTERIM_COMMITS)
         self.stats.set_value(Stat.MANIFEST, result)
-        self.crawler.signals.send_catch_log(pith_signals.interim_committed, open_run=open_run)
+        self.crawler.signals.send_catch_log(pith_signals.interim_committed, run_id=run_id)
         # logged once what the commit keeps (its bundles' validators) is kept too
         logger.info("interim commit %s", result)
         return None
 
     def _refresh(self) -> None:
         """The frontier is about to redo a dead worker's tasks: learn what its
-        checkpoints committed, so none of it is archived twice."""
+        interim commits committed, so none of it is archived twice."""
         if self.writer is not None:
             read = self._writer().refresh()
             logger.info("read %d manifests committed by other workers since the start", read)
@@ -312,7 +312,7 @@ class ArchivePipeline:
             await run_in_thread(self._uploader().close)
             logger.error("no bundle was fetched: nothing committed")
             return
-        open_run = self._writer().current_run  # the final manifest's run id
+        run_id = self._writer().current_run  # the final manifest's run id
         try:
             path = await run_in_thread(self._writer().commit, self._stats(), self._params())
         except StorageError as exc:
@@ -324,7 +324,7 @@ class ArchivePipeline:
             self._warc_accounts()
         self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
-        self.crawler.signals.send_catch_log(pith_signals.archive_committed, open_run=open_run)
+        self.crawler.signals.send_catch_log(pith_signals.archive_committed, run_id=run_id)
 
     def _stats(self) -> dict:
         return {k: v for k, v in self.stats.get_stats().items() if k.startswith(PREFIX)}

@@ -15,7 +15,7 @@ A feed is JSON Lines: one attestation per line, each its canonical JSON.
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from .keyring import ARCHIVE, Keyring
 from .parse import Limits, parse
@@ -32,8 +32,8 @@ TEXTS = ("raw_path", "storage_uri", "run_id")
 
 
 def new_attestation(
-    signer: Signer, *, pith_number: str, archive: str, payload: dict, prev_event: str | None, created_at: str
-) -> dict:
+    signer: Signer, *, pith_number: str, archive: str, payload: dict[str, Any], prev_event: str | None, created_at: str
+) -> dict[str, Any]:
     """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
     ``archive``. Signing is imported here: checking feeds (``verify``) never signs."""
     from .events import new_event
@@ -75,14 +75,14 @@ def check_attestation(event: object, keyring: Keyring, path: str, exact: bool = 
     return check_event(event, keyring, path, None, exact, role=ARCHIVE)
 
 
-def read_attestation(line: bytes, keyring: Keyring, path: str) -> dict:
+def read_attestation(line: bytes, keyring: Keyring, path: str) -> dict[str, Any]:
     """One feed line, parsed safely and checked; Rejected names what broke."""
     try:
         document = parse(line, LINE_LIMITS)
     except Rejected as exc:
         raise Rejected(exc.reason, f"{path}.{exc.path}" if exc.path else path, exc.detail) from None
     check_attestation(document.data, keyring, path, document.exact)
-    return cast(dict, document.data)  # check_attestation accepted it: an object
+    return cast(dict[str, Any], document.data)  # check_attestation accepted it: an object
 
 
 @dataclass
@@ -113,7 +113,7 @@ class Chain:
         """Start reading the feed ``source``."""
         self._source, self._open = source, {}
 
-    def follow(self, event: dict, path: str) -> None:
+    def follow(self, event: dict[str, Any], path: str) -> None:
         key_id = event["signature"]["key_id"]
         stretch = self._open.get(key_id)
         if stretch is None:

@@ -1,6 +1,8 @@
 """Signing a new open graph event in the registry's format: what the archiver's
 storage attestations are (``pith.attestation``), and what the test kit mints records with."""
 
+from typing import Any
+
 from .signing import Signer
 
 
@@ -9,13 +11,13 @@ def new_event(
     event_type: str,
     subject: str,
     target: str,
-    payload: dict,
+    payload: dict[str, Any],
     created_at: str,
     signed_at: str,
     prev_event: str | None = None,
     signer_id: str = "pith.science",
     signer_type: str = "pith_registry",
-) -> dict:
+) -> dict[str, Any]:
     event: dict[str, object] = {
         "event_type": event_type,
         "subject_pith_number": subject,

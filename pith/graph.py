@@ -6,10 +6,12 @@ and a sample of them. Real registry bundles carry references only; who cites a r
 is then shown on its record page alone.
 """
 
+from typing import Any
+
 from .numbers import PITH_NUMBER_RE
 
 
-def latest_snapshot(bundle: dict) -> dict:
+def latest_snapshot(bundle: dict[str, Any]) -> dict[str, Any]:
     """The ``graph_snapshot`` object of the bundle's last graph_snapshot event ({} if none)."""
     for event in reversed(bundle.get("events") or []):
         if isinstance(event, dict) and event.get("event_type") == "graph_snapshot":
@@ -18,7 +20,7 @@ def latest_snapshot(bundle: dict) -> dict:
     return {}
 
 
-def names_every_citer(bundle: dict | None) -> bool:
+def names_every_citer(bundle: dict[str, Any] | None) -> bool:
     """Whether the bundle itself names every record that cites it (its ``citations``
     sample is as long as its count), so its record page could name no other record."""
     citations = latest_snapshot(bundle).get("citations") if isinstance(bundle, dict) else None

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
@@ -113,7 +114,7 @@ class PinnedKey:
             return False
         return True
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """This key shaped like a bundle's ``public_keys`` entry (with its window, if any)."""
         window = {
             name: _stamp(value)
@@ -134,7 +135,7 @@ def _stamp(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def _window_end(entry: dict, name: str) -> datetime | None:
+def _window_end(entry: dict[str, Any], name: str) -> datetime | None:
     value = entry.get(name)
     if value is None:
         return None
@@ -144,7 +145,7 @@ def _window_end(entry: dict, name: str) -> datetime | None:
     return moment
 
 
-def key_from_entry(entry: dict, role: str = REGISTRY) -> PinnedKey:
+def key_from_entry(entry: dict[str, Any], role: str = REGISTRY) -> PinnedKey:
     """Build a key from a ``public_keys``-shaped entry, checking any fingerprints given;
     ``role`` is its role when the entry names none."""
     if not isinstance(entry, dict) or not isinstance(entry.get("key_id"), str):
@@ -244,11 +245,11 @@ class Keyring:
 
     def check_signature(
         self,
-        sig: dict,
+        sig: dict[str, Any],
         message: bytes,
         path: str,
         invalid_reason: Reason,
-        members: frozenset | None = None,
+        members: frozenset[str] | None = None,
         *,
         role: str,
         created_at: object = UNDATED,

@@ -1,10 +1,12 @@
 """The registry's URL layout: where a record's resolver page, bundle and state live
 under a base URL. Mirrors serve the same layout, so one function names them all."""
 
+from typing import Any
+
 REGISTRY_BASE = "https://pith.science"
 
 
-def links_for(suffix: str, base: str = REGISTRY_BASE) -> dict:
+def links_for(suffix: str, base: str = REGISTRY_BASE) -> dict[str, Any]:
     return {
         "resolver": f"{base}/pith/{suffix}",
         "bundle": f"{base}/pith/{suffix}/bundle.json",

@@ -7,6 +7,7 @@ entry shape); a merge that used such a rule says so through ``inferred``.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
 ENTRY_FIELDS = ("event_id", "target", "created_at", "signer", "payload")
@@ -25,18 +26,18 @@ LISTS = {
 
 @dataclass
 class MergeResult:
-    state: dict  # without state_sha256
-    inferred: list  # event types merged by an inferred rule, in first-seen order
+    state: dict[str, Any]  # without state_sha256
+    inferred: list[Any]  # event types merged by an inferred rule, in first-seen order
 
 
-def entry(event: dict) -> dict:
+def entry(event: dict[str, Any]) -> dict[str, Any]:
     return {field: event.get(field) for field in ENTRY_FIELDS}
 
 
-def merge(pith_number: str, source_aliases: list, events: list) -> MergeResult:
+def merge(pith_number: str, source_aliases: list[Any], events: list[Any]) -> MergeResult:
     """The state (without ``state_sha256``) that ``events``, all valid, merge into."""
     current: dict[str, object] = {"canonical_record": None, "source_aliases": source_aliases}
-    lists: dict[str, list[dict]] = {name: [] for name in LISTS.values()}
+    lists: dict[str, list[dict[str, Any]]] = {name: [] for name in LISTS.values()}
     current.update(lists)
     inferred: list[str] = []
     for event in events:

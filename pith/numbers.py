@@ -40,12 +40,12 @@ def suffix_of(pith: str) -> str:
 
 
 @lru_cache(maxsize=256)  # a crawl sees the same few keys in every bundle
-def _fingerprints(raw_key: bytes) -> tuple:
+def _fingerprints(raw_key: bytes) -> tuple[str, str, str]:
     digest = hashlib.sha256(raw_key).digest()
     return raw_key.hex(), digest.hex()[:32], b32(digest)[:26]
 
 
-def key_fingerprints(raw_key: bytes) -> dict:
+def key_fingerprints(raw_key: bytes) -> dict[str, str]:
     hex_key, fingerprint, fingerprint_b32 = _fingerprints(raw_key)
     return {
         "public_key_hex": hex_key,

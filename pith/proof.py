@@ -11,6 +11,7 @@ JSON (its line in the feed), so the leaf hash is ``SHA-256(0x00 || canon(attesta
 
 import base64
 import binascii
+from typing import Any
 
 from .attestation import check_attestation
 from .canonical import canon
@@ -22,7 +23,9 @@ from .reasons import Reason, Rejected
 MEMBERS = ("pith_number", "attestation", "leaf_index", "tree_size", "inclusion_proof", "checkpoint")
 
 
-def proof_document(attestation: dict, leaf_index: int, proof: list[bytes], note: str, tree_size: int) -> dict:
+def proof_document(
+    attestation: dict[str, Any], leaf_index: int, proof: list[bytes], note: str, tree_size: int
+) -> dict[str, Any]:
     return {
         "pith_number": attestation["subject_pith_number"],
         "attestation": attestation,

@@ -1,7 +1,11 @@
-"""Stable reason codes for rejected documents, and the exception that carries them.
+"""The one catalogue of codes: why a document is rejected (``Reason``, with the
+exception that carries it) and what an audit or a cosigning finds (``Finding``).
 
-Codes are part of the public interface (they land in the ``verifications`` table and
-in ``verify --json`` output): add new ones, never rename old ones.
+Codes are part of the public interface (they land in the ``verifications`` table, in
+``verify --json`` and ``audit --json`` output): add new ones, never rename old ones. A
+code means one thing wherever it is given: a finding that is also a rejection
+(``chain_broken``, ``checkpoint_invalid``) is spelled as the rejection. Both catalogues
+are tested against the docs' tables, both ways (tests/test_codes.py).
 """
 
 from enum import StrEnum
@@ -126,6 +130,33 @@ REASONS: dict[Reason, str] = {
     Reason.WRONG_RECORD: "a source answered for one record with another record's document (its pith_number names "
     "another record): a bad copy from that source, never archived as the record asked for",
 }
+
+
+class Finding(StrEnum):
+    """An audit finding's code (``storage.audit``, ``storage.log_proofs``), or a witness's
+    answer to ``cosign``: the first word of each line those commands print."""
+
+    MANIFEST_INVALID = "manifest_invalid"
+    MANIFEST_UNPINNED = "manifest_unpinned"
+    MISSING = "missing"
+    SIZE_MISMATCH = "size_mismatch"
+    HASH_MISMATCH = "hash_mismatch"
+    BUNDLE_REJECTED = "bundle_rejected"
+    ROWS_MISMATCH = "rows_mismatch"
+    ATTESTATION_INVALID = "attestation_invalid"
+    CHAIN_BROKEN = Reason.CHAIN_BROKEN.value
+    WARC_INVALID = "warc_invalid"
+    ORPHAN = "orphan"
+    # the transparency-log checks (storage.log_proofs); the first two are also what a witness reports
+    LOG_ROLLED_BACK = "log_rolled_back"
+    LOG_FORKED = "log_forked"
+    LOG_BROKEN = "log_broken"
+    CHECKPOINT_INVALID = Reason.CHECKPOINT_INVALID.value
+    TILE_MISMATCH = "tile_mismatch"
+    CHECKPOINT_UNPUBLISHED = "checkpoint_unpublished"
+    # a witness's other answers to cosign (storage.transparency.cosign)
+    WITNESS_REFUSED = "witness_refused"
+    WITNESS_UNREACHABLE = "witness_unreachable"
 
 
 class Rejected(Exception):

@@ -2,6 +2,8 @@
 signed by a pinned archive key (the archiver that made the release). What it lists (each
 file's size and sha256) is then checked against the files by whoever holds them."""
 
+from typing import Any
+
 from .canonical import canon_sha256
 from .keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from .parse import Limits, parse
@@ -12,7 +14,7 @@ SIGNED_MESSAGE = "release_sha256_bytes"
 RELEASE_LIMITS = Limits(max_bytes=1 << 28)
 
 
-def check_release(raw: bytes, keyring: Keyring) -> dict:
+def check_release(raw: bytes, keyring: Keyring) -> dict[str, Any]:
     """The release document in ``raw`` once its hash and signature hold; Rejected otherwise."""
     document = parse(raw, RELEASE_LIMITS)
     release = document.data

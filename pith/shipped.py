@@ -6,6 +6,7 @@ command line) names the software and finds the embedded data the same way.
 
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 FIXTURES = files(__package__) / "fixtures"
 """The real registry bundles shipped with the tool: the embedded default data. Package
@@ -13,7 +14,7 @@ data read through importlib.resources, so it is found in a zipped egg too (a pro
 Scrapyd runs): a folder when installed, a place in the archive there."""
 
 
-def real_bundles() -> list:
+def real_bundles() -> list[Any]:
     """The shipped real bundles (importlib.resources Traversables), in name order."""
     return sorted((p for p in FIXTURES.iterdir() if p.name.endswith(".bundle.json")), key=lambda p: p.name)
 

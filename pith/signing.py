@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from nacl.signing import SigningKey
 
@@ -52,7 +53,7 @@ class Signer:
         archiver's own key is (a signer minting test bundles is pinned as ``registry``)."""
         return key_from_entry(self.public_document(), role)
 
-    def public_document(self) -> dict:
+    def public_document(self) -> dict[str, Any]:
         """The public half, shaped like a bundle's ``public_keys`` entry."""
         return {
             "key_id": self.key_id,
@@ -62,7 +63,7 @@ class Signer:
             **key_fingerprints(self.public_raw),
         }
 
-    def archive_key_document(self) -> dict:
+    def archive_key_document(self) -> dict[str, Any]:
         """The key document an archive publishes (keys/<key_id>.json, ``keys generate``):
         the public half, saying it is an archive key."""
         return {**self.public_document(), "role": ARCHIVE}
@@ -70,7 +71,7 @@ class Signer:
     def sign_b64(self, digest_hex: str) -> str:
         return base64.b64encode(self._key.sign(bytes.fromhex(digest_hex)).signature).decode("ascii")
 
-    def signature(self, digest_hex: str, signed_message: str, signed_at: str | None = None) -> dict:
+    def signature(self, digest_hex: str, signed_message: str, signed_at: str | None = None) -> dict[str, Any]:
         return {
             "signature_status": "signed_v1",
             "algorithm": "ed25519",
@@ -81,7 +82,7 @@ class Signer:
             "signed_at": signed_at or utc_now(),
         }
 
-    def sign_event(self, event: dict, signed_at: str | None = None) -> dict:
+    def sign_event(self, event: dict[str, Any], signed_at: str | None = None) -> dict[str, Any]:
         """Return ``event`` with content_sha256, event_id and signature set."""
         content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
         digest = canon_sha256(content)

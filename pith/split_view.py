@@ -10,6 +10,7 @@ mirror serving readers different histories of one record. Events are compared by
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 SAME, EXTENDS, FORK = "same", "extends", "fork"
 
@@ -20,7 +21,7 @@ class Comparison:
     parted_at: int  # the first position where the lists differ (the shorter one's length when one extends)
 
 
-def event_ids(bundle: dict) -> tuple[str, ...]:
+def event_ids(bundle: dict[str, Any]) -> tuple[str, ...]:
     """A verified bundle's event ids, in order."""
     return tuple(event["event_id"] for event in bundle["events"])
 

@@ -12,6 +12,7 @@ the inclusion proof and the (cosigned) checkpoint, checked against a witness pol
 
 import base64
 import binascii
+from typing import Any
 
 from .attestation import check_attestation
 from .checkpoint import Checkpoint, parse_checkpoint
@@ -33,7 +34,7 @@ def tlog_proof(entry: bytes, index: int, proof: list[bytes], note: str) -> str:
     return "\n".join(lines) + "\n\n" + note
 
 
-def check_tlog_proof(text: str, policy: Policy) -> tuple[Checkpoint, dict, set[str]]:
+def check_tlog_proof(text: str, policy: Policy) -> tuple[Checkpoint, dict[str, Any], set[str]]:
     """``(checkpoint, attestation, witnesses that cosigned)`` once the proof holds:
     the checkpoint is signed by a log of the policy, the entry (a storage attestation
     signed by that log's key) is at the index, and the cosignatures meet the quorum."""

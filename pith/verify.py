@@ -58,17 +58,17 @@ class Verdict:
     canonical_sha256: str | None = None
     bundle_sha256: str | None = None
     state_sha256: str | None = None
-    bundle: dict | None = field(default=None, repr=False)  # the parsed document, once it parsed
+    bundle: dict[str, Any] | None = field(default=None, repr=False)  # the parsed document, once it parsed
     exact: bool = False  # pith.canonical.canon may take its fast path on ``bundle``
     merge_confirmed: bool = True  # false: some event types merged by a rule only inferred
-    inferred_types: tuple = ()  # those event types, in first-seen order
+    inferred_types: tuple[str, ...] = ()  # those event types, in first-seen order
     merge_inferred_match: bool | None = None  # the inferred rule recomputes exactly the signed state
 
     @property
     def ok(self) -> bool:
         return self.status == Status.VERIFIED
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         merge = (
             {}
             if self.merge_confirmed
@@ -102,7 +102,7 @@ def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Ve
 def verify_document(bundle: Any, keyring: Keyring, exact: bool = False) -> Verdict:
     """Verify an already parsed bundle; ``exact`` as in pith.canonical.canon."""
     try:
-        facts = check_bundle(bundle, keyring, exact)
+        facts = bundle_facts(bundle, keyring, exact)
     except Rejected as rejected:
         number = bundle.get("pith_number") if isinstance(bundle, dict) else None
         return Verdict(
@@ -119,7 +119,7 @@ def verify_document(bundle: Any, keyring: Keyring, exact: bool = False) -> Verdi
 # --- schema helpers --------------------------------------------------------------
 
 
-def _need(obj: dict, key: str, kind: type | tuple[type, ...], path: str) -> Any:
+def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
@@ -127,20 +127,20 @@ def _need(obj: dict, key: str, kind: type | tuple[type, ...], path: str) -> Any:
     return value
 
 
-def _need_hex(obj: dict, key: str, path: str) -> str:
-    value = _need(obj, key, str, path)
+def _need_hex(obj: dict[str, Any], key: str, path: str) -> str:
+    value: str = _need(obj, key, str, path)
     if len(value) != 64 or value.strip("0123456789abcdef"):
         raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", "expected 64 lowercase hex digits")
     return value
 
 
-def _need_equal(obj: dict, key: str, expected: object, path: str) -> None:
+def _need_equal(obj: dict[str, Any], key: str, expected: object, path: str) -> None:
     if obj.get(key) != expected:
         raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
 
 
-def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
-    sig = _need(obj, key, dict, path)
+def _signature_block(obj: dict[str, Any], key: str, message: str, path: str) -> dict[str, Any]:
+    sig: dict[str, Any] = _need(obj, key, dict, path)
     _need_equal(sig, "signed_message", message, f"{path}{key}.")
     _need_equal(sig, "signature_status", SIGNATURE_STATUS, f"{path}{key}.")
     return sig
@@ -149,7 +149,7 @@ def _signature_block(obj: dict, key: str, message: str, path: str) -> dict:
 # --- the checks ------------------------------------------------------------------
 
 
-def check_bundle(bundle: Any, keyring: Keyring, exact: bool = False) -> dict:
+def bundle_facts(bundle: Any, keyring: Keyring, exact: bool = False) -> dict[str, Any]:
     if not isinstance(bundle, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, "", f"a bundle is an object, found {type(bundle).__name__}")
     _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
@@ -199,7 +199,7 @@ def check_bundle(bundle: Any, keyring: Keyring, exact: bool = False) -> dict:
     return facts
 
 
-def _check_versions(bundle: dict) -> None:
+def _check_versions(bundle: dict[str, Any]) -> None:
     """A version this archiver does not know is named, never guessed at."""
     for key, known in (("bundle_version", BUNDLE_VERSIONS), ("merge_version", (MERGE_VERSION,))):
         value = _need(bundle, key, str, "")
@@ -211,7 +211,14 @@ def _check_versions(bundle: dict) -> None:
             )
 
 
-def _check_record(bundle: dict, record: dict, canonical: str, events: list, state: dict, exact: bool) -> int:
+def _check_record(
+    bundle: dict[str, Any],
+    record: dict[str, Any],
+    canonical: str,
+    events: list[Any],
+    state: dict[str, Any],
+    exact: bool,
+) -> int:
     if canon_sha256(record, exact) != canonical:
         raise Rejected(Reason.CANONICAL_HASH_MISMATCH, "canonical_sha256", "does not hash canonical_record")
     created = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("event_type") == "record_created"]
@@ -229,7 +236,9 @@ def _check_record(bundle: dict, record: dict, canonical: str, events: list, stat
     return index
 
 
-def _check_numbers(bundle: dict, number: str, canonical: str, submitted: Any, aliases: Any, state: dict) -> None:
+def _check_numbers(
+    bundle: dict[str, Any], number: str, canonical: str, submitted: Any, aliases: Any, state: dict[str, Any]
+) -> None:
     if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
         raise Rejected(Reason.SCHEMA_VIOLATION, "canonical_record.metadata.submitted_at", "expected an ISO date")
     suffix = pith_suffix(canonical)
@@ -254,7 +263,7 @@ def _check_numbers(bundle: dict, number: str, canonical: str, submitted: Any, al
                 )
 
 
-def _check_public_keys(bundle: dict, keyring: Keyring) -> None:
+def _check_public_keys(bundle: dict[str, Any], keyring: Keyring) -> None:
     for index, entry in enumerate(_need(bundle, "public_keys", list, "")):
         path = f"public_keys[{index}]."
         if not isinstance(entry, dict):
@@ -314,7 +323,7 @@ def check_event(
     return content_sha256
 
 
-def _check_state(merged: MergeResult, state: dict, exact: bool) -> tuple[str, dict]:
+def _check_state(merged: MergeResult, state: dict[str, Any], exact: bool) -> tuple[str, dict[str, Any]]:
     """The state's hash, and the state without it. With an inferred merge rule the
     recomputation is not held against the signed state (the caller records whether
     they agree)."""
@@ -331,7 +340,7 @@ def _check_state(merged: MergeResult, state: dict, exact: bool) -> tuple[str, di
     return state_sha256, body
 
 
-def _check_bundle_signature(bundle: dict, keyring: Keyring, exact: bool) -> str:
+def _check_bundle_signature(bundle: dict[str, Any], keyring: Keyring, exact: bool) -> str:
     sig = _signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
     # signed_at is the one field no hash covers: hold it to a timestamp's form, so
     # anything passed on as verified carries no unsigned payload beyond a date.

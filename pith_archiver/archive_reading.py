@@ -21,7 +21,7 @@ from storage.reader import NothingCommitted, reading_keyring
 from storage.signing_key import default_key_path
 from storage.stores import ObjectStore, StorageError, open_store
 
-from .exit_status import ConfigError, RunFailed
+from .exit_status import ConfigError, ExitStatus, RunFailed
 from .keyrings import keyring_options, machine_key
 from .output import Command
 
@@ -129,13 +129,19 @@ def open_archive(uri: str, trust: Trust) -> tuple[ObjectStore, Keyring]:
     return store, trusted_keyring(store, trust)
 
 
+class NoProof(click.ClickException):
+    """The archive cannot prove what was asked (nothing attested, or its log is broken): one line, exit 1."""
+
+    exit_code = ExitStatus.REJECTED
+
+
 def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:
     """The one-line error for an archive none of whose manifests is trusted."""
-    hints = "; ".join(f"for {key_id}, {pin_hint(archive, key_id)}" for key_id in exc.unpinned)
+    hints = "; ".join(f"for {key_id}, {archive_pin_hint(archive, key_id)}" for key_id in exc.unpinned)
     return ConfigError(f"{exc}" + (f"; {hints}" if hints else ""))
 
 
-def pin_hint(archive: str, key_id: str) -> str:
+def archive_pin_hint(archive: str, key_id: str) -> str:
     """How to trust the manifests of an archiver key that is not pinned."""
     return (
         f"pass --keyring {archive.rstrip('/')}/{layout.key_document(key_id)} after checking its fingerprint, "

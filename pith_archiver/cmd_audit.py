@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from pith.reasons import Finding
 from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
 from storage.stores import StorageError
 
-from .archive_reading import TRUST_HELP, Trust, open_archive, pin_hint, trust_options
+from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
 from .output import echo, log_to_stderr, verbosity_options
 from .progress import progress
@@ -60,8 +61,12 @@ def audit(
         run = Audit(store, keyring, keyring, on_object=checked)
         try:
             for found in run.run():
-                if found.code == "manifest_unpinned" and found.key_id:  # the fix goes with it, where a scheduler reads
-                    found = replace(found, detail=f"{found.detail}; to check them, {pin_hint(archive, found.key_id)}")
+                if (
+                    found.code is Finding.MANIFEST_UNPINNED and found.key_id
+                ):  # the fix goes with it, where a scheduler reads
+                    found = replace(
+                        found, detail=f"{found.detail}; to check them, {archive_pin_hint(archive, found.key_id)}"
+                    )
                 echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
             for found in log_findings(store, run.archive_keyring, run.logs(), saved):

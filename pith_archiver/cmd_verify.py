@@ -109,7 +109,7 @@ def verify(
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
         from .cmd_cosign import read_policy
-        from .cmd_tlog import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
+        from .proof_files import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
 
         if policy_file:
             sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))

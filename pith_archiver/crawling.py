@@ -63,7 +63,7 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
 
 def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
     """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
-    return the final Scrapy stats; ``on_interim_commit(stats)`` after each checkpoint commit."""
+    return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
     tuning.economise()
     tuning.without_numpy_or_pandas()
     process = CrawlerProcess(project_settings(overrides))
@@ -71,10 +71,10 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
     crawler.signals.connect(_print_notice, signal=operator_notice)
     if on_interim_commit is not None:
 
-        def checkpointed(**_: Any) -> None:
+        def interim_done(**_: Any) -> None:
             on_interim_commit(crawler.stats.get_stats())
 
-        crawler.signals.connect(checkpointed, signal=interim_committed, weak=False)
+        crawler.signals.connect(interim_done, signal=interim_committed, weak=False)
     failures: list[Failure] = []
     process.crawl(crawler, **spider_args).addErrback(failures.append)
     escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)

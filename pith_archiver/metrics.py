@@ -55,7 +55,7 @@ def previous_values(path: str | None) -> dict[str, float]:
 
 
 def registry_for(summary: RunSummary, previous: dict[str, float]) -> CollectorRegistry:
-    """The run's metrics. While a crawl goes on (a checkpoint: no status yet) the exit
+    """The run's metrics. While a crawl goes on (an interim commit: no status yet) the exit
     status is the last finished run's, and ``run_in_progress`` is 1."""
     registry = CollectorRegistry()
     labels = {"command": summary.command, "archive": summary.archive}
@@ -79,7 +79,11 @@ def registry_for(summary: RunSummary, previous: dict[str, float]) -> CollectorRe
     requests = Counter(f"{PREFIX}_requests", "HTTP requests the run made.", LABELS, registry=registry)
     requests.labels(**labels).inc(summary.requests)
     gauge("run_duration_seconds", "Wall time of the run (so far, while it goes on).", summary.duration)
-    gauge("run_in_progress", "1 at a checkpoint of a crawl that goes on, 0 when the run ended.", summary.status is None)
+    gauge(
+        "run_in_progress",
+        "1 at an interim commit of a crawl that goes on, 0 when the run ended.",
+        summary.status is None,
+    )
     status = previous.get("exit_status") if summary.status is None else int(summary.status)
     gauge("exit_status", "The exit status of the last finished run (see --help).", status)
     success = summary.finished if summary.succeeded else previous.get("last_success_timestamp_seconds")

@@ -48,7 +48,7 @@ class RunHooks:
             setattr(self.summary, name, value)
 
     def interim_commit(self, **counts: object) -> None:
-        """A crawl committed a checkpoint and goes on: the metrics file says how far it is."""
+        """A crawl made an interim commit and goes on: the metrics file says how far it is."""
         self.update(**counts)
         if self.metrics_file:
             self._warn_on_failure("--metrics-file", self._write_metrics)
@@ -121,7 +121,7 @@ def run_hook_options(command: str) -> Callable[[Command], Command]:
             "--metrics-file",
             metavar="FILE",
             help="Write the run's Prometheus metrics to this file (node_exporter's textfile collector), "
-            "replaced whole at the end" + (" and at each checkpoint." if command == "crawl" else "."),
+            "replaced whole at the end" + (" and at each interim commit." if command == "crawl" else "."),
         )(func)
 
         @functools.wraps(func)

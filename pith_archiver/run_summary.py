@@ -21,7 +21,7 @@ class RunSummary:
     command: str  # crawl, audit or export
     archive: str
     started: float = field(default_factory=time.time)  # seconds since the epoch
-    status: ExitStatus | None = None  # None while the run goes on (a crawl's checkpoint)
+    status: ExitStatus | None = None  # None while the run goes on (a crawl's interim commit)
     why: str = ""
     archived: int = 0  # crawl: bundles archived new; audit: bundles checked; export: bundle versions exported
     unchanged: int = 0

@@ -29,9 +29,9 @@ CRAWL_ARENAS = 2
 
 def economise() -> bool:
     """Much of a crawl's peak memory is not live data but pages the allocators keep once
-    used: pyarrow's own pool (mimalloc or jemalloc) holds every checkpoint's Parquet
+    used: pyarrow's own pool (mimalloc or jemalloc) holds every interim commit's Parquet
     encoding buffers, and glibc gives each thread that ever allocated (upload,
-    checkpoint and Scrapy's DNS threads) an arena of its own. Both are settable only
+    interim commit and Scrapy's DNS threads) an arena of its own. Both are settable only
     before the first allocation they govern: pyarrow reads ``ARROW_DEFAULT_MEMORY_POOL``
     when it first builds its pool, glibc caps arenas for threads started after
     ``mallopt``. An operator's own setting of either variable wins.

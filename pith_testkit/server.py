@@ -5,7 +5,7 @@ request log names the fault that shaped each answer."""
 import asyncio
 from dataclasses import dataclass, fields, replace
 
-from mirror.http import Request, Response, encode
+from mirror.http import Request, Response, encode_response
 from mirror.server import LoggedRequest, MirrorServer
 
 from .faults import FaultInjector, FaultPlan, FaultyResponse, endless_head, faulted
@@ -53,7 +53,7 @@ class FaultyMirrorServer(MirrorServer):
         if getattr(response, "stream", None) is not None:
             return await self._send_endless(request, response, writer)
         if decision.truncate:
-            head, body = encode(request, response, request.keep_alive)
+            head, body = encode_response(request, response, request.keep_alive)
             if body:  # half the body, then a close: the Content-Length sent is never reached
                 self._record(request, int(head[9:12]), faulted(response, "truncate"))
                 writer.write(head + body[: len(body) // 2])
@@ -72,7 +72,7 @@ class FaultyMirrorServer(MirrorServer):
         """The answer a byte at a time, plan.trickle seconds apart, until it is sent or
         the client gives up."""
         self._record(request, response.status, faulted(response, "trickle"))
-        head, body = encode(request, response, False)
+        head, body = encode_response(request, response, False)
         answer = head + body
         for at in range(len(answer)):
             if writer.transport.is_closing():

@@ -9,7 +9,7 @@ Nothing is read or written when a writer is made: ``open`` reads the committed
 archive (its history, the head of this key's attestation chain, where its log stands)
 and makes the spool folder, removing those of killed runs.
 
-A long crawl commits as it goes: ``checkpoint`` seals what was written so far under a
+A long crawl commits as it goes: ``commit_interim`` seals what was written so far under a
 manifest of its own (a run id of its own) and carries on in a new run, so memory,
 and what a crash can lose, stay bounded by the run, not the crawl. The history
 used for dedup and the attestation chain run across runs.
@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 REASON_TYPE = "pith_quarantine_reason"
 
 
-def quarantine_reason(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
+def quarantine_sidecar(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
     """The sidecar of a quarantined bundle: a function of the bytes and the verifier
     only (the URL and time are in the verifications table), so re-quarantining the same
     bytes writes the same sidecar."""
@@ -110,7 +110,7 @@ class ArchiveWriter:
         history (default: this signer's key). ``dedup=False`` starts as if the archive
         were empty (no dedup, no history, a new attestation chain): for a fresh archive
         only. ``uploader`` may be shared between writers. ``run_id`` names the first
-        run; checkpoints start the next ones with new run ids."""
+        run; interim commits start the next ones with new run ids."""
         self.store = store
         self.signer = signer
         self.worker = worker
@@ -252,7 +252,7 @@ class ArchiveWriter:
             self._count(open_run, "duplicates" if duplicate else "verified")
             if objection:
                 self._count(open_run, Reason.NOT_APPEND_ONLY)
-            # tracked before the lock is released: a checkpoint taking this run waits for it
+            # tracked before the lock is released: an interim commit taking this run waits for it
             if raw_path is None:  # a duplicate
                 stored = _done(None)
             else:
@@ -293,7 +293,7 @@ class ArchiveWriter:
                 return _done(None)
             open_run.submit(
                 layout.quarantine_reason(raw_sha256),
-                quarantine_reason(verdict, raw_sha256, len(raw)),
+                quarantine_sidecar(verdict, raw_sha256, len(raw)),
                 keep_existing=True,
             )
             return open_run.submit(layout.quarantined(raw_sha256), raw)
@@ -322,9 +322,9 @@ class ArchiveWriter:
             self._count(open_run, "failed")
 
     @property
-    def current_run(self) -> str:
+    def current_run(self) -> layout.RunId:
         """The run id of the run adds go into now. Read after an add, it names that
-        add's run or a later one (a checkpoint may switch between the two)."""
+        add's run or a later one (an interim commit may switch between the two)."""
         with self._lock:
             return self._run().run_id
 
@@ -352,7 +352,7 @@ class ArchiveWriter:
             if self.warc is not None:  # its records are this run's: it commits the file
                 self.warc.roll(open_run)
             logger.info(
-                "run %s writing to %s (checkpoint of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
+                "run %s writing to %s (interim commit of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
             )
             try:
                 return self._committer.commit(open_run, stats, params)
@@ -377,7 +377,7 @@ class ArchiveWriter:
         """Stop without a manifest; what was uploaded stays behind as orphans (the audit lists them)."""
         if self._open:
             self._open = False
-            with self._commit_lock:  # a checkpoint under way still writes into the spool
+            with self._commit_lock:  # an interim commit under way still writes into the spool
                 if self.warc is not None:
                     self.warc.discard()
                 self._run().discard()
@@ -386,11 +386,11 @@ class ArchiveWriter:
     def refresh(self) -> int:
         """Read the manifests other writers committed since this one opened (or last
         refreshed) into the history used for dedup: before redoing a dead worker's
-        tasks, whose checkpoints may already hold some of them. Returns how many."""
+        tasks, whose interim commits may already hold some of them. Returns how many."""
         return self._history.refresh(self._lock)
 
     # --- internals -------------------------------------------------------------
-    def _new_run(self, run_id: str | None = None) -> OpenRun:
+    def _new_run(self, run_id: layout.RunId | None = None) -> OpenRun:
         run_id = run_id or layout.new_run_id(self.worker)
         self._history.known_runs.add(run_id)
         return OpenRun(

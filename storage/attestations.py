@@ -1,7 +1,7 @@
 """The archive's storage attestation feed: one signed attestation (``pith.attestation``)
 per bundle version a run stores, chained per archiver key across runs.
 
-A run's attestations are signed when it commits (each checkpoint of a long crawl is
+A run's attestations are signed when it commits (each interim commit of a long crawl is
 a run of its own), once every object they name is stored, in the order the store
 acknowledged them; they are written before the manifest as
 ``attestations/<run_id>.jsonl`` (listed in the manifest like any object) and as rows

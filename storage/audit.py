@@ -22,7 +22,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from functools import partial
 
 import pyarrow as pa
@@ -31,7 +30,7 @@ import pyarrow.parquet as pq
 from pith.attestation import Chain, read_attestation, split_lines
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
-from pith.reasons import Rejected
+from pith.reasons import Finding, Rejected
 from pith.verify import verify_bundle
 
 from . import layout
@@ -43,46 +42,6 @@ from .warc_check import record_problems
 logger = logging.getLogger(__name__)
 
 
-class Finding(StrEnum):
-    """An audit finding's code, spelled like the reason codes of ``pith.reasons``
-    (a finding that is a rejection has the same code)."""
-
-    MANIFEST_INVALID = "manifest_invalid"
-    MANIFEST_UNPINNED = "manifest_unpinned"
-    MISSING = "missing"
-    SIZE_MISMATCH = "size_mismatch"
-    HASH_MISMATCH = "hash_mismatch"
-    BUNDLE_REJECTED = "bundle_rejected"
-    ROWS_MISMATCH = "rows_mismatch"
-    ATTESTATION_INVALID = "attestation_invalid"
-    CHAIN_BROKEN = "chain_broken"
-    WARC_INVALID = "warc_invalid"
-    ORPHAN = "orphan"
-    # the transparency-log checks (storage.log_proofs)
-    LOG_ROLLED_BACK = "log_rolled_back"
-    LOG_FORKED = "log_forked"
-    LOG_BROKEN = "log_broken"
-    CHECKPOINT_INVALID = "checkpoint_invalid"
-    TILE_MISMATCH = "tile_mismatch"
-    CHECKPOINT_UNPUBLISHED = "checkpoint_unpublished"
-
-
-CODES: dict[Finding, str] = {
-    Finding.MANIFEST_INVALID: "a manifest does not verify under the pinned keys; its reason follows",
-    Finding.MANIFEST_UNPINNED: "well-formed manifests signed by a key that is not pinned (one finding per key): their "
-    "objects are not checked",
-    Finding.MISSING: "an object a committed manifest lists is not in the store",
-    Finding.SIZE_MISMATCH: "an object's size differs from its manifest entry",
-    Finding.HASH_MISMATCH: "an object's sha256 differs from its manifest entry",
-    Finding.BUNDLE_REJECTED: "a raw bundle no longer verifies; its reason follows",
-    Finding.ROWS_MISMATCH: "a table file's rows (from its footer), or a run's row totals, differ from its manifest",
-    Finding.ATTESTATION_INVALID: "an attestation does not verify, or names an object its run did not store",
-    Finding.CHAIN_BROKEN: "an attestation's prev_event does not name its key's previous attestation",
-    Finding.WARC_INVALID: "a WARC file whose records do not check (block or payload digest, or unreadable from some "
-    "offset on), as warcio check sees them",
-    Finding.ORPHAN: "a file no committed manifest lists, anywhere in the archive (keys/, manifests/, unknown folders "
-    "and partial writes included; a local crawl's own state excepted)",
-}
 TAIL_BYTES = 1 << 20  # kept from the end of a table file: its Parquet footer
 
 

@@ -8,6 +8,7 @@ the layout is changed (and versioned) in one module only.
 import re
 import secrets
 from datetime import datetime, timezone
+from typing import NewType
 from urllib.parse import quote, unquote
 
 RAW = "raw/bundles"
@@ -25,6 +26,7 @@ TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.]+-[0-9a-f]{8}$")
+RunId = NewType("RunId", str)  # a run's name, ``20261122T053000Z-<worker>-<8 hex>``; never an OpenRun
 _WORKER = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
 
 
@@ -103,10 +105,10 @@ def is_manifest(path: str) -> bool:
     return manifest_run_id(path) is not None
 
 
-def manifest_run_id(path: str) -> str | None:
+def manifest_run_id(path: str) -> RunId | None:
     """The run id a manifest path names, or None for any other path."""
     name = path[len(MANIFESTS) + 1 :] if path.startswith(f"{MANIFESTS}/") else ""
-    return name[:-5] if name.endswith(".json") and _RUN_ID.match(name[:-5]) else None
+    return RunId(name[:-5]) if name.endswith(".json") and _RUN_ID.match(name[:-5]) else None
 
 
 def key_document(key_id: str) -> str:
@@ -135,7 +137,7 @@ def published_checkpoint(key_id: str) -> str:
     return f"{log_root(key_id)}/checkpoint"
 
 
-def checkpoint(key_id: str, size: int) -> str:
+def checkpoint_at(key_id: str, size: int) -> str:
     """The signed checkpoint of a key's log at ``size`` leaves, as its commit wrote it."""
     return f"{log_root(key_id)}/{CHECKPOINTS}/{size}"
 
@@ -157,15 +159,15 @@ def is_log_tile(key_id: str, path: str) -> bool:
     return path.startswith(f"{log_root(key_id)}/tile/")
 
 
-def new_run_id(worker: str = "w0", now: datetime | None = None) -> str:
+def new_run_id(worker: str = "w0", now: datetime | None = None) -> RunId:
     """``20261122T053000Z-<worker>-<8 hex>``: sorts by start time, unique per worker."""
     if not _WORKER.match(worker):
         raise LayoutError(f"worker names are 1-64 of [A-Za-z0-9_.]: {worker!r}")
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{worker}-{secrets.token_hex(4)}"
+    return RunId(f"{stamp}-{worker}-{secrets.token_hex(4)}")
 
 
-def check_run_id(run_id: str) -> str:
+def check_run_id(run_id: str) -> RunId:
     if not _RUN_ID.match(run_id):
         raise LayoutError(f"not a run id (YYYYMMDDTHHMMSSZ-worker-8hex): {run_id!r}")
-    return run_id
+    return RunId(run_id)

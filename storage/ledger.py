@@ -3,8 +3,8 @@
 Each object the store acknowledges is one JSON line: its manifest entry and, for a
 bundle version owed an attestation, what the attestation says of it and when the
 store acknowledged it. Held in memory, these come to about 1 KB per bundle, 10 MB at
-a 10,000-bundle checkpoint; in the file, memory stays flat however far apart the
-checkpoints are.
+a 10,000-bundle interim commit; in the file, memory stays flat however far apart the
+interim commits are.
 """
 
 import os

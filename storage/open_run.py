@@ -20,6 +20,7 @@ from pith.reasons import Reason
 from pith.signing import utc_now
 
 from .attestations import Stored
+from .layout import RunId
 from .ledger import Ledger
 from .stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from .table_writer import RollPolicy, RowBudget, TableWriter
@@ -56,7 +57,7 @@ class OpenRun:
 
     def __init__(
         self,
-        run_id: str,
+        run_id: RunId,
         store: ObjectStore,
         uploader: BoundedUploader,
         failure: RunFailure,

@@ -62,7 +62,7 @@ class RowBudget:
         self._writers.append(writer)
 
     def leave(self, writer: "TableWriter") -> None:
-        """A closed writer holds no rows (a run's checkpoints close theirs as they go)."""
+        """A closed writer holds no rows (a crawl's interim commits close theirs as they go)."""
         if writer in self._writers:
             self._writers.remove(writer)
 

@@ -155,7 +155,7 @@ class Child:
             self.sock.sendall(framed(orjson.dumps({"files": files, "errors": errors})))
 
 
-def serve(sock: socket.socket) -> None:
+def serve_warc_writer(sock: socket.socket) -> None:
     """The child's life: the crawl's messages, in order, until it closes or discards."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
     os.nice(NICENESS)
@@ -171,4 +171,4 @@ def serve(sock: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    serve(socket_of(sys.argv))
+    serve_warc_writer(socket_of(sys.argv))

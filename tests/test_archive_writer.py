@@ -201,7 +201,7 @@ def test_abort_writes_no_manifest(store, verified, test_signer, test_keyring, re
         writer.commit()
 
 
-# --- checkpoints: a long run commits as it goes ----------------------------------------
+# --- interim commits: a long run commits as it goes ------------------------------------
 
 
 def run_of(manifest_path: str) -> str:
@@ -218,7 +218,7 @@ def records_by_manifest(store, keyring) -> dict[str, list[str]]:
     return found
 
 
-def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
+def test_interim_commits_commit_as_the_run_goes_and_chain_the_attestations(
     store, verified, test_signer, test_keyring, registry_keyring
 ):
     writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
@@ -253,30 +253,30 @@ def test_checkpoints_commit_as_the_run_goes_and_chain_the_attestations(
 
 @pytest.mark.slow
 def test_adds_during_an_interim_commit_go_to_the_next_run(store, corpus_dir, corpus_keyring, test_signer, test_keyring):
-    """Checkpoints run in a thread while the crawl keeps adding: nothing falls between."""
+    """Interim commits run in a thread while the crawl keeps adding: nothing falls between."""
     versions = [
         (f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
         for suffix, raw in corpus_raws(corpus_dir).items()
     ]
     writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096)).open()
     with ThreadPoolExecutor(2) as pool:
-        checkpoints = []
+        interim_commits = []
         for i, (url, raw, verdict) in enumerate(versions):
             writer.add_verified(raw, verdict, url, FETCHED)
             if i % 7 == 6:
-                checkpoints.append(pool.submit(writer.commit_interim))
-        paths = [c.result(60) for c in checkpoints]
+                interim_commits.append(pool.submit(writer.commit_interim))
+        paths = [c.result(60) for c in interim_commits]
     paths.append(writer.commit())
     assert len(set(paths)) == len(paths)
     listed = [v for versions in records_by_manifest(store, test_keyring).values() for v in versions]
     assert sorted(listed) == sorted({v.bundle_sha256 for _, _, v in versions})
 
 
-def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
+def test_a_failed_interim_commit_fails_the_writer(store, verified, test_signer):
     writer = ArchiveWriter(store, test_signer, run_id=RUN).open()
     url, raw, verdict = verified[0]
     writer.add_verified(raw, verdict, url, FETCHED).result(30)
-    store.put_bytes(layout.manifest(RUN), b"squatted")  # the checkpoint's manifest name is taken
+    store.put_bytes(layout.manifest(RUN), b"squatted")  # the interim commit's manifest name is taken
     with pytest.raises(StorageError):
         writer.commit_interim()
     with pytest.raises(StorageError, match="failed"):  # its versions are in the history: nothing may follow
@@ -288,7 +288,7 @@ def test_a_failed_checkpoint_fails_the_writer(store, verified, test_signer):
 def test_refresh_learns_what_another_writer_committed_since(store, verified, test_signer, test_keyring):
     (url1, raw1, v1), (url2, raw2, v2), _ = verified
     ours = ArchiveWriter(store, test_signer).open()
-    theirs = ArchiveWriter(store, test_signer, worker="w1").open()  # started before the other's checkpoint
+    theirs = ArchiveWriter(store, test_signer, worker="w1").open()  # started before the other's interim commit
     ours.add_verified(raw1, v1, url1, FETCHED)
     ours.commit_interim()
     assert theirs.refresh() == 1

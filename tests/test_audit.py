@@ -233,7 +233,7 @@ def test_the_audit_reads_each_manifest_once(
     for part in (raws[:2], raws[2:]):
         write_run(store, test_signer, corpus_keyring, part)
     saved = tmp_path / "checkpoint.txt"
-    saved.write_bytes(store.get_bytes(layout.checkpoint(test_signer.key_id, 2)))
+    saved.write_bytes(store.get_bytes(layout.checkpoint_at(test_signer.key_id, 2)))
     key_document = tmp_path / "archive-key.json"
     key_document.write_text(json.dumps(test_signer.public_document()))
     proxy = fault_proxy()

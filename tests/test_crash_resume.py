@@ -32,7 +32,7 @@ from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 KILLS = int(os.environ.get("PITH_CRASH_KILLS", "3"))
 RUN_ID = re.compile(r"run (\S+) writing to")
-CHECKPOINTED = re.compile(r"interim commit \S*manifests/(\S+)\.json")
+INTERIM_COMMITTED = re.compile(r"interim commit \S*manifests/(\S+)\.json")
 DEADLINE = 90
 COMMIT_SEEDS = 12  # the commit points need a run to commit, not a long one
 
@@ -164,7 +164,7 @@ def test_sigkill_while_fetching_then_resume_with_the_jobdir(
 
 
 @pytest.mark.slow
-def test_sigkill_after_checkpoints_keeps_what_they_committed(
+def test_sigkill_after_interim_commits_keeps_what_they_committed(
     tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror, figures
 ):
     """A long crawl commits every --commit-every bundles: killed, it loses only the
@@ -182,27 +182,29 @@ def test_sigkill_after_checkpoints_keeps_what_they_committed(
     committed = {manifest["run_id"] for manifest in committed_manifests(store, keyring)}
     killed = [run for run in RUN_ID.findall(log.read_text()) if run not in committed]
     check = audit_archive(store, keyring, corpus_keyring)
-    assert check.codes() <= {"orphan"}, check.discrepancies  # what the checkpoints committed is whole
+    assert check.codes() <= {"orphan"}, check.discrepancies  # what the interim commits committed is whole
     kept = check.numbers()
     assert len(kept) == len(set(kept)) >= 10 and len(committed) >= 2
 
     rerun = run_cli_crawl(tmp_path, *args, env={"TMPDIR": str(tmp_path / "tmp")})
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert rerun.stat("archived") == len(corpus_catalog) - len(kept)
-    # what the checkpoints committed kept its validators: those bundles are not sent
+    # what the interim commits committed kept its validators: those bundles are not sent
     # again. The kill may land after a manifest is written but before the crawl kept
-    # that checkpoint's validators (it logs the checkpoint once they are kept): those
-    # bundles are fetched again and found archived. So may a version archived as a
-    # checkpoint began, counted in the next segment (at most the two bundles this
-    # crawl has under way, per checkpoint).
-    acknowledged = set(CHECKPOINTED.findall(log.read_text()))
+    # that interim commit's validators (it logs the interim commit once they are kept): those
+    # bundles are fetched again and found archived. So may a version archived as an
+    # interim commit began, counted in the next segment (at most the two bundles this
+    # crawl has under way, per interim commit).
+    acknowledged = set(INTERIM_COMMITTED.findall(log.read_text()))
     assert acknowledged <= committed and acknowledged
     assert rerun.stat("not_modified") + rerun.stat("already_archived") == len(kept)
     assert rerun.stat("not_modified") >= len(check.numbers(acknowledged)) - 2 * len(acknowledged)
     assert rerun.stat("interim_commits") >= 1
     assert not list((tmp_path / "tmp").glob("pith-spool-*"))  # until the next run sweeps it
     found = check_recovered(store, keyring, corpus_keyring, expected_numbers(corpus_catalog), killed)
-    figures.add("crash:after_checkpoints", kills=1, records_kept_by_checkpoints=len(kept), records_lost=0, **found)
+    figures.add(
+        "crash:after_interim_commits", kills=1, records_kept_by_interim_commits=len(kept), records_lost=0, **found
+    )
 
 
 S3_POINTS = {  # the stalled PUT, and what must already be stored when the crawl dies

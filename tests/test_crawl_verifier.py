@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawler.verifier import Worker
-from crawler.verify_worker import BundleChecker, decode, encode
+from crawler.verify_worker import BundleChecker, decode, encode_verdict
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
@@ -168,12 +168,12 @@ def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the
         inferred_types=("correction", "timestamp_anchor"),
         merge_inferred_match=False,
     )
-    assert decode(encode(verdict, True)) == (verdict, True)
-    assert decode(encode(Verdict("rejected", "malformed_json"), False)) == (
+    assert decode(encode_verdict(verdict, True)) == (verdict, True)
+    assert decode(encode_verdict(Verdict("rejected", "malformed_json"), False)) == (
         Verdict("rejected", "malformed_json"),
         False,
     )
-    assert encode(replace(verdict, detail="a lone \ud800 surrogate"), True) == b""  # the crawl judges it itself
+    assert encode_verdict(replace(verdict, detail="a lone \ud800 surrogate"), True) == b""  # the crawl judges it itself
 
 
 def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs_in(tmp_path, monkeypatch):

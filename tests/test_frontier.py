@@ -418,8 +418,8 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, corpus_dir, corpus_cata
     assert bundles_served(server, "doomed") >= 5
 
 
-def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
-    """The dead worker's tasks all go back to the queue, those its checkpoints committed
+def test_what_a_killed_worker_committed_is_not_archived_again(tmp_path, corpus_dir, corpus_catalog, mirror, redis_url):
+    """The dead worker's tasks all go back to the queue, those its interim commits committed
     too: the survivor reads those manifests first, so each record is still listed once."""
     server = mirror(faults=FaultPlan(latency_ms=600))
     trusted = []  # each worker counts what the other committed (--archive-keyring)
@@ -439,7 +439,7 @@ def test_a_killed_workers_checkpoints_are_not_archived_again(tmp_path, corpus_di
 
     every = sorted(corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes)
     by_worker = committed_records(tmp_path, "doomed", "survivor")
-    assert len(by_worker["doomed"]) >= 4  # its checkpoints survived it
+    assert len(by_worker["doomed"]) >= 4  # its interim commits survived it
     assert sorted(by_worker["doomed"] + by_worker["survivor"]) == every  # each record once in the union
     assert stats["pith/frontier_recovered"] >= len(by_worker["doomed"])
     # not stored again: unchanged since its interim commit committed it (their validators

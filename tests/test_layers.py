@@ -83,3 +83,34 @@ def test_no_class_name_is_defined_in_two_product_modules():
                 if isinstance(node, ast.ClassDef):
                     where.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
+
+
+# Public top-level function names that must repeat, each with why: none today.
+SHARED_FUNCTION_NAMES: dict[str, str] = {}
+
+
+def public_functions(source: str) -> set[str]:
+    """The public functions a module defines at its top level (methods are not)."""
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_")
+    }
+
+
+def test_no_public_function_name_is_defined_in_two_product_modules():
+    """A top-level function name means one thing: ``check_bundle`` returning facts in
+    one module and raising in another, or two ``exchange_of`` converting in opposite
+    directions, make a reader guess which one an import names."""
+    where: dict[str, list[str]] = {}
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for name in public_functions(path.read_text("utf-8")):
+                where.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert {name: paths for name, paths in twice.items() if name not in SHARED_FUNCTION_NAMES} == {}
+
+
+def test_the_function_walker_sees_top_level_functions_only():
+    source = "def serve(): ...\nasync def fetch(): ...\ndef _private(): ...\nclass A:\n    def serve(self): ...\n"
+    assert public_functions(source) == {"serve", "fetch"}

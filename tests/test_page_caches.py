@@ -1,5 +1,5 @@
 """Every SQLite database a crawl keeps (the seen-set, the validators and those waiting
-for their checkpoint, the dedup history) holds its page cache to PAGE_CACHE_KIB, not
+for their interim commit, the dedup history) holds its page cache to PAGE_CACHE_KIB, not
 SQLite's 2 MiB: the tables outgrow either after a few thousand records, and what the
 caches hold counts in the crawl's peak memory."""
 

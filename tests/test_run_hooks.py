@@ -47,7 +47,7 @@ def archived_in(line: str) -> int:
 
 
 @pytest.mark.slow
-def test_a_crawl_writes_its_metrics_at_each_checkpoint_and_at_the_end_pushes_and_notifies(
+def test_a_crawl_writes_its_metrics_at_each_interim_commit_and_at_the_end_pushes_and_notifies(
     tmp_path, corpus_dir, mirror, listener
 ):
     server = mirror(faults=FaultPlan(latency_ms=80, paths=r"bundle\.json$"))
@@ -75,7 +75,7 @@ def test_a_crawl_writes_its_metrics_at_each_checkpoint_and_at_the_end_pushes_and
     assert archived > 10
 
     during = [snapshot for snapshot in seen if snapshot["run_in_progress"] == 1]
-    assert during, "no checkpoint wrote the metrics file"
+    assert during, "no interim commit wrote the metrics file"
     assert 0 < during[0]["records_archived"] < archived
     assert "exit_status" not in during[0]  # no run had finished before this one
 

@@ -197,11 +197,11 @@ def test_the_documented_deploy_and_schedule_run_the_same_crawl(
     assert "'pith/archived'" in log and "Traceback" not in log and " ERROR: " not in log
     assert f"'Python': '{python}." in log  # Scrapy's versions: the crawl ran in that environment's Python
 
-    # the same verification, archive, checkpoints and keys as pith-archiver crawl
+    # the same verification, archive, interim commits and keys as pith-archiver crawl
     keys = archiver_keyring(home)  # the archiver key the job made in Scrapyd's environment
     check = audit_archive(open_store(str(archive)), keys, corpus_keyring)
     assert check.clean, check.discrepancies
-    assert len(check.manifests) >= 2  # checkpoints (every 10 bundles, as fast as commits go), then the final commit
+    assert len(check.manifests) >= 2  # interim commits (every 10 bundles, as fast as commits go), then the final commit
     assert list((archive / "quarantine").rglob("*.json"))  # the tampered bundle, rejected by verification
     wanted = {corpus_catalog.entry(suffix).pith_number for suffix in corpus_catalog.suffixes if suffix != tampered}
     assert sorted(check.numbers()) == sorted(wanted)  # every record archived, but the one that does not verify

@@ -30,7 +30,6 @@ from tests.tamper import (
 
 REAL_SUFFIXES = [path.name.split(".")[0] for path in real_bundle_paths()]
 CATALOGUE = {**MUTATIONS, **RAW_MUTATIONS}
-DOCS = Path(__file__).parents[1] / "docs" / "VERIFICATION.md"
 
 
 @pytest.fixture(scope="module")
@@ -397,11 +396,3 @@ def test_inferred_merge_through_the_cli(tmp_path, real_docs, test_signer):
         ["author_attestation"],
         True,
     )
-
-
-# --- documentation -----------------------------------------------------------------------
-
-
-def test_every_reason_code_is_documented():
-    text = DOCS.read_text("utf-8")
-    assert [code for code in REASONS if f"`{code}`" not in text] == []

@@ -375,7 +375,7 @@ def test_audit_names_a_warc_that_no_longer_matches(tmp_path, static_site):
 
 
 def test_each_warc_is_listed_by_the_run_holding_its_rows(tmp_path):
-    """Files rolled by size and at checkpoints: every WARC and its index are listed by
+    """Files rolled by size and at interim commits: every WARC and its index are listed by
     exactly one manifest, the one whose captures table files point into it."""
     from datetime import datetime, timezone
 

@@ -13,13 +13,13 @@ nothing needs on top of them lives here too, one concern a module:
 - **Tasks with owners** (``client``, ``queue``, ``scheduler``). Every shared request is
   a task (``meta[Meta.TASK]``, crawler.meta_keys). A worker takes a task over atomically as it pops it,
   and releases it only once its final archive manifest is committed (not at
-  checkpoints: a request still in flight would be released with the rest). A worker
+  interim commits: a request still in flight would be released with the rest). A worker
   that dies (popped but never finished, or finished but never committed) stops
   renewing its lease; a surviving worker then puts its tasks back in the queue, and a
   task popped twice is dropped while a live worker holds it, so nothing is lost.
   Before any worker runs such a task it counts the takeover (``:recoveries``) and its
   archive reads the manifests committed since (``frontier_recovered``): what the dead
-  worker's checkpoints hold is not archived twice, if its key is in the worker's
+  worker's interim commits hold is not archived twice, if its key is in the worker's
   ``--archive-keyring``. Two limits: a live worker whose reactor stalls longer than
   PITH_FRONTIER_LEASE counts as dead, and a worker killed between writing its
   manifest and releasing its tasks (one Redis call) has them redone; either way a

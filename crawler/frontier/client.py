@@ -171,9 +171,9 @@ class Frontier:
                 dropped,
             )
 
-    def note_commit(self, open_run: str) -> None:
+    def note_commit(self, run_id: str) -> None:
         """A manifest of this worker's is committed: the claims now stand on it."""
-        self.server.sadd(self.commits_key, open_run)
+        self.server.sadd(self.commits_key, run_id)
 
     def claim(self, suffixes: Iterable[str], depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first

@@ -45,7 +45,7 @@ class FrontierScheduler(Scheduler):
         self.local: list[tuple[int, int, Request]] = []
         self.order = itertools.count()
         self.running: set[str] = set()  # tasks this worker popped
-        self.recoveries_seen = 0  # takeovers whose checkpoints the archive has read
+        self.recoveries_seen = 0  # takeovers whose interim commits the archive has read
         self.closing = False
         self.drained_since: float | None = None
         self.unreachable_since: float | None = None
@@ -164,7 +164,7 @@ class FrontierScheduler(Scheduler):
 
     def _learn_recoveries(self) -> None:
         """Before running tasks a dead worker held, have the archive read what that
-        worker's checkpoints committed, so none of it is archived twice."""
+        worker's interim commits committed, so none of it is archived twice."""
         count = self.frontier.recoveries()
         if count > self.recoveries_seen:
             self.recoveries_seen = count

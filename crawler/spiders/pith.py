@@ -162,14 +162,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     async def start(self) -> AsyncIterator[scrapy.Request]:
         yield scrapy.Request(
             self.resolver.base + "/pith-mirrors.json",
-            callback=self.parse_manifest,
+            callback=self.parse_mirror_list,
             errback=self.manifest_unavailable,
             priority=PRIORITY["manifest"],
             dont_filter=True,
             meta={"dont_retry": False},
         )
 
-    def parse_manifest(self, response: Response) -> Iterator[scrapy.Request]:
+    def parse_mirror_list(self, response: Response) -> Iterator[scrapy.Request]:
         try:
             document = parse(response.body, self.limits).data
             manifest = document if isinstance(document, dict) else {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pith.checkpoint import Checkpoint
 from pith.merkle import Tree
 from pith.policy import Policy, PolicyWitness
+from pith.reasons import Finding
 from pith.signed_note import cosigners, signature_lines
 
 from .. import layout
@@ -23,11 +24,6 @@ from .witness_client import DEADLINE, WitnessUnreachable, add_checkpoint_body, p
 
 logger = logging.getLogger(__name__)
 
-ROLLED_BACK = "log_rolled_back"
-FORKED = "log_forked"
-REFUSED = "witness_refused"
-UNREACHABLE = "witness_unreachable"
-
 
 @dataclass
 class LogCosigning:
@@ -36,7 +32,7 @@ class LogCosigning:
     origin: str
     size: int
     cosigned: dict[str, str] = field(default_factory=dict)  # witness -> its cosignature line
-    problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # witness -> (code, why)
+    problems: dict[str, tuple[Finding, str]] = field(default_factory=dict)  # witness -> (code, why)
     met: bool = False
 
 
@@ -63,7 +59,7 @@ def cosign_log(
             continue
         outcome.cosigned[witness.name] = line
     outcome.met = policy.met(set(outcome.cosigned)) and not any(
-        code in (ROLLED_BACK, FORKED) for code, _ in outcome.problems.values()
+        code in (Finding.LOG_ROLLED_BACK, Finding.LOG_FORKED) for code, _ in outcome.problems.values()
     )
     # publish, unless a commit published a newer checkpoint meanwhile
     if outcome.met and _published(store, key_id)[0] <= checkpoint.size:
@@ -72,7 +68,7 @@ def cosign_log(
 
 
 class _Problem(Exception):
-    def __init__(self, code: str, why: str):
+    def __init__(self, code: Finding, why: str):
         super().__init__(why)
         self.code = code
 
@@ -85,28 +81,28 @@ def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, 
         try:
             answer = post_add_checkpoint(witness.url, body, deadline)
         except WitnessUnreachable as exc:
-            raise _Problem(UNREACHABLE, str(exc)) from None
+            raise _Problem(Finding.WITNESS_UNREACHABLE, str(exc)) from None
         if answer.status == 200:
             line = _cosignature(witness, checkpoint, answer.body)
             if line is None:
-                raise _Problem(REFUSED, f"{witness.name} answered 200 without a valid cosignature")
+                raise _Problem(Finding.WITNESS_REFUSED, f"{witness.name} answered 200 without a valid cosignature")
             return line
         held = _size_of(answer.body) if answer.status == 409 else None
         if held is not None and held > checkpoint.size:
             raise _Problem(
-                ROLLED_BACK,
+                Finding.LOG_ROLLED_BACK,
                 f"{witness.name} has seen {held} leaves of {checkpoint.origin}, "
                 f"the archive's log has {checkpoint.size}",
             )
         if answer.status == 422:
             raise _Problem(
-                FORKED,
+                Finding.LOG_FORKED,
                 f"{witness.name} holds a checkpoint of {old} leaves that the log of {checkpoint.size} does not extend",
             )
         if held is None or held == old:
-            raise _Problem(REFUSED, f"{witness.name} answered {answer.status}: {answer.body[:200]!r}")
+            raise _Problem(Finding.WITNESS_REFUSED, f"{witness.name} answered {answer.status}: {answer.body[:200]!r}")
         old = held
-    raise _Problem(REFUSED, f"{witness.name} keeps answering 409")
+    raise _Problem(Finding.WITNESS_REFUSED, f"{witness.name} keeps answering 409")
 
 
 def _cosignature(witness: PolicyWitness, checkpoint: Checkpoint, body: bytes) -> str | None:

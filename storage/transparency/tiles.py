@@ -77,7 +77,7 @@ class TiledLog:
         ]
         self.pending = []
         note = sign_checkpoint(Checkpoint(self.origin, self.edge.size, self.edge.root()), self.signer)
-        written.append(put_replacing_orphan(store, layout.checkpoint(key_id, self.edge.size), note.encode("utf-8")))
+        written.append(put_replacing_orphan(store, layout.checkpoint_at(key_id, self.edge.size), note.encode("utf-8")))
         return written, note
 
 

@@ -1,0 +1,87 @@
+"""``pith-archiver prove``: an inclusion proof of a record's latest storage
+attestation in its archiver key's log, for anyone to check offline."""
+
+import base64
+import json
+
+import click
+
+from pith.canonical import canon
+from pith.tlog_proof import tlog_proof
+from storage import layout
+from storage.key_logs import LogBroken
+from storage.log_proofs import NotAttested, prove_record
+from storage.reader import NothingCommitted
+from storage.stores import ObjectStore, StorageError
+
+from .archive_reading import TRUST_HELP, NoProof, Trust, nothing_trusted, open_archive, trust_options
+from .exit_status import RunFailed
+from .output import echo, log_to_stderr, verbosity_options
+
+
+@click.command(epilog=TRUST_HELP)
+@click.argument("archive")
+@click.argument("pith_number")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the proof as one JSON object (for `pith-archiver verify --proof FILE`).",
+)
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["text", "json", "tlog-proof"]),
+    default="text",
+    help="tlog-proof: a c2sp.org/tlog-proof@v1 file with the cosigned checkpoint (for `verify --proof FILE "
+    "--policy FILE`); json is --json.",
+)
+@trust_options
+@verbosity_options
+def prove(
+    archive: str,
+    pith_number: str,
+    as_json: bool,
+    form: str,
+    trust: Trust,
+    verbosity: int,
+) -> None:
+    """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
+    log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
+    to the key's latest signed checkpoint. Anyone holding the archiver's public key
+    checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
+    log_to_stderr(verbosity)
+    store, keyring = open_archive(archive, trust)
+    try:
+        document = prove_record(store, keyring, pith_number)
+    except (NotAttested, LogBroken) as exc:
+        raise NoProof(str(exc)) from None
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    if as_json or form == "json":
+        echo(json.dumps(document, ensure_ascii=False))
+        return
+    if form == "tlog-proof":
+        note = published_or_committed(store, document)
+        proof = [base64.b64decode(node) for node in document["inclusion_proof"]]
+        echo(tlog_proof(canon(document["attestation"]), document["leaf_index"], proof, note), nl=False)
+        return
+    echo(f"{document['pith_number']}  attestation {document['attestation']['event_id']}")
+    echo(f"leaf {document['leaf_index']} of {document['tree_size']}; inclusion proof:")
+    for node in document["inclusion_proof"]:
+        echo(f"  {node}")
+    echo(document["checkpoint"], nl=False)
+
+
+def published_or_committed(store: ObjectStore, document: dict) -> str:
+    """The log's published checkpoint, with its cosignatures, when it is the one the
+    proof holds against; else the committed note the proof carries."""
+    key_id = document["attestation"]["signature"]["key_id"]
+    try:
+        published = store.get_bytes(layout.published_checkpoint(key_id)).decode("utf-8")
+    except (StorageError, UnicodeDecodeError):
+        return document["checkpoint"]
+    same = published.partition("\n\n")[0] == document["checkpoint"].partition("\n\n")[0]
+    return published if same else document["checkpoint"]
