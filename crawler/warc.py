@@ -32,7 +32,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 from . import signals as pith_signals
-from .crawl_config import pith_crawl_only
+from .crawl_config import crawl_config
 from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,7 @@ class WarcRecorder:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "WarcRecorder":
-        pith_crawl_only(crawler)
-        settings = crawler.settings
-        if not settings.getbool("PITH_WARC") or not settings.get("PITH_ARCHIVE"):
+        if crawl_config(crawler).warc is None:
             raise NotConfigured("PITH_WARC is off")
         return cls(crawler)
 

@@ -111,23 +111,16 @@ class ArchivePipeline:
         guard = crawler.get_extension(JobdirGuard)
         if guard is not None and guard.commits():  # a resumed job: before the scheduler opens its queue
             guard.check(present_runs(store))
-        settings = crawler.settings
         return cls(
             crawler,
             store,
             signer,
             config.archive_keyring,
-            worker_name(settings.get("PITH_WORKER")),
-            settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
-            settings.getint("PITH_COMMIT_EVERY"),
-            WarcPolicy(
-                settings.getint("PITH_WARC_MAX_BYTES"),
-                settings.getfloat("PITH_WARC_STALL_TIMEOUT"),
-                settings.getint("PITH_WARC_QUEUE_BYTES"),
-            )
-            if settings.getbool("PITH_WARC")
-            else None,
-            settings.get("PITH_LOG_ORIGIN"),
+            worker_name(config.worker),
+            crawler.settings.getint("PITH_UPLOAD_MAX_BYTES_IN_FLIGHT"),
+            config.commit_every,
+            config.warc,
+            config.log_origin,
         )
 
     def _writer(self) -> ArchiveWriter:
@@ -335,7 +328,7 @@ class ArchivePipeline:
             "worker": self.worker,
             "version": version(),
             "crawl_run_id": self._writer().first_run,
-            "spider_args": self._spider_args(),
+            "spider_args": crawl_config(self.crawler).describe(),
         }
 
     def _warc_accounts(self) -> None:
@@ -367,17 +360,7 @@ class ArchivePipeline:
         return {
             "software": warc_software(),
             "operator": settings.get("USER_AGENT"),
-            "resolver": self._spider_args()["resolver"],
+            "resolver": crawl_config(self.crawler).resolver,
             "robots": "obey robots.txt" if settings.getbool("ROBOTSTXT_OBEY") else "ignore robots.txt",
             "worker": self.worker,
-        }
-
-    def _spider_args(self) -> dict:
-        spider = self.crawler.spider
-        return {
-            **(spider.seeds.describe() if spider is not None and hasattr(spider, "seeds") else {"seeds": []}),
-            "resolver": getattr(getattr(spider, "resolver", None), "base", None),
-            "max_records": getattr(spider, "max_records", 0),
-            "max_depth": getattr(spider, "max_depth", -1),
-            "follow": getattr(spider, "follow", True),
         }

@@ -3,24 +3,25 @@
 import shlex
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import click
 
 from crawler.crawl_config import CrawlConfig
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
-from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
+from pith.policy import Policy
 
 from . import tuning
 from .cmd_cosign import cosign_after_crawl, read_policy
+from .crawl_options import CrawlOptions, SectionedCommand, config_of
 from .crawl_report import FailureBudget, outcome, report
-from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
-from .crawling import default_state_dir, logging_settings, run_crawl
+from .crawling import logging_settings, project_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
-from .keyrings import build_keyring, keyring_options
+from .keyrings import keyring_options
 from .output import verbosity_options
-from .run_hooks import RunHooks, run_hook_options
+from .run_hooks import run_hook_options
 
 
 def _setting_pairs(values: Iterable[str]) -> dict[str, str]:
@@ -33,18 +34,7 @@ def _setting_pairs(values: Iterable[str]) -> dict[str, str]:
     return pairs
 
 
-def _share(text: str) -> float:
-    """``N%`` (or a bare N) as a share between 0 and 1."""
-    try:
-        percent = float(text.strip().removesuffix("%"))
-    except ValueError:
-        percent = -1.0
-    if not 0 <= percent <= 100:
-        raise click.BadParameter(f"{text!r} is not a percentage from 0% to 100%", param_hint="--check-state-sample")
-    return percent / 100
-
-
-@click.command(epilog=EXIT_STATUS_HELP)
+@click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
 @click.argument("seeds", nargs=-1)
 @click.option(
     "--seeds-file", type=click.Path(exists=True, dir_okay=False), help="One seed per line; '#' starts a comment."
@@ -166,41 +156,7 @@ def _share(text: str) -> float:
 @click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
 @run_hook_options("crawl")
 @verbosity_options
-def crawl(
-    seeds: tuple[str, ...],
-    seeds_file: str | None,
-    resolver: str | None,
-    archive: str,
-    s3_endpoint_url: str | None,
-    keyrings: tuple[str, ...],
-    archive_keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    max_records: int,
-    max_depth: int,
-    no_follow: bool,
-    check_state: bool,
-    check_state_sample: str | None,
-    jobdir: str | None,
-    frontier: str | None,
-    worker: str | None,
-    witness_policy: str | None,
-    log_origin: str | None,
-    mirrors: tuple[str, ...],
-    mirrors_from_registry: bool,
-    cross_check: int | None,
-    allow_hosts: tuple[str, ...],
-    progress: str,
-    signing_key: str | None,
-    commit_every: int | None,
-    verify_workers: int | None,
-    no_warc: bool,
-    stats_json: str | None,
-    settings: tuple[str, ...],
-    max_failures: tuple[float, bool],
-    log_file: str | None,
-    verbosity: int,
-    hooks: RunHooks,
-) -> None:
+def crawl(**given: Any) -> None:
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -213,88 +169,50 @@ def crawl(
     progress line and a summary, and Scrapy's log goes to a file the summary names.
     """
     tuning.economise()  # before anything allocates: checking the configuration does
-    if not seeds and not seeds_file and resolver is None:
+    options = CrawlOptions(**given)
+    if not options.seeds and not options.seeds_file and options.resolver is None:
         from .demo import run_demo
 
-        sys.exit(run_demo(archive, progress, verbosity, max_failures, hooks))
+        sys.exit(run_demo(options))
+    policy = read_policy(options.witness_policy) if options.witness_policy else None
+    overrides: dict[str, Any] = logging_settings(
+        options.verbosity, options.progress, options.log_file, options.state_dir
+    )
+    if options.jobdir:
+        overrides["JOBDIR"] = options.jobdir
+    if options.frontier:
+        overrides["PITH_FRONTIER"] = options.frontier
+    if options.stats_json:
+        overrides["PITH_STATS_FILE"] = options.stats_json
+    if options.verify_workers is not None:
+        overrides["PITH_VERIFY_WORKERS"] = options.verify_workers
+    overrides.update(_setting_pairs(options.settings))
+    config = config_of(options, project_settings(overrides))  # checked once, here, and handed to the crawl as built
+    sys.exit(crawl_with(options, config, overrides, policy, resume_command(options.jobdir)))
+
+
+def crawl_with(
+    options: CrawlOptions, config: CrawlConfig, overrides: dict, policy: Policy | None = None, resume: str = ''
+) -> int:
+    """Run the crawl ``config`` describes, report it, and return its exit status."""
+    hooks, shared = options.hooks, bool(options.frontier)
     try:
-        seed_list = SeedList(seeds, seeds_file)
-    except SeedError as exc:
-        raise ConfigError(f"seed: {exc}") from None
-    if jobdir and frontier:
-        raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
-    resolver = check_base_url(resolver, "--resolver") if resolver else None
-    mirror_bases = [check_base_url(mirror, "--mirror") for mirror in mirrors]
-    pairs = _setting_pairs(settings)
-    keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
-    archive_keyring = check_archive_keyring(archive_keyrings)
-    store = check_store(archive, s3_endpoint_url)
-    policy = read_policy(witness_policy) if witness_policy else None
-    if frontier:
-        check_frontier(frontier)
-    # checked once, here, and handed to the crawl as built (crawler.crawl_config)
-    config = CrawlConfig(
-        seed_list, keyring, archive_keyring, store, check_signing_key(signing_key)
-    )  # last: it may create the key
-    state_dir = default_state_dir(archive, jobdir)
-    overrides = {
-        "PITH_ARCHIVE": archive,
-        "AWS_ENDPOINT_URL": s3_endpoint_url,
-        "PITH_KEYRINGS": list(keyrings),
-        "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
-        "PITH_DEFAULT_KEYS": not no_default_keys,
-        "PITH_SIGNING_KEY": signing_key,
-        "PITH_STATE_DIR": state_dir,
-        **logging_settings(verbosity, progress, log_file, state_dir),
-    }
-    if check_state or check_state_sample is not None:
-        overrides["PITH_CHECK_STATE"] = 1.0 if check_state or check_state_sample is None else _share(check_state_sample)
-    if cross_check is not None:
-        overrides["PITH_CROSS_CHECK"] = cross_check
-    if jobdir:
-        overrides["JOBDIR"] = jobdir
-    if frontier:
-        overrides["PITH_FRONTIER"] = frontier
-    if worker:
-        overrides["PITH_WORKER"] = worker
-    if log_origin:
-        overrides["PITH_LOG_ORIGIN"] = log_origin
-    if stats_json:
-        overrides["PITH_STATS_FILE"] = stats_json
-    if commit_every is not None:
-        overrides["PITH_COMMIT_EVERY"] = commit_every
-    if verify_workers is not None:
-        overrides["PITH_VERIFY_WORKERS"] = verify_workers
-    if no_warc:
-        overrides["PITH_WARC"] = False
-    overrides.update(pairs)
-    spider_args = {
-        "config": config,
-        "resolver": resolver,
-        "max_records": max_records,
-        "max_depth": max_depth,
-        "follow": not no_follow,
-        "mirrors": mirror_bases,
-        "mirrors_from_registry": mirrors_from_registry,
-        "allow_hosts": list(allow_hosts),
-    }
-    try:
-        stats = run_crawl(spider_args, overrides, on_interim_commit=hooks.crawl_interim_commit)
+        stats = run_crawl(config, overrides, on_interim_commit=hooks.crawl_interim_commit)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
-    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), max_failures, bool(frontier)).why)
+    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), options.max_failures, shared).why)
     status = report(
         stats,
-        archive,
-        max_failures,
-        verbosity,
+        options.archive,
+        options.max_failures,
+        options.verbosity,
         overrides.get("LOG_FILE"),
-        resume=resume_command(jobdir),
-        shared=bool(frontier),
+        resume=resume,
+        shared=shared,
     )
-    if policy is not None and config.signer is not None:
-        cosign_after_crawl(store, config.signer, policy)
-    sys.exit(status)
+    if policy is not None and config.store is not None and config.signer is not None:
+        cosign_after_crawl(config.store, config.signer, policy)
+    return status
 
 
 def resume_command(jobdir: str | None) -> str:
