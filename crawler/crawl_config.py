@@ -16,9 +16,11 @@ extensions and middlewares asks ``pith_crawl_only(crawler)`` first, and stays ou
 (NotConfigured) of a crawl whose spider holds no CrawlConfig.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
@@ -28,9 +30,11 @@ from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
 from storage.signing_key import load_or_create
 from storage.stores import ObjectStore, open_store
-from storage.warc import WarcPolicy
 
 from .seeds import SeedList
+
+if TYPE_CHECKING:  # storage.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+    from storage.warc import WarcPolicy
 
 DEFAULT_RESOLVER = "https://pith.science"
 # the spider arguments (``scrapy crawl pith -a NAME=VALUE``) the config takes; any other
@@ -68,7 +72,7 @@ class CrawlConfig:
     state_dir: str | None = None  # the crawl's own state: validators, logs (PITH_STATE_DIR)
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, arguments: Mapping[str, Any]) -> "CrawlConfig":
+    def from_settings(cls, settings: BaseSettings, arguments: Mapping[str, Any]) -> CrawlConfig:
         """``scrapy crawl pith`` and Scrapyd: from Scrapy's settings and the spider's
         arguments (strings from ``-a``). KeyringError, SeedError or ValueError (a
         store location) for what cannot work."""
@@ -106,6 +110,8 @@ class CrawlConfig:
 
 def tuned_by(settings: BaseSettings) -> dict[str, Any]:
     """The config's fields only settings give (``-s`` on the command line, ``scrapy crawl -s``)."""
+    from storage.warc import WarcPolicy
+
     return {
         "check_state": settings.getfloat("PITH_CHECK_STATE"),
         "cross_check": max(0, settings.getint("PITH_CROSS_CHECK")),

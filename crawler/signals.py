@@ -25,10 +25,6 @@ interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()
-# the archive opened the crawl's WARC writer: ``record`` takes one exchange's fields
-# (crawler.warc.exchange_of) and writes its records; it returns None, or a Deferred
-# that fires once the writer has room for more (the exchange waits for it)
-warc_opened = object()
 # the crawl started a record's work (``suffix``): it must end accounted for (crawler.ledger)
 record_opened = object()
 # a record ended with no item to say how (``suffix``, ``outcome``: "unchanged", "forbidden")

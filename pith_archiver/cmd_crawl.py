@@ -175,9 +175,7 @@ def crawl(**given: Any) -> None:
 
         sys.exit(run_demo(options))
     policy = read_policy(options.witness_policy) if options.witness_policy else None
-    overrides: dict[str, Any] = logging_settings(
-        options.verbosity, options.progress, options.log_file, options.state_dir
-    )
+    overrides: dict[str, Any] = {}
     if options.jobdir:
         overrides["JOBDIR"] = options.jobdir
     if options.frontier:
@@ -186,8 +184,10 @@ def crawl(**given: Any) -> None:
         overrides["PITH_STATS_FILE"] = options.stats_json
     if options.verify_workers is not None:
         overrides["PITH_VERIFY_WORKERS"] = options.verify_workers
-    overrides.update(_setting_pairs(options.settings))
-    config = config_of(options, project_settings(overrides))  # checked once, here, and handed to the crawl as built
+    pairs = _setting_pairs(options.settings)  # -s: last, over everything
+    config = config_of(options, project_settings({**overrides, **pairs}))  # checked once, handed over as built
+    overrides.update(logging_settings(options.verbosity, options.progress, options.log_file, options.state_dir))
+    overrides.update(pairs)
     sys.exit(crawl_with(options, config, overrides, policy, resume_command(options.jobdir)))
 
 

@@ -28,9 +28,9 @@ def run_demo(options: CrawlOptions) -> int:
     """The crawl ``options`` asks, of the embedded mirror from its sitemap: the same
     road (``config_of``) as any other crawl."""
     archive, verbosity = options.archive, options.verbosity
-    overrides = logging_settings(verbosity, options.progress, None, options.state_dir)
     with as_file(FIXTURES) as folder, BackgroundMirror(MirrorServer(CorpusDirectory(folder))) as server:
-        config = config_of(replace(options, seeds=(DEMO_START,), resolver=server.url), project_settings(overrides))
+        config = config_of(replace(options, seeds=(DEMO_START,), resolver=server.url), project_settings())
+        overrides = logging_settings(verbosity, options.progress, None, options.state_dir)
         if verbosity >= NORMAL:
             echo(
                 f"embedded mirror: {server.url} (the {len(real_bundles())} real registry bundles shipped); "
