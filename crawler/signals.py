@@ -1,13 +1,13 @@
 """Signals of our own."""
 
-# the archive pipeline read the archive it writes to, before the crawl's first request:
+# the crawl's archive (CrawlArchive) read the archive it writes to, before the first request:
 # ``committed`` the run ids of the manifests it trusts, ``present`` those of every
 # manifest the archive holds. The archive is the truth: state kept outside it (the
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
 archive_opened = object()
 # stats key prefix: what of a cache did not match the archive, by cache (validators, job, frontier)
-# the archive pipeline committed the crawl's final manifest, whose run id is ``run``
+# the crawl's archive (CrawlArchive) committed the final manifest, whose run id is ``run``
 archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
 # that worker's checkpoints committed
