@@ -2,7 +2,6 @@
 
 import shlex
 import sys
-from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -15,22 +14,19 @@ from pith.policy import Policy
 
 from . import tuning
 from .cmd_cosign import cosign_after_crawl, read_policy
-from .crawl_options import CrawlOptions, SectionedCommand, config_of, crawl_option_list
+from .crawl_options import (
+    CrawlOptions,
+    SectionedCommand,
+    config_of,
+    crawl_option_list,
+    scrapy_settings_of,
+    setting_pairs,
+)
 from .crawl_report import outcome, report
 from .crawling import logging_settings, project_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
 from .output import verbosity_options
 from .run_hooks import run_hook_options
-
-
-def _setting_pairs(values: Iterable[str]) -> dict[str, str]:
-    pairs = {}
-    for value in values:
-        name, sep, setting = value.partition("=")
-        if not sep:
-            raise ConfigError(f"-s {value!r} is not NAME=VALUE")
-        pairs[name] = setting
-    return pairs
 
 
 @click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
@@ -56,16 +52,8 @@ def crawl(**given: Any) -> None:
 
         sys.exit(run_demo(options))
     policy = read_policy(options.witness_policy) if options.witness_policy else None
-    overrides: dict[str, Any] = {}
-    if options.jobdir:
-        overrides["JOBDIR"] = options.jobdir
-    if options.frontier:
-        overrides["PITH_FRONTIER"] = options.frontier
-    if options.stats_json:
-        overrides["PITH_STATS_FILE"] = options.stats_json
-    if options.verify_workers is not None:
-        overrides["PITH_VERIFY_WORKERS"] = options.verify_workers
-    pairs = _setting_pairs(options.settings)  # -s: last, over everything
+    overrides = scrapy_settings_of(options)
+    pairs = setting_pairs(options.settings)  # -s: last, over everything
     config = config_of(options, project_settings({**overrides, **pairs}))  # checked once, handed over as built
     overrides.update(logging_settings(options.verbosity, options.progress, options.log_file, options.state_dir))
     overrides.update(pairs)
@@ -73,7 +61,7 @@ def crawl(**given: Any) -> None:
 
 
 def crawl_with(
-    options: CrawlOptions, config: CrawlConfig, overrides: dict, policy: Policy | None = None, resume: str = ''
+    options: CrawlOptions, config: CrawlConfig, overrides: dict, policy: Policy | None = None, resume: str = ""
 ) -> int:
     """Run the crawl ``config`` describes, report it, and return its exit status."""
     hooks, shared = options.hooks, bool(options.frontier)

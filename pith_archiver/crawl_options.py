@@ -8,7 +8,7 @@ in ``crawler.crawl_config`` the field it fills and how ``scrapy crawl`` gives it
 the component that reads it; the docs.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,6 +277,33 @@ def config_of(options: CrawlOptions, settings: BaseSettings) -> CrawlConfig:
         signer=check_signing_key(options.signing_key),  # last: it may create the key
         **tuned,
     )
+
+
+def scrapy_settings_of(options: CrawlOptions) -> dict[str, Any]:
+    """What of the options is Scrapy's plumbing rather than the crawl's config: its job
+    folder, the frontier add-on (it acts before the spider exists), the stats file and
+    the verifier's processes."""
+    settings: dict[str, Any] = {}
+    if options.jobdir:
+        settings["JOBDIR"] = options.jobdir
+    if options.frontier:
+        settings["PITH_FRONTIER"] = options.frontier
+    if options.stats_json:
+        settings["PITH_STATS_FILE"] = options.stats_json
+    if options.verify_workers is not None:
+        settings["PITH_VERIFY_WORKERS"] = options.verify_workers
+    return settings
+
+
+def setting_pairs(values: Iterable[str]) -> dict[str, str]:
+    """``-s NAME=VALUE``, each a Scrapy setting."""
+    pairs = {}
+    for value in values:
+        name, sep, setting = value.partition("=")
+        if not sep:
+            raise ConfigError(f"-s {value!r} is not NAME=VALUE")
+        pairs[name] = setting
+    return pairs
 
 
 def _share(text: str) -> float:
