@@ -13,7 +13,6 @@ from crawler.stat_keys import CrawlStats
 from pith.policy import Policy
 
 from . import tuning
-from .cmd_cosign import cosign_after_crawl, read_policy
 from .crawl_options import (
     CrawlOptions,
     SectionedCommand,
@@ -51,7 +50,11 @@ def crawl(**given: Any) -> None:
         from .demo import run_demo
 
         sys.exit(run_demo(options))
-    policy = read_policy(options.witness_policy) if options.witness_policy else None
+    policy = None
+    if options.witness_policy:
+        from .cmd_cosign import read_policy  # its storage imports pyarrow: after economise, and only when asked
+
+        policy = read_policy(options.witness_policy)
     overrides = scrapy_settings_of(options)
     pairs = setting_pairs(options.settings)  # -s: last, over everything
     config = config_of(options, project_settings({**overrides, **pairs}))  # checked once, handed over as built
@@ -80,6 +83,8 @@ def crawl_with(
         shared=shared,
     )
     if policy is not None and config.store is not None and config.signer is not None:
+        from .cmd_cosign import cosign_after_crawl
+
         cosign_after_crawl(config.store, config.signer, policy)
     return status
 
