@@ -24,7 +24,7 @@ from twisted.python.failure import Failure
 from pith.reasons import Reason
 from pith.signing import utc_now
 
-from .crawl_config import pith_crawl_only
+from .crawl_config import crawl_config
 from .failures import failed_request
 from .identity import bound
 from .items import BundleItem
@@ -51,20 +51,17 @@ class CrossCheckSample:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "CrossCheckSample":
-        pith_crawl_only(crawler)
-        size = crawler.settings.getint("PITH_CROSS_CHECK")
+        size = crawl_config(crawler).cross_check
         if size <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
         return cls(size, crawler)
 
     def process_request(self, request: scrapy.Request, spider: scrapy.Spider | None = None) -> None:
         meta = request.meta
-        resolver = getattr(self.crawler.spider, "resolver", None)
         if (
             self.left > 0
-            and resolver is not None
             and meta.get(Meta.TEMPLATE) == "bundle_url"
-            and meta.get(Meta.TRIED) == [resolver.base]  # the resolver's: the first copy
+            and meta.get(Meta.TRIED) == [crawl_config(self.crawler).resolver]  # the resolver's: the first copy
             and Meta.CROSS_CHECK not in meta
         ):
             self.left -= 1

@@ -19,7 +19,7 @@ from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
 
-from .crawl_config import pith_crawl_only
+from .crawl_config import crawl_config, pith_crawl_only
 from .signals import operator_notice
 from .stat_keys import Stat, StatFamily
 
@@ -66,11 +66,9 @@ class SigningKeyWatch:
         return watch
 
     async def spider_opened(self, spider: Spider) -> None:
-        resolver, config = getattr(spider, "resolver", None), getattr(spider, "config", None)
-        if resolver is None or config is None:
-            return
+        config = crawl_config(self.crawler)
         self.keyring = config.keyring
-        url = resolver.base + KEY_DOCUMENT_PATH
+        url = config.resolver + KEY_DOCUMENT_PATH
         try:
             response = await self.crawler.engine.download_async(scrapy.Request(url, dont_filter=True))
         except Exception as exc:  # the crawl goes on: this is advice, not a check

@@ -22,7 +22,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from .crawl_config import is_pith_crawl
+from .crawl_config import crawl_config, is_pith_crawl
 from .frontier import CLAIMED, FULL
 from .meta_keys import take_opening
 from .seen import SeenStore
@@ -35,8 +35,6 @@ TAKE = 32  # waiting records read from SQLite at once (one transaction, not one 
 
 class RecordSpider(Protocol):
     """What the scheduler needs of its spider."""
-
-    max_records: int
 
     def record_request(self, suffix: str, depth: int) -> Request: ...
 
@@ -60,11 +58,11 @@ class LocalScheduler(Scheduler):
         scheduler = super().from_crawler(crawler)
         scheduler.records = SeenStore.for_job(crawler.settings)
         scheduler.counts = crawler.stats
+        scheduler.max_records = crawl_config(crawler).max_records
         return scheduler
 
     def open(self, spider: Spider) -> Any:
         self.builder = spider  # type: ignore[assignment]  # the pith spider
-        self.max_records = getattr(spider, "max_records", 0)
         taken = self.records.open()
         if taken and self.counts is not None:  # a resumed job may rightly find nothing left to fetch
             self.counts.set_value(Stat.RECORDS_TAKEN_BEFORE, taken)

@@ -22,7 +22,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from storage.page_cache import PAGE_CACHE_KIB
 
 from . import signals as pith_signals
-from .crawl_config import is_pith_crawl, pith_crawl_only
+from .crawl_config import crawl_config, is_pith_crawl, pith_crawl_only
 from .links import port_of
 from .meta_keys import Meta
 from .stat_keys import Stat, StatFamily
@@ -157,8 +157,7 @@ class ConditionalRequestMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "ConditionalRequestMiddleware":
-        pith_crawl_only(crawler)
-        state_dir = crawler.settings.get("PITH_STATE_DIR")
+        state_dir = crawl_config(crawler).state_dir
         if not state_dir or not crawler.settings.getbool("PITH_CONDITIONAL_REQUESTS"):
             raise NotConfigured
         middleware = cls(Path(state_dir) / "validators.sqlite3", crawler.stats)

@@ -68,7 +68,7 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
     "crawler.middlewares.ConditionalRequestMiddleware": 560,
     "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
-    "crawler.warc.WarcRecorder": 950,  # with PITH_WARC: first to see a response, as received
+    "crawler.warc.WarcRecorder": 950,  # with PITH_WARC and CrawlArchive: first to see a response, as received
 }
 
 ITEM_PIPELINES = {
@@ -84,6 +84,7 @@ ADDONS = {
 
 EXTENSIONS = {
     "crawler.frontier.Frontier": 0,  # PITH_FRONTIER set: the crawl's handle on the shared frontier
+    "crawler.crawl_archive.CrawlArchive": 0,  # PITH_ARCHIVE set: the archive and WARC writers
     "crawler.progress.Progress": 500,
     "crawler.statsfile.StatsFile": 510,
     "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed

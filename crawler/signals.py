@@ -1,12 +1,12 @@
 """Signals of our own."""
 
-# the archive pipeline read the archive it writes to, before the crawl's first request:
+# the crawl's archive (CrawlArchive) read the archive it writes to, before the first request:
 # ``committed`` the run ids of the manifests it trusts, ``present`` those of every
 # manifest the archive holds. The archive is the truth: state kept outside it (the
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
 archive_opened = object()
-# the archive pipeline committed the crawl's final manifest, whose run id is ``run_id``
+# the crawl's archive (CrawlArchive) committed the final manifest, whose run id is ``run_id``
 archive_committed = object()
 # the frontier hands out tasks of a worker that died: the archive must first learn what
 # that worker's interim commits committed
@@ -24,10 +24,6 @@ interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()
-# the archive opened the crawl's WARC writer: ``record`` takes one exchange's fields
-# (crawler.warc.exchange_fields) and writes its records; it returns None, or a Deferred
-# that fires once the writer has room for more (the exchange waits for it)
-warc_opened = object()
 # the crawl started a record's work (``suffix``): it must end accounted for (crawler.ledger)
 record_opened = object()
 # a record ended with no item to say how (``suffix``, ``outcome``: "unchanged", "forbidden")

@@ -1,4 +1,4 @@
-"""Every HTTP exchange of the crawl, handed to the archive's WARC writer as received.
+"""Every HTTP exchange of the crawl, handed to the crawl's WARC writer as received.
 
 A downloader middleware placed next to the download handler (priority 950): its
 ``process_response`` sees each response before any other middleware, so before
@@ -7,15 +7,14 @@ before retries; what is recorded is the status, headers and body the server sent
 (a gzipped body stays gzipped, with its Content-Encoding). Its ``process_request``
 runs last on the way out, so the request record has the headers Scrapy sends.
 
-The archive pipeline owns the writer (it belongs to the archive's runs) and
-announces it with the ``warc_opened`` signal; the crawler layer knows it only as
-a function taking plain fields (``exchange_fields``, ``failure_of``) and returning None,
-or a Deferred when the writer's queue is full: the response then waits for it (the
-reactor goes on), so a writer slower than the crawl slows the crawl rather than
-losing records, and a stuck one is stopped by its watch. A request that got
-no response (a refused connection, a timeout, a body cut short: Scrapy drops a
-partial body) leaves a ``metadata`` record naming the error instead, since there is
-no response to keep.
+The WARC writer (``storage.warc_process.WarcProcess``) belongs to the crawl's archive
+(the ``CrawlArchive`` extension: its files go into the archive's runs); each exchange
+goes to it as an ``Exchange`` (``storage.warc``). Its queue full, the response waits
+until there is room (the reactor goes on), so a writer slower than the crawl slows the
+crawl rather than losing records, and a stuck one is stopped by its watch. A request
+that got no response (a refused connection, a timeout, a body cut short: Scrapy drops
+a partial body) leaves a ``metadata`` record naming the error instead (a
+``FetchFailure``), since there is no response to keep.
 """
 
 import logging
@@ -31,8 +30,11 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
-from . import signals as pith_signals
-from .crawl_config import pith_crawl_only
+from storage.warc import Exchange, FetchFailure
+from storage.warc_process import WarcProcess
+
+from .crawl_archive import CrawlArchive
+from .crawl_config import crawl_config
 from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
@@ -44,28 +46,23 @@ def _headers(headers: Headers) -> list[tuple[str, str]]:
 
 
 class WarcRecorder:
-    """Settings: PITH_WARC (on by default; ``--no-warc``), PITH_ARCHIVE."""
+    """On with the crawl's WARC policy (PITH_WARC, ``--no-warc``) and its archive."""
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, archive: CrawlArchive) -> None:
         self.crawler = crawler
-        self.record: Callable[[dict], Deferred | None] | None = None  # until the archive pipeline opens its writer
-        crawler.signals.connect(self._opened, signal=pith_signals.warc_opened)
+        self.archive = archive
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "WarcRecorder":
-        pith_crawl_only(crawler)
-        settings = crawler.settings
-        if not settings.getbool("PITH_WARC") or not settings.get("PITH_ARCHIVE"):
+        archive = crawler.get_extension(CrawlArchive)
+        if archive is None or crawl_config(crawler).warc is None:
             raise NotConfigured("PITH_WARC is off")
-        return cls(crawler)
-
-    def _opened(self, record: Callable[[dict], Deferred | None]) -> None:
-        self.record = record
+        return cls(crawler, archive)
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response | Coroutine[Any, Any, Response]:
-        room = self._write(Stat.WARC_RESPONSES, exchange_fields, request, response)
+        room = self._write(Stat.WARC_RESPONSES, scrapy_exchange, request, response)
         return response if room is None else _once(room, response)
 
     def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
@@ -76,23 +73,39 @@ class WarcRecorder:
             self._write(Stat.WARC_FAILURES, failure_of, request, exception)
 
     def _write(
-        self, stat: str, fields_of: Callable[[Request, Any], dict], request: Request, outcome: Any
+        self, stat: str, record_of: Callable[[Request, Any], Exchange | FetchFailure], request: Request, outcome: Any
     ) -> Deferred | None:
-        if self.record is None:  # before the archive opened (robots.txt, the signing key)
+        """None, or a Deferred that fires once the writer's queue has room again."""
+        warc = self.archive.warc
+        if warc is None:  # before the archive opened (robots.txt, the signing key)
             self._count(Stat.WARC_UNRECORDED)
             return None
         try:
-            room = self.record(fields_of(request, outcome))
+            record = record_of(request, outcome)
+            if isinstance(record, FetchFailure):
+                warc.failure(record)
+                room = True
+            else:
+                room = warc.record(record)
         except Exception:  # the crawl goes on without the record; the count says so
             logger.exception("%s: not recorded in the WARC", request.url)
             self._count(Stat.WARC_ERRORS)
             return None
         self._count(stat)
-        return room
+        return None if room else _room(warc)
 
     def _count(self, stat: str) -> None:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(stat)
+
+
+def _room(warc: WarcProcess) -> Deferred:
+    """Fires in the reactor's thread once ``warc``'s queue has room."""
+    from twisted.internet import reactor
+
+    room: Deferred = Deferred()
+    warc.when_room(lambda: reactor.callFromThread(room.callback, None))
+    return room
 
 
 async def _once(room: Deferred, response: Response) -> Response:
@@ -101,30 +114,30 @@ async def _once(room: Deferred, response: Response) -> Response:
     return response
 
 
-def failure_of(request: Request, exception: Exception) -> dict:
-    """A request that got no response, as plain values: ``storage.warc.FetchFailure``'s fields."""
-    return {
-        "url": request.url,
-        "method": request.method,
-        "error": f"{type(exception).__name__}: {exception}"[:2000],
-        "fetched_at": datetime.now(timezone.utc),
-    }
+def failure_of(request: Request, exception: Exception) -> FetchFailure:
+    """A request that got no response."""
+    return FetchFailure(
+        url=request.url,
+        method=request.method,
+        error=f"{type(exception).__name__}: {exception}"[:2000],
+        fetched_at=datetime.now(timezone.utc),
+    )
 
 
-def exchange_fields(request: Request, response: Response) -> dict:
-    """The exchange as plain values: the fields of ``storage.warc.Exchange``."""
+def scrapy_exchange(request: Request, response: Response) -> Exchange:
+    """The exchange as Scrapy saw it, for the WARC writer."""
     request_headers = _headers(request.headers)
     if not any(name.lower() == "host" for name, _ in request_headers):
         request_headers.insert(0, ("Host", urlparse_cached(request).netloc))  # the HTTP client adds it
-    return {
-        "url": response.url,
-        "method": request.method,
-        "request_headers": request_headers,
-        "request_body": request.body or b"",
-        "status": response.status,
-        "protocol": response.protocol or "HTTP/1.1",
-        "response_headers": _headers(response.headers),
-        "body": response.body,
-        "fetched_at": datetime.now(timezone.utc),
-        "ip_address": str(response.ip_address) if response.ip_address else None,
-    }
+    return Exchange(
+        url=response.url,
+        method=request.method,
+        request_headers=request_headers,
+        request_body=request.body or b"",
+        status=response.status,
+        protocol=response.protocol or "HTTP/1.1",
+        response_headers=_headers(response.headers),
+        body=response.body,
+        fetched_at=datetime.now(timezone.utc),
+        ip_address=str(response.ip_address) if response.ip_address else None,
+    )

@@ -13,7 +13,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
-from crawler.crawl_config import pith_crawl_only
+from crawler.crawl_config import crawl_config
 from crawler.items import BundleItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat, StatFamily
@@ -33,8 +33,7 @@ class SplitViewPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "SplitViewPipeline":
-        pith_crawl_only(crawler)
-        if crawler.settings.getint("PITH_CROSS_CHECK") <= 0:
+        if crawl_config(crawler).cross_check <= 0:
             raise NotConfigured("PITH_CROSS_CHECK is 0")
         return cls(crawler.stats)
 

@@ -2,204 +2,37 @@
 
 import shlex
 import sys
-from collections.abc import Iterable
+from typing import Any
 
 import click
 
 from crawler.crawl_config import CrawlConfig
 from crawler.frontier import SigningKeyInUse
 from crawler.jobdir import JobdirInUse
-from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
+from pith.policy import Policy
 
 from . import tuning
-from .crawl_report import FailureBudget, outcome, report
-from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
-from .crawling import default_state_dir, logging_settings, run_crawl
+from .crawl_options import (
+    CrawlOptions,
+    SectionedCommand,
+    config_of,
+    crawl_option_list,
+    scrapy_settings_of,
+    setting_pairs,
+)
+from .crawl_report import outcome, report
+from .crawling import logging_settings, project_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
-from .keyrings import build_keyring, keyring_options
 from .output import verbosity_options
-from .run_hooks import RunHooks, run_hook_options
+from .run_hooks import run_hook_options
 
 
-def _setting_pairs(values: Iterable[str]) -> dict[str, str]:
-    pairs = {}
-    for value in values:
-        name, sep, setting = value.partition("=")
-        if not sep:
-            raise ConfigError(f"-s {value!r} is not NAME=VALUE")
-        pairs[name] = setting
-    return pairs
-
-
-def _share(text: str) -> float:
-    """``N%`` (or a bare N) as a share between 0 and 1."""
-    try:
-        percent = float(text.strip().removesuffix("%"))
-    except ValueError:
-        percent = -1.0
-    if not 0 <= percent <= 100:
-        raise click.BadParameter(f"{text!r} is not a percentage from 0% to 100%", param_hint="--check-state-sample")
-    return percent / 100
-
-
-@click.command(epilog=EXIT_STATUS_HELP)
-@click.argument("seeds", nargs=-1)
-@click.option(
-    "--seeds-file", type=click.Path(exists=True, dir_okay=False), help="One seed per line; '#' starts a comment."
-)
-@click.option("--resolver", default=None, help="Resolver base URL [default: https://pith.science].")
-@click.option(
-    "--out", "archive", default="archive", show_default=True, help="Archive: a local folder or s3://bucket/prefix."
-)
-@click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...).")
-@keyring_options
-@click.option(
-    "--archive-keyring",
-    "archive_keyrings",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Also count what the archiver keys in this file committed as archived (the other workers "
-    "of a shared crawl, an earlier key); repeatable.",
-)
-@click.option("--max-records", type=click.IntRange(0), default=0, help="Stop after this many records (0: no bound).")
-@click.option("--max-depth", type=click.IntRange(-1), default=-1, help="Link hops from the seeds (-1: no bound).")
-@click.option("--no-follow", is_flag=True, help="Fetch the seeds only.")
-@click.option(
-    "--check-state",
-    is_flag=True,
-    help="Also fetch every record's state.json and compare it with the state signed in its bundle.",
-)
-@click.option(
-    "--check-state-sample",
-    metavar="N%",
-    default=None,
-    help="As --check-state, for N% of the records only (the same ones on every run).",
-)
-@click.option("--jobdir", type=click.Path(file_okay=False), help="Keep crawl state here to resume after Ctrl-C.")
-@click.option(
-    "--frontier",
-    metavar="URL",
-    help="Share the crawl with other workers through this Redis "
-    "(redis://host:port/db); resumable there, so not with --jobdir.",
-)
-@click.option("--worker", metavar="NAME", help="This worker's name in run ids and the frontier [default: host.pid].")
-@click.option(
-    "--witness-policy",
-    metavar="FILE",
-    help="After the crawl, have this key's log cosigned by the policy's witnesses, as `cosign` does "
-    "(its lines on stderr; the crawl's exit status stays its own).",
-)
-@click.option(
-    "--log-origin",
-    metavar="NAME",
-    help="Name this key's transparency log (a schema-less URL, e.g. archive.example.org/pith) when it has none "
-    "yet [default: pith-archiver/KEY_ID].",
-)
-@click.option(
-    "--mirror",
-    "mirrors",
-    multiple=True,
-    help="Another source of the registry's bundles (a mirror's base URL): bundle requests are spread over the "
-    "resolver and the mirrors, each host with its own politeness, and a failed one is tried elsewhere; repeatable.",
-)
-@click.option(
-    "--mirrors-from-registry",
-    is_flag=True,
-    help="Also spread bundle requests over every mirror the resolver's /pith-mirrors.json lists "
-    "(verification is unchanged: trust comes from the keyring, never from a host).",
-)
-@click.option(
-    "--cross-check",
-    type=click.IntRange(0),
-    default=None,
-    metavar="N",
-    help="Also fetch the first N records from every mirror and compare the copies: a fork (a split "
-    "view) is kept as evidence, flagged equivocation, and exits 1.",
-)
-@click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from.")
-@click.option(
-    "--progress",
-    type=click.Choice(["auto", "log", "off"]),
-    default="auto",
-    show_default=True,
-    help="auto: a live line on a terminal (none when quiet), log lines otherwise.",
-)
-@click.option(
-    "--max-failures",
-    type=FailureBudget(),
-    default="1%",
-    show_default=True,
-    help="Records that may fail to fetch (after retries and mirrors) before the run counts as failed "
-    "(exit 4) rather than done with failures (exit 3): a count, or a share of the records found.",
-)
-@click.option(
-    "--log-file",
-    type=click.Path(dir_okay=False),
-    help="Scrapy's log goes here [default: a new file in the crawl's state folder; -v: stderr].",
-)
-@click.option(
-    "--signing-key",
-    type=click.Path(dir_okay=False),
-    help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].",
-)
-@click.option(
-    "--commit-every",
-    type=click.IntRange(0),
-    default=None,
-    help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].",
-)
-@click.option(
-    "--verify-workers",
-    type=click.IntRange(0),
-    default=None,
-    help="Processes that parse and verify bundles beside the crawl (0: in the crawl's own thread) "
-    "[default: 1 with 2 cores or more, else 0].",
-)
-@click.option(
-    "--no-warc",
-    is_flag=True,
-    help="Do not record the crawl's HTTP exchanges in WARC files (PITH_WARC=False).",
-)
-@click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the final crawl stats here.")
-@click.option("-s", "--set", "settings", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable.")
+@click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
+@crawl_option_list
 @run_hook_options("crawl")
 @verbosity_options
-def crawl(
-    seeds: tuple[str, ...],
-    seeds_file: str | None,
-    resolver: str | None,
-    archive: str,
-    s3_endpoint_url: str | None,
-    keyrings: tuple[str, ...],
-    archive_keyrings: tuple[str, ...],
-    no_default_keys: bool,
-    max_records: int,
-    max_depth: int,
-    no_follow: bool,
-    check_state: bool,
-    check_state_sample: str | None,
-    jobdir: str | None,
-    frontier: str | None,
-    worker: str | None,
-    witness_policy: str | None,
-    log_origin: str | None,
-    mirrors: tuple[str, ...],
-    mirrors_from_registry: bool,
-    cross_check: int | None,
-    allow_hosts: tuple[str, ...],
-    progress: str,
-    signing_key: str | None,
-    commit_every: int | None,
-    verify_workers: int | None,
-    no_warc: bool,
-    stats_json: str | None,
-    settings: tuple[str, ...],
-    max_failures: tuple[float, bool],
-    log_file: str | None,
-    verbosity: int,
-    hooks: RunHooks,
-) -> None:
+def crawl(**given: Any) -> None:
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.
 
     A seed is a Pith number (full or short), a 26-character suffix, an arXiv id, a
@@ -212,94 +45,48 @@ def crawl(
     progress line and a summary, and Scrapy's log goes to a file the summary names.
     """
     tuning.economise()  # before anything allocates: checking the configuration does
-    if not seeds and not seeds_file and resolver is None:
+    options = CrawlOptions(**given)
+    if not options.seeds and not options.seeds_file and options.resolver is None:
         from .demo import run_demo
 
-        sys.exit(run_demo(archive, progress, verbosity, max_failures, hooks))
-    try:
-        seed_list = SeedList(seeds, seeds_file)
-    except SeedError as exc:
-        raise ConfigError(f"seed: {exc}") from None
-    if jobdir and frontier:
-        raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
-    resolver = check_base_url(resolver, "--resolver") if resolver else None
-    mirror_bases = [check_base_url(mirror, "--mirror") for mirror in mirrors]
-    pairs = _setting_pairs(settings)
-    keyring = build_keyring(keyrings, no_default_keys)  # the verifier's: a crawl never runs without one
-    archive_keyring = check_archive_keyring(archive_keyrings)
-    store = check_store(archive, s3_endpoint_url)
+        sys.exit(run_demo(options))
     policy = None
-    if witness_policy:  # imported here: cosigning reads the archive with pyarrow, which economise() must precede
-        from .cmd_cosign import read_policy
+    if options.witness_policy:
+        from .cmd_cosign import read_policy  # its storage imports pyarrow: after economise, and only when asked
 
-        policy = read_policy(witness_policy)
-    if frontier:
-        check_frontier(frontier)
-    # checked once, here, and handed to the crawl as built (crawler.crawl_config)
-    config = CrawlConfig(
-        seed_list, keyring, archive_keyring, store, check_signing_key(signing_key)
-    )  # last: it may create the key
-    state_dir = default_state_dir(archive, jobdir)
-    overrides = {
-        "PITH_ARCHIVE": archive,
-        "AWS_ENDPOINT_URL": s3_endpoint_url,
-        "PITH_KEYRINGS": list(keyrings),
-        "PITH_ARCHIVE_KEYRINGS": list(archive_keyrings),
-        "PITH_DEFAULT_KEYS": not no_default_keys,
-        "PITH_SIGNING_KEY": signing_key,
-        "PITH_STATE_DIR": state_dir,
-        **logging_settings(verbosity, progress, log_file, state_dir),
-    }
-    if check_state or check_state_sample is not None:
-        overrides["PITH_CHECK_STATE"] = 1.0 if check_state or check_state_sample is None else _share(check_state_sample)
-    if cross_check is not None:
-        overrides["PITH_CROSS_CHECK"] = cross_check
-    if jobdir:
-        overrides["JOBDIR"] = jobdir
-    if frontier:
-        overrides["PITH_FRONTIER"] = frontier
-    if worker:
-        overrides["PITH_WORKER"] = worker
-    if log_origin:
-        overrides["PITH_LOG_ORIGIN"] = log_origin
-    if stats_json:
-        overrides["PITH_STATS_FILE"] = stats_json
-    if commit_every is not None:
-        overrides["PITH_COMMIT_EVERY"] = commit_every
-    if verify_workers is not None:
-        overrides["PITH_VERIFY_WORKERS"] = verify_workers
-    if no_warc:
-        overrides["PITH_WARC"] = False
+        policy = read_policy(options.witness_policy)
+    overrides = scrapy_settings_of(options)
+    pairs = setting_pairs(options.settings)  # -s: last, over everything
+    config = config_of(options, project_settings({**overrides, **pairs}))  # checked once, handed over as built
+    overrides.update(logging_settings(options.verbosity, options.progress, options.log_file, options.state_dir))
     overrides.update(pairs)
-    spider_args = {
-        "config": config,
-        "resolver": resolver,
-        "max_records": max_records,
-        "max_depth": max_depth,
-        "follow": not no_follow,
-        "mirrors": mirror_bases,
-        "mirrors_from_registry": mirrors_from_registry,
-        "allow_hosts": list(allow_hosts),
-    }
+    sys.exit(crawl_with(options, config, overrides, policy, resume_command(options.jobdir)))
+
+
+def crawl_with(
+    options: CrawlOptions, config: CrawlConfig, overrides: dict, policy: Policy | None = None, resume: str = ""
+) -> int:
+    """Run the crawl ``config`` describes, report it, and return its exit status."""
+    hooks, shared = options.hooks, bool(options.frontier)
     try:
-        stats = run_crawl(spider_args, overrides, on_interim_commit=hooks.crawl_interim_commit)
+        stats = run_crawl(config, overrides, on_interim_commit=hooks.crawl_interim_commit)
     except (JobdirInUse, SigningKeyInUse) as exc:
         raise ConfigError(str(exc)) from None
-    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), max_failures, bool(frontier)).why)
+    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), options.max_failures, shared).why)
     status = report(
         stats,
-        archive,
-        max_failures,
-        verbosity,
+        options.archive,
+        options.max_failures,
+        options.verbosity,
         overrides.get("LOG_FILE"),
-        resume=resume_command(jobdir),
-        shared=bool(frontier),
+        resume=resume,
+        shared=shared,
     )
-    if policy is not None and config.signer is not None:
+    if policy is not None and config.store is not None and config.signer is not None:
         from .cmd_cosign import cosign_after_crawl
 
-        cosign_after_crawl(store, config.signer, policy)
-    sys.exit(status)
+        cosign_after_crawl(config.store, config.signer, policy)
+    return status
 
 
 def resume_command(jobdir: str | None) -> str:

@@ -15,6 +15,7 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 from twisted.python.failure import Failure
 
+from crawler.crawl_config import CrawlConfig
 from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
 
@@ -61,8 +62,8 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
     return settings
 
 
-def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
-    """Crawl until done (or stopped by Ctrl-C, which commits what was archived) and
+def run_crawl(config: CrawlConfig, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
+    """Crawl what ``config`` describes until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
     tuning.economise()
     tuning.without_numpy_or_pandas()
@@ -76,7 +77,7 @@ def run_crawl(spider_args: dict, overrides: dict, on_interim_commit: Callable[[d
 
         crawler.signals.connect(interim_done, signal=interim_committed, weak=False)
     failures: list[Failure] = []
-    process.crawl(crawler, **spider_args).addErrback(failures.append)
+    process.crawl(crawler, config=config).addErrback(failures.append)
     escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()

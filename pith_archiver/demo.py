@@ -7,43 +7,36 @@ needed, and the archive audits (and serves, exports) clean with no option.
 """
 
 import shlex
+from dataclasses import replace
 from importlib.resources import as_file
 
-from crawler.stat_keys import CrawlStats
 from mirror.runner import BackgroundMirror
 from mirror.server import MirrorServer
 from mirror.source import CorpusDirectory
 from pith.shipped import FIXTURES, real_bundles
 
-from .crawl_report import outcome, report
-from .crawl_setup import check_store
-from .crawling import default_state_dir, logging_settings, run_crawl
+from .cmd_crawl import crawl_with
+from .crawl_options import CrawlOptions, config_of
+from .crawling import logging_settings, project_settings
 from .exit_status import ExitStatus
 from .output import NORMAL, echo
-from .run_hooks import RunHooks
 
 DEMO_START = "sitemap"  # one seed that reaches every record served
 
 
-def run_demo(archive: str, progress: str, verbosity: int, budget: tuple[float, bool], hooks: RunHooks) -> int:
-    check_store(archive, None)
-    state_dir = default_state_dir(archive, None)
+def run_demo(options: CrawlOptions) -> int:
+    """The crawl ``options`` asks, of the embedded mirror from its sitemap: the same
+    road (``config_of``) as any other crawl."""
+    archive, verbosity = options.archive, options.verbosity
     with as_file(FIXTURES) as folder, BackgroundMirror(MirrorServer(CorpusDirectory(folder))) as server:
+        config = config_of(replace(options, seeds=(DEMO_START,), resolver=server.url), project_settings())
+        overrides = logging_settings(verbosity, options.progress, None, options.state_dir)
         if verbosity >= NORMAL:
             echo(
                 f"embedded mirror: {server.url} (the {len(real_bundles())} real registry bundles shipped); "
                 f"crawling from its {DEMO_START} into {archive}"
             )
-        overrides = {
-            "PITH_ARCHIVE": archive,
-            "PITH_STATE_DIR": state_dir,
-            **logging_settings(verbosity, progress, None, state_dir),
-        }
-        stats = run_crawl(
-            {"seeds": [DEMO_START], "resolver": server.url}, overrides, on_interim_commit=hooks.crawl_interim_commit
-        )
-    hooks.crawl_ended(stats, outcome(CrawlStats.of(stats), budget).why)
-    status = report(stats, archive, budget, verbosity, overrides.get("LOG_FILE"))
+        status = crawl_with(options, config, overrides)
     if status == ExitStatus.OK and verbosity >= NORMAL:
         quoted = shlex.quote(archive)
         echo(

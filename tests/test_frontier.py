@@ -19,6 +19,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
 import crawler.frontier as frontier_package
+from crawler.crawl_config import CrawlConfig
 from crawler.frontier import (
     CLAIMED,
     FULL,
@@ -34,6 +35,7 @@ from crawler.frontier import (
 )
 from crawler.frontier.client import worker_id
 from crawler.links import ResolverUrls
+from crawler.seeds import SeedList
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
 from mirror.source import KEYRING_NAME
@@ -56,9 +58,8 @@ REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
 
 def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
     """Every kind of request the spider queues in a shared frontier as a task."""
-    spider = PithSpider(
-        seeds=["1904.12043", "sitemap"], resolver="http://127.0.0.1:1", mirrors=["http://127.0.0.1:2/m"]
-    )
+    config = CrawlConfig(SeedList(["1904.12043", "sitemap"]), "http://127.0.0.1:1", mirrors=("http://127.0.0.1:2/m",))
+    spider = PithSpider(config)
     spider.crawler = get_crawler(PithSpider)  # whose signals a record's opening is sent to (crawler.ledger)
     requests = [
         *spider.seed_requests(),

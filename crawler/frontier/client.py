@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 
 from .. import signals as pith_signals
+from ..crawl_config import crawl_config
 from ..stat_keys import StatFamily
 from ..worker import worker_name
 from .addon import check_url, dupefilter_key, queue_key
@@ -125,7 +126,7 @@ class Frontier:
         frontier = cls(
             connect(url, settings.getdict("REDIS_PARAMS")),
             settings.get("PITH_FRONTIER_KEY") or "pith",
-            worker_id(settings.get("PITH_WORKER")),
+            worker_id(crawl_config(crawler).worker),
             settings.getfloat("PITH_FRONTIER_LEASE"),
             crawler.stats,
         )

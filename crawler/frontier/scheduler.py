@@ -18,6 +18,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.scheduler import Scheduler
 
 from .. import signals as pith_signals
+from ..crawl_config import crawl_config
 from ..meta_keys import Meta, take_opening
 from ..stat_keys import Stat
 from .client import CLAIMED, FULL, Frontier
@@ -59,6 +60,7 @@ class FrontierScheduler(Scheduler):
             raise FrontierError("FrontierScheduler needs the Frontier extension (set PITH_FRONTIER)")
         scheduler = super().from_crawler(crawler)
         scheduler.crawler, scheduler.frontier = crawler, frontier
+        scheduler.max_records = crawl_config(crawler).max_records
         settings = crawler.settings
         scheduler.idle_close = settings.getfloat("PITH_FRONTIER_IDLE_CLOSE")
         scheduler.poll = settings.getfloat("PITH_FRONTIER_POLL")
@@ -70,7 +72,6 @@ class FrontierScheduler(Scheduler):
         return scheduler
 
     def open(self, spider: Spider) -> None:
-        self.max_records = getattr(spider, "max_records", 0)
         super().open(spider)
         self.frontier.heartbeat()
         logger.info(

@@ -30,7 +30,7 @@ from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
 
 from .. import signals as pith_signals
-from ..crawl_config import CrawlConfig, as_bool, as_list
+from ..crawl_config import ARGUMENTS, CrawlConfig
 from ..cross_check import CrossCheck
 from ..failures import describe, failed_request, forbidden_by_robots
 from ..frontier import BUNDLE, record_task
@@ -38,7 +38,7 @@ from ..identity import bound
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..meta_keys import Meta
-from ..seeds import SeedError, SeedList, alias_path
+from ..seeds import SeedError, alias_path
 from ..sitemaps import SitemapWalk
 from ..spread import SourcePool
 from ..stat_keys import Stat, StatFamily
@@ -47,7 +47,6 @@ from ..verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RESOLVER = "https://pith.science"
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
 # (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
@@ -60,38 +59,20 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     unspread = 0  # record bundle requests still to send to the resolver: the --cross-check sample
     verifier: Verifier  # parses and verifies each bundle, off the reactor
 
-    def __init__(
-        self,
-        seeds: object = None,  # spider arguments: lists from the command line, strings from ``scrapy crawl -a``
-        seeds_file: str | None = None,
-        resolver: str | None = None,
-        max_records: int | str = 0,
-        max_depth: int | str = -1,
-        follow: bool | str = True,
-        mirrors: object = None,
-        allow_hosts: object = None,
-        mirrors_from_registry: bool | str = False,
-        config: CrawlConfig | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, config: CrawlConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.config = config  # built from the settings in from_crawler when not given (crawler.crawl_config)
-        try:
-            self.seeds = config.seeds if config is not None else SeedList(as_list(seeds), seeds_file or None)
-        except SeedError as exc:
-            raise ValueError(str(exc)) from None
-        self.resolver = ResolverUrls((resolver or DEFAULT_RESOLVER).rstrip("/"))
-        self.fallbacks = [m.rstrip("/") for m in as_list(mirrors)]
-        self.mirrors_from_registry = as_bool(mirrors_from_registry)
-        self.max_records = int(max_records or 0)
-        self.max_depth = int(max_depth if max_depth is not None else -1)
-        self.follow = as_bool(follow)
-        self.allow_hosts = set(as_list(allow_hosts))
+        self.config = config  # the crawl's, which every component reads (crawler.crawl_config)
+        self.seeds = config.seeds
+        self.resolver = ResolverUrls(config.resolver)  # learns the layout of /pith-mirrors.json
+        self.fallbacks = list(config.mirrors)  # grows with the registry's mirrors (--mirrors-from-registry)
+        self.allow_hosts = set(config.allow_hosts)
         hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
-        self.pages = self.follow and not self.seeds.any_sitemap
+        self.pages = config.follow and not self.seeds.any_sitemap
+        self.check_state = config.check_state
+        self.unspread = config.cross_check
         self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
         self.aliases: dict[str, str] = {}  # suffix -> the alias seed the resolver resolved to it
 
@@ -128,13 +109,18 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> "PithSpider":
-        spider = super().from_crawler(crawler, *args, **kwargs)
+        """The spider of the crawl ``config`` describes, or (``scrapy crawl pith -a``,
+        Scrapyd) of the config built from the settings and the spider arguments."""
+        config = kwargs.pop("config", None)
+        if config is None:
+            arguments = {name: kwargs.pop(name) for name in ARGUMENTS & kwargs.keys()}
+            try:
+                config = CrawlConfig.from_settings(crawler.settings, arguments)
+            except SeedError as exc:
+                raise ValueError(str(exc)) from None
+        spider = super().from_crawler(crawler, *args, config=config, **kwargs)
         spider.limits = Limits()  # the one size rule verify and the audit apply too, whatever DOWNLOAD_MAXSIZE says
-        spider.check_state = crawler.settings.getfloat("PITH_CHECK_STATE")
-        spider.unspread = max(0, crawler.settings.getint("PITH_CROSS_CHECK"))
-        if spider.config is None:
-            spider.config = CrawlConfig.from_settings(crawler.settings, spider.seeds)
-        spider.verifier = Verifier.for_crawl(crawler, spider.config.keyring)
+        spider.verifier = Verifier.for_crawl(crawler, config.keyring)
         crawler.signals.connect(spider.count_sources, signal=signals.spider_opened)
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         return spider
@@ -177,11 +163,11 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             logger.warning("mirror manifest %s unusable (%s); using the default URL layout", response.url, rejected)
             manifest = {}
         self.resolver = self.resolver.with_manifest(manifest)
-        for base in mirror_bases(manifest) if self.mirrors_from_registry else ():
+        for base in mirror_bases(manifest) if self.config.mirrors_from_registry else ():
             parts = urlsplit(base)
             if parts.scheme in ("http", "https") and parts.hostname:  # as --resolver and --mirror are checked
                 self.add_mirror(base)
-        if self.mirrors_from_registry:
+        if self.config.mirrors_from_registry:
             logger.info("spreading bundle requests over %d sources: %s", len(self.sources), ", ".join(self.sources))
         yield from self.records_in(response.body, depth=0)
         yield from self.seed_requests()
@@ -244,7 +230,11 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     def page_wanted(self, depth: int, bundle: dict | None = None) -> bool:
         """Whether a record's page could name records its bundle does not (the bundle
         is None when it was not read: unchanged, unfetchable or unparseable)."""
-        return self.pages and (self.max_depth < 0 or depth < self.max_depth) and not names_every_citer(bundle)
+        return (
+            self.pages
+            and (self.config.max_depth < 0 or depth < self.config.max_depth)
+            and not names_every_citer(bundle)
+        )
 
     def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False) -> scrapy.Request:
         """``bundle_failed``: the record's bundle failed already, and the record is
@@ -264,7 +254,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         )
 
     def records_in(self, body: bytes, depth: int) -> Iterator[scrapy.Request]:
-        if not self.follow or (0 <= self.max_depth < depth):
+        if not self.config.follow or (0 <= self.config.max_depth < depth):
             return
         yield from self.record_requests(suffixes_in(body), depth)
 

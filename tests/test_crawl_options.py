@@ -1,0 +1,62 @@
+"""The one road into the crawl: the crawl command's options, grouped and handed over
+as one object, and the config built from them or from Scrapy's settings."""
+
+from dataclasses import fields
+
+import pytest
+from click.testing import CliRunner
+from scrapy.settings import Settings
+
+from crawler.crawl_config import ARGUMENTS, CrawlConfig, tuned_by
+from crawler.seeds import SeedError
+from pith_archiver.cmd_crawl import crawl
+from pith_archiver.crawl_options import SECTIONS, CrawlOptions
+from pith_archiver.crawling import project_settings
+
+
+def test_every_crawl_option_is_in_a_help_section_and_a_field_of_the_options_object():
+    names = {param.name for param in crawl.params} - {"help"}
+    sectioned = [name for _, section in SECTIONS for name in section]
+    assert len(sectioned) == len(set(sectioned))  # each option in one section
+    assert names - {"seeds"} == set(sectioned)
+    # what click hands over becomes CrawlOptions whole (the hook and verbosity options become one field each)
+    handed = names - {"quiet", "verbose", "metrics_file", "pushgateway", "notify_urls"} | {"verbosity", "hooks"}
+    assert handed == {field.name for field in fields(CrawlOptions)}
+
+
+def test_the_help_lists_the_options_under_their_sections():
+    text = CliRunner().invoke(crawl, ["--help"], terminal_width=120).output
+    at = [text.index(f"{title}:\n") for title, _ in SECTIONS]
+    assert at == sorted(at)  # in the order of SECTIONS
+    how_far = text[text.index("How far:\n") : text.index("Trust:\n")]
+    assert "--max-depth" in how_far and "--out" not in how_far
+
+
+def test_scrapy_crawl_arguments_and_settings_build_the_same_config_fields():
+    settings = project_settings(
+        {"PITH_ARCHIVE": None, "PITH_COMMIT_EVERY": "7", "PITH_WARC_QUEUE_BYTES": "1024", "PITH_WORKER": "w1"}
+    )
+    arguments = {
+        "seeds": "RLLQL6357CWNZYHNBMCYD3UK5B, 1904.12043",
+        "resolver": "http://127.0.0.1:8/",
+        "mirrors": "http://127.0.0.1:9/m/,http://127.0.0.1:10",
+        "max_depth": "2",
+        "follow": "false",
+        "mirrors_from_registry": "yes",
+    }
+    assert set(arguments) <= ARGUMENTS
+    config = CrawlConfig.from_settings(settings, arguments)
+    assert (config.resolver, config.mirrors) == ("http://127.0.0.1:8", ("http://127.0.0.1:9/m", "http://127.0.0.1:10"))
+    assert (config.max_depth, config.max_records, config.follow, config.mirrors_from_registry) == (2, 0, False, True)
+    assert config.seeds.count == 2 and config.store is None and config.signer is None
+    assert (config.commit_every, config.worker) == (7, "w1")
+    assert config.warc is None  # no archive, no WARC files
+    assert config.describe()["resolver"] == "http://127.0.0.1:8"
+    with pytest.raises(SeedError):
+        CrawlConfig.from_settings(settings, {"seeds": "not-a-seed!"})
+
+
+def test_the_warc_policy_comes_from_the_settings_and_is_off_with_pith_warc_false():
+    tuned = tuned_by(Settings({"PITH_ARCHIVE": "a", "PITH_WARC": True, "PITH_WARC_STALL_TIMEOUT": "2.5"}))
+    assert tuned["warc"] is not None and tuned["warc"].stall_timeout == 2.5
+    assert tuned_by(Settings({"PITH_ARCHIVE": "a", "PITH_WARC": "False"}))["warc"] is None
