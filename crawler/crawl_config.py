@@ -20,8 +20,8 @@ from scrapy.settings import BaseSettings
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
-from storage.signing_key import load_or_create
-from storage.stores import ObjectStore, open_store
+from storage.archive.signing_key import load_or_create
+from storage.archive.stores import ObjectStore, open_store
 
 from .seeds import SeedList
 

@@ -102,7 +102,7 @@ async def _once(room: Deferred, response: Response) -> Response:
 
 
 def failure_of(request: Request, exception: Exception) -> dict:
-    """A request that got no response, as plain values: ``storage.warc.FetchFailure``'s fields."""
+    """A request that got no response, as plain values: ``storage.capture.warc.FetchFailure``'s fields."""
     return {
         "url": request.url,
         "method": request.method,
@@ -112,7 +112,7 @@ def failure_of(request: Request, exception: Exception) -> dict:
 
 
 def exchange_of(request: Request, response: Response) -> dict:
-    """The exchange as plain values: the fields of ``storage.warc.Exchange``."""
+    """The exchange as plain values: the fields of ``storage.capture.warc.Exchange``."""
     request_headers = _headers(request.headers)
     if not any(name.lower() == "host" for name, _ in request_headers):
         request_headers.insert(0, ("Host", urlparse_cached(request).netloc))  # the HTTP client adds it

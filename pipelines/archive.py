@@ -35,15 +35,15 @@ from pith.reasons import Reason
 from pith.shipped import version
 from pith.signing import Signer
 from pith.verify import Verdict
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.manifest import present_runs
-from storage.stores import ObjectStore, StorageError
-from storage.table_writer import memory_pool
-from storage.uploads import BoundedUploader
-from storage.warc import Exchange, FetchFailure, WarcPolicy, verdict_fields
-from storage.warc import software as warc_software
-from storage.warc_process import WarcProcess
+from storage.archive import layout
+from storage.archive.manifest import present_runs
+from storage.archive.stores import ObjectStore, StorageError
+from storage.capture.warc import Exchange, FetchFailure, WarcPolicy, verdict_fields
+from storage.capture.warc import software as warc_software
+from storage.capture.warc_process import WarcProcess
+from storage.writing.table_writer import memory_pool
+from storage.writing.uploads import BoundedUploader
+from storage.writing.writer import ArchiveWriter
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from storage.archive.stores import StorageError
 from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
-from storage.stores import StorageError
 
 from .archive_reading import TRUST_HELP, Trust, open_archive, pin_hint, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed

@@ -17,11 +17,11 @@ from pith.reasons import Rejected
 from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.tlog_proof import MAX_PROOF_BYTES, check_tlog_proof, tlog_proof
 from pith.verify import Status
-from storage import layout
-from storage.key_logs import LogBroken
+from storage.archive import layout
+from storage.archive.reader import NothingCommitted
+from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import NotAttested, checkpoint_notes, prove_record
-from storage.reader import NothingCommitted
-from storage.stores import ObjectStore, StorageError
+from storage.transparency.key_logs import LogBroken
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed

@@ -16,7 +16,7 @@ import pytest
 
 from crawler.frontier import RefusedEntry, frontier_settings
 from pith_archiver import FIXTURES
-from storage.stores import S3Store
+from storage.archive.s3_store import S3Store
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
