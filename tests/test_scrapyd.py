@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow  # every test here makes a venv, crawls, serves or
 
 ROOT = Path(__file__).parents[1]
 PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]
-PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "storage", "mirror"]
+PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "runtime", "storage", "mirror"]
 # how each Python makes a venv here; CI's machine has pyenv's 3.12.1 (.ci/run checks)
 MAKE_VENV = {
     "3.11": (["python3", "-m", "venv"], {}),
