@@ -28,14 +28,14 @@ from twisted.python.failure import Failure
 from pith.keyring import Keyring
 from pith.reasons import Reason
 from pith.shipped import version
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.manifest import present_runs
-from storage.stores import StorageError
-from storage.table_writer import memory_pool
-from storage.uploads import BoundedUploader
-from storage.warc import software as warc_software
-from storage.warc_process import WarcProcess
+from storage.archive import layout
+from storage.archive.manifest import present_runs
+from storage.archive.stores import StorageError
+from storage.capture.warc import software as warc_software
+from storage.capture.warc_process import WarcProcess
+from storage.writing.table_writer import memory_pool
+from storage.writing.uploads import BoundedUploader
+from storage.writing.writer import ArchiveWriter
 
 from . import signals as pith_signals
 from .crawl_config import CrawlConfig, crawl_config

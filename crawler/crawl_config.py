@@ -28,13 +28,13 @@ from scrapy.settings import BaseSettings
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
-from storage.signing_key import load_or_create
-from storage.stores import ObjectStore, open_store
+from storage.archive.signing_key import load_or_create
+from storage.archive.stores import ObjectStore, open_store
 
 from .seeds import SeedList
 
-if TYPE_CHECKING:  # storage.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
-    from storage.warc import WarcPolicy
+if TYPE_CHECKING:  # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+    from storage.capture.warc import WarcPolicy
 
 DEFAULT_RESOLVER = "https://pith.science"
 # the spider arguments (``scrapy crawl pith -a NAME=VALUE``) the config takes; any other
@@ -110,7 +110,7 @@ class CrawlConfig:
 
 def tuned_by(settings: BaseSettings) -> dict[str, Any]:
     """The config's fields only settings give (``-s`` on the command line, ``scrapy crawl -s``)."""
-    from storage.warc import WarcPolicy
+    from storage.capture.warc import WarcPolicy
 
     return {
         "check_state": settings.getfloat("PITH_CHECK_STATE"),

@@ -27,7 +27,7 @@ from scrapy.utils.asyncio import is_asyncio_available
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
-from storage.child_process import FRAME, framed, start_child
+from runtime.child_process import FRAME, framed, start_child
 
 from .stat_keys import Stat
 from .verify_worker import BundleChecker, available_cores, decode, restore

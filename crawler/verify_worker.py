@@ -19,7 +19,7 @@ from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Status, Verdict, verify_document
-from storage.child_process import framed, messages, socket_of
+from runtime.child_process import framed, messages, socket_of
 
 
 def available_cores() -> int:

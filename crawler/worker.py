@@ -1,4 +1,4 @@
-"""A crawl worker's name, as run ids (``storage.layout``: 1-64 of [A-Za-z0-9_.]) and a
+"""A crawl worker's name, as run ids (``storage.archive.layout``: 1-64 of [A-Za-z0-9_.]) and a
 shared frontier's keys carry it."""
 
 import os

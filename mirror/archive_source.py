@@ -33,9 +33,9 @@ from pith.numbers import suffix_of
 from pith.parse import parse
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
-from storage import history, layout
-from storage.reader import CommittedArchive, read_entry, table_batches
-from storage.stores import ObjectInfo, ObjectStore, StorageError
+from storage.archive import history, layout
+from storage.archive.reader import CommittedArchive, read_entry, table_batches
+from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
@@ -82,7 +82,7 @@ class NothingServable(StorageError):
 
 class ArchiveSource(RecordSource):
     """The committed contents of an archive, served. ``keyring`` pins the archiver keys
-    whose manifests are trusted (see storage.reader.reading_keyring)."""
+    whose manifests are trusted (see storage.archive.reader.reading_keyring)."""
 
     def __init__(self, store: ObjectStore, keyring: Keyring):
         started = time.monotonic()
@@ -187,7 +187,7 @@ class ArchiveSource(RecordSource):
 
 
 def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:
-    """Each record's current version (storage.history's rule, the one the archive
+    """Each record's current version (storage.archive.history's rule, the one the archive
     writer applies) among the versions whose raw bytes a committed manifest lists."""
     versions: dict[str, ArchivedVersion] = {}
 

@@ -24,9 +24,9 @@ from crawler.links import base_of
 from crawler.stat_keys import Stat
 from pith.canonical import sha256_hex
 from pith.verify import Verdict
-from storage import layout
-from storage.stores import StorageError
-from storage.warc import verdict_fields
+from storage.archive import layout
+from storage.archive.stores import StorageError
+from storage.capture.warc import verdict_fields
 
 logger = logging.getLogger(__name__)
 

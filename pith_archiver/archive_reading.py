@@ -16,10 +16,10 @@ from typing import Any
 import click
 
 from pith.keyring import Keyring, KeyringError
-from storage import layout
-from storage.reader import NothingCommitted, reading_keyring
-from storage.signing_key import default_key_path
-from storage.stores import ObjectStore, StorageError, open_store
+from storage.archive import layout
+from storage.archive.reader import NothingCommitted, reading_keyring
+from storage.archive.signing_key import default_key_path
+from storage.archive.stores import ObjectStore, StorageError, open_store
 
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .keyrings import keyring_options, machine_key

@@ -9,8 +9,9 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.reasons import Reason, Rejected
 from pith.verify import Status, verify_bundle
-from storage.release_check import verify_release
-from storage.stores import LocalStore, StorageError
+from storage.archive.folder_store import LocalStore
+from storage.archive.stores import StorageError
+from storage.publishing.release_check import verify_release
 
 from . import sources
 
@@ -36,7 +37,7 @@ class TargetChecker:
         return self.bundle(target.source)
 
     def release(self, source: str) -> dict:
-        """A dataset release's release.json and the files beside it (storage.release_check)."""
+        """A dataset release's release.json and the files beside it (storage.publishing.release_check)."""
         try:
             document = verify_release(LocalStore(Path(source).parent), self.keyring)
         except StorageError as exc:
@@ -51,9 +52,9 @@ class TargetChecker:
         }
 
     def wacz(self, source: str) -> dict:
-        """A WACZ package (storage.wacz_check), then each bundle inside, as a bundle
+        """A WACZ package (storage.capture.wacz_check), then each bundle inside, as a bundle
         file is judged; ``inside`` carries their records, reported before the package's."""
-        from storage.wacz_check import bundles_in_wacz  # warcio: only for a WACZ
+        from storage.capture.wacz_check import bundles_in_wacz  # warcio: only for a WACZ
 
         inside = []
         try:

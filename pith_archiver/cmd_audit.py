@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from pith.reasons import Finding
+from storage.archive.stores import StorageError
 from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
-from storage.stores import StorageError
 
 from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed

@@ -5,10 +5,10 @@ import click
 
 from pith.checkpoint import open_checkpoint
 from pith.signed_note import NOTE_KEY, VerifierKey
-from storage.key_logs import LogBroken
+from storage.archive.reader import NothingCommitted
+from storage.archive.stores import StorageError
 from storage.log_proofs import checkpoint_notes
-from storage.reader import NothingCommitted
-from storage.stores import StorageError
+from storage.transparency.key_logs import LogBroken
 
 from .archive_reading import TRUST_HELP, NoProof, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import RunFailed

@@ -8,11 +8,11 @@ from pith.keyring import Keyring
 from pith.policy import MAX_POLICY_BYTES, Policy, PolicyError, parse_policy
 from pith.reasons import Rejected
 from pith.signing import Signer
-from storage.key_logs import LogBroken, key_logs
+from storage.archive.manifest import read_committed
+from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import current_log
-from storage.manifest import read_committed
-from storage.stores import ObjectStore, StorageError
 from storage.transparency.cosign import cosign_log
+from storage.transparency.key_logs import LogBroken, key_logs
 
 from .archive_reading import TRUST_HELP, Trust, open_archive, trust_options
 from .exit_status import ConfigError, ExitStatus, RunFailed

@@ -7,10 +7,10 @@ from typing import NoReturn
 import click
 
 from pith.keyring import Keyring
-from storage.export import ExportError, export_bag, export_dataset
-from storage.export_check import BundleRejected
-from storage.reader import NothingCommitted, ObjectAltered
-from storage.stores import ObjectStore, StorageError
+from storage.archive.reader import NothingCommitted, ObjectAltered
+from storage.archive.stores import ObjectStore, StorageError
+from storage.publishing.export import ExportError, export_bag, export_dataset
+from storage.publishing.export_check import BundleRejected
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
@@ -114,10 +114,10 @@ def _release(
     hooks: RunHooks,
 ) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
-    from storage.reader import CommittedArchive
-    from storage.release import SCHEMAS, ReleaseError, read_previous, write_release
-    from storage.release_card import write_cards
-    from storage.signing_key import load_or_create
+    from storage.archive.reader import CommittedArchive
+    from storage.archive.signing_key import load_or_create
+    from storage.publishing.release import SCHEMAS, ReleaseError, read_previous, write_release
+    from storage.publishing.release_card import write_cards
 
     target = open_location(dest, trust.s3_endpoint_url)
     try:
@@ -155,8 +155,8 @@ def _wacz(
     archive: str, store: ObjectStore, keyring: Keyring, dest: str, since: str | None, trust: Trust, hooks: RunHooks
 ) -> None:
     """``--format wacz``: the committed WARCs as one WACZ file (``--to`` a local path or s3://bucket/key)."""
-    from storage.signing_key import load_or_create
-    from storage.wacz import WaczError, write_wacz
+    from storage.archive.signing_key import load_or_create
+    from storage.capture.wacz import WaczError, write_wacz
 
     folder, _, name = dest.rstrip("/").rpartition("/")
     if not name.endswith(".wacz"):

@@ -12,7 +12,7 @@ from crawler.key_watch import announced_keys
 from pith.keyring import REGISTRY, REGISTRY_KEY, Keyring, KeyringError, instant, key_from_entry
 from pith.parse import parse
 from pith.reasons import Reason, Rejected
-from storage.signing_key import new_signer
+from storage.archive.signing_key import new_signer
 
 from .exit_status import ConfigError
 from .output import echo, say, verbosity_options

@@ -8,11 +8,11 @@ import click
 
 from pith.canonical import canon
 from pith.tlog_proof import tlog_proof
-from storage import layout
-from storage.key_logs import LogBroken
+from storage.archive import layout
+from storage.archive.reader import NothingCommitted
+from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import NotAttested, prove_record
-from storage.reader import NothingCommitted
-from storage.stores import ObjectStore, StorageError
+from storage.transparency.key_logs import LogBroken
 
 from .archive_reading import TRUST_HELP, NoProof, Trust, nothing_trusted, open_archive, trust_options
 from .exit_status import RunFailed

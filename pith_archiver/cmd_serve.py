@@ -20,8 +20,8 @@ from mirror.source import BundleCheck, CorpusDirectory, NothingToServe, RecordSo
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
-from storage.reader import NothingCommitted
-from storage.stores import StorageError
+from storage.archive.reader import NothingCommitted
+from storage.archive.stores import StorageError
 
 from .archive_reading import (
     TRUST_HELP,

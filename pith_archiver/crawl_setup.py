@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
-from storage.stores import ObjectStore, StorageError, open_store
+from storage.archive.stores import ObjectStore, StorageError, open_store
 
 from .exit_status import ConfigError
 
@@ -42,7 +42,7 @@ def check_archive_keyring(keyrings: Iterable[str]) -> Keyring:
 
 
 def check_signing_key(path: str | None) -> Signer:
-    from storage.signing_key import load_or_create
+    from storage.archive.signing_key import load_or_create
 
     try:
         return load_or_create(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pith.keyring import Keyring, KeyringError
-from storage.signing_key import default_key_path
+from storage.archive.signing_key import default_key_path
 
 from .exit_status import ConfigError
 from .output import Command

@@ -9,8 +9,8 @@ from typing import BinaryIO
 
 import pith_archiver
 from pith.parse import DEFAULT_MAX_BYTES
-from storage import layout
-from storage.release_check import RELEASE_FILE
+from storage.archive import layout
+from storage.publishing.release_check import RELEASE_FILE
 
 FEED_SUFFIX = ".jsonl"
 WACZ_SUFFIX = ".wacz"

@@ -32,12 +32,11 @@ from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Finding, Rejected
 from pith.verify import verify_bundle
-
-from . import layout
-from .key_logs import KeyLog, LogPart, log_part, logs_of
-from .manifest import listed, read_manifests
-from .stores import ObjectInfo, ObjectMissing, ObjectStore
-from .warc_check import record_problems
+from storage.archive import layout
+from storage.archive.manifest import listed, read_manifests
+from storage.archive.stores import ObjectInfo, ObjectMissing, ObjectStore
+from storage.capture.warc_check import record_problems
+from storage.transparency.key_logs import KeyLog, LogPart, log_part, logs_of
 
 logger = logging.getLogger(__name__)
 

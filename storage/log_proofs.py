@@ -1,4 +1,4 @@
-"""What others ask of an archive's transparency logs (``storage.key_logs``): the latest
+"""What others ask of an archive's transparency logs (``storage.transparency.key_logs``): the latest
 checkpoint of each key, for a witness to keep; an inclusion proof of a record's latest
 storage attestation; and whether the archive's log of a key still extends a
 checkpoint saved earlier (RFC 9162 consistency), which catches a rollback or a fork.
@@ -19,13 +19,12 @@ from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
 from pith.tiles import TileEdge
-
-from . import layout
-from .audit import Discrepancy, Finding
-from .key_logs import KeyLog, LogBroken, key_logs, latest_checkpoints, part_entries, read_tree
-from .manifest import read_committed
-from .reader import CommittedArchive, nothing_committed, read_entry, table_batches
-from .stores import ObjectStore, StorageError
+from storage.archive import layout
+from storage.archive.manifest import read_committed
+from storage.archive.reader import CommittedArchive, nothing_committed, read_entry, table_batches
+from storage.archive.stores import ObjectStore, StorageError
+from storage.audit import Discrepancy, Finding
+from storage.transparency.key_logs import KeyLog, LogBroken, key_logs, latest_checkpoints, part_entries, read_tree
 
 logger = logging.getLogger(__name__)
 

@@ -17,13 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pith.verify import verify_bundle
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.manifest import committed_manifests, verify_manifest
-from storage.reader import CommittedArchive
-from storage.stores import ObjectMissing, S3Store, StorageError
-from storage.table_writer import RollPolicy
-from storage.uploads import BoundedUploader
+from storage.archive import layout
+from storage.archive.manifest import committed_manifests, verify_manifest
+from storage.archive.reader import CommittedArchive
+from storage.archive.s3_store import S3Store
+from storage.archive.stores import ObjectMissing, StorageError
+from storage.writing.table_writer import RollPolicy
+from storage.writing.uploads import BoundedUploader
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws
 from tests.plugins.faults import audit_archive
 from tests.plugins.s3 import arrow_filesystem, local_copy

@@ -18,9 +18,9 @@ from pith.merge import entry, merge
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith.verify import check_event
-from storage import layout
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

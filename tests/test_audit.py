@@ -11,10 +11,11 @@ import pytest
 from mirror.source import KEYRING_NAME
 from pith.canonical import canon
 from pith.keyring import Keyring
-from storage import layout
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import sign_manifest
+from storage.archive.s3_store import S3Store
 from storage.audit import Audit, parquet_rows
-from storage.manifest import sign_manifest
-from storage.stores import LocalStore, S3Store
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

@@ -9,9 +9,9 @@ import pytest
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver import FIXTURES
-from storage import layout
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.s3 import local_copy
 from tests.plugins.tables import read_rows

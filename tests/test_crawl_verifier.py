@@ -22,7 +22,7 @@ from pith.parse import Limits
 from pith.verify import Verdict
 from pith_archiver import FIXTURES
 from pith_testkit.faults import FaultPlan
-from storage.stores import LocalStore
+from storage.archive.folder_store import LocalStore
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.tables import read_rows

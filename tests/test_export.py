@@ -7,11 +7,12 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith.signing import Signer
-from storage import layout
-from storage.export import ExportError, export_bag, export_dataset
-from storage.reader import CommittedArchive, ObjectAltered, reading_keyring
-from storage.stores import LocalStore, S3Store
-from storage.tables import TABLES
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.reader import CommittedArchive, ObjectAltered, reading_keyring
+from storage.archive.s3_store import S3Store
+from storage.archive.tables import TABLES
+from storage.publishing.export import ExportError, export_bag, export_dataset
 from tests.plugins.archives import corpus_raws, tampered, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows

@@ -43,9 +43,9 @@ from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.crawling import project_settings
 from pith_testkit.faults import FaultPlan
-from storage.layout import check_run_id, new_run_id
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
+from storage.archive.folder_store import LocalStore
+from storage.archive.layout import check_run_id, new_run_id
+from storage.archive.manifest import committed_manifests
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.redis import start_redis
 from tests.plugins.tables import read_rows

@@ -81,7 +81,7 @@ def test_the_sentence_check_sees_the_old_wording():
 
 
 def open_run_misuses(source: str) -> list[str]:
-    """Where ``open_run`` names anything but a ``storage.open_run.OpenRun``: a run id
+    """Where ``open_run`` names anything but a ``storage.writing.open_run.OpenRun``: a run id
     is a ``run_id``."""
     tree = ast.parse(source)
     has_type = any(

@@ -10,10 +10,10 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith.verify import verify_bundle
-from storage.archive import ArchiveWriter
-from storage.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
-from storage.reader import CommittedArchive, table_batches
-from storage.stores import LocalStore
+from storage.archive.folder_store import LocalStore
+from storage.archive.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
+from storage.archive.reader import CommittedArchive, table_batches
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows

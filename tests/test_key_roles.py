@@ -19,9 +19,9 @@ from pith.parse import DEFAULT_MAX_BYTES, padded_bound
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process

@@ -9,9 +9,9 @@ import pytest
 
 from pith.keyring import ARCHIVE, Keyring, key_from_entry
 from pith.signing import Signer
-from storage import layout
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 

@@ -14,27 +14,56 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MAY_IMPORT = {  # package: the project packages its modules may import, besides its own
     "pith": set(),
-    "storage": {"pith"},
-    "crawler": {"pith", "storage"},
-    "pipelines": {"pith", "storage", "crawler"},
+    "runtime": {"pith"},
+    "storage": {"pith", "runtime"},
+    "crawler": {"pith", "runtime", "storage"},
+    "pipelines": {"pith", "runtime", "storage", "crawler"},
     "mirror": {"pith", "storage"},
     "witness": {"pith", "mirror"},
-    "pith_archiver": {"pith", "storage", "crawler", "pipelines", "mirror", "witness"},
+    "pith_archiver": {"pith", "runtime", "storage", "crawler", "pipelines", "mirror", "witness"},
     "pith_testkit": {"pith", "storage", "mirror", "pith_archiver"},
 }
+WINGS_MAY_IMPORT = {  # storage's wings: the wings each may import, besides its own; its own modules import them all
+    "storage.archive": set(),
+    "storage.capture": {"storage.archive"},
+    "storage.transparency": {"storage.archive"},
+    "storage.publishing": {"storage.archive", "storage.capture", "storage.transparency"},
+    "storage.writing": {"storage.archive", "storage.capture", "storage.transparency"},
+}
+MOST_MODULES_DIRECTLY_IN_STORAGE = 15
 PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})
 MODULE_NAME = re.compile(r"^pith_testkit(\.\w+)*(:\w+)?$")  # "pith_testkit.cli:main", as a lazy import takes it
-THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}}
+NO_FRAMEWORKS = {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}
+THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": NO_FRAMEWORKS, "runtime": NO_FRAMEWORKS}
+
+
+def imported_modules(path: Path, code: str | None = None) -> set[str]:
+    """Every module a file imports, by its full name (``from a.b import c`` imports
+    ``a.b.c`` when that is a module of ours, ``a.b`` otherwise); relative imports too."""
+    package = ".".join(path.relative_to(ROOT).parent.parts) if path.is_relative_to(ROOT) else ""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8") if code is None else code)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names if is_module(f"{module}.{alias.name}"))
+    return found
+
+
+def is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
 def imported_packages(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
+    return {name.split(".")[0] for name in imported_modules(path) if name}
+
+
+def wing_of(module: str) -> str | None:
+    return next((wing for wing in WINGS_MAY_IMPORT if module == wing or module.startswith(wing + ".")), None)
 
 
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
@@ -47,6 +76,25 @@ def test_a_package_imports_only_the_layers_below_it(package):
         if above or banned:
             wrong[str(path.relative_to(ROOT))] = sorted(above | banned)
     assert wrong == {}
+
+
+@pytest.mark.parametrize("wing", sorted(WINGS_MAY_IMPORT))
+def test_a_storage_wing_imports_only_the_wings_below_it(wing):
+    """Inside storage: the archive at rest at the bottom; capture and the transparency
+    logs on it; publishing and writing a run on those; audit (storage's own modules) on top."""
+    wrong = {}
+    for path in sorted(ROOT.joinpath(*wing.split(".")).rglob("*.py")):
+        imported = {name for name in imported_modules(path) if name == "storage" or name.startswith("storage.")}
+        above = {name for name in imported if wing_of(name) not in WINGS_MAY_IMPORT[wing] | {wing}}
+        if above:
+            wrong[str(path.relative_to(ROOT))] = sorted(above)
+    assert wrong == {}
+
+
+def test_storage_holds_wings_and_few_modules_of_its_own():
+    wings = {path.parent.name for path in (ROOT / "storage").glob("*/__init__.py")}
+    assert {f"storage.{name}" for name in wings} == set(WINGS_MAY_IMPORT)
+    assert len(list((ROOT / "storage").glob("*.py"))) <= MOST_MODULES_DIRECTLY_IN_STORAGE
 
 
 @pytest.mark.parametrize("package", PRODUCT)
@@ -72,6 +120,13 @@ def test_the_walker_sees_an_upward_import(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from pith_archiver import FIXTURES\n    import scrapy.http\n")
     assert imported_packages(module) == {"pith_archiver", "scrapy"}
+
+
+def test_the_walker_sees_a_wing_imported_as_a_module_and_relatively():
+    module = ROOT / "storage" / "archive" / "stores.py"
+    code = "from storage.capture import warc\nfrom ..writing.writer import ArchiveWriter\nfrom . import layout\n"
+    found = {name for name in imported_modules(module, code) if name.startswith("storage")}
+    assert {wing_of(name) for name in found} == {"storage.capture", "storage.writing", "storage.archive"}
 
 
 def test_no_class_name_is_defined_in_two_product_modules():

@@ -3,9 +3,9 @@ kept in a file rather than in memory."""
 
 import threading
 
-from storage.attestations import Stored
-from storage.ledger import Ledger
-from storage.stores import ObjectInfo
+from storage.archive.stores import ObjectInfo
+from storage.transparency.attestations import Stored
+from storage.writing.ledger import Ledger
 
 
 def stored(n: int) -> Stored:

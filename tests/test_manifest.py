@@ -7,9 +7,9 @@ import pytest
 
 from pith.canonical import canon
 from pith.signing import Signer
-from storage import layout
-from storage.audit import Audit
-from storage.manifest import (
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import (
     ManifestInvalid,
     build_manifest,
     commit_manifest,
@@ -19,8 +19,9 @@ from storage.manifest import (
     sign_manifest,
     verify_manifest,
 )
-from storage.reader import CommittedArchive
-from storage.stores import LocalStore, ObjectExists
+from storage.archive.reader import CommittedArchive
+from storage.archive.stores import ObjectExists
+from storage.audit import Audit
 
 RUN = "20261122T053000Z-w0-0123abcd"
 

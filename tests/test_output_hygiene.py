@@ -14,9 +14,9 @@ from pith.printable import printable
 from pith.signing import Signer
 from pith_archiver.crawl_report import report
 from pith_archiver.output import escape_logs
-from storage.archive import ArchiveWriter
-from storage.stores import LocalStore
-from storage.warc import Exchange, WarcPolicy
+from storage.archive.folder_store import LocalStore
+from storage.capture.warc import Exchange, WarcPolicy
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.core import real_bundle_paths
 

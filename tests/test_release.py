@@ -12,7 +12,7 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith.signing import Signer
-from storage.stores import LocalStore
+from storage.archive.folder_store import LocalStore
 from tests.plugins.archives import corpus_raws, extended, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows
@@ -125,7 +125,7 @@ def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archi
 
 
 def test_a_release_from_s3_to_s3(tmp_path, corpus_dir, corpus_keyring, s3_endpoint, s3_env, s3_bucket):
-    from storage.stores import S3Store
+    from storage.archive.s3_store import S3Store
 
     SIGNER.save(tmp_path / "config" / "pith-archiver" / "signing-key.json")
     store = S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint)
@@ -232,7 +232,7 @@ def edit_release_json(folder):
 
 
 def resign_with_an_unpinned_key(folder):
-    from storage.release import sign_release
+    from storage.publishing.release import sign_release
 
     document = json.loads((folder / "release.json").read_text())
     (folder / "release.json").write_text(json.dumps(sign_release(document, Signer.generate("stranger"))))

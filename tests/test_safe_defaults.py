@@ -16,12 +16,12 @@ import pytest
 
 from crawler.frontier import RefusedEntry, frontier_settings
 from pith_archiver import FIXTURES
-from storage.stores import S3Store
+from storage.archive.s3_store import S3Store
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pith", "crawler", "pipelines", "storage", "mirror", "pith_archiver", "bench")
+SOURCES = ("pith", "runtime", "crawler", "pipelines", "storage", "mirror", "pith_archiver", "bench")
 CODE_CARRYING_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "jsonpickle"}
 DANGEROUS_CALLS = {
     "eval",

@@ -21,7 +21,7 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
-from storage.stores import open_store
+from storage.archive.stores import open_store
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow  # every test here makes a venv, crawls, serves or
 
 ROOT = Path(__file__).parents[1]
 PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]
-PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "storage", "mirror"]
+PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "runtime", "storage", "mirror"]
 # how each Python makes a venv here; CI's machine has pyenv's 3.12.1 (.ci/run checks)
 MAKE_VENV = {
     "3.11": (["python3", "-m", "venv"], {}),

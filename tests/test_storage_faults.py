@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 import pytest
 
 from pith.verify import verify_bundle
-from storage.archive import ArchiveWriter
-from storage.manifest import committed_manifests
-from storage.stores import S3Store, StorageError
+from storage.archive.manifest import committed_manifests
+from storage.archive.s3_store import S3Store
+from storage.archive.stores import StorageError
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import S3_ERRORS, FaultRule, archiver_keyring, audit_archive
 

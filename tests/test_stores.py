@@ -8,9 +8,11 @@ import threading
 
 import pytest
 
-from storage import layout
-from storage.stores import LocalStore, ObjectExists, ObjectMissing, S3Store, StorageError, open_store
-from storage.uploads import BoundedUploader
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.s3_store import S3Store
+from storage.archive.stores import ObjectExists, ObjectMissing, StorageError, open_store
+from storage.writing.uploads import BoundedUploader
 
 MiB = 1 << 20
 

@@ -14,10 +14,10 @@ import pytest
 from pith.canonical import reference_canon
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
-from storage import layout
-from storage.rows import alias_rows, event_rows, record_row, timestamp, verification_row
-from storage.table_writer import RollPolicy, RowBudget, TableWriter
-from storage.tables import SCHEMA_VERSION, TABLES
+from storage.archive import layout
+from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row
+from storage.archive.tables import SCHEMA_VERSION, TABLES
+from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
 from tests.test_verify import with_numbers_json_writers_spell_differently
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)

@@ -20,8 +20,9 @@ import pytest
 from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith.verify import verify_bundle
-from storage import layout
-from storage.stores import LocalStore, S3Store
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.s3_store import S3Store
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

@@ -25,10 +25,10 @@ from pith.reasons import Rejected
 from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith.verify import verify_bundle
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.manifest import committed_manifests, sign_manifest
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests, sign_manifest
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import FETCHED_AT, corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

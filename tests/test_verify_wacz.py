@@ -17,7 +17,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from pith.signing import Signer
-from storage.wacz import sign_digest
+from storage.capture.wacz import sign_digest
 from tests.plugins.cli import run_cli
 from tests.tamper import tampered
 

@@ -22,10 +22,10 @@ from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith_archiver import FIXTURES
 from pith_testkit.faults import FaultPlan
-from storage import layout
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
-from storage.wacz_check import check_wacz_digest
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests
+from storage.capture.wacz_check import check_wacz_digest
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.crawling import run_cli_crawl
 from tests.test_crawl_archive import archiver_keyring
@@ -382,9 +382,9 @@ def test_each_warc_is_listed_by_the_run_holding_its_rows(tmp_path):
     import pyarrow.parquet as pq
 
     from pith.signing import Signer
-    from storage.archive import ArchiveWriter
-    from storage.manifest import committed_manifests
-    from storage.warc import Exchange, WarcPolicy
+    from storage.archive.manifest import committed_manifests
+    from storage.capture.warc import Exchange, WarcPolicy
+    from storage.writing.writer import ArchiveWriter
 
     signer = Signer.generate("test-archiver")
     store = LocalStore(tmp_path / "archive")

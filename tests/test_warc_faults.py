@@ -24,13 +24,13 @@ from pith_archiver.crawl_report import report
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import QUIET
 from pith_testkit.faults import FaultPlan
-from storage import layout
-from storage.archive import ArchiveWriter
-from storage.child_process import WatchedChild
-from storage.manifest import committed_manifests
-from storage.stores import LocalStore
-from storage.warc import Exchange, WarcPolicy
-from storage.warc_salvage import complete_length, salvage
+from runtime.child_process import WatchedChild
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.manifest import committed_manifests
+from storage.capture.warc import Exchange, WarcPolicy
+from storage.capture.warc_salvage import complete_length, salvage
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
 
@@ -54,7 +54,7 @@ def urls_in(path: Path) -> list[str]:
 
 def test_a_file_cut_mid_record_is_salvaged_to_its_last_whole_record(tmp_path):
     """What a writer killed while writing leaves: every record before the one under way."""
-    from storage.warc import WarcWriter
+    from storage.capture.warc import WarcWriter
 
     files = []
     writer = WarcWriter(
@@ -126,7 +126,7 @@ def test_a_writer_killed_between_records_keeps_what_it_wrote_and_counts_the_rest
 
 @pytest.mark.slow
 def test_a_child_that_takes_nothing_is_killed_and_its_waiters_released(tmp_path):
-    child = WatchedChild("storage.warc_child", stall_timeout=1.0, max_queued=256 * 1024)
+    child = WatchedChild("storage.capture.warc_child", stall_timeout=1.0, max_queued=256 * 1024)
     os.kill(child.process.pid, signal.SIGSTOP)
     released = threading.Event()
     started = time.monotonic()
@@ -154,7 +154,7 @@ def _warc_child_of(crawl_parent: int) -> tuple[int, int] | None:
             grand = int((Path("/proc") / str(ppid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if b"storage.warc_child" in cmdline and grand == crawl_parent:
+        if b"storage.capture.warc_child" in cmdline and grand == crawl_parent:
             return int(proc.name), ppid
     return None
 

@@ -17,8 +17,8 @@ from pith.merkle import Tree, leaf_hash
 from pith.policy import PolicyError, parse_policy
 from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey, cosigners
 from pith.signing import Signer
-from storage import layout
-from storage.stores import LocalStore
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
 from storage.transparency.cosign import cosign_log
 from storage.transparency.witness_client import add_checkpoint_body, post_add_checkpoint
 from tests.plugins.archives import corpus_raws, write_run

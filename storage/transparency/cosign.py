@@ -16,11 +16,10 @@ from pith.merkle import Tree
 from pith.policy import Policy, PolicyWitness
 from pith.reasons import Finding
 from pith.signed_note import cosigners, signature_lines
-
-from .. import layout
-from ..stores import ObjectStore, StorageError
-from .tiles import publish
-from .witness_client import DEADLINE, WitnessUnreachable, add_checkpoint_body, post_add_checkpoint
+from storage.archive import layout
+from storage.archive.stores import ObjectStore, StorageError
+from storage.transparency.tiles import publish
+from storage.transparency.witness_client import DEADLINE, WitnessUnreachable, add_checkpoint_body, post_add_checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,10 @@ from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith.tiles import TileEdge, edge_paths
-
-from .. import layout
-from ..key_logs import KeyLog, LogBroken, part_entries, put_replacing_orphan
-from ..reader import read_entry
-from ..stores import ObjectInfo, ObjectStore
+from storage.archive import layout
+from storage.archive.reader import read_entry
+from storage.archive.stores import ObjectInfo, ObjectStore
+from storage.transparency.key_logs import KeyLog, LogBroken, part_entries, put_replacing_orphan
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pith.signing import Signer
 from pith.verify import verify_bundle
 from pith_testkit.corpus import corpus_signer
 from pith_testkit.mint import seal, sign_bundle
-from storage.archive import ArchiveWriter
-from storage.stores import ObjectStore
+from storage.archive.stores import ObjectStore
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 
 FETCHED_AT = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)

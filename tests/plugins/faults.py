@@ -45,8 +45,8 @@ import pytest
 
 from pith.keyring import Keyring
 from pith.signing import Signer
+from storage.archive.manifest import committed_manifests
 from storage.audit import Audit
-from storage.manifest import committed_manifests
 from tests.plugins.tables import read_rows
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ import uuid
 
 import pytest
 
-from storage.stores import LocalStore, S3Store
+from storage.archive.folder_store import LocalStore
+from storage.archive.s3_store import S3Store
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from storage.stores import ObjectStore
+from storage.archive.stores import ObjectStore
 from tests.plugins.s3 import arrow_filesystem
 
 

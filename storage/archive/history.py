@@ -1,0 +1,221 @@
+"""Append-only history per record.
+
+A record's bundle may only grow: a new version must carry every event of the version
+archived as current, and must not be built before it. One that does not (a fork, or a
+rollback to older events) is kept as evidence but never becomes current.
+
+The current version of a record is, among its ``records`` rows with
+``accepted_as_current`` true (or missing, in files written before the column), the
+one with the greatest ``(built_at, fetched_at)``; a null ``built_at`` sorts first.
+Readers of the archive apply the same rule (docs/ARCHIVE.md).
+"""
+
+import logging
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+
+from runtime.page_cache import PAGE_CACHE_KIB
+
+logger = logging.getLogger(__name__)
+
+RECORD_COLUMNS = ("pith_number", "bundle_sha256", "built_at", "fetched_at", "accepted_as_current")
+EVENT_COLUMNS = ("pith_number", "bundle_sha256", "event_id")
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+_DIGEST = 32  # bytes of an event digest
+
+
+def event_digest(event_id: str) -> bytes:
+    """``sha256:<hex>`` as its 32 bytes (a verified event's id always has that form)."""
+    return bytes.fromhex(event_id[7:])
+
+
+@dataclass(slots=True)
+class CurrentVersion:
+    """A record's current version: what the next version is judged against."""
+
+    bundle: bytes  # bundle_sha256 as 32 bytes
+    built_at: datetime  # _EARLIEST when the bundle gave none
+    fetched_at: datetime
+    events: frozenset[bytes]  # its event ids, as digests
+
+    @property
+    def order(self) -> tuple[datetime, datetime]:
+        return self.built_at, self.fetched_at
+
+
+class History:
+    """Every archived bundle version, and each record's current version with its event
+    ids, in a temporary SQLite database (SQLite removes it when it is closed): its page
+    cache is bounded, so a crawl of the whole registry holds the history on disk, not in
+    memory. A record is one row, its current version's event digests one blob of 32
+    bytes each: a bundle archived is two statements, whatever its number of events.
+    The database is private, never read after a crash, so it runs in one transaction
+    from start to end: no statement pays for a commit of its own (a commit per statement
+    was most of the writer's SQLite time). Callers serialize their calls (the archive
+    writer's lock)."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
+        self.db.executescript(f"""
+            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-{PAGE_CACHE_KIB};
+            CREATE TABLE versions (bundle BLOB PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE current (number TEXT PRIMARY KEY, bundle BLOB, built_at INTEGER, fetched_at INTEGER,
+                                  fresh INTEGER, events BLOB) WITHOUT ROWID;
+            CREATE TRIGGER current_is_a_version AFTER INSERT ON current
+                BEGIN INSERT OR IGNORE INTO versions VALUES (NEW.bundle); END;
+        """)  # noqa: S608 - a constant integer, no outside text
+        self.db.execute("BEGIN")
+
+    @classmethod
+    def from_tables(cls, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> "History":
+        """From ``records`` rows (RECORD_COLUMNS; ``accepted_as_current`` may be
+        absent), then ``events`` rows (EVENT_COLUMNS), each an iterable of pyarrow
+        tables or record batches; only the current versions' events are kept."""
+        history = cls()
+        history.absorb(records, events)
+        return history
+
+    def absorb(self, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> None:
+        """Add committed rows (as in ``from_tables``): what other writers committed
+        since this history was read."""
+        for table in records:
+            accepted = (
+                table.column("accepted_as_current").to_pylist()
+                if "accepted_as_current" in table.column_names
+                else [None] * table.num_rows
+            )
+            for number, bundle, built, fetched, current in zip(
+                *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted
+            ):
+                self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle),))
+                if current is not False:
+                    self._offer(number, CurrentVersion(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
+        for table in events:  # the events of the versions just made current (``fresh``)
+            for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
+                self.db.execute(
+                    # || works on text, which keeps a blob's bytes as they are: cast back to a blob
+                    "UPDATE current SET events = CAST(events || ? AS BLOB) WHERE number = ? AND bundle = ? AND fresh",
+                    (event_digest(event_id), number, bytes.fromhex(bundle)),
+                )
+        self.db.execute("UPDATE current SET fresh = 0 WHERE fresh")
+        logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
+
+    def _count(self, table: str) -> int:
+        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - table names from this module only
+
+    def _offer(self, number: str, version: CurrentVersion) -> None:
+        known = self.current(number)
+        if known is None or (version.bundle != known.bundle and version.order > known.order):
+            self._store(number, version, fresh=True)
+
+    def _store(self, number: str, version: CurrentVersion, fresh: bool = False) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                number,
+                version.bundle,
+                _micros(version.built_at),
+                _micros(version.fetched_at),
+                fresh,
+                b"".join(version.events),
+            ),
+        )
+
+    def archived(self, bundle_sha256: str) -> bool:
+        return (
+            self.db.execute("SELECT 1 FROM versions WHERE bundle = ?", (bytes.fromhex(bundle_sha256),)).fetchone()
+            is not None
+        )
+
+    def current(self, pith_number: str) -> CurrentVersion | None:
+        row = self.db.execute(
+            "SELECT bundle, built_at, fetched_at, events FROM current WHERE number = ?", (pith_number,)
+        ).fetchone()
+        return None if row is None else _version(*row)
+
+    def current_bundles(self) -> Iterator[tuple[str, str]]:
+        """``(pith_number, bundle_sha256)`` of every record's current version, by Pith number."""
+        for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
+            yield number, bundle.hex()
+
+    def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, CurrentVersion | None]:
+        """Whether this bundle version is archived, and the record's current version:
+        what a new version is judged by, in one statement (each one a crawl makes on
+        Scrapy's thread hands the GIL to the upload threads and waits to get it back)."""
+        archived, *row = self.db.execute(
+            "SELECT EXISTS (SELECT 1 FROM versions WHERE bundle = ?), bundle, built_at, fetched_at, events "
+            "FROM (SELECT 1) LEFT JOIN current ON number = ?",
+            (bytes.fromhex(bundle_sha256), pith_number),
+        ).fetchone()
+        return archived == 1, None if row[0] is None else _version(*row)
+
+    def objection(
+        self,
+        pith_number: str,
+        bundle_sha256: str,
+        events: frozenset[bytes],
+        built_at: datetime | None,
+        fetched_at: datetime,
+    ) -> str | None:
+        """Why this version of the record may not be its current one (it is not
+        append-only), or None when it may (or already is)."""
+        return objection_to(self.current(pith_number), bundle_sha256, events, built_at, fetched_at)
+
+    def add(
+        self,
+        pith_number: str,
+        bundle_sha256: str,
+        events: frozenset[bytes],
+        built_at: datetime | None,
+        fetched_at: datetime,
+        current: bool,
+    ) -> None:
+        """A version archived by this run; ``current`` when it passed ``objection``
+        (a current version is listed in ``versions`` by the table's trigger)."""
+        if current:
+            self._store(
+                pith_number, CurrentVersion(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events)
+            )
+        else:
+            self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+
+
+def objection_to(
+    current: CurrentVersion | None,
+    bundle_sha256: str,
+    events: frozenset[bytes],
+    built_at: datetime | None,
+    fetched_at: datetime,
+) -> str | None:
+    """Why a version may not follow ``current`` (the record's current version, None
+    when it has none), or None when it may (or is that version)."""
+    if current is None or current.bundle.hex() == bundle_sha256:
+        return None
+    missing = len(current.events - events)
+    if missing:
+        return f"lacks {missing} of the {len(current.events)} events of the current version {current.bundle.hex()}"
+    if (built_at or _EARLIEST, fetched_at) < current.order:
+        return f"built before the current version {current.bundle.hex()}"
+    return None
+
+
+def _version(bundle: bytes, built_at: int, fetched_at: int, events: bytes) -> CurrentVersion:
+    digests = frozenset(events[at : at + _DIGEST] for at in range(0, len(events), _DIGEST))
+    return CurrentVersion(bundle, _from_micros(built_at), _from_micros(fetched_at), digests)
+
+
+def _micros(when: datetime) -> int:
+    """A time as whole microseconds since the epoch (exact, and ordered as the times)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - _EPOCH) // _MICROSECOND
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)

@@ -1,0 +1,183 @@
+"""The S3 store: an archive in an S3-compatible bucket, every write conditional
+(``If-None-Match: *``) and checksummed."""
+
+import base64
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+from storage.archive.layout import check_path
+from storage.archive.stores import CHUNK, LocalPath, MiB, ObjectMissing, ObjectStore, StorageError, StoredObject
+
+logger = logging.getLogger(__name__)
+
+
+class S3Store(ObjectStore):
+    """An S3-compatible bucket (AWS, MinIO, Ceph, R2) under an optional key prefix.
+
+    Credentials, region and endpoint come from boto3's standard chain (environment,
+    config files, ``AWS_ENDPOINT_URL_S3``) unless ``endpoint_url`` is given. Every
+    write through this client is conditional (``If-None-Match: *``, added to
+    PutObject and CompleteMultipartUpload by an event hook, since the managed
+    transfer does not accept it) and carries a SHA-256 checksum.
+    """
+
+    CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent write, retry
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        max_attempts: int = 10,
+        multipart_threshold: int = 16 * MiB,
+        multipart_chunksize: int = 16 * MiB,
+        max_concurrency: int = 4,
+    ) -> None:
+        import boto3
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        config = Config(
+            retries={"mode": "adaptive", "max_attempts": max_attempts}, max_pool_connections=32
+        )  # upload pool threads x multipart parts
+        self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+        self.endpoint_url = self._client.meta.endpoint_url  # as resolved from the argument or the chain
+        for operation in ("PutObject", "CompleteMultipartUpload"):
+            self._client.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
+        self._transfer = TransferConfig(
+            multipart_threshold=multipart_threshold,
+            multipart_chunksize=multipart_chunksize,
+            max_concurrency=max_concurrency,
+        )
+
+    def _key(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def _error(self, action: str, path: str, exc: Exception) -> StorageError:
+        return StorageError(f"{self.uri}: cannot {action} {path}: {exc}")
+
+    def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
+        checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
+        return self._conditional(
+            path,
+            lambda: self._client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                Body=data,
+                IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=checksum,
+            ),
+        )
+
+    def _create_file(self, path: str, local_path: LocalPath, sha256: str) -> bool:
+        def upload() -> None:  # upload_fileobj, unlike upload_file, lets the 412 ClientError through
+            with open(local_path, "rb") as source:
+                self._client.upload_fileobj(
+                    source,
+                    self.bucket,
+                    self._key(path),
+                    Config=self._transfer,
+                    ExtraArgs={"ChecksumAlgorithm": "SHA256"},
+                )
+
+        return self._conditional(path, upload)
+
+    def _conditional(self, path: str, write: Callable[[], object]) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(self.CONFLICT_RETRIES):
+            try:
+                write()
+                return True
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "PreconditionFailed":
+                    return False
+                if code != "ConditionalRequestConflict":
+                    raise self._error("write", path, exc) from exc
+                logger.info("%s: concurrent write of %s, retrying", self.uri, path)
+                time.sleep(0.05 * 2**attempt)
+            except BotoCoreError as exc:
+                raise self._error("write", path, exc) from exc
+        raise StorageError(f"{self.uri}: writes of {path} kept conflicting")
+
+    def read_chunks(self, path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(check_path(path)))["Body"]
+            yield from body.iter_chunks(chunk_size)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectMissing(f"{self.uri}: no object {path}") from None
+            raise self._error("read", path, exc) from exc
+        except BotoCoreError as exc:
+            raise self._error("read", path, exc) from exc
+
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        root = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=root + prefix
+            ):
+                for item in page.get("Contents", ()):
+                    yield StoredObject(item["Key"][len(root) :], item["Size"], item["LastModified"])
+        except (BotoCoreError, ClientError) as exc:
+            raise self._error("list", prefix or "/", exc) from exc
+
+    def replace_bytes(self, path: str, data: bytes) -> None:
+        """Through a client of its own: the store's client makes every write create-only."""
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            client = boto3.session.Session().client(
+                "s3", endpoint_url=self.endpoint_url, config=self._client.meta.config
+            )
+            client.put_object(
+                Bucket=self.bucket, Key=self._key(check_path(path)), Body=data, ChecksumAlgorithm="SHA256"
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise self._error("write", path, exc) from exc
+
+    def delete(self, path: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(check_path(path)))
+        except (BotoCoreError, ClientError) as exc:
+            raise self._error("delete", path, exc) from exc
+
+    def flush(self) -> None:
+        """Nothing to do: S3 acknowledges a write once it is durable."""
+
+    def probe(self) -> None:
+        """The bucket exists and the credentials are accepted (HeadBucket; no write is
+        made, since a bucket under object lock could not delete a probe object)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code"))
+            why = {
+                "404": "does not exist",
+                "NoSuchBucket": "does not exist",
+                "403": "refuses these credentials",
+                "AccessDenied": "refuses these credentials",
+            }.get(code, exc)
+            raise StorageError(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
+        except BotoCoreError as exc:
+            raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None
+
+
+def _create_only(params: dict, **_: object) -> None:
+    params.setdefault("IfNoneMatch", "*")

@@ -1,0 +1,177 @@
+"""Object stores: a local folder and S3-compatible buckets, both create-only.
+
+An archive never changes an object once written. ``put_*`` creates the object, or
+finds it already holding exactly these bytes (an idempotent retry, or a
+content-addressed object someone else wrote) and succeeds; any other object under
+that name raises ObjectExists. An object is visible under its name only once it is
+whole (LocalStore links a finished temp file; S3 writes are atomic), so a
+crash leaves temp files or unlisted objects, never a torn object under a final name.
+"""
+
+import hashlib
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import unquote, urlparse
+
+from storage.archive.layout import check_path
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+
+
+LocalPath = str | os.PathLike[str]  # a file or folder on this machine
+
+
+MiB = 1 << 20
+
+
+class StorageError(Exception):
+    """The store failed, after its own retries; nothing may be committed on top of it."""
+
+
+class ObjectExists(StorageError):
+    """A create-only put found another object under the name; ``existing`` is its digest."""
+
+    def __init__(self, path: str, existing: "ObjectInfo"):
+        super().__init__(f"{path} already exists with sha256 {existing.sha256} ({existing.size} bytes)")
+        self.path = path
+        self.existing = existing
+
+
+class ObjectMissing(StorageError):
+    """A read named an object the store does not hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a manifest says about an object: enough to re-check it byte for byte; for
+    a table file also its table and row count. Writers and readers keep it typed:
+    ``entry()`` and ``from_entry`` are the one conversion to and from a manifest's
+    JSON entry."""
+
+    path: str
+    sha256: str
+    size: int
+    table: str | None = None
+    rows: int | None = None
+
+    def entry(self) -> dict:
+        entry = {"path": self.path, "sha256": self.sha256, "size": self.size}
+        if self.table is not None:
+            entry.update(table=self.table, rows=self.rows)
+        return entry
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> "ObjectInfo":
+        """An entry of a verified manifest (``storage.archive.manifest.listed``)."""
+        return cls(entry["path"], entry["sha256"], entry["size"], entry.get("table"), entry.get("rows"))
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One listing row: what the store itself reports, no content read."""
+
+    path: str
+    size: int
+    modified: datetime
+
+
+def hash_file(local_path: LocalPath) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(local_path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class ObjectStore(ABC):
+    """The operations the archive needs, on paths relative to the archive root."""
+
+    uri: str
+    upload_threads = 8  # writes a run keeps under way at once
+
+    def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
+        info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))
+        return info if self._create_bytes(path, data, info.sha256) else self._settle(info)
+
+    def put_file(self, path: str, local_path: LocalPath) -> ObjectInfo:
+        """Store a local file (large tables): streamed, multipart on S3."""
+        info = ObjectInfo(check_path(path), *hash_file(local_path))
+        return info if self._create_file(path, local_path, info.sha256) else self._settle(info)
+
+    def _settle(self, info: ObjectInfo) -> ObjectInfo:
+        existing = self.digest(info.path)
+        if existing != info:
+            raise ObjectExists(info.path, existing)
+        logger.debug("%s already holds these bytes", info.path)
+        return info
+
+    def digest(self, path: str) -> ObjectInfo:
+        """Hash an object as stored, streaming (what an audit re-checks)."""
+        digest, size = hashlib.sha256(), 0
+        for chunk in self.read_chunks(path):
+            digest.update(chunk)
+            size += len(chunk)
+        return ObjectInfo(path, digest.hexdigest(), size)
+
+    def get_bytes(self, path: str) -> bytes:
+        return b"".join(self.read_chunks(path))
+
+    @abstractmethod
+    def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
+        """Create the object; False when the name is taken."""
+
+    @abstractmethod
+    def _create_file(self, path: str, local_path: LocalPath, sha256: str) -> bool:
+        """Create the object from a file; False when the name is taken."""
+
+    @abstractmethod
+    def read_chunks(self, path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
+        """Yield the object's bytes in chunks; ObjectMissing when absent."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        """Yield StoredObject for every object whose path starts with ``prefix``."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove an object (an orphan); absent is fine."""
+
+    @abstractmethod
+    def replace_bytes(self, path: str, data: bytes) -> None:
+        """Write the one kind of object that changes (a log's published checkpoint):
+        readers see the old bytes or the new, never a part."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make every object written so far durable (before a manifest names it)."""
+
+    @abstractmethod
+    def probe(self) -> None:
+        """Raise StorageError now if this store cannot take writes: a run checks before
+        its first request rather than failing at its first object."""
+
+
+def open_store(uri: str, endpoint_url: str | None = None, **options: int) -> ObjectStore:
+    """``s3://bucket/prefix``, ``file:///path`` or a plain folder path."""
+    from storage.archive.folder_store import LocalStore
+    from storage.archive.s3_store import S3Store
+
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[5:].partition("/")
+        if not bucket:
+            raise ValueError(f"no bucket in {uri!r}")
+        return S3Store(bucket, prefix, endpoint_url=endpoint_url, **options)
+    if endpoint_url or options:
+        raise ValueError("endpoint and S3 options apply to s3:// archives only")
+    if uri.startswith("file://"):
+        return LocalStore(unquote(urlparse(uri).path))
+    if "://" in uri:
+        raise ValueError(f"unsupported archive URI {uri!r}: use a folder, file:// or s3://")
+    return LocalStore(uri)

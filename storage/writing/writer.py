@@ -1,0 +1,438 @@
+"""The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
+and commits what it wrote with one signed manifest per run. Its parts each own
+one thing: ``storage.archive.history_loader`` the history new versions are judged against,
+``storage.writing.open_run`` what one manifest lists (uploads, table files, owed
+attestations), ``storage.writing.commit`` the attestations, transparency log and signed
+manifest of a commit, ``storage.writing.spool`` the local folder table files are spooled in.
+
+Nothing is read or written when a writer is made: ``open`` reads the committed
+archive (its history, the head of this key's attestation chain, where its log stands)
+and makes the spool folder, removing those of killed runs.
+
+A long crawl commits as it goes: ``commit_interim`` seals what was written so far under a
+manifest of its own (a run id of its own) and carries on in a new run, so memory,
+and what a crash can lose, stay bounded by the run, not the crawl. The history
+used for dedup and the attestation chain run across runs.
+
+Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed
+in a committed ``records`` file, or seen earlier in this run, gets a verifications row
+marked ``duplicate`` and nothing else. A record's history only grows
+(``storage.archive.history``): a version that is not append-only is stored as evidence but
+not made current. Any failed write fails the run: ``add_*`` raise StorageError from
+then on and ``commit`` raises instead of writing a manifest.
+"""
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from pith.canonical import canon, sha256_hex
+from pith.keyring import Keyring
+from pith.reasons import Reason
+from pith.shipped import version
+from pith.signing import Signer
+from pith.split_view import Equivocation
+from pith.verify import Status, Verdict
+from storage.archive import layout
+from storage.archive.history import event_digest, objection_to
+from storage.archive.history_loader import HistoryLoader
+from storage.archive.manifest import Committed, read_committed
+from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
+from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
+from storage.capture.warc import WarcPolicy
+from storage.capture.warc_process import WarcProcess, recent_payloads, store_warc
+from storage.transparency.attestations import Stored
+from storage.writing.commit import RunCommitter
+from storage.writing.open_run import OpenRun, RunFailure
+from storage.writing.spool import Spool
+from storage.writing.table_writer import RollPolicy, RowBudget
+from storage.writing.uploads import BoundedUploader
+
+logger = logging.getLogger(__name__)
+
+REASON_TYPE = "pith_quarantine_reason"
+
+
+def quarantine_sidecar(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
+    """The sidecar of a quarantined bundle: a function of the bytes and the verifier
+    only (the URL and time are in the verifications table), so re-quarantining the same
+    bytes writes the same sidecar."""
+    return (
+        canon(
+            {
+                "reason_type": REASON_TYPE,
+                "raw_sha256": raw_sha256,
+                "size": size,
+                "status": verdict.status,
+                "reason": verdict.reason,
+                "path": verdict.path,
+                "detail": verdict.detail,
+                "pith_number": verdict.pith_number,
+                "verifier": {"name": "pith-archiver", "version": version()},
+            }
+        )
+        + b"\n"
+    )
+
+
+def _done(value: ObjectInfo | None) -> "Future[ObjectInfo | None]":
+    future: Future[ObjectInfo | None] = Future()
+    future.set_result(value)
+    return future
+
+
+class ArchiveWriter:
+    """One run of one worker writing into an archive: ``ArchiveWriter(...).open()``."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        signer: Signer,
+        *,
+        worker: str = "w0",
+        run_id: str | None = None,
+        keyring: Keyring | None = None,
+        uploader: BoundedUploader | None = None,
+        policy: RollPolicy = RollPolicy(),
+        spool_dir: str | Path | None = None,
+        dedup: bool = True,
+        warc: WarcPolicy | None = None,
+        warc_info: dict | None = None,
+        log_origin: str | None = None,
+    ) -> None:
+        """``keyring`` pins the archiver keys whose manifests are trusted for dedup and
+        history (default: this signer's key). ``dedup=False`` starts as if the archive
+        were empty (no dedup, no history, a new attestation chain): for a fresh archive
+        only. ``uploader`` may be shared between writers. ``run_id`` names the first
+        run; interim commits start the next ones with new run ids."""
+        self.store = store
+        self.signer = signer
+        self.worker = worker
+        self.policy = policy
+        self.first_run = layout.check_run_id(run_id) if run_id else layout.new_run_id(worker)  # names the crawl
+        self._dedup = dedup
+        self._history = HistoryLoader(store, keyring or Keyring([signer.pinned()]))
+        self._committer = RunCommitter(store, signer, worker, log_origin)
+        self._uploader = uploader or BoundedUploader(workers=store.upload_threads)
+        self._owns_uploader = uploader is None
+        self._spool = Spool(spool_dir)
+        self._budget = RowBudget(policy.buffer_bytes)
+        self._failure = RunFailure(self.first_run)
+        self._quarantined: set[str] = set()
+        self._lock = threading.Lock()  # the history, the tables, counters, the current run
+        self._commit_lock = threading.Lock()  # runs commit one at a time, in order
+        self._counts: Counter[str] = Counter()
+        # after ``open``: the run ids of the manifests trusted for history and dedup, and
+        # of every manifest the archive holds (trusted or not): what caches outside the
+        # archive are checked against
+        self.committed_runs: frozenset[str] = frozenset()
+        self.present_runs: frozenset[str] = frozenset()
+        self._open_run: OpenRun | None = None
+        self._open = False
+        self._warc_policy, self._warc_info = warc, warc_info or {}
+        self.warc: WarcProcess | None = None  # with ``warc``, after ``open``: the crawl's WARC files
+
+    def open(self) -> "ArchiveWriter":
+        """Read what the run must know of the committed archive, make the spool
+        folder and start the first run. Returns the writer."""
+        committed = read_committed(self.store, self._history.keyring) if self._dedup else Committed([], [])
+        manifests = committed.manifests
+        self.committed_runs = frozenset(manifest["run_id"] for manifest in manifests)
+        self.present_runs = self.committed_runs | {
+            run_id for read in committed.untrusted if (run_id := layout.manifest_run_id(read.path))
+        }
+        self._history.open(manifests)
+        head = self._committer.resume(manifests)
+        self._spool.open()
+        self._open_run = self._new_run(self.first_run)
+        if self._warc_policy is not None:
+            self.warc = WarcProcess(
+                self.first_run, self._spool.path, self._emit_warc, self._warc_info, self._warc_policy
+            )
+            self.warc.seed(recent_payloads(self.store, manifests))
+        self._open = True
+        logger.info("run %s writing to %s (attestations chained to %s)", self.first_run, self.store.uri, head)
+        return self
+
+    # --- what the pipeline calls -----------------------------------------------
+    def add_verified(
+        self,
+        raw: bytes,
+        verdict: Verdict,
+        url: str,
+        fetched_at: datetime,
+        equivocation: Equivocation | None = None,
+        on_objection: Callable[[str], None] | None = None,
+        forks_are_split_views: bool = False,
+        raw_sha256: str | None = None,
+    ) -> "Future[ObjectInfo | None]":
+        """Archive a verified bundle version. The future gives the raw object's
+        ObjectInfo once stored, or None when the version was archived before. A
+        version that is not append-only is stored but not made current (reason
+        ``not_append_only``), and ``on_objection`` is told at once how it relates to
+        the current version: "stale" (older) or "forked" (each lacks events of the
+        other); a pith.split_view.Equivocation flags it ``equivocation``, and so does a
+        fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
+        several sources: it shows another history than the one the archive holds).
+        ``raw_sha256``: the bytes' digest, when the caller has it already."""
+        if not verdict.ok:
+            raise ValueError("add_verified takes verified verdicts; use add_rejected")
+        self._check_usable()
+        raw_sha256 = raw_sha256 or sha256_hex(raw)
+        number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
+        if number is None or bundle is None or canonical is None:
+            raise ValueError("a verified verdict names its record and hashes")
+        parsed = verified_bundle(verdict)
+        events = frozenset(event_digest(event["event_id"]) for event in parsed["events"])
+        built_at = timestamp(parsed.get("built_at"))
+        with self._lock:
+            open_run, history = self._run(), self._history.history
+            duplicate, current = history.look_up(number, bundle)
+            objection = objection_to(current, bundle, events, built_at, fetched_at)
+            forked = current is not None and bool(objection) and bool(events - current.events)
+            if current is not None and forked and forks_are_split_views and equivocation is None:
+                equivocation = Equivocation(
+                    None,
+                    current.bundle.hex(),
+                    f"{url} serves a history of the record that forks from the archive's current version "
+                    f"{current.bundle.hex()}: it {objection}",
+                )
+            if objection and on_objection is not None:
+                on_objection("forked" if forked else "stale")
+            if objection or equivocation:
+                verdict = replace(
+                    verdict,
+                    reason=Reason.EQUIVOCATION if equivocation else Reason.NOT_APPEND_ONLY,
+                    path="events",
+                    detail=equivocation.detail if equivocation else (objection or ""),
+                )
+            raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
+            rows = [
+                (
+                    "verifications",
+                    verification_row(
+                        verdict,
+                        url=url,
+                        raw_sha256=raw_sha256,
+                        size=len(raw),
+                        raw_path=raw_path,
+                        fetched_at=fetched_at,
+                        run_id=open_run.run_id,
+                        duplicate=duplicate,
+                        equivocation=equivocation,
+                    ),
+                )
+            ]
+            if not duplicate:
+                rows.append(
+                    (
+                        "records",
+                        record_row(
+                            verdict,
+                            raw_sha256=raw_sha256,
+                            url=url,
+                            fetched_at=fetched_at,
+                            run_id=open_run.run_id,
+                            accepted_as_current=not objection,
+                        ),
+                    )
+                )
+                rows += [("events", row) for row in event_rows(verdict, run_id=open_run.run_id)]
+                rows += [("aliases", row) for row in alias_rows(verdict, run_id=open_run.run_id)]
+            for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
+                open_run.tables[table].add(row)
+            if not duplicate:
+                history.add(number, bundle, events, built_at, fetched_at, current=not objection)
+            self._count(open_run, "duplicates" if duplicate else "verified")
+            if objection:
+                self._count(open_run, Reason.NOT_APPEND_ONLY)
+            # tracked before the lock is released: an interim commit taking this run waits for it
+            if raw_path is None:  # a duplicate
+                stored = _done(None)
+            else:
+                owed = Stored(number, bundle, canonical, raw_path, raw_sha256, len(raw))
+                stored = open_run.submit(raw_path, raw, owed=owed)
+        if objection:
+            logger.warning(
+                "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection
+            )
+        return stored
+
+    def add_rejected(
+        self, raw: bytes, verdict: Verdict, url: str, fetched_at: datetime, raw_sha256: str | None = None
+    ) -> "Future[ObjectInfo | None]":
+        """Quarantine a rejected bundle's bytes with a reason sidecar. The future gives
+        the quarantined object's ObjectInfo, or None when this run already holds it."""
+        if verdict.ok:
+            raise ValueError("add_rejected takes rejected verdicts; use add_verified")
+        self._check_usable()
+        raw_sha256 = raw_sha256 or sha256_hex(raw)
+        with self._lock:
+            open_run = self._run()
+            first = raw_sha256 not in self._quarantined
+            self._quarantined.add(raw_sha256)
+            open_run.tables["verifications"].add(
+                verification_row(
+                    verdict,
+                    url=url,
+                    raw_sha256=raw_sha256,
+                    size=len(raw),
+                    raw_path=layout.quarantined(raw_sha256),
+                    fetched_at=fetched_at,
+                    run_id=open_run.run_id,
+                )
+            )
+            self._count(open_run, "rejected")
+            if not first:
+                return _done(None)
+            open_run.submit(
+                layout.quarantine_reason(raw_sha256),
+                quarantine_sidecar(verdict, raw_sha256, len(raw)),
+                keep_existing=True,
+            )
+            return open_run.submit(layout.quarantined(raw_sha256), raw)
+
+    def add_failure(
+        self, url: str, reason: str, detail: str, fetched_at: datetime, pith_number: str | None = None, path: str = ""
+    ) -> None:
+        """Record a fetch that gave no archivable bytes (a fetch error, an oversize
+        body, a state.json that disagrees with its bundle): a ``verifications`` row
+        with status ``failed``, so every failure is on record."""
+        self._check_usable()
+        verdict = Verdict(Status.FAILED, reason, path, detail, pith_number=pith_number)
+        with self._lock:
+            open_run = self._run()
+            open_run.tables["verifications"].add(
+                verification_row(
+                    verdict,
+                    url=url,
+                    raw_sha256=None,
+                    size=None,
+                    raw_path=None,
+                    fetched_at=fetched_at,
+                    run_id=open_run.run_id,
+                )
+            )
+            self._count(open_run, "failed")
+
+    @property
+    def current_run(self) -> layout.RunId:
+        """The run id of the run adds go into now. Read after an add, it names that
+        add's run or a later one (an interim commit may switch between the two)."""
+        with self._lock:
+            return self._run().run_id
+
+    def counts(self) -> dict[str, int]:
+        """What the run did so far, over all its runs: verified, duplicates,
+        rejected, failed, not_append_only."""
+        with self._lock:
+            return dict(self._counts)
+
+    def pending_bundles(self) -> int:
+        """Bundle versions (stored, duplicate or quarantined) the next commit would list."""
+        with self._lock:
+            counts = self._run().counts
+            return counts["verified"] + counts["duplicates"] + counts["rejected"]
+
+    def commit_interim(self, stats: dict | None = None, params: dict | None = None) -> str:
+        """Commit everything added so far under a manifest of its own and go on in a
+        new run (a new run id). ``add_*`` may go on from other threads meanwhile:
+        what they add belongs to the next run. Returns the manifest's path; a
+        failure fails the whole writer, as in ``commit``."""
+        self._check_usable()
+        with self._commit_lock:
+            with self._lock:
+                open_run, self._open_run = self._run(), self._new_run()
+            if self.warc is not None:  # its records are this run's: it commits the file
+                self.warc.roll(open_run)
+            logger.info(
+                "run %s writing to %s (interim commit of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
+            )
+            try:
+                return self._committer.commit(open_run, stats, params)
+            except BaseException as exc:  # its versions are in the history: nothing may commit after
+                self._failure.record(exc)
+                raise
+
+    def commit(self, stats: dict | None = None, params: dict | None = None) -> str:
+        """Finish the tables, wait for every upload, then write the signed manifest.
+        Returns its path; raises StorageError (and writes no manifest) if anything failed."""
+        self._check_usable()
+        self._open = False
+        try:
+            with self._commit_lock:
+                if self.warc is not None:
+                    self.warc.close(self._run())
+                return self._committer.commit(self._run(), stats, params)
+        finally:
+            self._release()
+
+    def abort(self) -> None:
+        """Stop without a manifest; what was uploaded stays behind as orphans (the audit lists them)."""
+        if self._open:
+            self._open = False
+            with self._commit_lock:  # an interim commit under way still writes into the spool
+                if self.warc is not None:
+                    self.warc.discard()
+                self._run().discard()
+                self._release()
+
+    def refresh(self) -> int:
+        """Read the manifests other writers committed since this one opened (or last
+        refreshed) into the history used for dedup: before redoing a dead worker's
+        tasks, whose interim commits may already hold some of them. Returns how many."""
+        return self._history.refresh(self._lock)
+
+    # --- internals -------------------------------------------------------------
+    def _new_run(self, run_id: layout.RunId | None = None) -> OpenRun:
+        run_id = run_id or layout.new_run_id(self.worker)
+        self._history.known_runs.add(run_id)
+        return OpenRun(
+            run_id,
+            self.store,
+            self._uploader,
+            self._failure,
+            policy=self.policy,
+            spool_dir=self._spool.path,
+            budget=self._budget,
+            rows_lock=self._lock,
+        )
+
+    def _emit_warc(
+        self, open_run: OpenRun, path: str, spool: Path, captures: Path, index: Path, failure: str | None
+    ) -> None:
+        """A finished WARC file: the file with its index, and its capture rows, in ``run``."""
+
+        def add_rows(rows: list[dict]) -> None:
+            open_run.add_rows("captures", [{**row, "run_id": open_run.run_id} for row in rows])
+
+        open_run.submit_job(store_warc, self.store, path, spool, captures, index, failure, add_rows)
+
+    def _count(self, open_run: OpenRun, what: str) -> None:
+        self._counts[what] += 1
+        open_run.counts[what] += 1
+
+    def _run(self) -> OpenRun:
+        """The run adds go into (``open`` started it)."""
+        if self._open_run is None:
+            raise StorageError(f"run {self.first_run} is not open")
+        return self._open_run
+
+    def _check_usable(self) -> None:
+        self._failure.check()
+        if not self._open:
+            state = "not open" if self._open_run is None else "already committed or aborted"
+            raise StorageError(f"run {self.first_run} is {state}")
+
+    def _release(self) -> None:
+        self._run().wait()  # no upload may still be reading a spool file
+        if self.warc is not None:  # stopped, whatever stopped the run
+            self.warc.discard()
+        self._spool.cleanup()
+        if self._owns_uploader:
+            self._uploader.close()
