@@ -107,7 +107,8 @@ class History:
         logger.info("history: %d bundle versions, %d records", self._count("versions"), self._count("current"))
 
     def _count(self, table: str) -> int:
-        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - table names from this module only
+        count: int = self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - table names from this module only
+        return count
 
     def _offer(self, number: str, version: CurrentVersion) -> None:
         known = self.current(number)

@@ -6,6 +6,7 @@ this run is about to redo (``refresh``)."""
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,7 +28,7 @@ class HistoryLoader:
         self._history: History | None = None
         self.known_runs: set[str] = set()
 
-    def open(self, manifests: list[dict]) -> None:
+    def open(self, manifests: list[dict[str, Any]]) -> None:
         """Read the history the committed ``manifests`` list (none: an empty archive)."""
         self._history = History.from_tables(*self._rows(manifests))
 
@@ -45,7 +46,7 @@ class HistoryLoader:
             self.history.absorb(*self._rows(fresh))
         return len(fresh)
 
-    def _rows(self, manifests: list[dict]) -> tuple[Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
+    def _rows(self, manifests: list[dict[str, Any]]) -> tuple[Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
         """The committed records and events rows of ``manifests``, each read lazily."""
         records, events = [], []
         for manifest in manifests:

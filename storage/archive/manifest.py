@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
@@ -40,15 +40,21 @@ class ManifestInvalid(Exception):
     the field that broke. ``unpinned`` is the well-formed manifest when all that is
     wrong is that no pinned key signs it (``unknown_key``): its claims, unchecked."""
 
-    def __init__(self, reason: str, path: str = "", detail: str = "", unpinned: dict | None = None):
+    def __init__(self, reason: str, path: str = "", detail: str = "", unpinned: dict[str, Any] | None = None):
         super().__init__(f"{reason} at {path or '<manifest>'}: {detail}")
         self.reason, self.path, self.detail = reason, path, detail
         self.unpinned = unpinned
 
 
 def build_manifest(
-    *, run_id: str, worker: str, started_at: str, objects: Iterable[ObjectInfo], stats: dict, params: dict
-) -> dict:
+    *,
+    run_id: str,
+    worker: str,
+    started_at: str,
+    objects: Iterable[ObjectInfo],
+    stats: dict[str, Any],
+    params: dict[str, Any],
+) -> dict[str, Any]:
     """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries."""
     return {
         "manifest_type": MANIFEST_TYPE,
@@ -65,13 +71,13 @@ def build_manifest(
     }
 
 
-def sign_manifest(manifest: dict, signer: Signer) -> dict:
+def sign_manifest(manifest: dict[str, Any], signer: Signer) -> dict[str, Any]:
     body = {k: v for k, v in manifest.items() if k != "signature"}
     digest = canon_sha256(body)
     return {**body, "signature": {**signer.signature(digest, SIGNED_MESSAGE), "manifest_sha256": digest}}
 
 
-def commit_manifest(store: ObjectStore, manifest: dict) -> ObjectInfo:
+def commit_manifest(store: ObjectStore, manifest: dict[str, Any]) -> ObjectInfo:
     """Write the signed manifest under its run id, after everything it lists is durable.
     Another manifest under that name raises ObjectExists: a commit never overwrites."""
     store.flush()
@@ -81,7 +87,7 @@ def commit_manifest(store: ObjectStore, manifest: dict) -> ObjectInfo:
     return info
 
 
-def _require(obj: dict, key: str, kind: type[T], path: str = "") -> T:
+def _require(obj: dict[str, Any], key: str, kind: type[T], path: str = "") -> T:
     value = obj.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {kind.__name__}")
@@ -107,7 +113,7 @@ def _check_entry(entry: object, index: int) -> None:
             raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}rows", "negative")
 
 
-def verify_manifest(raw: bytes, keyring: Keyring) -> dict:
+def verify_manifest(raw: bytes, keyring: Keyring) -> dict[str, Any]:
     """The manifest in ``raw`` if it is well formed and its signature verifies under a
     pinned key; ManifestInvalid otherwise."""
     try:
@@ -158,7 +164,7 @@ class ManifestRead:
     """One file under manifests/: the verified manifest, or why it is not trusted."""
 
     path: str
-    manifest: dict | None = None
+    manifest: dict[str, Any] | None = None
     error: ManifestInvalid | StorageError | None = None
 
 
@@ -187,7 +193,7 @@ class Committed:
     """The manifests of an archive, each read and verified once: those readers may
     trust (in run id order) and the reads that failed."""
 
-    manifests: list[dict]
+    manifests: list[dict[str, Any]]
     untrusted: list[ManifestRead]
 
 
@@ -202,17 +208,19 @@ def read_committed(store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] 
     return Committed(manifests, untrusted)
 
 
-def committed_manifests(store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] = frozenset()) -> list[dict]:
+def committed_manifests(
+    store: ObjectStore, keyring: Keyring, skip: AbstractSet[str] = frozenset()
+) -> list[dict[str, Any]]:
     """The manifests readers may trust (the others are logged); ``skip`` as in read_manifests."""
     return read_committed(store, keyring, skip).manifests
 
 
-def listed(manifest: dict) -> list[ObjectInfo]:
+def listed(manifest: dict[str, Any]) -> list[ObjectInfo]:
     """The objects a verified manifest lists, typed."""
     return [ObjectInfo.from_entry(entry) for entry in manifest["objects"]]
 
 
-def union(manifests: Iterable[dict]) -> dict[str, ObjectInfo]:
+def union(manifests: Iterable[dict[str, Any]]) -> dict[str, ObjectInfo]:
     """Path to object over all given manifests (the first listing of a path wins;
     a path listed with different content is logged)."""
     objects: dict[str, ObjectInfo] = {}

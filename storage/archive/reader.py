@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -91,7 +92,7 @@ class CommittedArchive:
 
     store: ObjectStore
     keyring: Keyring
-    manifests: list[dict]
+    manifests: list[dict[str, Any]]
     objects: dict[str, ObjectInfo]
     untrusted: list[ManifestRead]
 

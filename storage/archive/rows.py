@@ -3,6 +3,7 @@
 becomes its canonical JSON text, or null, never an error and never a dropped row."""
 
 from datetime import datetime, timezone
+from typing import Any
 
 from pith.canonical import canon
 from pith.split_view import Equivocation
@@ -10,7 +11,7 @@ from pith.verify import Verdict
 from storage.archive import layout
 
 
-def verified_bundle(verdict: Verdict) -> dict:
+def verified_bundle(verdict: Verdict) -> dict[str, Any]:
     """The parsed bundle of a verified verdict (a rejected one may have none)."""
     if verdict.bundle is None:
         raise ValueError(f"a {verdict.status} verdict without its bundle")
@@ -32,7 +33,7 @@ def _texts(value: object) -> list[str | None] | None:
     return [_text(v) for v in value] if isinstance(value, list) else None
 
 
-def _dict(value: object) -> dict:
+def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
@@ -53,7 +54,7 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
-def _paper(bundle: dict) -> dict:
+def _paper(bundle: dict[str, Any]) -> dict[str, Any]:
     """The paper block of the last graph_snapshot: the registry's latest metadata."""
     for event in reversed(bundle["events"]):
         if event.get("event_type") == "graph_snapshot":
@@ -69,7 +70,7 @@ def record_row(
     fetched_at: datetime,
     run_id: str,
     accepted_as_current: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """The ``records`` row of a verified bundle version."""
     bundle = verified_bundle(verdict)
     record = bundle["canonical_record"]
@@ -107,7 +108,7 @@ def record_row(
     }
 
 
-def merge_facts(verdict: Verdict) -> dict:
+def merge_facts(verdict: Verdict) -> dict[str, Any]:
     """The merge columns of a verified version (all null for anything else)."""
     if not verdict.ok:
         return {}
@@ -118,7 +119,7 @@ def merge_facts(verdict: Verdict) -> dict:
     }
 
 
-def event_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
+def event_rows(verdict: Verdict, *, run_id: str) -> list[dict[str, Any]]:
     """One ``events`` row per event of a verified bundle version."""
     rows = []
     for index, event in enumerate(verified_bundle(verdict)["events"]):
@@ -145,7 +146,7 @@ def event_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
     return rows
 
 
-def alias_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
+def alias_rows(verdict: Verdict, *, run_id: str) -> list[dict[str, Any]]:
     """One ``aliases`` row per source alias of a verified bundle version."""
     return [
         {
@@ -160,7 +161,7 @@ def alias_rows(verdict: Verdict, *, run_id: str) -> list[dict]:
     ]
 
 
-def attestation_row(event: dict) -> dict:
+def attestation_row(event: dict[str, Any]) -> dict[str, Any]:
     """The ``attestations`` row of one storage attestation this archive signed."""
     payload = event["payload"]
     return {
@@ -191,7 +192,7 @@ def verification_row(
     run_id: str,
     duplicate: bool = False,
     equivocation: Equivocation | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The ``verifications`` row of any fetch: verified, rejected or failed;
     ``equivocation`` (a pith.split_view.Equivocation) names the copy it forks from."""
     fetched = _utc(fetched_at)

@@ -5,6 +5,7 @@ import base64
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from storage.archive.layout import check_path
 from storage.archive.stores import CHUNK, LocalPath, MiB, ObjectMissing, ObjectStore, StorageError, StoredObject
@@ -179,5 +180,5 @@ class S3Store(ObjectStore):
             raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None
 
 
-def _create_only(params: dict, **_: object) -> None:
+def _create_only(params: dict[str, Any], **_: object) -> None:
     params.setdefault("IfNoneMatch", "*")

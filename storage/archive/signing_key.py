@@ -33,7 +33,7 @@ def new_signer(key_id: str | None = None) -> Signer:
     return Signer.from_seed(f"{generated.key_id}-{generated.fingerprint[:8]}", generated.seed)
 
 
-def load_or_create(path: str | os.PathLike | None) -> Signer:
+def load_or_create(path: str | os.PathLike[str] | None) -> Signer:
     """Load the key at ``path`` (default: the user's config folder); create it when
     absent, saying where, since whoever verifies the archive will need its public half."""
     path = Path(path) if path else default_key_path()

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from storage.archive.layout import check_path
@@ -60,14 +61,14 @@ class ObjectInfo:
     table: str | None = None
     rows: int | None = None
 
-    def entry(self) -> dict:
+    def entry(self) -> dict[str, Any]:
         entry = {"path": self.path, "sha256": self.sha256, "size": self.size}
         if self.table is not None:
             entry.update(table=self.table, rows=self.rows)
         return entry
 
     @classmethod
-    def from_entry(cls, entry: dict) -> "ObjectInfo":
+    def from_entry(cls, entry: dict[str, Any]) -> "ObjectInfo":
         """An entry of a verified manifest (``storage.archive.manifest.listed``)."""
         return cls(entry["path"], entry["sha256"], entry["size"], entry.get("table"), entry.get("rows"))
 

@@ -27,7 +27,8 @@ def _col(name: str, kind: pa.DataType, doc: str, nullable: bool = True) -> pa.Fi
 
 def field_doc(field: pa.Field) -> str:
     """What a column means, as ``_col`` documented it (empty when it was not)."""
-    return (field.metadata or {}).get(b"doc", b"").decode("utf-8")
+    doc: bytes = (field.metadata or {}).get(b"doc", b"")
+    return doc.decode("utf-8")
 
 
 @dataclass(frozen=True)
