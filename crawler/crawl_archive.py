@@ -134,7 +134,6 @@ class CrawlArchive:
             present=self.writer.present_runs,
             warc=self.writer.warc,
         )
-        self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
 
     def stop(self, exc: StorageError) -> None:
         """A store that keeps failing ends the crawl: nothing of this run will commit,
@@ -198,6 +197,8 @@ class CrawlArchive:
             logger.error("no bundle was fetched: nothing committed")
             return
         run_id = self.writer.current_run  # the final manifest's run id
+        # pyarrow comes in with the tables' first commit (storage.writing.table_writer)
+        self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:

@@ -13,6 +13,7 @@ found a problem goes into tests/fuzz_corpus/ with its expected reason in
 expected.json (see tests/fuzz_corpus/README.md).
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -180,7 +181,7 @@ hostile_values = st.sampled_from(
         [],
         {},
     ]
-)
+).map(copy.deepcopy)  # a fresh copy each time: a mutation must never reach into a shared value (a cycle)
 
 
 @st.composite

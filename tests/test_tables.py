@@ -15,8 +15,9 @@ from pith.canonical import reference_canon
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from storage.archive import layout
+from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row
-from storage.archive.tables import SCHEMA_VERSION, TABLES
+from storage.archive.tables import TABLES
 from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
 from tests.test_verify import with_numbers_json_writers_spell_differently
 
@@ -174,7 +175,7 @@ def write(rows, policy, tmp_path):
         spool.rename(target)
         emitted.append((path, count))
 
-    writer = TableWriter(TABLES["aliases"], RUN, emit, policy, spool_dir=tmp_path)
+    writer = TableWriter("aliases", RUN, emit, policy, spool_dir=tmp_path)
     for row in rows:
         writer.add(row)
     writer.close()
@@ -227,27 +228,30 @@ def test_odd_partition_values_read_back_in_both_readers(tmp_path):
 
 
 def test_partitions_of_all_tables_share_one_buffer_budget(tmp_path):
-    """Many partitions that never fill a row group: together they stay within the
-    budget (the largest buffer is written early), and every row still arrives."""
+    """Many partitions that never fill a row group: while the tables are written they
+    stay within the budget (the largest buffer is written early), and every row still
+    arrives. Before, rows wait on disk, not in memory."""
     emitted = []
+    policy = RollPolicy(buffer_bytes=20_000)
+    budget = RowBudget(policy.buffer_bytes)
 
     def emit(path, spool, count):
+        assert budget.used <= policy.buffer_bytes
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         spool.rename(target)
         emitted.append(path)
 
-    policy = RollPolicy(buffer_bytes=20_000)
-    budget = RowBudget(policy.buffer_bytes)
-    writers = [TableWriter(TABLES["aliases"], RUN, emit, policy, tmp_path, budget) for _ in range(2)]
+    writers = [TableWriter("aliases", RUN, emit, policy, tmp_path, budget) for _ in range(2)]
     rows = [alias(f"kind{i % 30}", f"value-{i}") for i in range(3000)]
     for i, row in enumerate(rows):
         writers[i % 2].add(row)
-        assert budget.used <= policy.buffer_bytes
-    assert budget.used > 0 and emitted == []  # nothing finished yet: only row groups written
+    assert budget.used == 0 and emitted == []  # spooled on disk: nothing buffered, nothing written yet
+    assert not list(tmp_path.glob("aliases-*.parquet"))  # pyarrow not yet at work
     for writer in writers:
         writer.close()
-    assert budget.used == 0 and budget.writers == ()  # closed writers leave the budget
+    assert budget.used == 0 and budget.writers == ()  # written tables leave the budget
+    assert not list(tmp_path.glob("aliases-*.jsonl"))  # the spooled rows are gone once written
     groups = [pq.read_metadata(tmp_path / path).num_row_groups for path in emitted]
     assert len(emitted) == 30 and max(groups) > 1  # 15 partitions a writer, written in several groups
     table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()

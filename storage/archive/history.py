@@ -10,15 +10,19 @@ one with the greatest ``(built_at, fetched_at)``; a null ``built_at`` sorts firs
 Readers of the archive apply the same rule (docs/ARCHIVE.md).
 """
 
+from __future__ import annotations
+
 import logging
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from runtime.page_cache import PAGE_CACHE_KIB
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 

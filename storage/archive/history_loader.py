@@ -4,17 +4,20 @@ read from the committed ``records`` and ``events`` tables when the run opens, an
 again, for the manifests committed since, when other writers may have stored what
 this run is about to redo (``refresh``)."""
 
+from __future__ import annotations
+
 import threading
 from collections.abc import Iterator
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from pith.keyring import Keyring
 from storage.archive.history import EVENT_COLUMNS, RECORD_COLUMNS, History
 from storage.archive.manifest import listed, read_committed
 from storage.archive.reader import table_batches
 from storage.archive.stores import ObjectStore, StorageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class HistoryLoader:

@@ -21,6 +21,11 @@ CHECKPOINTS = "checkpoints"
 LOGS = "log"
 WARC = "warc"
 
+# the Parquet tables (``storage.archive.tables`` has their schemas), named here so that
+# code writing rows need not import pyarrow
+TABLE_NAMES = ("records", "events", "aliases", "verifications", "attestations", "captures")
+SCHEMA_VERSION = "1"  # of the tables' columns, in each file and in each manifest
+
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
 

@@ -23,8 +23,8 @@ from pith.shipped import version
 from pith.signing import Signer, utc_now
 from pith.verify import SIGNATURE_STATUS
 from storage.archive import layout
+from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
-from storage.archive.tables import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
 

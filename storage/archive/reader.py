@@ -7,20 +7,22 @@ can write to the archive can publish a key there. Even then a published key is o
 ever an archive key (manifests, attestations), never a registry key.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, PinnedKey, key_from_entry
 from storage.archive import layout
 from storage.archive.manifest import Committed, ManifestInvalid, ManifestRead, read_committed, union
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +136,12 @@ def read_entry(store: ObjectStore, entry: ObjectInfo) -> bytes:
 
 def table_batches(store: ObjectStore, entry: ObjectInfo, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
     """Record batches of a committed table file, checked against its entry first;
-    ``columns`` the file does not have are left out (older schema versions)."""
+    ``columns`` the file does not have are left out (older schema versions). pyarrow
+    is imported here, not with the module: a first crawl reads no table until it
+    commits, and keeps its ~30 MiB out of its process until then."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     data = read_entry(store, entry)
     parquet = pq.ParquetFile(pa.BufferReader(data))
     present = [name for name in columns if name in parquet.schema_arrow.names]

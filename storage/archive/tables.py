@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+from storage.archive.layout import SCHEMA_VERSION, TABLE_NAMES
+
 META_SCHEMA_VERSION = "pith_archiver.schema_version"
 META_TABLE = "pith_archiver.table"
 META_PARTITIONING = "pith_archiver.partitioning"
@@ -239,3 +240,5 @@ CAPTURES = TableSpec(
 )
 
 TABLES = {spec.name: spec for spec in (RECORDS, EVENTS, ALIASES, VERIFICATIONS, ATTESTATIONS, CAPTURES)}
+if tuple(TABLES) != TABLE_NAMES:
+    raise ImportError(f"the tables {tuple(TABLES)} are not layout.TABLE_NAMES {TABLE_NAMES}")

@@ -10,9 +10,10 @@ import bagit
 
 from pith.shipped import version
 from storage.archive import layout
+from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.reader import CommittedArchive
 from storage.archive.stores import ObjectInfo
-from storage.archive.tables import SCHEMA_VERSION, TABLES, field_doc
+from storage.archive.tables import TABLES, field_doc
 
 README = "README.md"
 FOLDERS = {  # what each exported folder holds, for the README

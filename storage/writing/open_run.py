@@ -18,9 +18,8 @@ from typing import Any
 
 from pith.reasons import Reason
 from pith.signing import utc_now
-from storage.archive.layout import RunId
+from storage.archive.layout import TABLE_NAMES, RunId
 from storage.archive.stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
-from storage.archive.tables import TABLES
 from storage.transparency.attestations import Stored
 from storage.writing.ledger import Ledger
 from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
@@ -71,8 +70,7 @@ class OpenRun:
         self.store = store
         self.spool_dir = spool_dir
         self.tables = {
-            name: TableWriter(spec, run_id, self._emit_table, policy, spool_dir, budget)
-            for name, spec in TABLES.items()
+            name: TableWriter(name, run_id, self._emit_table, policy, spool_dir, budget) for name in TABLE_NAMES
         }
         self.counts: Counter[str] = Counter()
         self.ledger = Ledger(spool_dir)
@@ -118,10 +116,14 @@ class OpenRun:
                 self.tables[table].add(row)
 
     def close_tables(self) -> None:
-        """Hand over every table file, with the rows still buffered."""
+        """Write every table's spooled rows as Parquet files and hand them over: the
+        tables take no more rows once the adds' lock is let go, and are written outside
+        it (the crawl goes on adding to the next run meanwhile)."""
         with self._rows_lock:
             for writer in self.tables.values():
-                writer.close()
+                writer.seal()
+        for writer in self.tables.values():
+            writer.close()
 
     def discard(self) -> None:
         """Drop the table files not yet handed over, and the ledger (an aborted run)."""
@@ -149,7 +151,7 @@ class OpenRun:
             Reason.NOT_APPEND_ONLY: counts[Reason.NOT_APPEND_ONLY],
             "objects": len(objects),
             "bytes": sum(info.size for info in objects),
-            "rows": {name: rows[name] for name in TABLES},
+            "rows": {name: rows[name] for name in TABLE_NAMES},
         }
 
     # --- upload jobs -------------------------------------------------------------

@@ -1,21 +1,30 @@
-"""Rows of a table to Parquet files: spooled locally, one open file per partition,
-rolled at row and size bounds, with the rows buffered by all of a run's tables held
-to one memory budget."""
+"""Rows of a table to Parquet files. While a run goes on, each row is appended to its
+table's spool file as a JSON line (a few microseconds on the crawl's thread, and no
+pyarrow in a crawl's process before its first commit: ~30 MiB of libraries it does not
+need until then); when the run's tables close, the lines are read back into Parquet
+files, one open file per partition, rolled at row and size bounds, with the rows
+buffered by all of a run's tables held to one memory budget."""
+
+from __future__ import annotations
 
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import orjson
 
 from storage.archive import layout
 from storage.archive.stores import MiB
-from storage.archive.tables import TableSpec
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from storage.archive.tables import TableSpec
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +32,9 @@ logger = logging.getLogger(__name__)
 def memory_pool() -> str:
     """The allocator pyarrow encodes with: ``ARROW_DEFAULT_MEMORY_POOL``, read when
     pyarrow first builds its pool (``pith_archiver.tuning`` sets it for a crawl)."""
-    return pa.default_memory_pool().backend_name
+    import pyarrow as pa
+
+    return str(pa.default_memory_pool().backend_name)
 
 
 @dataclass(frozen=True)
@@ -42,39 +53,40 @@ class RollPolicy:
 
 
 class RowBudget:
-    """The buffered rows of every partition of a run's tables, held to one limit. A
-    crawl touches dozens of partitions (a year of submission each, an event type, a
-    fetch date) and most never fill a row group: without a shared limit each buffers
-    up to ``row_group_bytes`` until the run ends, and memory grows with the crawl.
-    Over the limit, the largest buffer is written out as a (smaller) row group."""
+    """The buffered rows of every partition of a run's tables, held to one limit while
+    they are written as Parquet. A crawl touches dozens of partitions (a year of
+    submission each, an event type, a fetch date) and most never fill a row group:
+    without a shared limit each buffers up to ``row_group_bytes``. Over the limit, the
+    largest buffer is written out as a (smaller) row group."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.used = 0
-        self._writers: list["TableWriter"] = []
+        self._files: list[_ParquetFiles] = []
 
     @property
-    def writers(self) -> tuple["TableWriter", ...]:
-        """The open writers whose buffers this budget holds."""
-        return tuple(self._writers)
+    def writers(self) -> tuple[_ParquetFiles, ...]:
+        """The tables being written whose buffers this budget holds."""
+        return tuple(self._files)
 
-    def join(self, writer: "TableWriter") -> None:
-        self._writers.append(writer)
+    def join(self, files: _ParquetFiles) -> None:
+        self._files.append(files)
 
-    def leave(self, writer: "TableWriter") -> None:
-        """A closed writer holds no rows (a crawl's interim commits close theirs as they go)."""
-        if writer in self._writers:
-            self._writers.remove(writer)
+    def leave(self, files: _ParquetFiles) -> None:
+        """Written tables hold no rows."""
+        if files in self._files:
+            self._files.remove(files)
 
     def charge(self, size: int) -> None:
         self.used += size
         while self.used > self.limit:
-            writer, part = max(
-                ((w, part) for w in self._writers for part in w._parts.values()), key=lambda pair: pair[1].buffer_bytes
+            files, part = max(
+                ((files, part) for files in self._files for part in files.parts.values()),
+                key=lambda pair: pair[1].buffer_bytes,
             )
             if not part.buffer:
                 break
-            writer._write_group(part)
+            files.write_group(part, self)
 
 
 _OBJECT_BYTES = 56  # a small Python object and the dict slot that holds it
@@ -106,13 +118,14 @@ class _Part:
 
 
 class TableWriter:
-    """Rows of one table to Parquet files: one open spool file per partition, at most
-    one row group of rows in memory per partition. A finished file is handed to
-    ``emit(path, spool_file, rows)``, which stores it and then owns (deletes) it."""
+    """Rows of one table: spooled as JSON lines while the run goes on (``add``, or
+    ``encode`` then ``append``), written as Parquet files when it closes (``close``).
+    A finished file is handed to ``emit(path, spool_file, rows)``, which stores it and
+    then owns (deletes) it."""
 
     def __init__(
         self,
-        spec: TableSpec,
+        table: str,
         run_id: str,
         emit: Callable[[str, Path, int], None],
         policy: RollPolicy = RollPolicy(),
@@ -120,66 +133,156 @@ class TableWriter:
         budget: RowBudget | None = None,
     ) -> None:
         """``budget`` is shared with the run's other tables (default: this one's own)."""
-        self.spec = spec
+        self.table = table
         self.run_id = layout.check_run_id(run_id)
         self.policy = policy
         self._budget = budget or RowBudget(policy.buffer_bytes)
-        self._budget.join(self)
-        self._schema = spec.schema
         self._emit = emit
         self._spool_dir = Path(spool_dir or tempfile.gettempdir())
-        self._parts: dict[str, _Part] = {}
-        self._seq = 0
+        self._lines: BinaryIO | None = None
+        self._lines_path: Path | None = None
+        self._sealed = False
+        self._parquet: _ParquetFiles | None = None
+
+    @staticmethod
+    def encode(row: dict) -> bytes:
+        """A row as its spool line (times as ISO 8601); TypeError when a value cannot be kept."""
+        return orjson.dumps(row) + b"\n"
+
+    def append(self, line: bytes) -> None:
+        """Spool a line ``encode`` made."""
+        if self._sealed:
+            raise ValueError(f"table {self.table} of run {self.run_id} is closed")
+        if self._lines is None:
+            fd, name = tempfile.mkstemp(prefix=f"{self.table}-", suffix=".jsonl", dir=self._spool_dir)
+            self._lines, self._lines_path = os.fdopen(fd, "wb"), Path(name)
+        self._lines.write(line)
 
     def add(self, row: dict) -> None:
-        row = dict(row)
+        self.append(self.encode(row))
+
+    def seal(self) -> None:
+        """Take no more rows (under the lock the adds hold: ``close`` may then run outside it)."""
+        self._sealed = True
+        if self._lines is not None:
+            self._lines.close()
+
+    def close(self) -> None:
+        """Write the spooled rows as Parquet files and hand over every file."""
+        self.seal()
+        if self._lines_path is None:
+            return
+        from storage.archive.tables import TABLES  # pyarrow: a crawl imports it when it first commits
+
+        self._parquet = _ParquetFiles(TABLES[self.table], self.run_id, self._emit, self.policy, self._spool_dir)
+        self._budget.join(self._parquet)
+        try:
+            for row in self._parquet.typed(_lines(self._lines_path)):
+                self._parquet.add(row, self._budget)
+            self._parquet.close(self._budget)
+        finally:
+            self._budget.leave(self._parquet)
+            self._parquet = None
+            self._lines_path.unlink(missing_ok=True)
+            self._lines_path = None
+
+    def discard(self) -> None:
+        """Drop the spooled rows and open files unstored (an aborted run)."""
+        self.seal()
+        if self._parquet is not None:
+            self._budget.used -= sum(part.buffer_bytes for part in self._parquet.parts.values())
+            self._parquet.discard()
+            self._budget.leave(self._parquet)
+        if self._lines_path is not None:
+            self._lines_path.unlink(missing_ok=True)
+            self._lines_path = None
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, "rb") as handle:
+        for line in handle:
+            yield orjson.loads(line)
+
+
+class _ParquetFiles:
+    """One table's Parquet files being written: one open spool file per partition, at
+    most one row group of rows in memory per partition."""
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        run_id: str,
+        emit: Callable[[str, Path, int], None],
+        policy: RollPolicy,
+        spool_dir: Path,
+    ) -> None:
+        import pyarrow as pa
+
+        self.spec = spec
+        self.run_id = run_id
+        self.policy = policy
+        self.parts: dict[str, _Part] = {}
+        self._schema = spec.schema
+        self._times = [field.name for field in self._schema if pa.types.is_timestamp(field.type)]
+        self._emit = emit
+        self._spool_dir = spool_dir
+        self._seq = 0
+
+    def typed(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Spooled rows with their times as datetimes again."""
+        for row in rows:
+            for name in self._times:
+                if row.get(name) is not None:
+                    row[name] = datetime.fromisoformat(row[name])
+            yield row
+
+    def add(self, row: dict, budget: RowBudget) -> None:
         partition = layout.partition_dir(self.spec.partition, row.pop(self.spec.partition))
-        part = self._parts.get(partition) or self._open(partition)
+        part = self.parts.get(partition) or self._open(partition)
         size = _approx_size(row)
         part.buffer.append(row)
         part.buffer_bytes += size
         wanted = min(self.policy.row_group_rows, self.policy.max_rows - part.rows_in_file)
         if len(part.buffer) >= wanted or part.buffer_bytes >= self.policy.row_group_bytes:
-            self._write_group(part)
+            self.write_group(part, budget)
             if part.rows_in_file >= self.policy.max_rows or part.handle.tell() >= self.policy.max_bytes:
-                self._finish(partition)
-        self._budget.charge(size)
+                self._finish(partition, budget)
+        budget.charge(size)
 
-    def close(self) -> None:
-        """Write what is buffered and hand over every open file."""
-        for partition in list(self._parts):
-            self._finish(partition)
-        self._budget.leave(self)
+    def close(self, budget: RowBudget) -> None:
+        for partition in list(self.parts):
+            self._finish(partition, budget)
 
     def discard(self) -> None:
-        """Drop open files unstored (an aborted run)."""
-        for part in self._parts.values():
-            self._budget.used -= part.buffer_bytes
+        for part in self.parts.values():
             part.writer.close()
             part.handle.close()
             part.spool.unlink(missing_ok=True)
-        self._parts.clear()
-        self._budget.leave(self)
+        self.parts.clear()
 
     def _open(self, partition: str) -> _Part:
+        import pyarrow.parquet as pq
+
         fd, name = tempfile.mkstemp(prefix=f"{self.spec.name}-", suffix=".parquet", dir=self._spool_dir)
         handle = os.fdopen(fd, "wb")
         writer = pq.ParquetWriter(handle, self._schema, compression="zstd")
-        part = self._parts[partition] = _Part(Path(name), handle, writer)
+        part = self.parts[partition] = _Part(Path(name), handle, writer)
         return part
 
-    def _write_group(self, part: _Part) -> None:
+    def write_group(self, part: _Part, budget: RowBudget) -> None:
+        import pyarrow as pa
+
         if part.buffer:
             part.writer.write_table(
                 pa.Table.from_pylist(part.buffer, schema=self._schema), row_group_size=len(part.buffer)
             )
             part.rows_in_file += len(part.buffer)
-            self._budget.used -= part.buffer_bytes
+            budget.used -= part.buffer_bytes
             part.buffer, part.buffer_bytes = [], 0
 
-    def _finish(self, partition: str) -> None:
-        part = self._parts.pop(partition)
-        self._write_group(part)
+    def _finish(self, partition: str, budget: RowBudget) -> None:
+        part = self.parts.pop(partition)
+        self.write_group(part, budget)
         part.writer.close()
         part.handle.close()
         path = layout.table_part(self.spec.name, partition, self.run_id, self._seq)

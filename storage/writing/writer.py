@@ -50,7 +50,7 @@ from storage.transparency.attestations import Stored
 from storage.writing.commit import RunCommitter
 from storage.writing.open_run import OpenRun, RunFailure
 from storage.writing.spool import Spool
-from storage.writing.table_writer import RollPolicy, RowBudget
+from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
 from storage.writing.uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
@@ -244,8 +244,9 @@ class ArchiveWriter:
                 )
                 rows += [("events", row) for row in event_rows(verdict, run_id=open_run.run_id)]
                 rows += [("aliases", row) for row in alias_rows(verdict, run_id=open_run.run_id)]
-            for table, row in rows:  # built first: a bundle that cannot be tabled changes nothing
-                open_run.tables[table].add(row)
+            lines = [(open_run.tables[table], TableWriter.encode(row)) for table, row in rows]
+            for writer, line in lines:  # all encoded first: a bundle that cannot be tabled changes nothing
+                writer.append(line)
             if not duplicate:
                 history.add(number, bundle, events, built_at, fetched_at, current=not objection)
             self._count(open_run, "duplicates" if duplicate else "verified")
