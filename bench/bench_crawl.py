@@ -9,7 +9,13 @@ same run, from the same mirror process, alternated, medians of the rounds; ``wge
 
 The corpus is the test kit's: N records minted and signed with a key derived from the
 seed (checked not to be the built-in registry key, and given to the crawl with
-``--keyring`` as a user would), plus the three real registry bundles.
+``--keyring`` as a user would), plus the three real registry bundles. By default
+(``--links pages``, issue 40's corpus) the minted bundles name no other record, as the
+registry's do: only the record pages link cited and citing records, so the full crawl
+reads a page and a bundle per record (two requests). ``--links bundles`` mints bundles
+that name the records they cite and those citing them, as the test kit does by default:
+about one request per record. Corpora are kept in ``--workdir`` by size and kind
+(``corpus-N-links-pages``).
 Three mirrors, each in its own process: ``nginx`` (the default; bench/nginx.py,
 installed from the distribution's packages when missing) and ``static``, ``python -m
 http.server``, both over the corpus laid out as plain files (bench/static_site.py: no
@@ -75,6 +81,10 @@ SETTINGS = {
     "TELNETCONSOLE_ENABLED": False,
 }
 RUNS = ("bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
+LINKS = {  # the corpus kinds --links may name: where records name one another
+    "pages": "record pages only (the bundles name no other record, as the registry's)",
+    "bundles": "bundles (each names the records it cites and those citing it)",
+}
 # the baseline gets the one middleware that only removes Scrapy's charset sniffing of
 # JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
 PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
@@ -311,8 +321,8 @@ def archived_all(result: dict, records: int, label: str) -> dict:
     return result
 
 
-def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
-    corpus, site = workdir / f"corpus-{records}", workdir / f"site-{records}"
+def corpus_of(records: int, links: str, workdir: Path) -> tuple[Path, Path, list[str]]:
+    corpus, site = workdir / f"corpus-{records}-links-{links}", workdir / f"site-{records}-links-{links}"
     if not corpus.exists():
         subprocess.run(
             [
@@ -327,6 +337,8 @@ def corpus_of(records: int, workdir: Path) -> tuple[Path, Path, list[str]]:
                 str(corpus),
                 "--seed",
                 "11",
+                "--links",
+                links,
             ],
             check=True,
             cwd=ROOT,
@@ -343,12 +355,13 @@ def pool_args(workers) -> list[str]:
 
 
 def compare(
-    records: int, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list, kinds: list[str]
+    records: int, links: str, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list, kinds: list[str]
 ) -> None:
-    corpus, site, suffixes = corpus_of(records, workdir)
+    corpus, site, suffixes = corpus_of(records, links, workdir)
     print(
         f"corpus: {records} records signed with {minted_key(corpus)} (not the built-in registry key)"
-        f" and the {len(suffixes) - records} real ones, --keyring {corpus / 'keyring.json'}",
+        f" and the {len(suffixes) - records} real ones, --keyring {corpus / 'keyring.json'};"
+        f" links in the {LINKS[links]}",
         flush=True,
     )
     print(
@@ -388,17 +401,18 @@ def report(kind: str, n: int, runs: dict) -> None:
     med = {label: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
     bare = med["plain"]
     speed = {label: m["records"] / m["time"] / (n / bare["time"]) for label, m in med.items()}
+    per_record = {label: m["requests"] / max(m["records"], 1) for label, m in med.items()}
     for label, m in med.items():
         times = " / ".join(f"{r['time']:.1f}" for r in runs[label])
         print(
             f"{kind:>7} {n:>7} {label:>10} {times:>20} {m['records'] / m['time']:>8.0f} {speed[label]:>6.2f}"
-            f" {m['requests']:>8.0f} {m['requests'] / max(m['records'], 1):>7.3f} {m['rss']:>6.0f}"
+            f" {m['requests']:>8.0f} {per_record[label]:>7.3f} {m['rss']:>6.0f}"
             f" {m['rss'] / bare['rss']:>5.2f} {m['pss']:>6.0f} {m['pss'] / bare['pss']:>5.2f} {m['cpu']:>6.1f}",
             flush=True,
         )
     names = {"bundles": "bundle path", "full": "full crawl from one seed"}
     crawls = [label for label in names if label in med]
-    summary = [f"{names[label]} {speed[label]:.2f}x" for label in crawls]
+    summary = [f"{names[label]} {speed[label]:.2f}x ({per_record[label]:.2f} requests a record)" for label in crawls]
     if crawls:
         peak = max(med[label]["rss"] for label in crawls)
         summary.append(f"peak RSS summed over the tree {peak / bare['rss']:.2f}x ({peak:.0f} vs {bare['rss']:.0f} MiB)")
@@ -453,6 +467,12 @@ def main():
     parser.add_argument("--records", type=int, action="append", default=[], help="corpus sizes to compare on")
     parser.add_argument("--server", action="append", choices=["nginx", "static", "serve"], help="default: nginx")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--links",
+        choices=list(LINKS),
+        default="pages",
+        help="where the corpus's records name one another: pages only, as the registry's (default), or bundles",
+    )
     parser.add_argument("--virtual", type=int, action="append", default=[], help="serve --virtual N crawl sizes")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora here between runs")
     parser.add_argument(
@@ -482,7 +502,7 @@ def main():
     print(f"ours: {', '.join(changed) or 'the defaults'}; both crawlers: {common}", flush=True)
     pools = args.verify_workers or [None]
     for records in args.records:
-        compare(records, args.server or ["nginx"], args.rounds, workdir, env, pools, args.runs.split(","))
+        compare(records, args.links, args.server or ["nginx"], args.rounds, workdir, env, pools, args.runs.split(","))
     for records in args.virtual:
         for workers in pools:
             scale(records, workdir, env, workers)

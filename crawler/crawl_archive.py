@@ -14,6 +14,7 @@ moments. Storage work runs off the reactor thread.
 """
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from pith.shipped import version
 from storage.archive import layout
 from storage.archive.manifest import present_runs
 from storage.archive.stores import StorageError
+from storage.capture.warc import WarcPolicy
 from storage.capture.warc import software as warc_software
 from storage.capture.warc_process import WarcProcess
 from storage.writing.table_writer import memory_pool
@@ -42,6 +44,8 @@ from .crawl_config import CrawlConfig, crawl_config
 from .frontier import Frontier
 from .jobdir import JobdirGuard
 from .stat_keys import PREFIX, Stat
+from .verifier import SERVICE as VERIFIER_SERVICE
+from .verifier import verifier_processes
 from .worker import worker_name
 
 logger = logging.getLogger(__name__)
@@ -117,7 +121,7 @@ class CrawlArchive:
                 worker=self.worker,
                 uploader=self._uploader,
                 keyring=Keyring([*config.archive_keyring, signer.pinned()]),
-                warc=config.warc,
+                warc=self._warc_policy(),
                 warc_info=self._warc_info(),
                 log_origin=config.log_origin,
             ).open()
@@ -125,7 +129,10 @@ class CrawlArchive:
         self._writer = await run_in_thread(open_writer)
         self.stats.set_value(Stat.RUN_ID, self.writer.first_run)
         self.crawler.signals.send_catch_log(
-            pith_signals.archive_opened, committed=self.writer.committed_runs, present=self.writer.present_runs
+            pith_signals.archive_opened,
+            committed=self.writer.committed_runs,
+            present=self.writer.present_runs,
+            warc=self.writer.warc,
         )
         self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
 
@@ -224,6 +231,14 @@ class CrawlArchive:
             self.stats.inc_value(Stat.WARC_ERRORS, warc.lost)
         if warc is not None and warc.stopped:
             self.stats.set_value(Stat.WARC_STOPPED, warc.stopped)
+
+    def _warc_policy(self) -> WarcPolicy | None:
+        """The crawl's WARC policy; its writer's process hosts the verifier when the
+        crawl verifies off its own thread (one interpreter fewer than a process each)."""
+        policy = self.config.warc
+        if policy is not None and verifier_processes(self.crawler.settings):
+            return replace(policy, hosted=(VERIFIER_SERVICE,))
+        return policy
 
     def _warc_info(self) -> dict:
         """The warcinfo record of each WARC file: who wrote it, from where, how politely."""

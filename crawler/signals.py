@@ -5,6 +5,7 @@
 # manifest the archive holds. The archive is the truth: state kept outside it (the
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
+# ``warc``: its WARC writer (None with --no-warc), whose process hosts the verifier.
 archive_opened = object()
 # the crawl's archive (CrawlArchive) committed the final manifest, whose run id is ``run_id``
 archive_committed = object()

@@ -21,6 +21,7 @@ import subprocess
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
@@ -28,12 +29,15 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
 from runtime.child_process import FRAME, framed, start_child
+from storage.capture.warc_process import WarcProcess
 
+from . import signals as pith_signals
 from .stat_keys import Stat
 from .verify_worker import BundleChecker, available_cores, decode, restore
 
 logger = logging.getLogger(__name__)
 
+SERVICE = "crawler.verify_worker:serve_verifier"
 IN_FLIGHT_PER_WORKER = 32
 ATTEMPTS = 3  # workers a bundle may outlive before it is verified in the crawl's own thread
 STOP_WAIT = 5.0  # seconds a closing crawl waits for a worker to finish and exit
@@ -46,15 +50,26 @@ def default_workers() -> int:
     return 1 if available_cores() >= 2 else 0
 
 
+def verifier_processes(settings: BaseSettings) -> int:
+    """How many verifier processes a crawl runs: PITH_VERIFY_WORKERS, or the default."""
+    workers = settings.get("PITH_VERIFY_WORKERS")
+    return max(default_workers() if workers is None else settings.getint("PITH_VERIFY_WORKERS"), 0)
+
+
 class WorkerLost(Exception):
     """The worker holding a bundle died before it answered."""
 
 
 class Worker:
-    """One verifier process and its socket: bundles in, verdicts out, in order."""
+    """One verifier and its socket: bundles in, verdicts out, in order. Its own process,
+    or (``channel``) the verifier the crawl's WARC writer process hosts."""
 
-    def __init__(self, checker: BundleChecker):
-        self.process, ours = start_child("crawler.verify_worker")
+    def __init__(self, checker: BundleChecker, channel: socket.socket | None = None):
+        if channel is None:
+            process, (ours,) = start_child(SERVICE)
+            self.process: subprocess.Popen | None = process
+        else:
+            self.process, ours = None, channel
         configuration = checker.configuration()  # sent once it runs: a large keyring may not fit the socket's buffer
         try:
             ours.sendall(framed(configuration))
@@ -111,11 +126,12 @@ class Worker:
             self._socket.shutdown(socket.SHUT_WR)  # at once: the reactor may not run again before the join
         except OSError:  # it died first
             pass
-        try:
-            self.process.wait(STOP_WAIT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:  # a hosted verifier ends with its host, the WARC writer
+            try:
+                self.process.wait(STOP_WAIT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         if self._writer is not None:
             self._writer.close()
         else:
@@ -133,15 +149,14 @@ class Verifier:
         self.stats: StatsCollector | None = None  # the crawl's, once it opens
         self.running: list[Worker] = []
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
+        self._hosted: socket.socket | None = None  # the verifier the WARC writer's process hosts, until used
 
     @classmethod
     def for_crawl(cls, crawler: Crawler, keyring: Keyring) -> "Verifier":
         """The spider's verifier (never NotConfigured: a crawl without one would archive
         nothing, or worse), checking with the crawl's keyring."""
-        settings = crawler.settings
-        workers = settings.get("PITH_VERIFY_WORKERS")
-        workers = default_workers() if workers is None else settings.getint("PITH_VERIFY_WORKERS")
-        verifier = cls(BundleChecker(keyring, Limits()), max(workers, 0))
+        verifier = cls(BundleChecker(keyring, Limits()), verifier_processes(crawler.settings))
+        crawler.signals.connect(verifier.adopt, signal=pith_signals.archive_opened)
         crawler.signals.connect(verifier.open, signal=signals.spider_opened)
         crawler.signals.connect(verifier.close, signal=signals.spider_closed)
         return verifier
@@ -170,9 +185,15 @@ class Verifier:
                 )
         return self.checker(raw)
 
+    def adopt(self, warc: WarcProcess | None = None) -> None:
+        """The crawl's archive opened: its WARC writer's process hosts the first worker."""
+        if warc is not None:
+            self._hosted = warc.channel(SERVICE)
+
     def _least_busy(self) -> Worker:
         if len(self.running) < self.workers:
-            self.running.append(Worker(self.checker))
+            hosted, self._hosted = self._hosted, None
+            self.running.append(Worker(self.checker, hosted))
             return self.running[-1]
         return min(self.running, key=lambda worker: len(worker.pending))
 
@@ -195,3 +216,6 @@ class Verifier:
         for worker in self.running:
             worker.close()
         self.running = []
+        if self._hosted is not None:  # never used
+            self._hosted.close()
+            self._hosted = None

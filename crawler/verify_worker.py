@@ -1,16 +1,14 @@
 """What a verifier process runs: parse a bundle's bytes and verify them (``pith`` only).
 
-Kept apart from ``crawler.verifier`` so that a worker process, started as
-``python -m crawler.verify_worker FD``, imports the protocol core and nothing of
-Scrapy: it starts fast and stays small (no multiprocessing, so no resource-tracker
-process beside it and no re-import of the command line). Its socket's first message
-is its keyring and limits, as JSON.
+Kept apart from ``crawler.verifier`` so that a worker process (``runtime.child_process``
+hosting ``crawler.verify_worker:serve_verifier``, alone or beside the crawl's WARC
+writer) imports the protocol core and nothing of Scrapy: it starts fast and stays
+small (no multiprocessing, so no resource-tracker process beside it and no re-import
+of the command line). Its socket's first message is its keyring and limits, as JSON.
 """
 
 import os
-import signal
 import socket
-import sys
 from dataclasses import asdict, replace
 
 import orjson
@@ -19,7 +17,7 @@ from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Status, Verdict, verify_document
-from runtime.child_process import framed, messages, socket_of
+from runtime.child_process import framed, messages
 
 
 def available_cores() -> int:
@@ -91,7 +89,6 @@ def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdi
 def serve_verifier(sock: socket.socket) -> None:
     """A worker's life: read its configuration, then bundles from ``sock``, answer each
     with its encoded verdict, in order, until the crawl closes its end."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
     incoming = messages(sock.makefile("rb"))
     configuration = next(incoming, None)
     if configuration is None:  # the crawl closed before it began
@@ -99,7 +96,3 @@ def serve_verifier(sock: socket.socket) -> None:
     checker = BundleChecker.configured(configuration)
     for raw in incoming:
         sock.sendall(framed(encode_verdict(*checker(raw))))
-
-
-if __name__ == "__main__":
-    serve_verifier(socket_of(sys.argv))

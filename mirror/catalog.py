@@ -3,8 +3,10 @@ called (aliases), whom it cites and who cites it, and which keys signed them.
 
 It is built from the bundles themselves (one pass over parsed documents), so any
 folder of bundles can be served; a corpus also saves it next to the bundles so a
-large mirror starts without parsing every bundle again. Request text is only ever
-looked up here: no request can name a record the catalog does not hold.
+large mirror starts without parsing every bundle again (and, when its bundles name no
+other record, as the registry's, to keep the citation graph its record pages link).
+Request text is only ever looked up here: no request can name a record the catalog
+does not hold.
 """
 
 import bisect
@@ -36,7 +38,7 @@ class Entry:
     built_at: str
     version: int  # source version: the latest wins an alias shared by versions
     aliases: tuple[str, ...]  # alias values other than pith_short_* (prefixes are searched instead)
-    cites: tuple[str, ...]  # suffixes this record's latest graph snapshot references
+    cites: tuple[str, ...]  # suffixes this record's latest graph snapshot references (or a saved catalog says)
 
     @property
     def built_at_epoch(self) -> float:

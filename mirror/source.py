@@ -6,7 +6,9 @@ Corpus directory layout::
 
     DIR/bundles/<SUFFIX>.bundle.json   the exact bytes of each bundle
     DIR/keyring.json                   {"keys": [...]} that verifies every bundle
-    DIR/corpus.json                    the saved catalog (optional: rebuilt from the bundles)
+    DIR/corpus.json                    the saved catalog (optional: rebuilt from the bundles;
+                                       the only record of the citation graph when the bundles,
+                                       as the registry's, name no other record)
     DIR/pith-signing-key.json          the key document to serve (optional: else the key that
                                        signed most bundles), e.g. announcing a rotated key
 

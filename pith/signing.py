@@ -5,6 +5,7 @@ import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +37,17 @@ class Signer:
     def from_seed(cls, key_id: str, seed: bytes) -> "Signer":
         return cls(key_id, bytes(SigningKey(seed)))
 
-    @property
+    # cached: deriving the key from its seed is a scalar multiplication, and a commit
+    # signs one attestation per archived bundle
+    @cached_property
     def _key(self) -> SigningKey:
         return SigningKey(self.seed)
 
-    @property
+    @cached_property
     def public_raw(self) -> bytes:
         return bytes(self._key.verify_key)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         return key_fingerprints(self.public_raw)["fingerprint_sha256_hex"]
 

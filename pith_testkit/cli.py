@@ -15,7 +15,7 @@ from pith_archiver.cmd_serve import listen_options, open_source
 from pith_archiver.exit_status import ConfigError
 from pith_archiver.output import log_to_stderr, say, verbosity_options
 
-from .corpus import generate_corpus
+from .corpus import LINKS, generate_corpus
 from .faults import FaultPlan
 from .server import FaultyMirrorServer
 from .virtual import VirtualCorpus
@@ -44,13 +44,22 @@ def corpus():
     show_default=True,
     help="Base of the links and mirror hints written into minted bundles.",
 )
+@click.option(
+    "--links",
+    type=click.Choice(LINKS),
+    default="bundles",
+    show_default=True,
+    help="Where records name one another: `bundles` (each names the records it cites and a sample of "
+    "those citing it: one request per record from one seed) or `pages` (bundles name no other record, "
+    "as the registry's; only the record pages a mirror renders from corpus.json link them: two).",
+)
 @verbosity_options
-def generate(records, out, seed, base_url, verbosity):
+def generate(records, out, seed, base_url, links, verbosity):
     """Mint RECORDS bundles in the registry's format, signed by a test key derived from
     SEED, plus the real registry bundles; write DIR/bundles/, DIR/keyring.json (verifies
-    them all) and DIR/corpus.json (the index `serve` starts from)."""
+    them all) and DIR/corpus.json (the index `serve` starts from, with the citation graph)."""
     try:
-        catalog = generate_corpus(out, records, seed, base_url)
+        catalog = generate_corpus(out, records, seed, base_url, links)
     except FileExistsError as exc:
         raise ConfigError(str(exc)) from None
     say(

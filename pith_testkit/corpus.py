@@ -2,6 +2,12 @@
 a test key derived from the seed, citing one another so that following links from any
 record reaches all of them, plus the real registry bundles as they are.
 
+Where the links are (``links``): by default each bundle names the records it cites and
+a sample of those citing it (``bundles``), so a crawl finds every record from the
+bundles alone; with ``pages`` the bundles name no other record, as the registry's own
+do, and the citation graph is kept in the saved catalog (corpus.json) only, from which
+a mirror's record pages link cited and citing records.
+
 Everything (key, texts, graph, timestamps) derives from the seed, and Ed25519
 signatures are deterministic, so one seed always gives the same bytes. Records are
 planned first (their Pith numbers depend only on their canonical records), then the
@@ -14,9 +20,10 @@ import json
 import logging
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Literal, get_args
 
 from mirror.catalog import Catalog
 from mirror.record import compact_json, latest_snapshot
@@ -24,7 +31,7 @@ from mirror.source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAM
 from pith.canonical import canon_sha256
 from pith.keyring import REGISTRY_KEY, key_from_entry
 from pith.links import REGISTRY_BASE
-from pith.numbers import pith_number, pith_suffix
+from pith.numbers import pith_number, pith_suffix, suffix_of
 from pith.shipped import real_bundles
 from pith.signing import Signer
 
@@ -39,6 +46,9 @@ FIRST_MONTH = (2020, 1)  # after the real fixtures' arXiv ids, so minted ids nev
 MONTHS = 72
 SAMPLE_SIZE = 10  # entries kept in a graph snapshot's references/citations samples
 EXCERPT_CHARS = 600
+
+Links = Literal["bundles", "pages"]  # which documents name the records a record cites and is cited by
+LINKS: tuple[Links, ...] = get_args(Links)
 
 
 def corpus_signer(seed: int) -> Signer:
@@ -65,9 +75,11 @@ class Planned(Citable):
     version: int
 
 
-def generate_corpus(out: str | Path, records: int, seed: int = 1, base_url: str = REGISTRY_BASE) -> Catalog:
+def generate_corpus(
+    out: str | Path, records: int, seed: int = 1, base_url: str = REGISTRY_BASE, links: Links = "bundles"
+) -> Catalog:
     """Write a corpus of ``records`` minted bundles plus the real ones into ``out`` (absent or
-    empty) and return its catalog."""
+    empty) and return its catalog, whose cites are the citation graph whatever ``links`` says."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty: give a new or empty directory")
@@ -98,6 +110,7 @@ def generate_corpus(out: str | Path, records: int, seed: int = 1, base_url: str 
                 [targets[j] for j in citers[index][:SAMPLE_SIZE]],
                 len(citers[index]),
                 base_url,
+                links,
             )
             suffix = pith_suffix(bundle["canonical_sha256"])
             (out / BUNDLES_DIR / bundle_name(suffix)).write_bytes(compact_json(bundle))
@@ -106,11 +119,11 @@ def generate_corpus(out: str | Path, records: int, seed: int = 1, base_url: str 
             (out / BUNDLES_DIR / path.name).write_bytes(path.read_bytes())
             yield path.name[: -len(BUNDLE_EXTENSION)], doc
 
-    catalog = Catalog.from_bundles(bundles())
+    catalog = with_cites(Catalog.from_bundles(bundles()), graph, targets)
     keyring = {"keys": [signer.public_document(), key_from_entry(REGISTRY_KEY).document()]}
     (out / KEYRING_NAME).write_text(json.dumps(keyring, indent=2) + "\n", "utf-8")
     index = {
-        "corpus": {"seed": seed, "records": records, "base_url": base_url, "builder": BUILDER_VERSION},
+        "corpus": {"seed": seed, "records": records, "base_url": base_url, "builder": BUILDER_VERSION, "links": links},
         **catalog.to_json(),
     }
     (out / INDEX_NAME).write_bytes(json.dumps(index, ensure_ascii=False, sort_keys=True).encode("utf-8"))
@@ -184,6 +197,16 @@ def citation_graph(rng: random.Random, minted: int, real: int) -> list[list[int]
     return graph
 
 
+def with_cites(catalog: Catalog, graph: list[list[int]], targets: list[Citable]) -> Catalog:
+    """``catalog`` with each minted record's cites taken from ``graph``, not its bundle: the
+    same with ``links="bundles"``, and with ``"pages"`` the only place they are kept."""
+    entries = {suffix: catalog.entry(suffix) for suffix in catalog.suffixes}
+    for cited, planned in zip(graph, targets):
+        suffix = suffix_of(planned.pith_number)
+        entries[suffix] = replace(entries[suffix], cites=tuple(suffix_of(targets[j].pith_number) for j in cited))
+    return Catalog(entries, catalog.public_keys, catalog.signing_key_id)
+
+
 def invert(graph: list[list[int]], size: int) -> list[list[int]]:
     citers: list[list[int]] = [[] for _ in range(size)]
     for citing, cited in enumerate(graph):
@@ -204,6 +227,7 @@ def mint_planned(
     citers: list[Citable],
     cited_by_count: int,
     base_url: str,
+    links: Links = "bundles",
 ) -> dict:
     paper, _ = paper_for(seed, planned.paper_index)
     record = canonical_record(paper, planned.version)
@@ -216,7 +240,7 @@ def mint_planned(
             ("doi", f"10.48550/arxiv.{paper.arxiv_id}"),
         )
     ]
-    snapshot = graph_snapshot(paper, record["source"], cites, citers, cited_by_count)
+    snapshot = graph_snapshot(paper, record["source"], cites, citers, cited_by_count, links)
     return mint_bundle(signer, record, aliases, [("graph_snapshot", "graph", snapshot)], created_at, built_at, base_url)
 
 
@@ -229,13 +253,17 @@ def record_times(seed: int, index: int) -> tuple[str, str]:
 
 
 def graph_snapshot(
-    paper: Paper, source: dict, cites: list[Citable], citers: list[Citable], cited_by_count: int
+    paper: Paper, source: dict, cites: list[Citable], citers: list[Citable], cited_by_count: int, links: Links
 ) -> dict:
-    """A graph_snapshot payload shaped like the registry's, with the references filled in
-    and a ``citations`` block naming records that cite this one."""
-    references = [c.sample_item() for c in cites]
-    citations = [c.sample_item() for c in citers]
+    """A graph_snapshot payload shaped like the registry's. With ``links="bundles"`` the
+    references are filled in and a ``citations`` block names records that cite this one;
+    with ``"pages"`` it names no other record, as the registry's own: the references
+    sample is empty (its counts stay) and there is no citations block."""
+    named = links == "bundles"
+    references = [c.sample_item() for c in cites] if named else []
+    citations = [c.sample_item() for c in citers] if named else []
     snapshot_sha256 = canon_sha256({"source": source, "references": references, "citations": citations})
+    citations_block = {"citations": {"count": cited_by_count, "sample": citations}} if named else {}
     return {
         "graph_snapshot": {
             "paper": {
@@ -261,13 +289,13 @@ def graph_snapshot(
                 "pith_extraction_headline": "",
             },
             "references": {
-                "count": len(references),
+                "count": len(cites),
                 "sample": references,
-                "resolved_work": len(references),
+                "resolved_work": len(cites),
                 "snapshot_sha256": snapshot_sha256,
-                "internal_anchors": len(references),
+                "internal_anchors": len(cites),
             },
-            "citations": {"count": cited_by_count, "sample": citations},
+            **citations_block,
             "formal_canon": {"evidence_count": 0, "snapshot_sha256": snapshot_sha256},
             "author_claims": {"count": 0, "strong_count": 0, "snapshot_sha256": snapshot_sha256},
             "builder_version": BUILDER_VERSION,

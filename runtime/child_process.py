@@ -1,22 +1,30 @@
-"""A child process of our own code, spoken to over one socket in length-framed messages.
+"""A child process of our own code, spoken to over sockets in length-framed messages.
 
 The crawl moves GIL-bound work per record (verifying a bundle, writing its WARC
-records) to children on the other core: ``start_child("package.module")`` runs
-``python -P -m package.module FD`` with the crawl's own import path (not the working
-folder's), and hands back the process and the crawl's end of the socket. Each message
-is its length (``FRAME``) and its bytes; no pickle crosses (a process that unpickles
-runs whatever it is sent).
+records) to a child on the other core. A child hosts one or more *services*, each a
+function of ours taking a socket (``"package.module:function"``):
+``start_child(service, ...)`` runs ``python -P -m runtime.child_process FD=service ...``
+with the crawl's own import path (not the working folder's) and hands back the process
+and the crawl's end of each service's socket. The first service runs in the child's
+main thread and its end is the child's end; the others run in threads of their own.
+One child hosting both the WARC writer and the verifier is one interpreter and one
+import set fewer than two (bench/RESULTS.md, issue 40). Each message is its length
+(``FRAME``) and its bytes; no pickle crosses (a process that unpickles runs whatever it
+is sent).
 
 ``WatchedChild`` is such a child that the crawl never waits on: messages go down the
-socket from a sender thread of its own, behind a queue bounded in bytes, and a child
-that makes no progress for a bounded time is killed (a child stopped by ``kill -STOP``,
-or stuck, would otherwise hold whoever writes to it for as long as it stays so).
+first service's socket from a sender thread of its own, behind a queue bounded in
+bytes, and a child that makes no progress for a bounded time is killed (a child stopped
+by ``kill -STOP``, or stuck, would otherwise hold whoever writes to it for as long as
+it stays so); the other services' sockets are their users' (``take_channel``).
 """
 
+import importlib
 import logging
 import os
 import queue
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -27,6 +35,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from runtime.kept_out import keep_out
+
 logger = logging.getLogger(__name__)
 
 FRAME = struct.Struct(">Q")  # each message: its length, then its bytes
@@ -34,20 +44,46 @@ HEARTBEAT = 2.0  # seconds between a watched child's empty messages, its sign of
 POLL = 0.5  # seconds between two looks at a child that does not read or answer
 BUFFERS_AT_ONCE = 512  # buffers handed to one sendmsg (the system allows 1024)
 STOP_WAIT = 30.0  # seconds a stopping child may take to exit before it is killed
+# imported by a library when installed, used by no service of ours: warcio imports fsspec (~3 MiB)
+NEVER_IN_A_CHILD = ("fsspec",)
 
 
-def start_child(module: str) -> tuple[subprocess.Popen, socket.socket]:
-    """``python -m module FD``, FD its end of a socket pair; returns the process and ours."""
-    ours, theirs = socket.socketpair()
+def start_child(*services: str) -> tuple[subprocess.Popen, list[socket.socket]]:
+    """A child hosting ``services`` (``"package.module:function"``), each given its end of
+    a socket pair; returns the process and our ends, in the same order."""
+    pairs = [socket.socketpair() for _ in services]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-    process = subprocess.Popen(  # noqa: S603 - this interpreter running a module of our own
-        [sys.executable, "-P", "-m", module, str(theirs.fileno())],
-        pass_fds=(theirs.fileno(),),
+    process = subprocess.Popen(  # noqa: S603 - this interpreter running functions of our own
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            __name__,
+            *(f"{theirs.fileno()}={service}" for (_, theirs), service in zip(pairs, services)),
+        ],
+        pass_fds=[theirs.fileno() for _, theirs in pairs],
         stdin=subprocess.DEVNULL,
         env=environment,
     )
-    theirs.close()
-    return process, ours
+    for _, theirs in pairs:
+        theirs.close()
+    return process, [ours for ours, _ in pairs]
+
+
+def host(arguments: list[str]) -> None:
+    """In the child: run each ``FD=package.module:function`` of ``arguments`` with its
+    socket, the first in this thread; the child ends when the first returns."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
+    hosted = []
+    for argument in arguments:
+        descriptor, _, service = argument.partition("=")
+        module, _, function = service.partition(":")
+        serve = getattr(importlib.import_module(module), function)
+        hosted.append((serve, socket.socket(fileno=int(descriptor))))
+    (first, first_socket), *others = hosted
+    for serve, sock in others:
+        threading.Thread(target=serve, args=(sock,), daemon=True, name=serve.__name__).start()
+    first(first_socket)
 
 
 def framed(*messages: bytes) -> bytes:
@@ -61,23 +97,19 @@ def messages(incoming: BinaryIO) -> Iterator[bytes]:
         yield incoming.read(FRAME.unpack(header)[0])
 
 
-def socket_of(argv: list[str]) -> socket.socket:
-    """In the child: the socket ``start_child`` passed as its one argument."""
-    return socket.socket(fileno=int(argv[1]))
-
-
 def keep_alive(sock: socket.socket, sending: threading.Lock) -> None:
-    """In a watched child: an empty message every ``HEARTBEAT`` seconds, from a daemon
-    thread, while the process runs (``sending`` serializes it with the child's answers)."""
+    """In a watched child: an empty message at once and every ``HEARTBEAT`` seconds, from
+    a daemon thread, while the process runs (``sending`` serializes it with the child's
+    answers)."""
 
     def beat() -> None:
         while True:
-            time.sleep(HEARTBEAT)
             with sending:
                 try:
                     sock.sendall(framed(b""))
                 except OSError:
                     return
+            time.sleep(HEARTBEAT)
 
     threading.Thread(target=beat, daemon=True, name="heartbeat").start()
 
@@ -88,13 +120,15 @@ class WatchedChild:
     ``when_room`` calls back (from any thread) once it holds less, or the child is
     gone. ``ask`` sends a message and waits for the child's next one. A child that
     takes none of the queued bytes for ``stall_timeout`` seconds, or says nothing that
-    long (it sends an empty message every ``HEARTBEAT`` seconds) while an answer is
-    awaited, is killed; ``gone`` then says why (or how it died), and what was queued is
-    dropped."""
+    long (it sends an empty message every ``HEARTBEAT`` seconds), whether an answer is
+    awaited or not (a service it hosts may be waited on), is killed; ``gone`` then says
+    why (or how it died), and what was queued is dropped. ``hosted``: more services in
+    the same process, whose sockets their users take (``take_channel``)."""
 
-    def __init__(self, module: str, stall_timeout: float, max_queued: int) -> None:
-        self.process, self._socket = start_child(module)
-        self.module = module
+    def __init__(self, service: str, stall_timeout: float, max_queued: int, hosted: tuple[str, ...] = ()) -> None:
+        self.process, (self._socket, *channels) = start_child(service, *hosted)
+        self._channels: list[socket.socket | None] = list(channels)
+        self.module = service.partition(":")[0]
         self.stall_timeout = stall_timeout
         self.max_queued = max_queued
         self.gone: str | None = None
@@ -106,9 +140,9 @@ class WatchedChild:
         self._last_asked = False  # its exit is expected once it answers
         self._answers: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._heard = time.monotonic()
-        self._sender = threading.Thread(target=self._send_all, daemon=True, name=f"{module}-send")
+        self._sender = threading.Thread(target=self._send_all, daemon=True, name=f"{self.module}-send")
         self._sender.start()
-        threading.Thread(target=self._read_all, daemon=True, name=f"{module}-read").start()
+        threading.Thread(target=self._read_all, daemon=True, name=f"{self.module}-read").start()
 
     def send(self, *parts: bytes) -> bool:
         """Queue ``parts``, each a message (no copy is made); False once the child is gone."""
@@ -121,6 +155,16 @@ class WatchedChild:
             self._queued += size
             self._state.notify()
         return True
+
+    def take_channel(self, index: int) -> socket.socket | None:
+        """Our end of the socket of hosted service ``index``, now the caller's to close;
+        None once taken, or when the child is gone."""
+        with self._state:
+            channel, self._channels[index] = self._channels[index], None
+            if self.gone is not None and channel is not None:
+                channel.close()
+                return None
+        return channel
 
     @property
     def full(self) -> bool:
@@ -168,6 +212,9 @@ class WatchedChild:
             self.process.wait()
         self._sender.join(STOP_WAIT)
         self._socket.close()
+        for channel in self._channels:  # those nobody took
+            if channel is not None:
+                channel.close()
 
     def _lose(self, why: str) -> None:
         with self._state:
@@ -186,7 +233,9 @@ class WatchedChild:
         while True:
             with self._state:
                 while not self._queue and self.gone is None and not self._stopping:
-                    self._state.wait()
+                    self._state.wait(POLL)
+                    if time.monotonic() - self._heard > self.stall_timeout:  # a frozen child, idle or not
+                        self.kill(f"said nothing for {self.stall_timeout:g} s, killed")
                 if self.gone is not None or not self._queue:
                     return
                 count = min(len(self._queue), BUFFERS_AT_ONCE)
@@ -248,3 +297,8 @@ def _exit_status(process: subprocess.Popen) -> str:
     except subprocess.TimeoutExpired:
         return "still running"
     return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+if __name__ == "__main__":
+    keep_out(NEVER_IN_A_CHILD, "kept out of the crawl's children")
+    host(sys.argv[1:])

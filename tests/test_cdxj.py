@@ -152,14 +152,14 @@ def test_the_sort_merges_bounded_runs_into_the_same_order(tmp_path):
 
 def test_the_warc_child_carries_neither_cdxj_indexer_nor_fsspec():
     """warcio imports fsspec whenever it is installed (the test environment has it, for
-    the release readers); the WARC child, run as its own program, refuses it, and
-    imports nothing of cdxj-indexer."""
+    the release readers); a child of the crawl (``python -m runtime.child_process``)
+    refuses it, and the WARC writer's service imports nothing of cdxj-indexer."""
     assert importlib.util.find_spec("fsspec") is not None, "the test environment installs fsspec (datasets)"
     code = """
 import runpy, sys
-sys.argv = ["warc_child", "-1"]  # no socket: it stops once its imports are done
+sys.argv = ["child", "-1=storage.capture.warc_child:serve_warc_writer"]  # no socket: stops once imported
 try:
-    runpy.run_module("storage.capture.warc_child", run_name="__main__", alter_sys=True)
+    runpy.run_module("runtime.child_process", run_name="__main__", alter_sys=True)
 except ValueError:
     pass
 import warcio.utils

@@ -5,6 +5,7 @@ import random
 import shutil
 from collections import Counter
 
+from crawler.links import suffixes_in
 from mirror.catalog import Catalog
 from mirror.record import latest_snapshot
 from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
@@ -135,6 +136,30 @@ def test_saved_index_equals_the_one_rebuilt_from_the_bundles(corpus_dir, tmp_pat
     assert rebuilt.to_json() == saved.to_json()
 
 
+def test_pages_corpus_bundles_name_no_other_record_as_the_registrys(pages_corpus_dir, real_docs):
+    real_snapshot = latest_snapshot(next(iter(real_docs.values())))
+    for path in sorted((pages_corpus_dir / BUNDLES_DIR).glob("*.bundle.json")):
+        assert suffixes_in(path.read_bytes()) == [path.name.split(".")[0]], path.name
+    for bundle in minted(pages_corpus_dir).values():
+        snapshot = latest_snapshot(bundle)
+        assert set(snapshot) == set(real_snapshot)  # no citations block, as in the registry's
+        assert snapshot["references"]["sample"] == []
+        assert snapshot["references"]["count"] >= 1  # it still cites: only its record page says whom
+
+
+def test_pages_corpus_keeps_the_citation_graph_in_its_saved_catalog(pages_corpus_dir, corpus_catalog, tmp_path):
+    catalog = CorpusDirectory(pages_corpus_dir).catalog
+    # the same records and the same graph as the corpus whose bundles name them
+    assert catalog.to_json() == corpus_catalog.to_json()
+    assert sum(len(catalog.entry(s).cites) for s in catalog.suffixes) >= SMALL_CORPUS_RECORDS
+    assert json.loads((pages_corpus_dir / INDEX_NAME).read_bytes())["corpus"]["links"] == "pages"
+    # the bundles alone no longer carry it: corpus.json is its only record
+    shutil.copytree(pages_corpus_dir / BUNDLES_DIR, tmp_path / BUNDLES_DIR)
+    rebuilt = CorpusDirectory(tmp_path).catalog
+    assert rebuilt.suffixes == catalog.suffixes
+    assert not any(rebuilt.entry(s).cites for s in rebuilt.suffixes)
+
+
 def test_cli_generate_writes_a_corpus_and_refuses_a_used_directory(tmp_path):
     out = tmp_path / "corpus"
     result = run_cli("corpus", "generate", "--records", "5", "--out", str(out), "--seed", "3", kit=True)
@@ -143,6 +168,12 @@ def test_cli_generate_writes_a_corpus_and_refuses_a_used_directory(tmp_path):
     assert len(list((out / BUNDLES_DIR).glob("*.bundle.json"))) == 8
     again = run_cli("corpus", "generate", "--records", "5", "--out", str(out), kit=True)
     assert again.returncode == 2 and "not empty" in again.output
+    pages = run_cli(
+        "corpus", "generate", "--records", "5", "--out", str(tmp_path / "pages"), "--links", "pages", kit=True
+    )
+    assert pages.returncode == 0, pages.output
+    assert json.loads((tmp_path / "pages" / INDEX_NAME).read_bytes())["corpus"]["links"] == "pages"
+    assert all("citations" not in latest_snapshot(b) for b in minted(tmp_path / "pages").values())
 
 
 def test_citation_graph_of_a_large_corpus_is_connected():

@@ -13,6 +13,7 @@ from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
+from tests.plugins.mirror import serve_process
 from tests.plugins.tables import read_rows
 
 pytestmark = pytest.mark.slow  # every test here crawls, serves or waits for over a second
@@ -43,6 +44,24 @@ def test_one_seed_reaches_the_whole_corpus_on_the_mirror_in_use(tmp_path, corpus
     assert {r["pith_number"] for r in read_rows(tmp_path / "archive", "records")} == {
         corpus_catalog.entry(s).pith_number for s in corpus_catalog.suffixes
     }
+
+
+def test_one_seed_reaches_every_record_through_record_pages_when_bundles_name_none(
+    tmp_path, pages_corpus_dir, corpus_catalog
+):
+    """Over bundles that name no other record, as the registry's, `serve` links the
+    records from its saved catalog's graph: a page and a bundle per record."""
+    keyring = str(pages_corpus_dir / KEYRING_NAME)
+    with serve_process(pages_corpus_dir, "--keyring", keyring) as (_, url):
+        seed = corpus_catalog.suffixes[0]
+        result = run_cli_crawl(
+            tmp_path, *FAST_RETRIES, seed, resolver=url, out=tmp_path / "archive", corpus=pages_corpus_dir
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    total = len(corpus_catalog)
+    assert (result.stat("records_found"), result.stat("verified"), result.stat("archived")) == (total, total, total)
+    assert result.stat("pages_fetched") == total  # no bundle names its citers: every page is read
+    assert 1.9 <= result.stats["pith/requests_per_record"] <= 2.2
 
 
 def test_alias_seeds_resolve_through_the_resolver(tmp_path, corpus_dir, mirror):

@@ -110,7 +110,7 @@ def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_si
 
 
 def verifier_processes(crawl_pid: int) -> list[int]:
-    """The crawl's verifier workers: its children running ``crawler.verify_worker``."""
+    """The crawl's verifier workers: its children hosting ``crawler.verify_worker``."""
     pids = []
     for task in os.listdir(f"/proc/{crawl_pid}/task"):
         pids += map(int, Path(f"/proc/{crawl_pid}/task/{task}/children").read_text().split())
@@ -124,13 +124,16 @@ def test_a_verifier_process_killed_mid_bundle_loses_nothing(
     server = mirror(faults=FaultPlan(latency_ms=50))
     store = LocalStore(tmp_path / "archive")
     stats = tmp_path / "stats.json"
-    # every record a seed: fetching goes on while the verifier is stopped (links wait for verdicts)
+    # every record a seed: fetching goes on while the verifier is stopped (links wait for verdicts);
+    # no WARC files, so the verifier has a process of its own (with them, the WARC writer's
+    # process hosts it, and killing that one is tests/test_warc_faults.py's)
     args = crawl_args(
         server,
         corpus_dir,
         ["--out", str(store.root)],
         "--verify-workers",
         "1",
+        "--no-warc",
         "--no-follow",
         "--stats-json",
         str(stats),

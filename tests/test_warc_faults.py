@@ -29,6 +29,7 @@ from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
 from storage.capture.warc import Exchange, WarcPolicy
+from storage.capture.warc_process import CHILD
 from storage.capture.warc_salvage import complete_length, salvage
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
@@ -126,7 +127,7 @@ def test_a_writer_killed_between_records_keeps_what_it_wrote_and_counts_the_rest
 
 @pytest.mark.slow
 def test_a_child_that_takes_nothing_is_killed_and_its_waiters_released(tmp_path):
-    child = WatchedChild("storage.capture.warc_child", stall_timeout=1.0, max_queued=256 * 1024)
+    child = WatchedChild(CHILD, stall_timeout=1.0, max_queued=256 * 1024)
     os.kill(child.process.pid, signal.SIGSTOP)
     released = threading.Event()
     started = time.monotonic()

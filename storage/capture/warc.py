@@ -54,11 +54,13 @@ class WarcPolicy:
     """When a WARC file is done: past ``max_bytes`` (compressed, on disk), and at each
     commit. A writer that takes no record for ``stall_timeout`` seconds while records
     wait (or says nothing that long when asked for its files) is stopped; past
-    ``queue_bytes`` of records waiting for it, the crawl holds off."""
+    ``queue_bytes`` of records waiting for it, the crawl holds off. ``hosted``: other
+    services its process runs beside it (the crawl's verifier), one interpreter fewer."""
 
     max_bytes: int = 1024 * MiB
     stall_timeout: float = 30.0
     queue_bytes: int = 64 * MiB
+    hosted: tuple[str, ...] = ()  # more services for the writer's process (``runtime.child_process``)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What the crawl's WARC child runs: ``storage.capture.warc.WarcWriter``, fed over a socket.
 
-Started by ``storage.capture.warc_process.WarcProcess`` as ``python -m storage.capture.warc_child FD``.
+Started by ``storage.capture.warc_process.WarcProcess`` as the service
+``storage.capture.warc_child:serve_warc_writer`` of a child (``runtime.child_process``).
 Each message is a JSON list naming what to do (``open``, ``seed``, ``record``
 followed by the body's bytes, ``failure``, ``verdict``, ``roll``, ``close``,
 ``discard``). Only ``roll``, ``close`` and ``discard`` are answered: with the files
@@ -16,9 +17,7 @@ the files the dead one left in the spool folder and did not hand back
 """
 
 import os
-import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,12 +27,7 @@ from typing import Any
 
 import orjson
 
-from runtime.child_process import framed, keep_alive, messages, socket_of
-from runtime.kept_out import keep_out
-
-if __name__ == "__main__":  # the child's own process, before warcio: it imports fsspec (~3 MiB) when installed
-    keep_out(("fsspec",), "kept out of the WARC child")
-
+from runtime.child_process import framed, keep_alive, messages
 from storage.archive import layout
 from storage.capture.cdxj import sort_index
 from storage.capture.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
@@ -163,8 +157,9 @@ class Child:
 
 
 def serve_warc_writer(sock: socket.socket) -> None:
-    """The child's life: the crawl's messages, in order, until it closes or discards."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
+    """The child's life: the crawl's messages, in order, until it closes or discards.
+    Its thread runs below the crawl's priority (a thread of another service the child
+    hosts, started before, keeps its own)."""
     os.nice(NICENESS)
     child = Child(sock)
     keep_alive(sock, child.sending)
@@ -175,7 +170,3 @@ def serve_warc_writer(sock: socket.socket) -> None:
                 break
     finally:
         child.later.shutdown(wait=True)
-
-
-if __name__ == "__main__":
-    serve_warc_writer(socket_of(sys.argv))

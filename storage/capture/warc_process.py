@@ -20,6 +20,7 @@ without WARC records, and ``lost`` counts the exchanges handed over that no file
 """
 
 import logging
+import socket
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timezone
@@ -39,7 +40,7 @@ from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFail
 
 logger = logging.getLogger(__name__)
 
-CHILD = "storage.capture.warc_child"
+CHILD = "storage.capture.warc_child:serve_warc_writer"
 
 
 class WarcProcess:
@@ -60,7 +61,7 @@ class WarcProcess:
         self._run_id = layout.check_run_id(run_id)
         self._spool_dir = str(spool_dir)
         self._policy = policy
-        self._child = WatchedChild(CHILD, policy.stall_timeout, policy.queue_bytes)
+        self._child = WatchedChild(CHILD, policy.stall_timeout, policy.queue_bytes, policy.hosted)
         self._handed: set[str] = set()  # names of the files handed back
         self._salvaged = False
         self.exchanges = 0  # exchanges (and requests that got no response) handed to the child
@@ -116,6 +117,14 @@ class WarcProcess:
         """Drop every file not yet handed over (an aborted run); the child exits."""
         self._child.ask(orjson.dumps(["discard"]), last=True)
         self._child.stop()
+
+    def channel(self, service: str) -> socket.socket | None:
+        """Our end of the socket of ``service``, hosted in the writer's process (the
+        policy's ``hosted``), for the caller to keep and close; None when it is not
+        hosted, already taken, or the writer is gone."""
+        if service not in self._policy.hosted:
+            return None
+        return self._child.take_channel(self._policy.hosted.index(service))
 
     @property
     def pid(self) -> int:

@@ -10,6 +10,8 @@ Typical use in a crawler test::
 
 - ``corpus_dir`` (session): a generated corpus of SMALL_CORPUS_RECORDS minted records
   (seed SMALL_CORPUS_SEED) plus the 3 real bundles; read-only, shared by every test.
+- ``pages_corpus_dir`` (session): the same records minted with ``links="pages"``: bundles
+  that name no other record, as the registry's; only the record pages link them.
 - ``corpus_catalog`` (session): its Catalog (``suffixes``, ``entry(s).pith_number``,
   ``resolve(alias)``, ``cited_by(s)``, ``signing_key``).
 - ``corpus_keyring`` (session): a Keyring that verifies every bundle of the corpus.
@@ -50,6 +52,14 @@ def corpus_dir(tmp_path_factory) -> Path:
     """A corpus directory (bundles/, keyring.json, corpus.json); do not write into it."""
     out = tmp_path_factory.mktemp("mirror") / "corpus"
     generate_corpus(out, SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED)
+    return out
+
+
+@pytest.fixture(scope="session")
+def pages_corpus_dir(tmp_path_factory) -> Path:
+    """``corpus_dir``'s records, their bundles naming no other record; do not write into it."""
+    out = tmp_path_factory.mktemp("mirror") / "pages-corpus"
+    generate_corpus(out, SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED, links="pages")
     return out
 
 
