@@ -12,14 +12,13 @@ set it, and bench/RESULTS.md has the figures.
 """
 
 import ctypes
-import importlib.abc
-import importlib.machinery
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from types import ModuleType
+
+from runtime.kept_out import keep_out
 
 logger = logging.getLogger(__name__)
 
@@ -51,25 +50,13 @@ def economise() -> bool:
 KEPT_OUT = ("numpy", "pandas")
 
 
-class _KeptOut(importlib.abc.MetaPathFinder):
-    """Refuses to import numpy and pandas, as if they were not installed."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.partition(".")[0] in KEPT_OUT:
-            raise ModuleNotFoundError(f"No module named {fullname!r} (kept out of a crawl)", name=fullname)
-        return None
-
-
 def without_numpy_or_pandas() -> None:
     """pyarrow imports numpy when it is imported, and pandas on its first conversion of
     Python values (to check whether they are pandas objects), whenever they are
     installed: ~45 MiB of a crawl's memory for libraries its tables never use (pyarrow
     needs neither; a release reader or a data user's notebook may well have them).
     For the crawl's process only: call before pyarrow is imported."""
-    if not any(isinstance(finder, _KeptOut) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _KeptOut())
+    keep_out(KEPT_OUT, "kept out of a crawl")
 
 
 @contextmanager

@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from runtime.kept_out import keep_out
+
 logger = logging.getLogger(__name__)
 
 FRAME = struct.Struct(">Q")  # each message: its length, then its bytes
@@ -42,6 +44,8 @@ HEARTBEAT = 2.0  # seconds between a watched child's empty messages, its sign of
 POLL = 0.5  # seconds between two looks at a child that does not read or answer
 BUFFERS_AT_ONCE = 512  # buffers handed to one sendmsg (the system allows 1024)
 STOP_WAIT = 30.0  # seconds a stopping child may take to exit before it is killed
+# imported by a library when installed, used by no service of ours: warcio imports fsspec (~3 MiB)
+NEVER_IN_A_CHILD = ("fsspec",)
 
 
 def start_child(*services: str) -> tuple[subprocess.Popen, list[socket.socket]]:
@@ -296,4 +300,5 @@ def _exit_status(process: subprocess.Popen) -> str:
 
 
 if __name__ == "__main__":
+    keep_out(NEVER_IN_A_CHILD, "kept out of the crawl's children")
     host(sys.argv[1:])

@@ -28,6 +28,7 @@ from storage.archive.manifest import committed_manifests
 from storage.capture.wacz_check import check_wacz_digest
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.crawling import run_cli_crawl
+from tests.test_cdxj import indexed_by_cdxj_indexer
 from tests.test_crawl_archive import archiver_keyring
 
 WARCIO = [sys.executable, "-m", "warcio.cli"]
@@ -526,6 +527,9 @@ def test_an_archive_crawled_three_times_replays_every_bundle_as_its_latest_bytes
     indexed = {(line["filename"], int(line["offset"])): line.get("digest") for line in _cdxj_lines(archive)}
     assert indexed.keys() == replayable.keys()
     assert all(digest == f"sha1:{indexed[key]}" or digest == indexed[key] for key, digest in replayable.items())
+    for warc in (archive / "warc").glob("*.warc.gz"):  # each index, written as its file was: cdxj-indexer's of it
+        reference = indexed_by_cdxj_indexer(warc, tmp_path / f"{warc.name}.cdxj")
+        assert (archive / layout.warc_index(f"warc/{warc.name}")).read_text(encoding="utf-8") == reference
 
     wacz = tmp_path / "all.wacz"
     done = export_wacz(tmp_path, archive, wacz)

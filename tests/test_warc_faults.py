@@ -66,14 +66,14 @@ def test_a_file_cut_mid_record_is_salvaged_to_its_last_whole_record(tmp_path):
         writer.record(exchange(index, now))
         writer.verdict(exchange(index, now).url, {"status": "verified", "pith_number": f"pith:2019:R{index:02d}"})
     writer.close(None)
-    ((_, _, spool, _, exchanges),) = files
+    ((_, _, spool, _, _, exchanges),) = files
     assert exchanges == 4
     whole = spool.read_bytes()
     cut = tmp_path / "cut" / spool.name
     cut.parent.mkdir()
     cut.write_bytes(whole[:-40])  # the last record (a verdict) cut short
     assert 0 < complete_length(cut) < len(whole) - 40
-    captures, kept = salvage(cut, str(cut.parent))
+    captures, _, kept = salvage(cut, str(cut.parent))
     assert kept == 4 and warc_check(cut).returncode == 0
     rows = [json.loads(line) for line in captures.read_text().splitlines()]
     assert [row["url"] for row in rows] == urls_in(cut) == [exchange(i, now).url for i in range(4)]

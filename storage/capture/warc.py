@@ -1,8 +1,9 @@
 """WARC/1.1 files of a crawl, written as the exchanges happen.
 
 Records are gzipped one by one into a local spool file (memory stays flat however
-large the file grows); a file is rolled once it passes ``max_bytes`` and at every
-commit, then indexed (CDXJ, sorted, stored next to it) and stored through the
+large the file grows), and each capture's CDXJ line is spooled as its record is
+written (``storage.capture.cdxj``); a file is rolled once it passes ``max_bytes`` and
+at every commit, its index sorted (stored next to it), and stored through the
 archive's create-only store in the run that commits it, with one ``captures``
 row per response or revisit record (Common Crawl's index names). A crashed run's
 spool never reaches the store; a rolled file that no manifest lists is an orphan.
@@ -34,11 +35,11 @@ from pith.shipped import version
 from storage.archive import layout
 from storage.archive.stores import MiB
 from storage.capture.captures import CaptureSpool
+from storage.capture.cdxj import SERVER_NOT_MODIFIED, IndexSpool
 
 logger = logging.getLogger(__name__)
 
 WARC_VERSION = "WARC/1.1"
-SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 VERDICT_TYPE = "bundle_verdict"  # a metadata record's record_type; the other is fetch_failure
 SEED_COLUMNS = ["url", "fetch_time", "content_digest", "warc_record_id", "warc_record_type"]
@@ -166,27 +167,33 @@ class _File:
         self.handle = open(self.spool, "xb")  # noqa: SIM115 - open until the file is finished
         self.writer = WARCWriter(self.handle, gzip=True, warc_version=WARC_VERSION)
         self.captures = CaptureSpool(spool_dir)
+        self.index = IndexSpool(spool_dir, name)
         self.exchanges = 0  # HTTP exchanges (and requests that got no response) recorded
 
     def write(self, record: Any) -> Position:
         offset = self.handle.tell()
         self.writer.write_record(record)
         self.handle.flush()
-        return Position(self.name, offset, self.handle.tell() - offset, record.rec_headers["WARC-Record-ID"])
+        length = self.handle.tell() - offset
+        self.index.add(record, offset, length)
+        return Position(self.name, offset, length, record.rec_headers["WARC-Record-ID"])
 
     def close(self) -> None:
         self.handle.close()
         self.captures.close()
+        self.index.close()
 
     def discard(self) -> None:
         self.handle.close()
         self.spool.unlink(missing_ok=True)
         self.captures.discard()
+        self.index.discard()
 
 
 class WarcWriter:
-    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool, exchanges)``
-    stores a finished file in ``run`` (it then owns both spool files); ``target()``
+    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool, index_lines,
+    exchanges)`` stores a finished file in ``run`` (it then owns the three spool files:
+    ``index_lines`` holds its CDXJ lines unsorted, ``cdxj.sort_index``); ``target()``
     names the run files rolled by size go to (the current one). Thread safe."""
 
     def __init__(
@@ -403,7 +410,7 @@ class WarcWriter:
         if file is None:
             return
         file.close()
-        self._emit(target, layout.warc(file.name), file.spool, file.captures.path, file.exchanges)
+        self._emit(target, layout.warc(file.name), file.spool, file.captures.path, file.index.path, file.exchanges)
 
 
 def _target(url: str) -> str:

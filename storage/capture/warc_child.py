@@ -5,9 +5,10 @@ Started by ``storage.capture.warc_process.WarcProcess`` as the service
 Each message is a JSON list naming what to do (``open``, ``seed``, ``record``
 followed by the body's bytes, ``failure``, ``verdict``, ``roll``, ``close``,
 ``discard``). Only ``roll``, ``close`` and ``discard`` are answered: with the files
-finished since the last answer (each indexed, in a thread of the child's own, so the
-records keep coming meanwhile, with the exchanges it holds) and the records that could
-not be written. Meanwhile the child says every few seconds that it lives
+finished since the last answer (each with its CDXJ index, whose lines the writer
+spooled as it wrote the records, sorted in a thread of the child's own so the
+records keep coming meanwhile, and the exchanges it holds) and the records that
+could not be written. Meanwhile the child says every few seconds that it lives
 (``child_process.keep_alive``): the crawl kills a child that falls silent.
 
 A child started after the writer died gets one message, ``salvage``: it makes whole
@@ -28,7 +29,7 @@ import orjson
 
 from runtime.child_process import framed, keep_alive, messages
 from storage.archive import layout
-from storage.capture.cdxj import index_warc, load_indexer
+from storage.capture.cdxj import sort_index
 from storage.capture.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
 from storage.capture.warc_salvage import salvage
 
@@ -55,7 +56,7 @@ def exchange_of(fields: dict, body: bytes) -> Exchange:
 
 
 class Child:
-    """One crawl's WARC files, written as the messages come, indexed as they finish."""
+    """One crawl's WARC files, written as the messages come, their indexes sorted as they finish."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -71,7 +72,6 @@ class Child:
         if kind == "open":
             run_id, spool_dir, info, max_bytes = args
             self.writer = WarcWriter(run_id, spool_dir, self._finished, lambda: None, info, WarcPolicy(max_bytes))
-            self.later.submit(load_indexer)  # its imports, while the records come
             return True
         if kind == "salvage":
             self.salvage(*args)
@@ -126,16 +126,18 @@ class Child:
         except Exception as exc:  # the crawl goes on without the record; the answer says so
             self.errors.append(f"{type(exc).__name__}: {exc}")
 
-    def _finished(self, target: Any, path: str, spool: Path, captures: Path, exchanges: int) -> None:
-        self.later.submit(self._index, path, spool, captures, exchanges)
+    def _finished(self, target: Any, path: str, spool: Path, captures: Path, lines: Path, exchanges: int) -> None:
+        self.later.submit(self._index, path, spool, captures, lines, exchanges)
 
-    def _index(self, path: str, spool: Path, captures: Path, exchanges: int) -> None:
+    def _index(self, path: str, spool: Path, captures: Path, lines: Path, exchanges: int) -> None:
         index = spool.with_suffix(".cdxj")
         try:
-            index_warc(spool, index, path.rsplit("/", 1)[-1])
+            sort_index(lines, index)
             failure = None
         except Exception as exc:  # reported to the crawl, whose run then fails
             failure = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        finally:
+            lines.unlink(missing_ok=True)
         self.finished.append([path, str(spool), str(captures), str(index), failure, exchanges])
 
     def _drop_finished(self) -> None:

@@ -4,8 +4,8 @@ Writing a WARC record is Python work under the GIL: warcio builds its headers an
 digests, and gzips it, ~1 ms a bundle with its request and verdict records, a quarter
 of Scrapy's thread in a crawl (bench/RESULTS.md, "Second round: WARC off Scrapy's
 thread"). ``WarcProcess`` hands each exchange, as a JSON header and the body's bytes, to
-a child (``storage.capture.warc_child``) that runs ``storage.capture.warc.WarcWriter`` and indexes
-each file it finishes (CDXJ). The crawl waits for nothing but a roll: the files
+a child (``storage.capture.warc_child``) that runs ``storage.capture.warc.WarcWriter``, which indexes
+each file (CDXJ) as it writes it. The crawl waits for nothing but a roll: the files
 finished since the last one come back then, and are stored in the run that rolls
 (at each commit, and at the end).
 

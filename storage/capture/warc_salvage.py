@@ -3,9 +3,10 @@
 The writer flushes each gzipped record to its spool file as it writes it
 (``storage.capture.warc``), so a writer killed by a signal leaves every record but the one
 under way. ``salvage`` cuts the file after its last complete gzip member, and reads
-the ``captures`` rows back from the records themselves (a row and its verdict, held
-in the dead writer's memory, are gone with it): what remains is a WARC that
-``warcio check`` passes, and the rows that point into it.
+the ``captures`` rows and the CDXJ lines back from the records themselves (a row and
+its verdict, held in the dead writer's memory, are gone with it; its lines may not
+have reached the disk): what remains is a WARC that ``warcio check`` passes, and the
+rows and lines that point into it.
 """
 
 import json
@@ -17,6 +18,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_datetime
 
 from storage.capture.captures import CaptureSpool
+from storage.capture.cdxj import IndexSpool
 from storage.capture.warc import VERDICT_TYPE, Position, capture_row
 
 CHUNK = 64 * 1024  # bytes inflated at once while looking for the last whole record
@@ -44,12 +46,13 @@ def complete_length(path: Path) -> int:
     return end
 
 
-def salvage(spool: Path, spool_dir: str) -> tuple[Path, int] | None:
-    """Cut ``spool`` after its last whole record; returns its ``captures`` spool and
-    how many exchanges it holds, or None (the file removed) when no record of an
-    exchange survived."""
+def salvage(spool: Path, spool_dir: str) -> tuple[Path, Path, int] | None:
+    """Cut ``spool`` after its last whole record; returns its ``captures`` spool, its
+    CDXJ lines (unsorted) and how many exchanges it holds, or None (the file removed)
+    when no record of an exchange survived."""
     os.truncate(spool, complete_length(spool))
     captures = CaptureSpool(spool_dir)
+    index = IndexSpool(spool_dir, spool.name)
     exchanges = 0
     with open(spool, "rb") as stream:
         records = ArchiveIterator(stream)
@@ -58,10 +61,10 @@ def salvage(spool: Path, spool_dir: str) -> tuple[Path, int] | None:
             body = record.content_stream().read() if record.rec_type == "metadata" else b""
             records.read_to_end(record)
             url = headers.get_header("WARC-Target-URI")
+            offset, length = records.get_record_offset(), records.get_record_length()
+            index.add(record, offset, length)
             if record.rec_type in ("response", "revisit"):
-                position = Position(
-                    spool.name, records.get_record_offset(), records.get_record_length(), headers["WARC-Record-ID"]
-                )
+                position = Position(spool.name, offset, length, headers["WARC-Record-ID"])
                 status = int(record.http_headers.get_statuscode())
                 captures.add(
                     capture_row(
@@ -87,8 +90,10 @@ def salvage(spool: Path, spool_dir: str) -> tuple[Path, int] | None:
                 else:
                     exchanges += 1
     captures.close()
+    index.close()
     if not exchanges:
         captures.path.unlink()
+        index.path.unlink()
         spool.unlink()
         return None
-    return captures.path, exchanges
+    return captures.path, index.path, exchanges

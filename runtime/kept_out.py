@@ -1,0 +1,36 @@
+"""Libraries a process keeps out, as if they were not installed.
+
+Some libraries import others when they happen to be installed, for features a
+process of ours never uses: pyarrow imports numpy (and pandas on its first conversion),
+warcio imports fsspec. Each costs megabytes for the life of the process. ``keep_out``
+refuses them from then on; call it before the library that would import them is
+imported, in the process's own entry only (it holds for the whole interpreter).
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+
+class KeptOut(importlib.abc.MetaPathFinder):
+    """Refuses to import ``names`` (and their submodules), naming ``reason``."""
+
+    def __init__(self, names: Sequence[str], reason: str) -> None:
+        self.names = frozenset(names)
+        self.reason = reason
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {fullname!r} ({self.reason})", name=fullname)
+        return None
+
+
+def keep_out(names: Sequence[str], reason: str) -> None:
+    """From now on, importing any of ``names`` fails as if it were not installed
+    (``reason`` says why, in the error). Modules already imported stay."""
+    if not any(isinstance(finder, KeptOut) and finder.names == frozenset(names) for finder in sys.meta_path):
+        sys.meta_path.insert(0, KeptOut(names, reason))
