@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,29 +50,35 @@ def stock_environ(**extra: str) -> dict:
 def stock_env(tmp_path_factory):
     """``stock_env(python)`` -> the bin folder of a fresh venv of that Python with the
     checkout installed as docs/OPERATIONS.md says (``pip install './pith-archiver[scrapyd]'``);
-    one per Python for the module."""
-    made: dict[str, Path] = {}
+    one per Python for the module, every Python's built at once on the first call (each
+    install is mostly one core's work: together they take the time of one)."""
+    building: dict[str, Future] = {}
+
+    def build(python: str, root: Path) -> Path:
+        checkout_copy(root / "pith-archiver")
+        command, env = MAKE_VENV[python]
+        step = subprocess.run(
+            [*command, "venv"], cwd=root, env=stock_environ(**env), capture_output=True, text=True, timeout=300
+        )
+        assert step.returncode == 0, step.stderr
+        bin = root / "venv" / "bin"
+        version = subprocess.run([bin / "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert version.stdout.strip() == python
+        step = subprocess.run(
+            [bin / "pip", "install", "-q", "./pith-archiver[scrapyd]"],
+            cwd=root, env=stock_environ(), capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+        assert step.returncode == 0, step.stderr[-3000:]
+        return bin
 
     def make(python: str) -> Path:
-        if python not in made:
-            root = tmp_path_factory.mktemp(f"stock-{python}")
-            checkout_copy(root / "pith-archiver")
-            command, env = MAKE_VENV[python]
-            step = subprocess.run(
-                [*command, "venv"], cwd=root, env=stock_environ(**env), capture_output=True, text=True, timeout=300
-            )
-            assert step.returncode == 0, step.stderr
-            bin = root / "venv" / "bin"
-            version = subprocess.run([bin / "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                     capture_output=True, text=True, timeout=60)  # fmt: skip
-            assert version.stdout.strip() == python
-            step = subprocess.run(
-                [bin / "pip", "install", "-q", "./pith-archiver[scrapyd]"],
-                cwd=root, env=stock_environ(), capture_output=True, text=True, timeout=1200,
-            )  # fmt: skip
-            assert step.returncode == 0, step.stderr[-3000:]
-            made[python] = bin
-        return made[python]
+        if not building:
+            pool = ThreadPoolExecutor(len(MAKE_VENV))
+            roots = {version: tmp_path_factory.mktemp(f"stock-{version}") for version in MAKE_VENV}
+            building.update({version: pool.submit(build, version, roots[version]) for version in MAKE_VENV})
+            pool.shutdown(wait=False)
+        return building[python].result()
 
     return make
 
