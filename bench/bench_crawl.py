@@ -423,15 +423,16 @@ def report(kind: str, n: int, runs: dict) -> None:
 
 
 def peaks_at(log: Path, trace: list, records: int):
-    """Peak RSS up to the moment each of 10k, 100k, 300k and 1M records (those within
-    ``records``) had been archived, from the crawl's progress lines."""
+    """Peak RSS up to the moment each of 1k, 10k, 20k, 50k, 100k, 300k and 1M records
+    (those within ``records``) had been archived, from the crawl's progress lines (20k:
+    after the first interim commit, which brings pyarrow into the crawl's process)."""
     archived = []
     for line in log.read_text().splitlines():
         match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d).* archived (\d+)", line)
         if match:
             stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S").timestamp()  # local time, as logged
             archived.append((stamp + 1, int(match[2])))  # the line's second, to its end
-    for milestone in (1_000, 10_000, 100_000, 300_000, 1_000_000):
+    for milestone in (1_000, 10_000, 20_000, 50_000, 100_000, 300_000, 1_000_000):
         when = next((stamp for stamp, count in archived if count >= milestone), None)
         if milestone <= records and when is not None:
             yield milestone, max((peak for stamp, peak in trace if stamp <= when), default=0)
