@@ -2,12 +2,14 @@
 tables read back by pyarrow and DuckDB, a manifest that matches what is stored,
 dedup against earlier runs, and no manifest when anything failed."""
 
+import copy
 import hashlib
 import json
 import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import duckdb
@@ -317,3 +319,26 @@ def test_spool_folders_of_dead_processes_are_swept(tmp_path, store, test_signer)
     assert not left.exists() and alive.exists() and unnamed.exists()
     writer.abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name])  # its own is gone too
+
+
+def test_a_bundle_whose_rows_cannot_be_spooled_changes_nothing(store, verified, test_signer, test_keyring):
+    """A value no table can hold (a lone surrogate, which JSON text may carry) refuses
+    the whole version at once: none of its rows, no raw object, no history entry; the
+    rest of the run commits, and the same version written honestly is not a duplicate."""
+    (url, raw, verdict), *others = verified
+    bundle = copy.deepcopy(verdict.bundle)
+    bundle["source_aliases"][-1]["alias_value"] = "a lone \ud800 surrogate"
+    writer = ArchiveWriter(store, test_signer).open()
+    with pytest.raises(TypeError):
+        writer.add_verified(raw, replace(verdict, bundle=bundle), url, FETCHED)
+    for other_url, other_raw, other_verdict in others:
+        writer.add_verified(other_raw, other_verdict, other_url, FETCHED)
+    assert writer.add_verified(raw, verdict, url, FETCHED).result(30) is not None  # not taken for a duplicate
+    writer.commit()
+    tables = {"records": [], "verifications": [], "aliases": []}
+    for path, entry in CommittedArchive.read(store, test_keyring).objects.items():
+        if entry.table in tables:
+            tables[entry.table] += pq.read_table(pa.BufferReader(store.get_bytes(path))).to_pylist()
+    assert sorted(row["bundle_sha256"] for row in tables["records"]) == sorted(v.bundle_sha256 for _, _, v in verified)
+    assert len(tables["verifications"]) == len(verified)  # one each: the refused attempt left no row
+    assert not any("\ud800" in (row["alias_value"] or "") for row in tables["aliases"])

@@ -17,14 +17,18 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.verifier import SERVICE as VERIFIER_SERVICE
+from crawler.verify_worker import BundleChecker, decode
 from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
+from pith.parse import Limits
+from pith.shipped import real_bundles
 from pith.signing import Signer
 from pith_archiver.crawl_report import report
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import QUIET
 from pith_testkit.faults import FaultPlan
-from runtime.child_process import WatchedChild
+from runtime.child_process import WatchedChild, framed, messages
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
@@ -139,6 +143,32 @@ def test_a_child_that_takes_nothing_is_killed_and_its_waiters_released(tmp_path)
     assert child.gone == "took nothing for 1 s, killed" and not child.full
     assert not child.send(b"more")  # gone: nothing is queued any more
     assert child.ask(b'["roll"]') is None
+    child.stop()
+    assert child.process.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_a_child_frozen_while_nothing_is_queued_is_killed_when_it_falls_silent():
+    """The verifier the WARC writer's child hosts may be waited on while no record is
+    queued for the writer: the watch hears the child's signs of life, and kills it once
+    they stop, so no wait on a frozen child outlasts the stall timeout."""
+    child = WatchedChild(CHILD, stall_timeout=3.0, max_queued=1 << 20, hosted=(VERIFIER_SERVICE,))
+    channel = child.take_channel(0)
+    assert channel is not None and child.take_channel(0) is None  # its user's, once
+    channel.settimeout(30)
+    checker = BundleChecker(Keyring.default(), Limits())
+    channel.sendall(framed(checker.configuration(), real_bundles()[0].read_bytes()))
+    verdict, parsed = decode(next(messages(channel.makefile("rb"))))
+    assert verdict.ok and parsed, verdict  # the hosted verifier answers on its own socket
+    assert child.gone is None
+    os.kill(child.process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    while child.gone is None and time.monotonic() - started < 20:
+        time.sleep(0.1)
+    assert child.gone == "said nothing for 3 s, killed"
+    assert time.monotonic() - started < 10
+    assert channel.recv(1) == b""  # the hosted verifier's socket closed with its process
+    channel.close()
     child.stop()
     assert child.process.returncode == -signal.SIGKILL
 

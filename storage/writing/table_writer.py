@@ -174,17 +174,16 @@ class TableWriter:
             return
         from storage.archive.tables import TABLES  # pyarrow: a crawl imports it when it first commits
 
-        self._parquet = _ParquetFiles(TABLES[self.table], self.run_id, self._emit, self.policy, self._spool_dir)
-        self._budget.join(self._parquet)
+        parquet = self._parquet = _ParquetFiles(
+            TABLES[self.table], self.run_id, self._emit, self.policy, self._spool_dir
+        )
+        self._budget.join(parquet)
         try:
-            for row in self._parquet.typed(_lines(self._lines_path)):
-                self._parquet.add(row, self._budget)
-            self._parquet.close(self._budget)
+            for row in parquet.typed(_lines(self._lines_path)):
+                parquet.add(row, self._budget)
+            parquet.close(self._budget)
         finally:
-            self._budget.leave(self._parquet)
-            self._parquet = None
-            self._lines_path.unlink(missing_ok=True)
-            self._lines_path = None
+            self.discard()  # what a failure left half written, and the spooled lines either way
 
     def discard(self) -> None:
         """Drop the spooled rows and open files unstored (an aborted run)."""
@@ -193,6 +192,7 @@ class TableWriter:
             self._budget.used -= sum(part.buffer_bytes for part in self._parquet.parts.values())
             self._parquet.discard()
             self._budget.leave(self._parquet)
+            self._parquet = None
         if self._lines_path is not None:
             self._lines_path.unlink(missing_ok=True)
             self._lines_path = None
