@@ -44,6 +44,7 @@ HEARTBEAT = 2.0  # seconds between a watched child's empty messages, its sign of
 POLL = 0.5  # seconds between two looks at a child that does not read or answer
 BUFFERS_AT_ONCE = 512  # buffers handed to one sendmsg (the system allows 1024)
 STOP_WAIT = 30.0  # seconds a stopping child may take to exit before it is killed
+STILL_RUNNING = "still running"
 # imported by a library when installed, used by no service of ours: warcio imports fsspec (~3 MiB)
 NEVER_IN_A_CHILD = ("fsspec",)
 
@@ -267,8 +268,9 @@ class WatchedChild:
                     self.kill(f"took nothing for {self.stall_timeout:g} s, killed")
                     return False
                 continue
-            except OSError as exc:
-                self._lose(f"{type(exc).__name__}: {exc}")
+            except OSError as exc:  # its end closed: say how it died, when it has (the reader may not have seen it yet)
+                status = _exit_status(self.process, POLL)
+                self._lose(status if status != STILL_RUNNING else f"{type(exc).__name__}: {exc}")
                 return False
             progress = time.monotonic()
             while sent:
@@ -291,11 +293,11 @@ class WatchedChild:
         self._answers.put(None)
 
 
-def _exit_status(process: subprocess.Popen) -> str:
+def _exit_status(process: subprocess.Popen, timeout: float = STOP_WAIT) -> str:
     try:
-        code = process.wait(STOP_WAIT)
+        code = process.wait(timeout)
     except subprocess.TimeoutExpired:
-        return "still running"
+        return STILL_RUNNING
     return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
 
