@@ -32,10 +32,18 @@ TEXTS = ("raw_path", "storage_uri", "run_id")
 
 
 def new_attestation(
-    signer: Signer, *, pith_number: str, archive: str, payload: dict[str, Any], prev_event: str | None, created_at: str
+    signer: Signer,
+    *,
+    pith_number: str,
+    archive: str,
+    payload: dict[str, Any],
+    prev_event: str | None,
+    created_at: str,
+    exact: bool = False,
 ) -> dict[str, Any]:
     """A signed attestation by ``signer`` (a pith.signing.Signer) for the archive named
-    ``archive``. Signing is imported here: checking feeds (``verify``) never signs."""
+    ``archive``. Signing is imported here: checking feeds (``verify``) never signs.
+    ``exact``: the payload holds no float (pith.canonical)."""
     from .events import new_event
     from .signing import utc_now
 
@@ -50,6 +58,7 @@ def new_attestation(
         prev_event=prev_event,
         signer_id=archive,
         signer_type=SIGNER_TYPE,
+        exact=exact,
     )
 
 

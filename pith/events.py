@@ -17,7 +17,9 @@ def new_event(
     prev_event: str | None = None,
     signer_id: str = "pith.science",
     signer_type: str = "pith_registry",
+    exact: bool = False,
 ) -> dict[str, Any]:
+    """``exact``: the payload holds no float (pith.canonical)."""
     event: dict[str, object] = {
         "event_type": event_type,
         "subject_pith_number": subject,
@@ -34,4 +36,4 @@ def new_event(
         "prev_event": prev_event,
         "schema_version": "1.0",
     }
-    return signer.sign_event(event, signed_at)
+    return signer.sign_event(event, signed_at, exact)

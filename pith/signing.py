@@ -85,10 +85,11 @@ class Signer:
             "signed_at": signed_at or utc_now(),
         }
 
-    def sign_event(self, event: dict[str, Any], signed_at: str | None = None) -> dict[str, Any]:
-        """Return ``event`` with content_sha256, event_id and signature set."""
+    def sign_event(self, event: dict[str, Any], signed_at: str | None = None, exact: bool = False) -> dict[str, Any]:
+        """Return ``event`` with content_sha256, event_id and signature set (``exact``:
+        the caller knows it holds no float, pith.canonical)."""
         content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
-        digest = canon_sha256(content)
+        digest = canon_sha256(content, exact)
         signed = dict(content)
         signed["signature"] = self.signature(digest, "open_graph_event_sha256_bytes", signed_at)
         signed["content_sha256"] = digest

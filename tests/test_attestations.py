@@ -229,3 +229,21 @@ def test_a_bad_signature_fails_the_independent_check(tmp_path, real_raw, registr
     line = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     with pytest.raises(BadSignatureError):
         independently_verified(line, test_signer.public_document())
+
+
+def test_attestations_hashed_the_fast_way_hash_as_the_reference_encoder_does(tmp_path, test_signer):
+    """Attestations are hashed and spooled with orjson (their payload holds no float):
+    text that JSON escapes, or non-ASCII, and a size past 64 bits still give the
+    reference encoder's bytes, in the event and on the feed's lines."""
+    from storage.transparency.attestations import AttestationFeed, FeedSpool, Stored
+
+    odd = Stored("pith:2024:ÅB\u2028\x1f\"\\/é", "b" * 64, "c" * 64, "raw/bundles/bb/é.json", "d" * 64, 2**70)
+    plain = Stored("pith:2024:ABC", "b" * 64, "c" * 64, "raw/bundles/bb/b.json", "d" * 64, 12_345)
+    feed = AttestationFeed(test_signer, "file:///archives/čas \u0007", None)
+    spool = FeedSpool(tmp_path)
+    for event in feed.seal([(odd, "2026-11-27T05:00:00+00:00"), (plain, "2026-11-27T05:00:01+00:00")], "run-1"):
+        spool.add(event)
+    spool.close()
+    events = [independently_verified(line, test_signer.public_document()) for line in spool.entries()]
+    assert [e["payload"]["size"] for e in events] == [2**70, 12_345]
+    assert events[1]["prev_event"] == events[0]["event_id"]

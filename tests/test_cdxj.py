@@ -13,7 +13,10 @@ import warnings
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from storage.capture.cdxj import SERVER_NOT_MODIFIED, sort_index
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.capture.cdxj import _PLAIN_URL, SERVER_NOT_MODIFIED, _library_key, sort_index, url_key
 from storage.capture.warc import Exchange, FetchFailure, WarcWriter
 from storage.capture.warc_salvage import salvage
 from tests.plugins.cli import ROOT
@@ -167,3 +170,32 @@ print(warcio.utils.HAS_FSSPEC, sorted({"fsspec", "cdxj_indexer", "pkg_resources"
 """
     done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.stdout == "False []\n", done.stderr
+
+
+_ORIGINS = st.sampled_from(
+    [
+        "http://127.0.0.1:8080",
+        "https://www.Example.org",
+        "http://WWW3.pith.science:80",
+        "https://registry.pith.science:443",
+        "http://[::1]:9000",
+        "http://xn--bcher-kva.example",
+        "https://a_b.example:8443",
+    ]
+)
+# path text the fast way passes on, and the characters that send a URL to the library
+_SEGMENTS = st.text(alphabet="aZ09._~-%;=()?#&+ /:@!é", min_size=0, max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(origin=_ORIGINS, segments=st.lists(_SEGMENTS, min_size=0, max_size=4), tail=st.sampled_from(["", "/"]))
+def test_a_plain_urls_key_is_the_surt_librarys(origin, segments, tail):
+    url = origin + "".join("/" + segment for segment in segments) + tail
+    assert url_key(url) == _library_key(url)
+
+
+def test_the_crawls_own_urls_take_the_fast_way():
+    """What the fast way is for: a resolver's record and bundle URLs skip the library."""
+    for url in ("http://127.0.0.1:35489/pith/223W742QLAYHLU76TZ7HBO4V36/bundle.json", "https://pith.science/pith/X"):
+        assert _PLAIN_URL.fullmatch(url) is not None
+        assert url_key(url) == _library_key(url)

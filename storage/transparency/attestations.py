@@ -73,6 +73,7 @@ class AttestationFeed:
                 payload=payload,
                 prev_event=self.head,
                 created_at=when,
+                exact=True,  # text and one integer
             )
             self.head = event["event_id"]
             yield event
@@ -90,8 +91,8 @@ class FeedSpool:
         self._handle = os.fdopen(fd, "wb")
 
     def add(self, event: dict) -> dict:
-        """Append ``event`` to the feed; returns it."""
-        self._handle.write(canon(event) + b"\n")
+        """Append ``event``, an attestation AttestationFeed signed (no float), to the feed; returns it."""
+        self._handle.write(canon(event, exact=True) + b"\n")
         self.count += 1
         return event
 

@@ -7,12 +7,14 @@ it is an orphan no reader trusts."""
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
 from pith.canonical import canon
 from pith.keyring import ARCHIVE, KeyringError, key_from_entry
 from pith.signing import Signer
 from storage.archive import layout
+from storage.archive.layout import TABLE_NAMES
 from storage.archive.manifest import build_manifest, commit_manifest, sign_manifest
 from storage.archive.rows import attestation_row
 from storage.archive.stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
@@ -82,10 +84,14 @@ class RunCommitter:
         feed = FeedSpool(open_run.spool_dir)
         try:
             signed = self._feed.seal(open_run.ledger.owed(), open_run.run_id)
-            # signed outside the rows lock, which the crawl's next run needs meanwhile
-            while batch := [attestation_row(feed.add(event)) for event in islice(signed, SIGN_BATCH)]:
-                open_run.add_rows("attestations", batch)
-            open_run.close_tables()
+            with ThreadPoolExecutor(1, thread_name_prefix="pith-tables") as pool:
+                # the other tables are written meanwhile (pyarrow and the signing let go of the GIL)
+                others = pool.submit(open_run.close_tables, [name for name in TABLE_NAMES if name != "attestations"])
+                # signed outside the rows lock, which the crawl's next run needs meanwhile
+                while batch := [attestation_row(feed.add(event)) for event in islice(signed, SIGN_BATCH)]:
+                    open_run.add_rows("attestations", batch)
+            others.result()
+            open_run.close_tables(["attestations"])
             feed.close()
             open_run.settle()
             if feed.count:

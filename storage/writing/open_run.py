@@ -115,14 +115,15 @@ class OpenRun:
             for row in rows:
                 self.tables[table].add(row)
 
-    def close_tables(self) -> None:
-        """Write every table's spooled rows as Parquet files and hand them over: the
-        tables take no more rows once the adds' lock is let go, and are written outside
-        it (the crawl goes on adding to the next run meanwhile)."""
+    def close_tables(self, names: Iterable[str] | None = None) -> None:
+        """Write the spooled rows of the tables ``names`` (all: None) as Parquet files
+        and hand them over: the tables take no more rows once the adds' lock is let go,
+        and are written outside it (the crawl goes on adding to the next run meanwhile)."""
+        writers = [self.tables[name] for name in names] if names is not None else list(self.tables.values())
         with self._rows_lock:
-            for writer in self.tables.values():
+            for writer in writers:
                 writer.seal()
-        for writer in self.tables.values():
+        for writer in writers:
             writer.close()
 
     def discard(self) -> None:

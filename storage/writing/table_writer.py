@@ -10,11 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
@@ -92,17 +91,10 @@ class RowBudget:
 _OBJECT_BYTES = 56  # a small Python object and the dict slot that holds it
 
 
-def _approx_size(row: dict) -> int:
-    """What a buffered row costs in memory, roughly: its text plus a Python object per value."""
-    size = 0
-    for value in row.values():
-        if isinstance(value, str):
-            size += _OBJECT_BYTES + len(value)
-        elif isinstance(value, list):
-            size += _OBJECT_BYTES + sum(_OBJECT_BYTES + len(v) for v in value if isinstance(v, str))
-        else:
-            size += _OBJECT_BYTES
-    return size
+def _approx_size(line: bytes, row: dict) -> int:
+    """What a buffered row costs in memory, roughly: the text of its spool line plus a
+    Python object per value."""
+    return len(line) + _OBJECT_BYTES * len(row)
 
 
 @dataclass
@@ -179,8 +171,10 @@ class TableWriter:
         )
         self._budget.join(parquet)
         try:
-            for row in parquet.typed(_lines(self._lines_path)):
-                parquet.add(row, self._budget)
+            with open(self._lines_path, "rb") as lines:
+                for line in lines:
+                    row = orjson.loads(line)
+                    parquet.add(row, _approx_size(line, row), self._budget)
             parquet.close(self._budget)
         finally:
             self.discard()  # what a failure left half written, and the spooled lines either way
@@ -196,12 +190,6 @@ class TableWriter:
         if self._lines_path is not None:
             self._lines_path.unlink(missing_ok=True)
             self._lines_path = None
-
-
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, "rb") as handle:
-        for line in handle:
-            yield orjson.loads(line)
 
 
 class _ParquetFiles:
@@ -223,23 +211,25 @@ class _ParquetFiles:
         self.policy = policy
         self.parts: dict[str, _Part] = {}
         self._schema = spec.schema
-        self._times = [field.name for field in self._schema if pa.types.is_timestamp(field.type)]
+        # times are spooled as ISO 8601 text (always with their offset): pyarrow parses
+        # them when a row group is built, not Python row by row
+        self._spooled = pa.schema(
+            [field.with_type(pa.string()) if pa.types.is_timestamp(field.type) else field for field in self._schema],
+            metadata=self._schema.metadata,
+        )
+        self._dirs: dict[tuple[type, object], str] = {}  # partition value: its directory
         self._emit = emit
         self._spool_dir = spool_dir
         self._seq = 0
 
-    def typed(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """Spooled rows with their times as datetimes again."""
-        for row in rows:
-            for name in self._times:
-                if row.get(name) is not None:
-                    row[name] = datetime.fromisoformat(row[name])
-            yield row
-
-    def add(self, row: dict, budget: RowBudget) -> None:
-        partition = layout.partition_dir(self.spec.partition, row.pop(self.spec.partition))
+    def add(self, row: dict, size: int, budget: RowBudget) -> None:
+        """Buffer a spooled ``row`` that holds ``size`` bytes of memory."""
+        value = row.pop(self.spec.partition)
+        key = (value.__class__, value)  # True and 1 are equal keys, not one directory
+        partition = self._dirs.get(key)
+        if partition is None:
+            partition = self._dirs[key] = layout.partition_dir(self.spec.partition, value)
         part = self.parts.get(partition) or self._open(partition)
-        size = _approx_size(row)
         part.buffer.append(row)
         part.buffer_bytes += size
         wanted = min(self.policy.row_group_rows, self.policy.max_rows - part.rows_in_file)
@@ -273,9 +263,8 @@ class _ParquetFiles:
         import pyarrow as pa
 
         if part.buffer:
-            part.writer.write_table(
-                pa.Table.from_pylist(part.buffer, schema=self._schema), row_group_size=len(part.buffer)
-            )
+            table = pa.Table.from_pylist(part.buffer, schema=self._spooled).cast(self._schema)
+            part.writer.write_table(table, row_group_size=len(part.buffer))
             part.rows_in_file += len(part.buffer)
             budget.used -= part.buffer_bytes
             part.buffer, part.buffer_bytes = [], 0
