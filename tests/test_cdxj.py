@@ -199,3 +199,18 @@ def test_the_crawls_own_urls_take_the_fast_way():
     for url in ("http://127.0.0.1:35489/pith/223W742QLAYHLU76TZ7HBO4V36/bundle.json", "https://pith.science/pith/X"):
         assert _PLAIN_URL.fullmatch(url) is not None
         assert url_key(url) == _library_key(url)
+
+
+def test_a_records_gzip_member_is_as_small_as_with_zlibs_full_window(real_raw):
+    """Records are gzipped with a window sized to them (storage.capture.warc.gzip_member):
+    each inflates back to the record and is no larger than the full window makes it."""
+    import zlib
+
+    from storage.capture.warc import gzip_member
+
+    small = [b"WARC/1.1\r\nWARC-Type: request\r\n", b"x", bytes(range(256)) * 3, b"a" * 70_000]
+    for data in [*real_raw.values(), *small]:
+        full = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        member = gzip_member(data)
+        assert gzip.decompress(member) == data
+        assert len(member) <= len(full.compress(data) + full.flush())
