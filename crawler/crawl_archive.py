@@ -197,8 +197,6 @@ class CrawlArchive:
             logger.error("no bundle was fetched: nothing committed")
             return
         run_id = self.writer.current_run  # the final manifest's run id
-        # pyarrow comes in with the tables' first commit (storage.writing.table_writer)
-        self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
         except StorageError as exc:
@@ -208,6 +206,9 @@ class CrawlArchive:
         finally:
             await run_in_thread(self.uploader.close)
             self._warc_accounts()
+            # asked once the commit is done: pyarrow comes in with the tables, after the
+            # WARC writer's child has exited (loaded beside it, it made the crawl's peak)
+            self.stats.set_value(Stat.ARROW_MEMORY_POOL, memory_pool())
         self.stats.set_value(Stat.MANIFEST, path)
         logger.info("committed %s", path)
         self.crawler.signals.send_catch_log(pith_signals.archive_committed, run_id=run_id)

@@ -261,7 +261,7 @@ def test_adds_during_an_interim_commit_go_to_the_next_run(store, corpus_dir, cor
         (f"http://127.0.0.1/{suffix}", raw, verify_bundle(raw, corpus_keyring))
         for suffix, raw in corpus_raws(corpus_dir).items()
     ]
-    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(buffer_bytes=4096)).open()
+    writer = ArchiveWriter(store, test_signer, policy=RollPolicy(row_group_rows=3, read_bytes=4096)).open()
     with ThreadPoolExecutor(2) as pool:
         interim_commits = []
         for i, (url, raw, verdict) in enumerate(versions):

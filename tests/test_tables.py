@@ -18,7 +18,7 @@ from storage.archive import layout
 from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row
 from storage.archive.tables import TABLES
-from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
+from storage.writing.table_writer import RollPolicy, TableWriter
 from tests.test_verify import with_numbers_json_writers_spell_differently
 
 FETCHED = datetime(2026, 11, 22, 5, 30, tzinfo=timezone.utc)
@@ -227,32 +227,43 @@ def test_odd_partition_values_read_back_in_both_readers(tmp_path):
     assert rows == [("1", "a/b c=d"), ("2", None)]
 
 
-def test_partitions_of_all_tables_share_one_buffer_budget(tmp_path):
-    """Many partitions that never fill a row group: while the tables are written they
-    stay within the budget (the largest buffer is written early), and every row still
-    arrives. Before, rows wait on disk, not in memory."""
+def test_rows_wait_on_disk_by_partition_and_are_read_back_a_block_at_a_time(tmp_path):
+    """Many partitions that never fill a row group: while the run goes on, each row waits
+    as a JSON line in its partition's spool file (nothing in memory, no pyarrow at work);
+    at close each spool is read back a block at a time, into row groups no larger than
+    the policy's, and every row arrives, however small the block (a longer line is read
+    whole)."""
     emitted = []
-    policy = RollPolicy(buffer_bytes=20_000)
-    budget = RowBudget(policy.buffer_bytes)
+    policy = RollPolicy(row_group_rows=40, read_bytes=2048)
 
     def emit(path, spool, count):
-        assert budget.used <= policy.buffer_bytes
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         spool.rename(target)
         emitted.append(path)
 
-    writers = [TableWriter("aliases", RUN, emit, policy, tmp_path, budget) for _ in range(2)]
-    rows = [alias(f"kind{i % 30}", f"value-{i}") for i in range(3000)]
+    writers = [TableWriter("aliases", RUN, emit, policy, tmp_path) for _ in range(2)]
+    rows = [alias(f"kind{i % 30}", f"value-{i}" + "x" * (5000 if i == 7 else 0)) for i in range(3000)]
     for i, row in enumerate(rows):
         writers[i % 2].add(row)
-    assert budget.used == 0 and emitted == []  # spooled on disk: nothing buffered, nothing written yet
-    assert not list(tmp_path.glob("aliases-*.parquet"))  # pyarrow not yet at work
+    assert emitted == [] and not list(tmp_path.glob("aliases-*.parquet"))  # pyarrow not yet at work
+    assert len(list(tmp_path.glob("aliases-*.jsonl"))) == 30  # 15 partitions a writer
     for writer in writers:
         writer.close()
-    assert budget.used == 0 and budget.writers == ()  # written tables leave the budget
     assert not list(tmp_path.glob("aliases-*.jsonl"))  # the spooled rows are gone once written
-    groups = [pq.read_metadata(tmp_path / path).num_row_groups for path in emitted]
-    assert len(emitted) == 30 and max(groups) > 1  # 15 partitions a writer, written in several groups
+    groups = [pq.read_metadata(tmp_path / path) for path in emitted]
+    assert len(emitted) == 30 and max(g.num_row_groups for g in groups) > 1
+    assert max(g.row_group(i).num_rows for g in groups for i in range(g.num_row_groups)) <= 40
     table = ds.dataset(tmp_path / "tables" / "aliases", partitioning="hive").to_table()
     assert sorted(table.column("alias_value").to_pylist()) == sorted(r["alias_value"] for r in rows)
+
+
+def test_a_row_the_table_has_no_column_for_fails_the_close_and_leaves_nothing(tmp_path):
+    """A row with a column the schema lacks is an error of ours: closing fails, naming
+    it, and neither spool nor half-written file is left behind."""
+    writer = TableWriter("aliases", RUN, lambda *_: pytest.fail("nothing is handed over"), RollPolicy(), tmp_path)
+    writer.add(alias("doi", "10.1/x"))
+    writer.add({**alias("doi", "10.1/y"), "not_a_column": 1})
+    with pytest.raises(pa.ArrowInvalid, match="unexpected field"):
+        writer.close()
+    assert list(tmp_path.iterdir()) == []

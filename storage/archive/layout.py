@@ -23,7 +23,15 @@ WARC = "warc"
 
 # the Parquet tables (``storage.archive.tables`` has their schemas), named here so that
 # code writing rows need not import pyarrow
-TABLE_NAMES = ("records", "events", "aliases", "verifications", "attestations", "captures")
+TABLE_PARTITIONS = {  # each table's Hive partition column (in its paths, not in its files)
+    "records": "year",
+    "events": "event_type",
+    "aliases": "alias_kind",
+    "verifications": "fetch_date",
+    "attestations": "key_id",
+    "captures": "subset",
+}
+TABLE_NAMES = tuple(TABLE_PARTITIONS)
 SCHEMA_VERSION = "1"  # of the tables' columns, in each file and in each manifest
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null

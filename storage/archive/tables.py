@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from storage.archive.layout import SCHEMA_VERSION, TABLE_NAMES
+from storage.archive.layout import SCHEMA_VERSION, TABLE_NAMES, TABLE_PARTITIONS
 
 META_SCHEMA_VERSION = "pith_archiver.schema_version"
 META_TABLE = "pith_archiver.table"
@@ -76,7 +76,7 @@ MERGE_COLUMNS = (
 
 RECORDS = TableSpec(
     "records",
-    "year",
+    TABLE_PARTITIONS["records"],
     "year of canonical_record.metadata.submitted_at",
     (
         _PITH,
@@ -116,7 +116,7 @@ RECORDS = TableSpec(
 
 EVENTS = TableSpec(
     "events",
-    "event_type",
+    TABLE_PARTITIONS["events"],
     "the event's event_type (record_created, graph_snapshot, ...)",
     (
         _col("event_id", pa.string(), "sha256:<content_sha256>", False),
@@ -138,7 +138,7 @@ EVENTS = TableSpec(
 
 ALIASES = TableSpec(
     "aliases",
-    "alias_kind",
+    TABLE_PARTITIONS["aliases"],
     "source_aliases[].alias_kind (arxiv, arxiv_version, doi, pith_short_8, ...)",
     (
         _PITH,
@@ -151,7 +151,7 @@ ALIASES = TableSpec(
 
 VERIFICATIONS = TableSpec(
     "verifications",
-    "fetch_date",
+    TABLE_PARTITIONS["verifications"],
     "UTC date of fetched_at (YYYY-MM-DD)",
     (
         _col("url", pa.string(), "the URL fetched", False),
@@ -197,7 +197,7 @@ VERIFICATIONS = TableSpec(
 
 ATTESTATIONS = TableSpec(
     "attestations",
-    "key_id",
+    TABLE_PARTITIONS["attestations"],
     "signature.key_id: the archiver key whose chain it is in",
     (
         _col("event_id", pa.string(), "sha256:<content_sha256> of the attestation event", False),
@@ -217,7 +217,7 @@ ATTESTATIONS = TableSpec(
 
 CAPTURES = TableSpec(
     "captures",
-    "subset",
+    TABLE_PARTITIONS["captures"],
     "Common Crawl's subset: warc (2xx and 304) or crawldiagnostics (redirects, errors)",
     (
         _col("url", pa.string(), "the URL fetched (WARC-Target-URI)", False),

@@ -22,7 +22,7 @@ from storage.archive.layout import TABLE_NAMES, RunId
 from storage.archive.stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
 from storage.transparency.attestations import Stored
 from storage.writing.ledger import Ledger
-from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
+from storage.writing.table_writer import RollPolicy, TableWriter
 from storage.writing.uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
@@ -50,8 +50,8 @@ class RunFailure:
 
 class OpenRun:
     """One manifest's worth of a run. ``tables`` and ``counts`` change under
-    ``rows_lock``, the writer's lock over the row budget every run's tables share;
-    what the uploads report changes under the run's own lock."""
+    ``rows_lock``, the writer's lock over its runs' rows; what the uploads report
+    changes under the run's own lock."""
 
     def __init__(
         self,
@@ -62,16 +62,13 @@ class OpenRun:
         *,
         policy: RollPolicy,
         spool_dir: str,
-        budget: RowBudget,
         rows_lock: threading.Lock,
     ):
         self.run_id = run_id
         self.started_at = utc_now()
         self.store = store
         self.spool_dir = spool_dir
-        self.tables = {
-            name: TableWriter(name, run_id, self._emit_table, policy, spool_dir, budget) for name in TABLE_NAMES
-        }
+        self.tables = {name: TableWriter(name, run_id, self._emit_table, policy, spool_dir) for name in TABLE_NAMES}
         self.counts: Counter[str] = Counter()
         self.ledger = Ledger(spool_dir)
         self._uploader = uploader

@@ -1,9 +1,11 @@
-"""Rows of a table to Parquet files. While a run goes on, each row is appended to its
-table's spool file as a JSON line (a few microseconds on the crawl's thread, and no
-pyarrow in a crawl's process before its first commit: ~30 MiB of libraries it does not
-need until then); when the run's tables close, the lines are read back into Parquet
-files, one open file per partition, rolled at row and size bounds, with the rows
-buffered by all of a run's tables held to one memory budget."""
+"""Rows of a table to Parquet files. While a run goes on, each row is appended as a JSON
+line to the spool file of its partition (a few microseconds on the crawl's thread, and
+no pyarrow in a crawl's process before its first commit: ~40 MiB of libraries it does
+not need until then); when the run's tables close, each partition's spool is read back
+by pyarrow's JSON reader, a block at a time, into Parquet files rolled at row and size
+bounds. No row becomes a Python object again, and one partition's row group at most is
+held in memory: a crawl touches dozens of partitions (a year of submission each), most
+of which never fill a row group."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -21,9 +23,8 @@ from storage.archive import layout
 from storage.archive.stores import MiB
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from storage.archive.tables import TableSpec
 
 logger = logging.getLogger(__name__)
 
@@ -38,75 +39,27 @@ def memory_pool() -> str:
 
 @dataclass(frozen=True)
 class RollPolicy:
-    """When a partition's buffered rows become a row group, and when its file is done.
-    A file is finished after the row group that reaches ``max_rows`` or ``max_bytes``
-    (compressed, on disk), and when the run ends: never one file per bundle."""
+    """When a partition's rows become a row group, and when its file is done. A file is
+    finished after the row group that reaches ``max_rows`` or ``max_bytes`` (compressed,
+    on disk), and when the run ends: never one file per bundle."""
 
     max_rows: int = 50_000
     max_bytes: int = 64 * MiB
     row_group_rows: int = 10_000
-    row_group_bytes: int = 8 * MiB  # in memory, estimated from the buffered values
-    # all partitions of all tables sharing a RowBudget (16 MiB held ~25 MiB more at a
-    # 10k-record crawl's peak: bench/RESULTS.md)
-    buffer_bytes: int = 4 * MiB
-
-
-class RowBudget:
-    """The buffered rows of every partition of a run's tables, held to one limit while
-    they are written as Parquet. A crawl touches dozens of partitions (a year of
-    submission each, an event type, a fetch date) and most never fill a row group:
-    without a shared limit each buffers up to ``row_group_bytes``. Over the limit, the
-    largest buffer is written out as a (smaller) row group."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.used = 0
-        self._files: list[_ParquetFiles] = []
-
-    @property
-    def writers(self) -> tuple[_ParquetFiles, ...]:
-        """The tables being written whose buffers this budget holds."""
-        return tuple(self._files)
-
-    def join(self, files: _ParquetFiles) -> None:
-        self._files.append(files)
-
-    def leave(self, files: _ParquetFiles) -> None:
-        """Written tables hold no rows."""
-        if files in self._files:
-            self._files.remove(files)
-
-    def charge(self, size: int) -> None:
-        self.used += size
-        while self.used > self.limit:
-            files, part = max(
-                ((files, part) for files in self._files for part in files.parts.values()),
-                key=lambda pair: pair[1].buffer_bytes,
-            )
-            if not part.buffer:
-                break
-            files.write_group(part, self)
-
-
-_OBJECT_BYTES = 56  # a small Python object and the dict slot that holds it
-
-
-def _approx_size(line: bytes, row: dict) -> int:
-    """What a buffered row costs in memory, roughly: the text of its spool line plus a
-    Python object per value."""
-    return len(line) + _OBJECT_BYTES * len(row)
+    # in memory, as pyarrow holds the rows read; it holds a few times that while it
+    # encodes them, and ~8 times the JSON it reads at a time: for 6,000 bundles' rows,
+    # 64 KiB and 2 MiB took 0.63 s and 30 MiB, 1 MiB and 8 MiB 0.46 s and 63 MiB
+    row_group_bytes: int = 2 * MiB
+    read_bytes: int = 64 * 1024  # spooled JSON read at a time (a longer line: that line)
 
 
 @dataclass
-class _Part:
-    """One partition's open spool file and its not yet written rows."""
+class _Spool:
+    """One partition's spooled rows: its JSON lines on disk, and the longest of them."""
 
-    spool: Path
+    path: Path
     handle: BinaryIO
-    writer: pq.ParquetWriter
-    rows_in_file: int = 0
-    buffer: list = field(default_factory=list)
-    buffer_bytes: int = 0
+    longest: int = 0
 
 
 class TableWriter:
@@ -122,33 +75,40 @@ class TableWriter:
         emit: Callable[[str, Path, int], None],
         policy: RollPolicy = RollPolicy(),
         spool_dir: str | Path | None = None,
-        budget: RowBudget | None = None,
     ) -> None:
-        """``budget`` is shared with the run's other tables (default: this one's own)."""
         self.table = table
         self.run_id = layout.check_run_id(run_id)
         self.policy = policy
-        self._budget = budget or RowBudget(policy.buffer_bytes)
+        self._partition = layout.TABLE_PARTITIONS[table]
         self._emit = emit
         self._spool_dir = Path(spool_dir or tempfile.gettempdir())
-        self._lines: BinaryIO | None = None
-        self._lines_path: Path | None = None
+        self._spools: dict[str, _Spool] = {}  # partition directory: its spool, in the order first seen
+        self._dirs: dict[tuple[type, object], str] = {}  # partition value: its directory
         self._sealed = False
-        self._parquet: _ParquetFiles | None = None
+        self._seq = 0  # the run's files of this table, numbered
 
-    @staticmethod
-    def encode(row: dict) -> bytes:
-        """A row as its spool line (times as ISO 8601); TypeError when a value cannot be kept."""
-        return orjson.dumps(row) + b"\n"
+    def encode(self, row: dict) -> tuple[str, bytes]:
+        """A row as its partition directory and its spool line (times as ISO 8601, the
+        partition column left out: it is in the path); TypeError when a value cannot be kept."""
+        value = row.get(self._partition)
+        key = (value.__class__, value)  # True and 1 are equal keys, not one directory
+        partition = self._dirs.get(key)
+        if partition is None:
+            partition = self._dirs[key] = layout.partition_dir(self._partition, value)
+        line = orjson.dumps({name: cell for name, cell in row.items() if name != self._partition}) + b"\n"
+        return partition, line
 
-    def append(self, line: bytes) -> None:
-        """Spool a line ``encode`` made."""
+    def append(self, encoded: tuple[str, bytes]) -> None:
+        """Spool a row ``encode`` made."""
         if self._sealed:
             raise ValueError(f"table {self.table} of run {self.run_id} is closed")
-        if self._lines is None:
+        partition, line = encoded
+        spool = self._spools.get(partition)
+        if spool is None:
             fd, name = tempfile.mkstemp(prefix=f"{self.table}-", suffix=".jsonl", dir=self._spool_dir)
-            self._lines, self._lines_path = os.fdopen(fd, "wb"), Path(name)
-        self._lines.write(line)
+            spool = self._spools[partition] = _Spool(Path(name), os.fdopen(fd, "wb"))
+        spool.handle.write(line)
+        spool.longest = max(spool.longest, len(line))
 
     def add(self, row: dict) -> None:
         self.append(self.encode(row))
@@ -156,125 +116,100 @@ class TableWriter:
     def seal(self) -> None:
         """Take no more rows (under the lock the adds hold: ``close`` may then run outside it)."""
         self._sealed = True
-        if self._lines is not None:
-            self._lines.close()
+        for spool in self._spools.values():
+            spool.handle.close()
 
     def close(self) -> None:
         """Write the spooled rows as Parquet files and hand over every file."""
         self.seal()
-        if self._lines_path is None:
+        if not self._spools:
             return
         from storage.archive.tables import TABLES  # pyarrow: a crawl imports it when it first commits
 
-        parquet = self._parquet = _ParquetFiles(
-            TABLES[self.table], self.run_id, self._emit, self.policy, self._spool_dir
-        )
-        self._budget.join(parquet)
+        schema = TABLES[self.table].schema
         try:
-            with open(self._lines_path, "rb") as lines:
-                for line in lines:
-                    row = orjson.loads(line)
-                    parquet.add(row, _approx_size(line, row), self._budget)
-            parquet.close(self._budget)
+            for partition, spool in self._spools.items():
+                self._write(partition, spool, schema)
         finally:
-            self.discard()  # what a failure left half written, and the spooled lines either way
+            self.discard()  # the spooled lines, written or not
 
     def discard(self) -> None:
-        """Drop the spooled rows and open files unstored (an aborted run)."""
+        """Drop the spooled rows unstored (an aborted run)."""
         self.seal()
-        if self._parquet is not None:
-            self._budget.used -= sum(part.buffer_bytes for part in self._parquet.parts.values())
-            self._parquet.discard()
-            self._budget.leave(self._parquet)
-            self._parquet = None
-        if self._lines_path is not None:
-            self._lines_path.unlink(missing_ok=True)
-            self._lines_path = None
+        for spool in self._spools.values():
+            spool.path.unlink(missing_ok=True)
+        self._spools.clear()
 
-
-class _ParquetFiles:
-    """One table's Parquet files being written: one open spool file per partition, at
-    most one row group of rows in memory per partition."""
-
-    def __init__(
-        self,
-        spec: TableSpec,
-        run_id: str,
-        emit: Callable[[str, Path, int], None],
-        policy: RollPolicy,
-        spool_dir: Path,
-    ) -> None:
+    def _write(self, partition: str, spool: _Spool, schema: pa.Schema) -> None:
+        """One partition's spooled rows as Parquet files, a row group at a time."""
         import pyarrow as pa
+        import pyarrow.json as pj
 
-        self.spec = spec
-        self.run_id = run_id
-        self.policy = policy
-        self.parts: dict[str, _Part] = {}
-        self._schema = spec.schema
-        # times are spooled as ISO 8601 text (always with their offset): pyarrow parses
-        # them when a row group is built, not Python row by row
-        self._spooled = pa.schema(
-            [field.with_type(pa.string()) if pa.types.is_timestamp(field.type) else field for field in self._schema],
-            metadata=self._schema.metadata,
+        policy = self.policy
+        reader = pj.open_json(
+            spool.path,
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(policy.read_bytes, spool.longest + 1)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
         )
-        self._dirs: dict[tuple[type, object], str] = {}  # partition value: its directory
-        self._emit = emit
-        self._spool_dir = spool_dir
-        self._seq = 0
+        part: _Part | None = None
+        group: list[pa.RecordBatch] = []
+        rows = size = 0
+        try:
+            for batch in reader:
+                while batch.num_rows:
+                    if part is None:
+                        part = self._open(schema)
+                    wanted = min(policy.row_group_rows, policy.max_rows - part.rows)
+                    piece = batch.slice(0, wanted - rows)
+                    batch = batch.slice(piece.num_rows)
+                    group.append(piece)
+                    rows, size = rows + piece.num_rows, size + piece.nbytes
+                    if rows >= wanted or size >= policy.row_group_bytes:
+                        part.write(pa.Table.from_batches(group).cast(schema))  # the non-nullable columns checked
+                        group, rows, size = [], 0, 0
+                        if part.rows >= policy.max_rows or part.handle.tell() >= policy.max_bytes:
+                            self._finish(partition, part)
+                            part = None
+            if group and part is not None:
+                part.write(pa.Table.from_batches(group).cast(schema))
+            if part is not None:
+                self._finish(partition, part)
+                part = None
+        finally:
+            if part is not None:
+                part.discard()  # what a failure left half written
 
-    def add(self, row: dict, size: int, budget: RowBudget) -> None:
-        """Buffer a spooled ``row`` that holds ``size`` bytes of memory."""
-        value = row.pop(self.spec.partition)
-        key = (value.__class__, value)  # True and 1 are equal keys, not one directory
-        partition = self._dirs.get(key)
-        if partition is None:
-            partition = self._dirs[key] = layout.partition_dir(self.spec.partition, value)
-        part = self.parts.get(partition) or self._open(partition)
-        part.buffer.append(row)
-        part.buffer_bytes += size
-        wanted = min(self.policy.row_group_rows, self.policy.max_rows - part.rows_in_file)
-        if len(part.buffer) >= wanted or part.buffer_bytes >= self.policy.row_group_bytes:
-            self.write_group(part, budget)
-            if part.rows_in_file >= self.policy.max_rows or part.handle.tell() >= self.policy.max_bytes:
-                self._finish(partition, budget)
-        budget.charge(size)
-
-    def close(self, budget: RowBudget) -> None:
-        for partition in list(self.parts):
-            self._finish(partition, budget)
-
-    def discard(self) -> None:
-        for part in self.parts.values():
-            part.writer.close()
-            part.handle.close()
-            part.spool.unlink(missing_ok=True)
-        self.parts.clear()
-
-    def _open(self, partition: str) -> _Part:
+    def _open(self, schema: pa.Schema) -> _Part:
         import pyarrow.parquet as pq
 
-        fd, name = tempfile.mkstemp(prefix=f"{self.spec.name}-", suffix=".parquet", dir=self._spool_dir)
+        fd, name = tempfile.mkstemp(prefix=f"{self.table}-", suffix=".parquet", dir=self._spool_dir)
         handle = os.fdopen(fd, "wb")
-        writer = pq.ParquetWriter(handle, self._schema, compression="zstd")
-        part = self.parts[partition] = _Part(Path(name), handle, writer)
-        return part
+        return _Part(Path(name), handle, pq.ParquetWriter(handle, schema, compression="zstd"))
 
-    def write_group(self, part: _Part, budget: RowBudget) -> None:
-        import pyarrow as pa
-
-        if part.buffer:
-            table = pa.Table.from_pylist(part.buffer, schema=self._spooled).cast(self._schema)
-            part.writer.write_table(table, row_group_size=len(part.buffer))
-            part.rows_in_file += len(part.buffer)
-            budget.used -= part.buffer_bytes
-            part.buffer, part.buffer_bytes = [], 0
-
-    def _finish(self, partition: str, budget: RowBudget) -> None:
-        part = self.parts.pop(partition)
-        self.write_group(part, budget)
+    def _finish(self, partition: str, part: _Part) -> None:
         part.writer.close()
         part.handle.close()
-        path = layout.table_part(self.spec.name, partition, self.run_id, self._seq)
+        path = layout.table_part(self.table, partition, self.run_id, self._seq)
         self._seq += 1
-        logger.debug("%s: %d rows, %d bytes", path, part.rows_in_file, part.spool.stat().st_size)
-        self._emit(path, part.spool, part.rows_in_file)
+        logger.debug("%s: %d rows, %d bytes", path, part.rows, part.path.stat().st_size)
+        self._emit(path, part.path, part.rows)
+
+
+@dataclass
+class _Part:
+    """A partition's Parquet file being written in the spool folder."""
+
+    path: Path
+    handle: BinaryIO
+    writer: pq.ParquetWriter
+    rows: int = 0
+
+    def write(self, table: pa.Table) -> None:
+        """``table``'s rows as one row group."""
+        self.writer.write_table(table, row_group_size=table.num_rows)
+        self.rows += table.num_rows
+
+    def discard(self) -> None:
+        self.writer.close()
+        self.handle.close()
+        self.path.unlink(missing_ok=True)

@@ -50,7 +50,7 @@ from storage.transparency.attestations import Stored
 from storage.writing.commit import RunCommitter
 from storage.writing.open_run import OpenRun, RunFailure
 from storage.writing.spool import Spool
-from storage.writing.table_writer import RollPolicy, RowBudget, TableWriter
+from storage.writing.table_writer import RollPolicy
 from storage.writing.uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,6 @@ class ArchiveWriter:
         self._uploader = uploader or BoundedUploader(workers=store.upload_threads)
         self._owns_uploader = uploader is None
         self._spool = Spool(spool_dir)
-        self._budget = RowBudget(policy.buffer_bytes)
         self._failure = RunFailure(self.first_run)
         self._quarantined: set[str] = set()
         self._lock = threading.Lock()  # the history, the tables, counters, the current run
@@ -244,7 +243,7 @@ class ArchiveWriter:
                 )
                 rows += [("events", row) for row in event_rows(verdict, run_id=open_run.run_id)]
                 rows += [("aliases", row) for row in alias_rows(verdict, run_id=open_run.run_id)]
-            lines = [(open_run.tables[table], TableWriter.encode(row)) for table, row in rows]
+            lines = [(open_run.tables[table], open_run.tables[table].encode(row)) for table, row in rows]
             for writer, line in lines:  # all encoded first: a bundle that cannot be tabled changes nothing
                 writer.append(line)
             if not duplicate:
@@ -400,7 +399,6 @@ class ArchiveWriter:
             self._failure,
             policy=self.policy,
             spool_dir=self._spool.path,
-            budget=self._budget,
             rows_lock=self._lock,
         )
 
