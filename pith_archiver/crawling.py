@@ -66,7 +66,7 @@ def run_crawl(config: CrawlConfig, overrides: dict, on_interim_commit: Callable[
     """Crawl what ``config`` describes until done (or stopped by Ctrl-C, which commits what was archived) and
     return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
     tuning.economise()
-    tuning.without_numpy_or_pandas()
+    tuning.without_unused_libraries()
     process = CrawlerProcess(project_settings(overrides))
     crawler = process.create_crawler(PithSpider)
     crawler.signals.connect(_print_notice, signal=operator_notice)

@@ -5,7 +5,8 @@ set it, and bench/RESULTS.md has the figures.
 
 - ``economise``: the allocators, set before anything allocates (pyarrow on the system
   allocator, at most two glibc malloc arenas).
-- ``without_numpy_or_pandas``: pyarrow loads neither into a crawl.
+- ``without_unused_libraries``: pyarrow loads neither numpy, pandas nor its remote
+  filesystems into a crawl.
 - ``root_log_level``: the root logger at the crawl's LOG_LEVEL while it runs.
 - The garbage collector's threshold is a Scrapy extension, so it lives with the
   crawler: ``crawler.collector`` (``PITH_GC_THRESHOLD``).
@@ -47,15 +48,21 @@ def economise() -> bool:
     return True
 
 
-KEPT_OUT = ("numpy", "pandas")
+# pyarrow's bindings to remote filesystems: ``pyarrow.parquet`` imports ``pyarrow.fs``,
+# which loads each that is built (S3's with the AWS SDK's library); pyarrow.fs goes on
+# without them, as when they are not built
+REMOTE_FILESYSTEMS = ("pyarrow._s3fs", "pyarrow._gcsfs", "pyarrow._azurefs", "pyarrow._hdfs")
+KEPT_OUT = ("numpy", "pandas", *REMOTE_FILESYSTEMS)
 
 
-def without_numpy_or_pandas() -> None:
+def without_unused_libraries() -> None:
     """pyarrow imports numpy when it is imported, and pandas on its first conversion of
     Python values (to check whether they are pandas objects), whenever they are
     installed: ~45 MiB of a crawl's memory for libraries its tables never use (pyarrow
-    needs neither; a release reader or a data user's notebook may well have them).
-    For the crawl's process only: call before pyarrow is imported."""
+    needs neither; a release reader or a data user's notebook may well have them). Its
+    Parquet module brings the remote filesystems' bindings, 4 MiB more, where a crawl
+    stores through its own object store (boto3 for S3). For the crawl's process only:
+    call before pyarrow is imported."""
     keep_out(KEPT_OUT, "kept out of a crawl")
 
 

@@ -1,10 +1,11 @@
 """Libraries a process keeps out, as if they were not installed.
 
 Some libraries import others when they happen to be installed, for features a
-process of ours never uses: pyarrow imports numpy (and pandas on its first conversion),
-warcio imports fsspec. Each costs megabytes for the life of the process. ``keep_out``
-refuses them from then on; call it before the library that would import them is
-imported, in the process's own entry only (it holds for the whole interpreter).
+process of ours never uses: pyarrow imports numpy (and pandas on its first conversion)
+and, with ``pyarrow.parquet``, its bindings to remote filesystems; warcio imports
+fsspec. Each costs megabytes for the life of the process. ``keep_out`` refuses them
+from then on; call it before the library that would import them is imported, in the
+process's own entry only (it holds for the whole interpreter).
 """
 
 import importlib.abc
@@ -15,7 +16,8 @@ from types import ModuleType
 
 
 class KeptOut(importlib.abc.MetaPathFinder):
-    """Refuses to import ``names`` (and their submodules), naming ``reason``."""
+    """Refuses to import ``names`` (packages or modules of a package, and what they
+    hold), naming ``reason``."""
 
     def __init__(self, names: Sequence[str], reason: str) -> None:
         self.names = frozenset(names)
@@ -24,7 +26,8 @@ class KeptOut(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.partition(".")[0] in self.names:
+        parts = fullname.split(".")
+        if any(".".join(parts[:depth]) in self.names for depth in range(1, len(parts) + 1)):
             raise ModuleNotFoundError(f"No module named {fullname!r} ({self.reason})", name=fullname)
         return None
 

@@ -31,7 +31,7 @@ def test_the_root_logger_has_the_crawls_level_while_it_runs_and_its_own_after(ro
     assert logging.root.level == logging.NOTSET
 
 
-def test_a_crawl_keeps_numpy_and_pandas_out_of_pyarrow(tmp_path):
+def test_a_crawl_keeps_numpy_pandas_and_remote_filesystems_out_of_pyarrow(tmp_path):
     """pyarrow imports numpy, and pandas on its first conversion, when they are
     installed (the test environment has both, for the release readers): a crawl's
     process writes and reads its Parquet without them, and importing either there
@@ -40,8 +40,8 @@ def test_a_crawl_keeps_numpy_and_pandas_out_of_pyarrow(tmp_path):
         assert importlib.util.find_spec(name) is not None, f"the test environment installs {name} (datasets)"
     code = f"""
 import sys
-from pith_archiver.tuning import without_numpy_or_pandas
-without_numpy_or_pandas()
+from pith_archiver.tuning import without_unused_libraries
+without_unused_libraries()
 import pyarrow as pa, pyarrow.parquet as pq
 table = pa.Table.from_pylist([{{"n": 1, "s": "x"}}])
 pq.write_table(table, {str(tmp_path / "t.parquet")!r})
@@ -50,11 +50,18 @@ try:
     import pandas
 except ModuleNotFoundError as exc:
     print("refused:", exc)
-print("numpy" in sys.modules, "pandas" in sys.modules)
+import pyarrow.fs
+print("numpy" in sys.modules, "pandas" in sys.modules, "pyarrow._s3fs" in sys.modules, pyarrow.fs.LocalFileSystem)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["refused: No module named 'pandas' (kept out of a crawl)", "False False"]
-    code = "import sys, pyarrow as pa; pa.array([1]); print('numpy' in sys.modules, 'pandas' in sys.modules)"
+    assert done.stdout.splitlines() == [
+        "refused: No module named 'pandas' (kept out of a crawl)",
+        "False False False <class 'pyarrow._fs.LocalFileSystem'>",
+    ]
+    code = (
+        "import sys, pyarrow as pa, pyarrow.parquet; pa.array([1]);"
+        " print('numpy' in sys.modules, 'pandas' in sys.modules, 'pyarrow._s3fs' in sys.modules)"
+    )
     plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert plain.stdout == "True True\n", plain.stderr  # what it saves: pyarrow alone imports both
+    assert plain.stdout == "True True True\n", plain.stderr  # what it saves: pyarrow alone imports them
