@@ -17,6 +17,7 @@ from pith.verify import verify_bundle
 from storage.archive import layout
 from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row
+from storage.archive.stores import StorageError
 from storage.archive.tables import TABLES
 from storage.writing.table_writer import RollPolicy, TableWriter
 from tests.test_verify import with_numbers_json_writers_spell_differently
@@ -259,11 +260,19 @@ def test_rows_wait_on_disk_by_partition_and_are_read_back_a_block_at_a_time(tmp_
 
 
 def test_a_row_the_table_has_no_column_for_fails_the_close_and_leaves_nothing(tmp_path):
-    """A row with a column the schema lacks is an error of ours: closing fails, naming
-    it, and neither spool nor half-written file is left behind."""
+    """A row with a column the schema lacks is an error of ours: closing fails with a
+    StorageError naming the table (what a commit reports), and neither spool nor
+    half-written file is left behind."""
     writer = TableWriter("aliases", RUN, lambda *_: pytest.fail("nothing is handed over"), RollPolicy(), tmp_path)
     writer.add(alias("doi", "10.1/x"))
     writer.add({**alias("doi", "10.1/y"), "not_a_column": 1})
-    with pytest.raises(pa.ArrowInvalid, match="unexpected field"):
+    with pytest.raises(StorageError, match=f"table aliases of run {RUN} cannot be written: .*unexpected field"):
         writer.close()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("field", ["max_rows", "max_bytes", "row_group_rows", "row_group_bytes", "read_bytes"])
+def test_a_roll_policy_of_nothing_is_refused(field):
+    """A bound of 0 would make row groups of nothing, never filled: refused, named."""
+    with pytest.raises(ValueError, match=f"RollPolicy.{field} must be at least 1, not 0"):
+        RollPolicy(**{field: 0})

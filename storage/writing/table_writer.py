@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import orjson
 
 from storage.archive import layout
-from storage.archive.stores import MiB
+from storage.archive.stores import MiB, StorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,6 +51,11 @@ class RollPolicy:
     # 64 KiB and 2 MiB took 0.63 s and 30 MiB, 1 MiB and 8 MiB 0.46 s and 63 MiB
     row_group_bytes: int = 2 * MiB
     read_bytes: int = 64 * 1024  # spooled JSON read at a time (a longer line: that line)
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if value < 1:  # a row group or file of nothing would never fill
+                raise ValueError(f"RollPolicy.{name} must be at least 1, not {value}")
 
 
 @dataclass
@@ -124,12 +129,16 @@ class TableWriter:
         self.seal()
         if not self._spools:
             return
+        import pyarrow as pa
+
         from storage.archive.tables import TABLES  # pyarrow: a crawl imports it when it first commits
 
         schema = TABLES[self.table].schema
         try:
             for partition, spool in self._spools.items():
                 self._write(partition, spool, schema)
+        except (pa.ArrowException, OSError) as exc:  # a row that does not fit the schema; the spool's disk
+            raise StorageError(f"table {self.table} of run {self.run_id} cannot be written: {exc}") from exc
         finally:
             self.discard()  # the spooled lines, written or not
 
