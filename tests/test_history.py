@@ -3,6 +3,7 @@ a fork (another event set) and a rollback (older events served again) are kept a
 evidence, flagged not_append_only, and never become current. Through the writer on
 both backends, and end to end through re-crawls of a mirror serving new versions."""
 
+import hashlib
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -146,6 +147,44 @@ def test_files_without_the_column_count_as_accepted(versions):
     history = History.from_tables([old], [])
     assert history.current(verdict.pith_number).bundle.hex() == verdict.bundle_sha256
     assert history.archived(verdict.bundle_sha256)
+
+
+def test_a_history_answers_alike_for_versions_written_and_waiting():
+    """A run's versions wait in memory and are written in batches; whether a look-up
+    meets one waiting, written, or from committed tables, the answer is the same, and
+    a record made current twice before a write still lists its first version as archived."""
+    digest = lambda i, v: hashlib.sha256(f"{i}-{v}".encode()).hexdigest()  # noqa: E731
+    number = lambda i: f"pith:{i:026d}"  # noqa: E731
+    events = lambda i: frozenset({hashlib.sha256(f"event-{i}".encode()).digest()})  # noqa: E731
+    committed = pa.table(
+        {
+            "pith_number": [number(i) for i in range(100)],
+            "bundle_sha256": [digest(i, 0) for i in range(100)],
+            "built_at": [T0] * 100,
+            "fetched_at": [T0] * 100,
+        }
+    )
+    history = History.from_tables([committed], [])
+    for i in range(100, 1100):  # records never seen: several batches of writes
+        assert history.look_up(number(i), digest(i, 0)) == (False, None)
+        history.add(number(i), digest(i, 0), events(i), T0, T0 + timedelta(seconds=i), current=True)
+        if i % 7 == 0:  # a successor at once, and a version kept as evidence only
+            history.add(number(i), digest(i, 1), events(i), T0, T0 + timedelta(seconds=i + 1), current=True)
+            history.add(number(i), digest(i, 2), events(i), T0, T0, current=False)
+    for i in (0, 99, 100, 105, 1099, 1092):  # committed, written, and still waiting (the last ones)
+        archived, current = history.look_up(number(i), digest(i, 0))
+        latest = 1 if i >= 100 and i % 7 == 0 else 0
+        assert archived and current is not None and current.bundle.hex() == digest(i, latest), i
+        assert history.look_up(number(i), digest(i, 9)) == (False, current)
+        if latest:
+            assert history.look_up(number(i), digest(i, 2))[0]
+            assert current.events == events(i) and current.fetched_at == T0 + timedelta(seconds=i + 1)
+    assert history.look_up(number(5000), digest(5000, 0)) == (False, None)
+    # the readers that are not look-ups see the waiting versions too
+    assert history.archived(digest(1092, 0)) and history.archived(digest(1092, 2))
+    assert history.current(number(1098)).bundle.hex() == digest(1098, 0)
+    assert dict(history.current_bundles())[number(1092)] == digest(1092, 1)
+    assert len(dict(history.current_bundles())) == 1100
 
 
 @pytest.mark.slow

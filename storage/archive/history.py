@@ -53,16 +53,48 @@ class CurrentVersion:
         return self.built_at, self.fetched_at
 
 
+class _Sieve:
+    """A Bloom filter of the keys a history holds (records' numbers, versions'
+    digests): a key it never held is answered without asking the database. Each
+    statement a crawl makes on Scrapy's thread hands the GIL to the upload threads and
+    waits to get it back; on a first crawl, every look-up is of a record never seen.
+    A fixed MiB: ~0 false hits at 10,000 records, 15% at a million (each a statement)."""
+
+    _BITS = 1 << 23
+    _MASK = _BITS - 1
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self._BITS >> 3)
+
+    def _spots(self, key: str | bytes) -> tuple[int, int, int]:
+        mixed = hash(key)  # SipHash with this process's secret key: no one outside picks collisions
+        first, step = mixed & self._MASK, (mixed >> 32) | 1
+        return first, (first + step) & self._MASK, (first + 2 * step) & self._MASK
+
+    def add(self, key: str | bytes) -> None:
+        for spot in self._spots(key):
+            self._bits[spot >> 3] |= 1 << (spot & 7)
+
+    def __contains__(self, key: str | bytes) -> bool:
+        return all(self._bits[spot >> 3] >> (spot & 7) & 1 for spot in self._spots(key))
+
+
 class History:
     """Every archived bundle version, and each record's current version with its event
     ids, in a temporary SQLite database (SQLite removes it when it is closed): its page
     cache is bounded, so a crawl of the whole registry holds the history on disk, not in
     memory. A record is one row, its current version's event digests one blob of 32
-    bytes each: a bundle archived is two statements, whatever its number of events.
-    The database is private, never read after a crash, so it runs in one transaction
-    from start to end: no statement pays for a commit of its own (a commit per statement
-    was most of the writer's SQLite time). Callers serialize their calls (the archive
-    writer's lock)."""
+    bytes each. The database is private, never read after a crash, so it runs in one
+    transaction from start to end: no statement pays for a commit of its own (a commit
+    per statement was most of the writer's SQLite time).
+
+    A crawl's look-ups and adds are one per bundle, on Scrapy's thread, where each
+    statement costs a wait for the GIL: the versions a run adds wait in memory and are
+    written ``_BATCH`` at a time, in two statements, and a look-up asks the database
+    only what the waiting versions and the sieve cannot answer. Callers serialize their
+    calls (the archive writer's lock)."""
+
+    _BATCH = 128  # rows of 5 values: a statement within SQLite's oldest limit, 999 values
 
     def __init__(self) -> None:
         self.db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
@@ -75,6 +107,9 @@ class History:
                 BEGIN INSERT OR IGNORE INTO versions VALUES (NEW.bundle); END;
         """)  # noqa: S608 - a constant integer, no outside text
         self.db.execute("BEGIN")
+        self._sieve = _Sieve()
+        self._waiting_current: dict[str, CurrentVersion] = {}  # by record: the latest made current
+        self._waiting_versions: set[bytes] = set()  # every version added, current or not
 
     @classmethod
     def from_tables(cls, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> "History":
@@ -88,6 +123,7 @@ class History:
     def absorb(self, records: Iterable[pa.RecordBatch], events: Iterable[pa.RecordBatch]) -> None:
         """Add committed rows (as in ``from_tables``): what other writers committed
         since this history was read."""
+        self._write_waiting()
         for table in records:
             accepted = (
                 table.column("accepted_as_current").to_pylist()
@@ -97,9 +133,11 @@ class History:
             for number, bundle, built, fetched, current in zip(
                 *(table.column(name).to_pylist() for name in RECORD_COLUMNS[:4]), accepted
             ):
-                self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle),))
+                digest = bytes.fromhex(bundle)
+                self._sieve.add(digest)
+                self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (digest,))
                 if current is not False:
-                    self._offer(number, CurrentVersion(bytes.fromhex(bundle), built or _EARLIEST, fetched, frozenset()))
+                    self._offer(number, CurrentVersion(digest, built or _EARLIEST, fetched, frozenset()))
         for table in events:  # the events of the versions just made current (``fresh``)
             for number, bundle, event_id in zip(*(table.column(name).to_pylist() for name in EVENT_COLUMNS)):
                 self.db.execute(
@@ -117,28 +155,39 @@ class History:
     def _offer(self, number: str, version: CurrentVersion) -> None:
         known = self.current(number)
         if known is None or (version.bundle != known.bundle and version.order > known.order):
-            self._store(number, version, fresh=True)
+            self._sieve.add(number)
+            self.db.execute("INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, 1, ?)", _current_row(number, version))
 
-    def _store(self, number: str, version: CurrentVersion, fresh: bool = False) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO current VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                number,
-                version.bundle,
-                _micros(version.built_at),
-                _micros(version.fetched_at),
-                fresh,
-                b"".join(version.events),
-            ),
-        )
+    def _write_waiting(self) -> None:
+        """Write the versions added since the last write, in two statements (one of
+        each kind): the versions, then the current version of each record."""
+        if self._waiting_versions:
+            versions = list(self._waiting_versions)
+            self.db.execute(
+                f"INSERT OR IGNORE INTO versions VALUES {', '.join(['(?)'] * len(versions))}",  # noqa: S608 - placeholders only
+                versions,
+            )
+        if self._waiting_current:
+            rows = [
+                value for number, version in self._waiting_current.items() for value in _current_row(number, version)
+            ]
+            self.db.execute(
+                "INSERT OR REPLACE INTO current VALUES "  # noqa: S608 - placeholders only
+                + ", ".join(["(?, ?, ?, ?, 0, ?)"] * len(self._waiting_current)),
+                rows,
+            )
+        self._waiting_versions.clear()
+        self._waiting_current.clear()
 
     def archived(self, bundle_sha256: str) -> bool:
+        self._write_waiting()
         return (
             self.db.execute("SELECT 1 FROM versions WHERE bundle = ?", (bytes.fromhex(bundle_sha256),)).fetchone()
             is not None
         )
 
     def current(self, pith_number: str) -> CurrentVersion | None:
+        self._write_waiting()
         row = self.db.execute(
             "SELECT bundle, built_at, fetched_at, events FROM current WHERE number = ?", (pith_number,)
         ).fetchone()
@@ -146,31 +195,27 @@ class History:
 
     def current_bundles(self) -> Iterator[tuple[str, str]]:
         """``(pith_number, bundle_sha256)`` of every record's current version, by Pith number."""
+        self._write_waiting()
         for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
             yield number, bundle.hex()
 
     def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, CurrentVersion | None]:
         """Whether this bundle version is archived, and the record's current version:
-        what a new version is judged by, in one statement (each one a crawl makes on
-        Scrapy's thread hands the GIL to the upload threads and waits to get it back)."""
-        archived, *row = self.db.execute(
-            "SELECT EXISTS (SELECT 1 FROM versions WHERE bundle = ?), bundle, built_at, fetched_at, events "
-            "FROM (SELECT 1) LEFT JOIN current ON number = ?",
-            (bytes.fromhex(bundle_sha256), pith_number),
-        ).fetchone()
-        return archived == 1, None if row[0] is None else _version(*row)
-
-    def objection(
-        self,
-        pith_number: str,
-        bundle_sha256: str,
-        events: frozenset[bytes],
-        built_at: datetime | None,
-        fetched_at: datetime,
-    ) -> str | None:
-        """Why this version of the record may not be its current one (it is not
-        append-only), or None when it may (or already is)."""
-        return objection_to(self.current(pith_number), bundle_sha256, events, built_at, fetched_at)
+        what a new version is judged by. The database is asked (in one statement) only
+        what the waiting versions do not answer and the sieve does not rule out."""
+        digest = bytes.fromhex(bundle_sha256)
+        archived = digest in self._waiting_versions
+        current = self._waiting_current.get(pith_number)
+        if (current is None and pith_number in self._sieve) or (not archived and digest in self._sieve):
+            stored, *row = self.db.execute(
+                "SELECT EXISTS (SELECT 1 FROM versions WHERE bundle = ?), bundle, built_at, fetched_at, events "
+                "FROM (SELECT 1) LEFT JOIN current ON number = ?",
+                (digest, pith_number),
+            ).fetchone()
+            archived = archived or stored == 1
+            if current is None and row[0] is not None:
+                current = _version(*row)
+        return archived, current
 
     def add(
         self,
@@ -181,14 +226,15 @@ class History:
         fetched_at: datetime,
         current: bool,
     ) -> None:
-        """A version archived by this run; ``current`` when it passed ``objection``
-        (a current version is listed in ``versions`` by the table's trigger)."""
+        """A version archived by this run; ``current`` when it passed ``objection_to``."""
+        digest = bytes.fromhex(bundle_sha256)
+        self._sieve.add(digest)
+        self._waiting_versions.add(digest)
         if current:
-            self._store(
-                pith_number, CurrentVersion(bytes.fromhex(bundle_sha256), built_at or _EARLIEST, fetched_at, events)
-            )
-        else:
-            self.db.execute("INSERT OR IGNORE INTO versions VALUES (?)", (bytes.fromhex(bundle_sha256),))
+            self._sieve.add(pith_number)
+            self._waiting_current[pith_number] = CurrentVersion(digest, built_at or _EARLIEST, fetched_at, events)
+        if len(self._waiting_versions) >= self._BATCH:
+            self._write_waiting()
 
 
 def objection_to(
@@ -208,6 +254,11 @@ def objection_to(
     if (built_at or _EARLIEST, fetched_at) < current.order:
         return f"built before the current version {current.bundle.hex()}"
     return None
+
+
+def _current_row(number: str, version: CurrentVersion) -> tuple[str, bytes, int, int, bytes]:
+    """A ``current`` row but its ``fresh`` flag."""
+    return number, version.bundle, _micros(version.built_at), _micros(version.fetched_at), b"".join(version.events)
 
 
 def _version(bundle: bytes, built_at: int, fetched_at: int, events: bytes) -> CurrentVersion:

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# a spool's write buffer: each write it flushes gives up the GIL on the crawl's thread and
+# waits to take it back from the upload threads (io's default 8 KiB was one wait a bundle)
+SPOOL_BUFFER = 64 * 1024
+
 
 def memory_pool() -> str:
     """The allocator pyarrow encodes with: ``ARROW_DEFAULT_MEMORY_POOL``, read when
@@ -111,7 +115,7 @@ class TableWriter:
         spool = self._spools.get(partition)
         if spool is None:
             fd, name = tempfile.mkstemp(prefix=f"{self.table}-", suffix=".jsonl", dir=self._spool_dir)
-            spool = self._spools[partition] = _Spool(Path(name), os.fdopen(fd, "wb"))
+            spool = self._spools[partition] = _Spool(Path(name), os.fdopen(fd, "wb", SPOOL_BUFFER))
         spool.handle.write(line)
         spool.longest = max(spool.longest, len(line))
 
