@@ -13,6 +13,7 @@ import warnings
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,6 +193,35 @@ _SEGMENTS = st.text(alphabet="aZ09._~-%;=()?#&+ /:@!é", min_size=0, max_size=12
 def test_a_plain_urls_key_is_the_surt_librarys(origin, segments, tail):
     url = origin + "".join("/" + segment for segment in segments) + tail
     assert url_key(url) == _library_key(url)
+
+
+_LABELS = st.one_of(
+    st.sampled_from(["www", "WWW2", "xn--bcher-kva", "0x7f", "017", "255", "256", "1", "-a", "a-", "pith", "Science"]),
+    st.text(alphabet="aZ09-_", min_size=1, max_size=8),
+)
+_PORTS = st.sampled_from(["", ":80", ":443", ":8080", ":08080", ":65535", ":99999", ":"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(scheme=st.sampled_from(["http", "https", "HTTP"]), labels=st.lists(_LABELS, min_size=1, max_size=5), port=_PORTS)
+def test_an_origins_key_is_the_surt_librarys(scheme, labels, port):
+    """The origin's key is worked out without the library where it only lowercases,
+    reverses and drops a default port: drawn hosts of every kind it does more to (a www
+    prefix, IDNA, numbers it reads as addresses, odd ports) must still key alike."""
+    origin = f"{scheme}://{'.'.join(labels)}{port}"
+    assert url_key(origin + "/pith/X/bundle.json") == _library_key(origin + "/pith/X/bundle.json"), origin
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.0.0.255", "registry.pith.science", "a-b.example"])
+def test_a_crawls_origins_are_keyed_without_the_surt_library(host):
+    code = f"""
+import sys
+from storage.capture.cdxj import url_key
+print(url_key("http://{host}:8080/pith/X/bundle.json"), "surt" in sys.modules, "tldextract" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    key = ",".join(reversed(host.split("."))) + ":8080)/pith/x/bundle.json"
+    assert done.stdout == f"{key} False False\n", done.stderr
 
 
 def test_the_crawls_own_urls_take_the_fast_way():

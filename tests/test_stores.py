@@ -113,6 +113,24 @@ def test_local_store_leaves_no_temp_files(tmp_path):
     assert (tmp_path / "raw" / "a.json").stat().st_mode & 0o777 == 0o644
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_local_objects_are_readable_by_all_whatever_the_umask(tmp_path, umask):
+    """The archive is served as a mirror: its objects are 0644 under any umask, and an
+    object is never replaced: the same bytes again are settled, others refused."""
+    previous = os.umask(umask)
+    try:
+        store = LocalStore(tmp_path)
+        first = store.put_bytes("raw/a.json", b"x")
+        assert store.put_bytes("raw/a.json", b"x") == first
+        with pytest.raises(ObjectExists):
+            store.put_bytes("raw/a.json", b"y")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "raw" / "a.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "raw" / "a.json").read_bytes() == b"x"
+    assert [p.name for p in (tmp_path / "raw").iterdir()] == ["a.json"]
+
+
 def test_a_local_write_steps_over_a_killed_runs_temp_file_and_syncs_new_folders(tmp_path):
     """Temp names are the process id and a counter: a killed run of a process with the
     same id may have left one behind, which is neither reused nor removed."""
