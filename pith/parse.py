@@ -9,6 +9,9 @@ The fast path proves, cheaply, that the reference reading is safe to speed up:
 that the text is compact with no escapes orjson would write otherwise; a float hook
 says whether orjson's canonical bytes can be trusted (it formats floats differently).
 Anything it cannot prove goes to the slow reference path, which names the problem.
+Text with no float at all (the registry's bundles) is read by orjson itself, three to
+four times faster than the float-noting reader: with no float, the two readings are
+the same tree, and the round trip still proves the rest.
 
 One size rule holds for every reader (the crawl, ``verify``, the audit): at most
 ``max_bytes``, and, since the registry serves compact JSON (its bundles are exactly
@@ -86,6 +89,23 @@ def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
         if depth > max_depth:
             return depth
     return depth
+
+
+def _float_free_reading(raw: bytes) -> object | None:
+    """orjson's reading of ``raw`` when it is orjson's compact encoding of that reading
+    and holds no float (None otherwise: the float-noting reader decides). Outside its
+    strings, compact JSON holds ``.``, ``e`` or ``E`` only in a float, but for the e of
+    true and false; orjson writes every float with one of them."""
+    try:
+        data = orjson.loads(raw)
+        if orjson.dumps(data) != raw:
+            return None
+    except (ValueError, TypeError):  # bad UTF-8 or syntax, surrogates, past orjson's depth or integers
+        return None
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(raw.split(b'"')[0::2]).replace(b"true", b"").replace(b"false", b"")
+    return None if b"." in outside or b"e" in outside or b"E" in outside else data
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -192,6 +212,12 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
         raise Rejected(Reason.TOO_LARGE, "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
         return _check_padding(_reference_parse(raw, limits), raw, limits)
+    data = _float_free_reading(raw)
+    if data is not None:
+        depth = _bracket_depth(raw, limits.max_depth)
+        if depth is None or depth > limits.max_depth:
+            _check_reference_tree(data, limits.max_depth)
+        return Document(data, exact=True, size=len(raw))
     decoder = _FloatNotingDecoder.for_this_thread()
     try:
         data = decoder.decode(raw.decode("utf-8"))

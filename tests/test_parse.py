@@ -233,3 +233,27 @@ def test_floats_are_never_exact():
     assert parse(b"[1e-7]").exact is False
     assert parse(b'{"a":0.5}').exact is False
     assert parse(b'{"a":5}').exact is True
+
+
+_TEXT = st.lists(st.sampled_from(list('ab.eE"\\/é\n\x01 ') + ["true", "false", "1.5", "e7"]), max_size=8).map("".join)
+_FLOAT_FREE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(document=_FLOAT_FREE, float_value=st.floats(allow_nan=False, allow_infinity=False))
+def test_float_free_documents_are_read_alike_and_exact_and_a_float_anywhere_is_not(document, float_value):
+    """Compact text with no float is read by orjson itself (whatever its strings hold:
+    dots, e's, escaped quotes and backslashes, true and false); the same document with a
+    float beside it goes to the float-noting reader, and is never exact."""
+    import orjson
+
+    raw = orjson.dumps(document)
+    read = parse(raw)
+    assert read.data == json.loads(raw) and read.exact is True
+    with_float = orjson.dumps([document, float_value])
+    read = parse(with_float)
+    assert read.data == json.loads(with_float) and read.exact is False
