@@ -179,6 +179,10 @@ class History:
         self._waiting_versions.clear()
         self._waiting_current.clear()
 
+    def close(self) -> None:
+        """Remove the database (SQLite deletes a temporary one when it closes)."""
+        self.db.close()
+
     def archived(self, bundle_sha256: str) -> bool:
         self._write_waiting()
         return (

@@ -35,6 +35,12 @@ class HistoryLoader:
         """Read the history the committed ``manifests`` list (none: an empty archive)."""
         self._history = History.from_tables(*self._rows(manifests))
 
+    def close(self) -> None:
+        """Let the history go (its database, filter and waiting versions): the writer adds no more."""
+        if self._history is not None:
+            self._history.close()
+            self._history = None
+
     @property
     def history(self) -> History:
         if self._history is None:

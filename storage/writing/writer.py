@@ -364,6 +364,7 @@ class ArchiveWriter:
         Returns its path; raises StorageError (and writes no manifest) if anything failed."""
         self._check_usable()
         self._open = False
+        self._history.close()  # no add may follow: its memory is not the commit's too
         try:
             with self._commit_lock:
                 if self.warc is not None:
