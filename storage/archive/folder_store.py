@@ -1,8 +1,7 @@
 """The folder store: an archive in a local folder, written create-only (a temp file
-moved to its final name only where none is) and made durable with one sync per folder."""
+hard-linked to its final name) and made durable with one sync per folder."""
 
 import ctypes
-import errno
 import itertools
 import os
 import shutil
@@ -35,45 +34,6 @@ def _syncfs() -> Callable[[int], None] | None:
 
 SYNCFS = _syncfs()
 
-_RENAME_NOREPLACE = 1
-_AT_FDCWD = -100
-
-
-def _rename_noreplace() -> Callable[[str, str], bool] | None:
-    """Linux's renameat2(2) with RENAME_NOREPLACE, as ``move(temp, target)``: True when
-    moved, False when ``target`` exists; OSError(EINVAL) where the filesystem cannot
-    (None where the C library has no renameat2: a link and an unlink then do it)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    call = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if call is None:
-        return None
-
-    def move(temp: str, target: str) -> bool:
-        if call(_AT_FDCWD, os.fsencode(temp), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:
-            return True
-        number = ctypes.get_errno()
-        if number == errno.EEXIST:
-            return False
-        raise OSError(number, os.strerror(number), target)
-
-    return move
-
-
-def _umask() -> int | None:
-    """This process's umask, read without changing it (Linux 4.7+), else None."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-OBJECT_MODE = 0o644  # readable by all: the archive is served as a mirror
-
 
 def _sync(uri: str, path: str, sync: Callable[[int], None]) -> None:
     """``sync`` (fsync, or syncfs) on the file or folder at ``path``."""
@@ -88,24 +48,19 @@ def _sync(uri: str, path: str, sync: Callable[[int], None]) -> None:
 
 
 class LocalStore(ObjectStore):
-    """A folder. Writes go to a temp file in the target folder, then are moved to the
-    final name where no object has it (renameat2 with RENAME_NOREPLACE; a hard link
-    and an unlink where the filesystem cannot), never replacing one. They are made
+    """A folder. Writes go to a temp file in the target folder, then are hard-linked
+    to the final name, which fails rather than replace an object. They are made
     durable by ``flush``, before a manifest names them: one ``syncfs`` of the
     archive's filesystem on Linux, else an fsync of each file and folder written.
 
-    A write is four system calls (a fifth, fchmod, only where the umask would take
-    bits off OBJECT_MODE), each of which gives up the GIL and takes it back from the
-    crawl's thread: two upload threads keep up with a crawl, where four
+    A write is a handful of system calls, each of which gives up the GIL and takes it
+    back from the crawl's thread: two upload threads keep up with a crawl, where four
     (or an fsync per file, which holds a thread and its queued bytes) cost the crawl
     a fifth of its speed (bench/RESULTS.md, "Second round: WARC off Scrapy's thread")."""
 
     upload_threads = 2
 
     def __init__(self, root: LocalPath) -> None:
-        self._move = _rename_noreplace()
-        umask = _umask()
-        self._chmod = umask is None or bool(umask & OBJECT_MODE)  # the mode ``open`` gives would lack bits
         self.root = Path(root).absolute()
         self.uri = self.root.as_uri()
         self._unsynced_dirs: set[str] = set()
@@ -138,21 +93,18 @@ class LocalStore(ObjectStore):
         try:
             if folder not in self._made:
                 self._make(folder)
-            fd, temp = self._temp(folder, OBJECT_MODE)
-            moved = False
+            fd, temp = self._temp(folder)
             try:
                 try:
-                    if self._chmod:
-                        os.fchmod(fd, OBJECT_MODE)
+                    os.fchmod(fd, 0o644)
                     write(fd)
                 finally:
                     os.close(fd)
-                moved = self._publish(temp, target)
-            finally:
-                if not moved:
-                    os.unlink(temp)
-            if not moved:
+                os.link(temp, target)
+            except FileExistsError:
                 return False
+            finally:
+                os.unlink(temp)
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot write {path}: {exc}") from exc
         with self._lock:
@@ -161,29 +113,11 @@ class LocalStore(ObjectStore):
                 self._unsynced_files.append(target)
         return True
 
-    def _publish(self, temp: str, target: str) -> bool:
-        """Give ``temp`` the name ``target`` unless an object has it (False): one system
-        call where the filesystem can, which the upload threads take the GIL back from
-        the crawl's thread for once, not twice."""
-        if self._move is not None:
-            try:
-                return self._move(temp, target)
-            except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
-                    raise
-                self._move = None  # a filesystem without RENAME_NOREPLACE
-        try:
-            os.link(temp, target)
-        except FileExistsError:
-            return False
-        os.unlink(temp)
-        return True
-
-    def _temp(self, folder: str, mode: int = 0o600) -> tuple[int, str]:
+    def _temp(self, folder: str) -> tuple[int, str]:
         while True:
             temp = f"{folder}/{TEMP_PREFIX}{os.getpid()}-{next(self._names)}"
             try:
-                return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), temp
+                return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), temp
             except FileExistsError:  # a killed run's leftover, of a process with the same id
                 continue
 
@@ -230,7 +164,7 @@ class LocalStore(ObjectStore):
             fd, temp = self._temp(folder)
             try:
                 with open(fd, "wb") as handle:
-                    os.fchmod(fd, OBJECT_MODE)
+                    os.fchmod(fd, 0o644)
                     handle.write(data)
                     handle.flush()
                     os.fsync(fd)
