@@ -67,7 +67,7 @@ class _Sieve:
         self._bits = bytearray(self._BITS >> 3)
 
     def _spots(self, key: str | bytes) -> tuple[int, int, int]:
-        mixed = hash(key)  # SipHash with this process's secret key: no one outside picks collisions
+        mixed = hash(key)  # SipHash, keyed per process: a false hit costs a statement, never a wrong answer
         first, step = mixed & self._MASK, (mixed >> 32) | 1
         return first, (first + step) & self._MASK, (first + 2 * step) & self._MASK
 
