@@ -66,17 +66,23 @@ class Document:
     size: int
 
 
-def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
-    """Nesting depth from the structural bracket bytes, peeling innermost pairs (C speed).
-    Brackets inside strings must go first: '["]",[[]],"["]' reads 2 deep from all its
-    brackets but is 3 deep. Escaped backslashes and quotes are dropped, then a string
-    with no bracket leaves '""' (dropped at once); only if a quote remains are the
-    quoted runs cut out. Both kinds count as one ('{' as '['): peeling '[]' and then
-    '{}' in one round would take '{[]}' in a single step. None (brackets that do not
-    pair) sends the caller to the tree."""
+def _without_escapes(raw: bytes) -> bytes:
+    """JSON text with its escaped backslashes and quotes dropped: every quote left
+    opens or closes a string."""
     if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    brackets = raw.translate(_ONE_BRACKET_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+        return raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return raw
+
+
+def _bracket_depth(unescaped: bytes, max_depth: int) -> int | None:
+    """Nesting depth from the structural bracket bytes of ``_without_escapes`` text,
+    peeling innermost pairs (C speed). Brackets inside strings must go first:
+    '["]",[[]],"["]' reads 2 deep from all its brackets but is 3 deep. A string with
+    no bracket leaves '""' (dropped at once); only if a quote remains are the quoted
+    runs cut out. Both kinds count as one ('{' as '['): peeling '[]' and then '{}' in
+    one round would take '{[]}' in a single step. None (brackets that do not pair)
+    sends the caller to the tree."""
+    brackets = unescaped.translate(_ONE_BRACKET_KIND, _NOT_STRUCTURE).replace(b'""', b"")
     if b'"' in brackets:  # some string holds brackets: keep only what lies outside quotes
         brackets = b"".join(brackets.split(b'"')[0::2])
     depth = 0
@@ -91,21 +97,23 @@ def _bracket_depth(raw: bytes, max_depth: int) -> int | None:
     return depth
 
 
-def _float_free_reading(raw: bytes) -> object | None:
-    """orjson's reading of ``raw`` when it is orjson's compact encoding of that reading
-    and holds no float (None otherwise: the float-noting reader decides). Outside its
-    strings, compact JSON holds ``.``, ``e`` or ``E`` only in a float, but for the e of
-    true and false; orjson writes every float with one of them."""
+def _compact_reading(raw: bytes) -> object | None:
+    """orjson's reading of ``raw`` when ``raw`` is orjson's compact encoding of it
+    (None otherwise: bad UTF-8 or syntax, surrogates, past orjson's depth or integers,
+    a dropped duplicate key, other spacing or escapes)."""
     try:
         data = orjson.loads(raw)
-        if orjson.dumps(data) != raw:
-            return None
-    except (ValueError, TypeError):  # bad UTF-8 or syntax, surrogates, past orjson's depth or integers
+        return data if orjson.dumps(data) == raw else None
+    except (ValueError, TypeError):
         return None
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside = b"".join(raw.split(b'"')[0::2]).replace(b"true", b"").replace(b"false", b"")
-    return None if b"." in outside or b"e" in outside or b"E" in outside else data
+
+
+def _holds_float(unescaped: bytes) -> bool:
+    """Whether compact ``_without_escapes`` text holds a float: outside its strings,
+    compact JSON holds ``.``, ``e`` or ``E`` only in a float, but for the e of true and
+    false; orjson writes every float with one of them."""
+    outside = b"".join(unescaped.split(b'"')[0::2]).replace(b"true", b"").replace(b"false", b"")
+    return b"." in outside or b"e" in outside or b"E" in outside
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -212,9 +220,10 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
         raise Rejected(Reason.TOO_LARGE, "", f"{len(raw)} bytes > limit {limits.max_bytes}")
     if orjson is None:  # pragma: no cover
         return _check_padding(_reference_parse(raw, limits), raw, limits)
-    data = _float_free_reading(raw)
-    if data is not None:
-        depth = _bracket_depth(raw, limits.max_depth)
+    data = _compact_reading(raw)
+    unescaped = _without_escapes(raw)
+    if data is not None and not _holds_float(unescaped):
+        depth = _bracket_depth(unescaped, limits.max_depth)
         if depth is None or depth > limits.max_depth:
             _check_reference_tree(data, limits.max_depth)
         return Document(data, exact=True, size=len(raw))
@@ -228,7 +237,7 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
         return _check_padding(_reference_parse(raw, limits), raw, limits)
     if not compact:
         return _check_padding(_reference_parse(raw, limits), raw, limits)
-    depth = _bracket_depth(raw, limits.max_depth)
+    depth = _bracket_depth(unescaped, limits.max_depth)
     if depth is None or depth > limits.max_depth:
         _check_reference_tree(data, limits.max_depth)
     return Document(data, exact=not decoder.floats, size=len(raw))
