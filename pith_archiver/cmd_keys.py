@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import urllib.request
 from pathlib import Path
 
 import click
@@ -16,6 +15,7 @@ from storage.archive.signing_key import new_signer
 
 from .exit_status import ConfigError
 from .output import echo, say, verbosity_options
+from .sources import fetch
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 
@@ -75,9 +75,7 @@ def _timestamp(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _read_source(source: str) -> bytes:
     try:
         if source.startswith(("http://", "https://")):
-            request = urllib.request.Request(source, headers={"Accept": "application/json"})  # noqa: S310 - http(s) only, checked above
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http(s) only, checked above
-                return response.read(KEY_DOCUMENT_LIMIT + 1)
+            return fetch(source, KEY_DOCUMENT_LIMIT, "application/json")
         return Path(source).read_bytes()
     except (OSError, ValueError) as exc:
         raise ConfigError(

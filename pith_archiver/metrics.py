@@ -17,9 +17,11 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, pushadd_to_gateway, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
+from runtime.deadline_http import exchange
+
 from .exit_status import ConfigError
 from .run_summary import RunSummary
-from .side_request import SideRequestBudget, send
+from .side_request import SideRequestBudget
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,9 @@ def _within_deadline(
     exchange (its own bounds each socket read); an error status raises, as its own does."""
 
     def handle() -> None:
-        send(urllib.request.Request(url, data=data, method=method, headers=dict(headers)), timeout)  # noqa: S310 - run_hooks accepts only http(s) --pushgateway URLs
+        request = urllib.request.Request(url, data=data, method=method, headers=dict(headers))  # noqa: S310 - run_hooks accepts only http(s) --pushgateway URLs
+        status = exchange(request, timeout).status
+        if not 200 <= status < 300:
+            raise OSError(f"the Pushgateway answered HTTP {status}")
 
     return handle

@@ -6,14 +6,14 @@ and never changes the run's exit status: what could not be delivered is one warn
 
 import json
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
 from pith.shipped import version
+from runtime.deadline_http import NoAnswer, exchange
 
 from .run_summary import RunSummary
-from .side_request import SideRequestBudget, send
+from .side_request import SideRequestBudget
 
 ATTEMPTS = 3
 BACKOFF = 1.0  # seconds before the second attempt, doubled each time
@@ -36,14 +36,15 @@ def deliver(url: str, body: bytes, budget: SideRequestBudget, attempts: int = AT
         if not seconds:
             return f"{why}; {budget.spent()}"
         try:
-            send(request, seconds)
+            status = exchange(request, seconds).status
+        except NoAnswer as exc:
+            why = str(exc)
+            continue
+        if 200 <= status < 300:
             return None
-        except urllib.error.HTTPError as exc:
-            why = f"HTTP {exc.code}"
-            if exc.code not in RETRIED_STATUSES:
-                return why
-        except OSError as exc:  # TimeoutError, URLError
-            why = str(getattr(exc, "reason", None) or exc)
+        why = f"HTTP {status}"
+        if status not in RETRIED_STATUSES:
+            return why
     return f"{why} after {attempts} attempts"
 
 

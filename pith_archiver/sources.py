@@ -5,14 +5,15 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import pith_archiver
+from pith.merge import STATE_TYPE
 from pith.parse import DEFAULT_MAX_BYTES
 from storage.archive import layout
 from storage.publishing.release_check import RELEASE_FILE
 
 FEED_SUFFIX = ".jsonl"
+FETCH_SECONDS = 30.0  # a document fetched by URL, from the name lookup to its last byte
 WACZ_SUFFIX = ".wacz"
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
 ARCHIVE_PARTS = {
@@ -90,19 +91,27 @@ def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     much first, which costs a 13 KB bundle more than its signature checks."""
     try:
         if target.startswith(("http://", "https://")):
-            import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
-
-            request = urllib.request.Request(target, headers={"User-Agent": user_agent(), "Accept": "application/json"})  # noqa: S310 - http(s) only, checked above
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http(s) only, checked above
-                return _read_capped(response, response.length, max_bytes)
+            return fetch(target, max_bytes, "application/json")
         with open(target, "rb", buffering=0) as handle:  # one read: a buffer would copy it
-            return _read_capped(handle, os.fstat(handle.fileno()).st_size, max_bytes)
+            size = os.fstat(handle.fileno()).st_size
+            return handle.read() if size <= max_bytes else handle.read(max_bytes + 1)
     except (OSError, ValueError) as exc:
         raise SourceError(f"{target}: {exc}") from None
 
 
-def _read_capped(stream: BinaryIO, size: int | None, max_bytes: int) -> bytes:
-    return stream.read() if size is not None and size <= max_bytes else stream.read(max_bytes + 1)
+def fetch(url: str, max_bytes: int, accept: str, seconds: float = FETCH_SECONDS) -> bytes:
+    """The body of ``url`` (up to one byte past ``max_bytes``) within ``seconds`` in
+    all, however slowly the server answers; OSError (``NoAnswer``) when it did not
+    answer in time or with a 2xx."""
+    import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
+
+    from runtime.deadline_http import NoAnswer, exchange
+
+    request = urllib.request.Request(url, headers={"User-Agent": user_agent(), "Accept": accept})  # noqa: S310 - callers pass http(s) URLs only
+    answer = exchange(request, seconds, max_bytes)
+    if not 200 <= answer.status < 300:
+        raise NoAnswer(f"HTTP {answer.status}")
+    return answer.body
 
 
 def user_agent() -> str:
@@ -122,6 +131,25 @@ def not_json(raw: bytes) -> str:
     """The kind of a document that is plainly not JSON at all ("" when it may be):
     a web page, such as a record page fetched instead of its bundle."""
     return "text/html" if raw[:256].lstrip().startswith(b"<") else ""
+
+
+def is_state(document: object) -> bool:
+    """Whether a parsed document is a merged state served alone (a mirror's or the
+    registry's ``state.json``), not a bundle: it is checked against its bundle, never
+    judged as one."""
+    return (
+        isinstance(document, dict)
+        and document.get("state_type") == STATE_TYPE
+        and not {"bundle_signature", "bundle_type"} & document.keys()
+    )
+
+
+def bundle_beside(source: str) -> str:
+    """Where the bundle of a state document lies, by the resolver layout
+    (``.../<ID>/state.json`` beside ``.../<ID>/bundle.json``; ``X.state.json`` beside
+    ``X.bundle.json``); "" when its name does not say."""
+    path, mark, query = source.partition("?")
+    return f"{path.removesuffix('state.json')}bundle.json{mark}{query}" if path.endswith("state.json") else ""
 
 
 def not_a_bundle(document: object) -> str:

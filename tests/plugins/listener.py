@@ -4,6 +4,8 @@ of ``--notify`` and ``--pushgateway``."""
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -78,9 +80,10 @@ def listener():
 
 class HostileReceiver:
     """A receiver that reads each request, then ``mode``: ``trickle`` sends its answer's
-    status line and a header a byte every ``every`` seconds, for ever; ``silent`` never
-    answers; ``endless`` answers 200 with headers promising a terabyte and sends body
-    bytes as fast as they are taken. Counts the requests it read."""
+    status line and a header a byte every ``every`` seconds, for ever; ``trickle_body``
+    sends a whole head promising a megabyte, then the body a byte every ``every``
+    seconds; ``silent`` never answers; ``endless`` answers 200 with headers promising a
+    terabyte and sends body bytes as fast as they are taken. Counts the requests it read."""
 
     def __init__(self, mode: str, every: float = 0.5):
         self.mode, self.every, self.requests = mode, every, 0
@@ -98,19 +101,23 @@ class HostileReceiver:
             threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
 
     def _answer(self, connection):
-        trickled = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10**6 if self.mode == "trickle" else b""
+        head, trickled = {
+            "trickle": (b"", b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10**6),
+            "trickle_body": (b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n", b"x" * 10**6),
+            "endless": (b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n", b""),
+            "silent": (b"", b""),
+        }[self.mode]
         with connection:
             try:
                 request = b""
                 while b"\r\n\r\n" not in request:
                     request += connection.recv(65536)
                 self.requests += 1
-                if self.mode == "endless":
-                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n")
-                for at in range(len(trickled) if self.mode == "trickle" else 10**9):
-                    if self.stopped.wait(self.every if self.mode == "trickle" else self.every / 100):
+                connection.sendall(head)
+                for at in range(len(trickled) if trickled else 10**9):
+                    if self.stopped.wait(self.every if trickled else self.every / 100):
                         return
-                    if self.mode == "trickle":
+                    if trickled:
                         connection.sendall(trickled[at : at + 1])
                     elif self.mode == "endless":
                         connection.sendall(b"x" * 65536)
@@ -134,3 +141,16 @@ def hostile_receiver():
     yield start
     for one in started:
         one.close()
+
+
+@contextmanager
+def handler_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stdlib server of ``handler`` on loopback (a witness that lies, say); yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
