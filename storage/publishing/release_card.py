@@ -231,11 +231,13 @@ Bundles that failed are not in this release.
 `release.json` lists every file; the configs above and `croissant.json` name exactly
 those. A glob over a folder reads whatever else lands there: run
 `pith-archiver verify release.json` first (it rejects a file the release does not list).
+Each line runs as it stands in Python started inside this folder (`datasets` wants the
+folder's absolute path: given `"."` it looks for a dataset name).
 
 ```python
 import duckdb; duckdb.sql("SELECT count(*) FROM 'data/records/*.parquet'").show()
 import pyarrow.dataset as ds; ds.dataset("data/records", format="parquet").to_table()
-import datasets; datasets.load_dataset(".", "records")
+import os, datasets; datasets.load_dataset(os.getcwd(), "records")
 ```
 
 ## Columns
