@@ -14,8 +14,8 @@ Corpus directory layout::
 
 ``pith-archiver serve`` verifies every bundle of a folder before serving any (its
 ``check``), as it verifies an archive's, and withholds those that do not verify; a
-folder left with nothing to serve is refused (NothingToServe) rather than served as
-an empty mirror.
+folder left with nothing to serve is refused (NothingToServe; NoBundleFiles when it
+holds no bundle file at all) rather than served as an empty mirror.
 """
 
 import json
@@ -53,6 +53,11 @@ class NothingToServe(ValueError):
     """A folder holding no bundle a mirror could serve: it would answer nothing but 404."""
 
 
+class NoBundleFiles(NothingToServe):
+    """A folder holding no ``<SUFFIX>.bundle.json`` file at all (an empty folder, an
+    unmounted volume): no record is there to serve, verified or not."""
+
+
 class RecordSource(ABC):
     """A set of bundles a mirror can serve."""
 
@@ -81,7 +86,7 @@ class CorpusDirectory(RecordSource):
         saved = self._saved_catalog(names) if names == listed else None  # a catalog of them all lists some withheld
         self.catalog = saved or Catalog.from_bundles(self._parsed(names))
         if not len(self.catalog):
-            raise NothingToServe(self._nothing(listed))
+            raise (NothingToServe if listed else NoBundleFiles)(self._nothing(listed))
         key_document = self.root / KEY_DOCUMENT_NAME
         if key_document.is_file():
             self.signing_key_document = key_document.read_bytes()
@@ -120,7 +125,7 @@ class CorpusDirectory(RecordSource):
         if listed:
             return f"{self.root}: none of its {len(listed)} bundle files could be read as a bundle"
         others = sum(1 for path in self.bundles_dir.glob("*.json"))
-        return f"{self.root}: nothing to serve: no <SUFFIX>{BUNDLE_EXTENSION} file in {self.bundles_dir}" + (
+        return f"nothing to serve: no <SUFFIX>{BUNDLE_EXTENSION} file in {self.bundles_dir}" + (
             f" (it holds {others} other *.json files; a bundle is served only from a file named after its "
             f"record's 26-character suffix, <SUFFIX>{BUNDLE_EXTENSION})"
             if others

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
+STATE_TYPE = "pith_open_graph_state"  # a merged state's state_type, in a bundle or served alone (state.json)
 ENTRY_FIELDS = ("event_id", "target", "created_at", "signer", "payload")
 CONFIRMED_TYPES = frozenset({"record_created", "graph_snapshot"})
 LISTS = {
@@ -50,7 +51,7 @@ def merge(pith_number: str, source_aliases: list[Any], events: list[Any]) -> Mer
         if kind not in CONFIRMED_TYPES and kind not in inferred:
             inferred.append(kind)
     state = {
-        "state_type": "pith_open_graph_state",
+        "state_type": STATE_TYPE,
         "state_version": "1.0",
         "pith_number": pith_number,
         "merge_version": MERGE_VERSION,

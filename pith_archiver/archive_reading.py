@@ -1,5 +1,6 @@
-"""What the commands that read an archive (``audit``, ``serve``, ``export``) share:
-telling an archive from a corpus folder, opening it, and which keys to trust.
+"""What the commands that read an archive (``audit``, ``serve``, ``export`` and the
+log's) share: telling an archive from a corpus folder, opening it (a folder or
+prefix holding none is exit 4, never an empty archive), and which keys to trust.
 
 Trust comes from outside the archive: the built-in registry key, each ``--keyring``
 file, and the archiver key this machine holds (the one ``crawl`` signs with), so an
@@ -122,11 +123,44 @@ def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
 
 
 def open_archive(uri: str, trust: Trust) -> tuple[ObjectStore, Keyring]:
-    """The archive's store and the keyring it is read with."""
+    """The archive's store and the keyring it is read with, once it holds an archive
+    (``check_holds_archive``)."""
     if "://" not in uri and not Path(uri).is_dir():
         raise ConfigError(f"no archive folder at {uri}")
     store = open_location(uri, trust.s3_endpoint_url)
-    return store, trusted_keyring(store, trust)
+    keyring = trusted_keyring(store, trust)
+    check_holds_archive(uri, store)
+    return store, keyring
+
+
+def no_archive(uri: str, why: str) -> RunFailed:
+    """The one-line error for a folder or prefix holding no archive: a command that
+    finds nothing to read has failed (exit 4), never found it clean, since an unmounted
+    volume or a mistyped prefix looks just like an empty archive."""
+    return RunFailed(f"no archive at {uri}: {why}")
+
+
+def check_holds_archive(uri: str, store: ObjectStore) -> None:
+    """``no_archive`` unless ``store`` holds a manifest (the commit point: an archive
+    has one once its first run committed); one listing request, two when there is none.
+    A store that cannot be listed is left to the command's own reading, which says how
+    it failed (exit 4 too)."""
+
+    def holds(prefix: str) -> bool:
+        return next(iter(store.list(prefix)), None) is not None
+
+    try:
+        if holds(f"{layout.MANIFESTS}/"):
+            return
+        empty = not holds("")
+    except StorageError:
+        return
+    raise no_archive(
+        uri,
+        "it is empty (an unmounted volume? a mistyped prefix?)"
+        if empty
+        else f"nothing under {layout.MANIFESTS}/ (no run ever committed there)",
+    )
 
 
 class NoProof(click.ClickException):

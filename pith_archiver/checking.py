@@ -1,12 +1,15 @@
-"""One ``verify`` target to one record: a bundle's verdict, a feed's, or why it was
-skipped. Picklable, so worker processes check targets with the keyring sent once."""
+"""One ``verify`` target to one record: a bundle's verdict, a feed's, a state
+document's comparison with its bundle, or why it was skipped. Picklable, so worker
+processes check targets with the keyring sent once."""
 
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from pith.attestation import Chain, check_feed, split_lines
+from pith.canonical import canon
 from pith.keyring import Keyring
-from pith.parse import Limits
+from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
 from pith.verify import Status, verify_bundle
 from storage.archive.folder_store import LocalStore
@@ -80,10 +83,38 @@ class TargetChecker:
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         verdict = verify_bundle(raw, self.keyring, self.limits)
+        if not verdict.ok and not claimed and sources.is_state(verdict.bundle):
+            return self.state(source, verdict.bundle)
         kind = "" if verdict.ok or claimed else sources.not_a_bundle(verdict.bundle)
         if kind:
             return skipped(source, f"not a bundle ({kind})")
         return {"source": source, **verdict.as_dict()}
+
+    def state(self, source: str, document: Any) -> dict:
+        """A state document (``state.json``), never judged as a bundle: skipped and
+        counted, once compared with the state carried by the bundle beside it, when
+        that one can be read (``sources.bundle_beside``; the bundle is judged as a
+        target of its own); one that differs is rejected (``state_mismatch``, or
+        ``wrong_record`` when it is another record's)."""
+        beside = sources.bundle_beside(source)
+        try:
+            bundle = parse(sources.read(beside, self.limits.max_bytes), self.limits).data if beside else None
+        except (sources.SourceError, Rejected):
+            bundle = None
+        signed = bundle.get("state") if isinstance(bundle, dict) else None
+        number = document.get("pith_number")
+        facts = {"document": "state", "pith_number": number if isinstance(number, str) else None}
+        if not isinstance(signed, dict):
+            return {
+                **skipped(source, "not a bundle (a state document; no bundle beside it to check it against)"),
+                **facts,
+            }
+        if canon(document) == canon(signed):
+            why = f"not a bundle (a state document, matching the state in {beside})"
+            return {**skipped(source, why), **facts, "matches": True}
+        reason = Reason.STATE_MISMATCH if number == signed.get("pith_number") else Reason.WRONG_RECORD
+        found = Rejected(reason, "", f"a state document that differs from the state in {beside}")
+        return {**rejected(source, found), **facts, "matches": False}
 
     def feed(self, source: str) -> dict:
         """Check one attestation feed, streaming; ``stretches`` carries its part of the

@@ -49,7 +49,8 @@ def audit(
     chains verify, table row counts match the manifests; every file no manifest lists is
     an orphan, wherever it lies. On the machine that crawled the archive no option is
     needed. One line per discrepancy, then a summary. Exit 0 when clean, 1 on any
-    discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way.
+    discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way
+    or ARCHIVE holds no archive (an empty folder or prefix is never clean).
     """
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)

@@ -34,7 +34,8 @@ def checkpoint(
     or s3://bucket/prefix), for a witness to keep: a C2SP signed note giving the log's
     origin, size and root hash. Save one and check the archive against it later with
     `pith-archiver audit ARCHIVE --checkpoint FILE`. Notes of several keys are separated
-    by a blank line. With --vkey, one line per log: ORIGIN VKEY."""
+    by a blank line. With --vkey, one line per log: ORIGIN VKEY. Exit 4 when ARCHIVE
+    holds no archive or its store fails."""
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
     try:

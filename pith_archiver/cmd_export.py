@@ -7,10 +7,10 @@ from typing import NoReturn
 import click
 
 from pith.keyring import Keyring
+from storage.archive.export_check import BundleRejected
 from storage.archive.reader import NothingCommitted, ObjectAltered
 from storage.archive.stores import ObjectStore, StorageError
 from storage.publishing.export import ExportError, export_bag, export_dataset
-from storage.publishing.export_check import BundleRejected
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
@@ -60,9 +60,11 @@ def export(
     tables, raw bundles, attestations, manifests, keys and a dataset README (schema,
     counts, provenance). --format parquet --to DEST writes the tables and the README
     (and with --with-raw the raw bundles) to a folder or S3 prefix. Only objects listed
-    by committed manifests are exported, each checked against its entry, and every raw
-    bundle is verified again first: one that does not verify stops the export (exit 1).
-    Exit 2 on usage or configuration errors, 4 when a store fails.
+    by committed manifests are exported, each checked against its entry. Whatever the
+    format, every bundle the export includes is verified again under the trusted keys
+    before anything is written: one that does not verify stops the export, with
+    nothing written (exit 1). Exit 2 on usage or configuration errors, 4 when a store
+    fails or ARCHIVE holds no archive.
     """
     log_to_stderr(verbosity)
     fmt, target = _check_format(fmt, bag_out, dest, with_raw, since)

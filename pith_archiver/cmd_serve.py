@@ -16,10 +16,11 @@ from mirror.limits import CONNECTION_CAP, ServerLimits
 from mirror.resolver import SiteOptions
 from mirror.runner import serve_until_signalled
 from mirror.server import MirrorServer
-from mirror.source import BundleCheck, CorpusDirectory, NothingToServe, RecordSource
+from mirror.source import BundleCheck, CorpusDirectory, NoBundleFiles, NothingToServe, RecordSource
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
+from storage.archive import layout
 from storage.archive.reader import NothingCommitted
 from storage.archive.stores import StorageError
 
@@ -27,6 +28,7 @@ from .archive_reading import (
     TRUST_HELP,
     Trust,
     is_archive,
+    no_archive,
     nothing_trusted,
     open_archive,
     pinned_keyring,
@@ -197,7 +199,8 @@ def serve(directory: str, trust: Trust, listening: Listening, verbosity: int) ->
     is withheld, with one warning saying how many. Prints the URL it listens on as its
     first line, then serves until SIGINT or SIGTERM. -v logs startup, -vv every
     request. Exit 2 on usage or configuration errors and when nothing could be served,
-    4 when the archive cannot be read."""
+    4 when the archive cannot be read or DIRECTORY holds neither an archive nor a
+    bundle file."""
     log_to_stderr(verbosity)
     listening.serve(open_source(directory, trust))
 
@@ -218,6 +221,8 @@ def open_source(directory: str, trust: Trust) -> RecordSource:
             raise ConfigError("no key to trust: give --keyring FILE or drop --no-default-keys")
         try:
             return CorpusDirectory(directory, verified_under(keyring))
+        except NoBundleFiles as exc:
+            raise no_archive(directory, f"no {layout.MANIFESTS}/ folder, and {exc}") from None
         except NothingToServe as exc:
             raise ConfigError(str(exc)) from None
     store, keyring = open_archive(directory, trust)

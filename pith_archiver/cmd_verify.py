@@ -18,6 +18,7 @@ from pith.verify import Status
 from . import FIXTURES, sources
 from .checking import TargetChecker
 from .exit_status import ConfigError, ExitStatus, worst
+from .interrupts import interrupted_status
 from .keyrings import build_keyring, keyring_options
 from .ordered_pool import ordered_map
 from .output import QUIET, echo, verbosity_options
@@ -83,7 +84,9 @@ def verify(
     plainly not a bundle (a corpus index, a keyring, a key document, a manifest, a web
     page) is skipped and counted, but a file that claims to be one (*.bundle.json,
     under raw/bundles/ or quarantine/, or declaring bundle_type) and cannot be read as
-    one is rejected. An archive folder (one holding manifests/) stands for its raw
+    one is rejected. A state document (a mirror's state.json) is skipped and counted
+    too, once compared with the state of the bundle.json beside it: one that differs
+    is rejected (state_mismatch). An archive folder (one holding manifests/) stands for its raw
     bundles and its attestation feeds.
 
     A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
@@ -135,10 +138,11 @@ def verify_documents(checker: TargetChecker, targets: list, jobs: int, report: "
                 for inside in record.pop("inside", []):  # a WACZ's bundles, then the package
                     report.add(inside)
                 report.add(record)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
         report.close()
-        echo("interrupted: the count covers what was verified before", err=True)
-        return ExitStatus.INTERRUPTED
+        status = interrupted_status(exc)
+        echo(f"{status.name.lower()}: the count covers what was verified before", err=True)
+        return status
     for record in _join_chains(feeds):
         report.add(record)
     return report.close()
@@ -176,12 +180,18 @@ class Report:
         self.verbosity = verbosity
         self.counts = dict.fromkeys(STATUSES, 0)
         self.inferred = 0  # verified with a merge rule only inferred
+        self.states = 0  # state documents skipped (state.json): not bundles
+        self.states_matched = 0  # of them, those that match the state their bundle carries
 
     def add(self, record: dict) -> None:
         status, source = record["status"], record["source"]
         feed = source.endswith(sources.FEED_SUFFIX)
         wacz = source.endswith(sources.WACZ_SUFFIX)
-        label = "feed" if feed else "wacz" if wacz else record.get("pith_number") or "-"
+        state = record.get("document") == "state"
+        label = "feed" if feed else "wacz" if wacz else "state" if state else record.get("pith_number") or "-"
+        if state and status == Status.SKIPPED:
+            self.states += 1
+            self.states_matched += bool(record.get("matches"))
         if status == Status.VERIFIED:
             line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
             line += f"  {record['bundles']} bundles inside" if wacz else ""
@@ -210,7 +220,12 @@ class Report:
         if counts[Status.UNREADABLE]:
             summary += f", {counts[Status.UNREADABLE]} unreadable"
         if counts[Status.SKIPPED]:
-            summary += f", {counts[Status.SKIPPED]} skipped (not bundles)"
+            states = (
+                f", {self.states} of them state documents: {self.states_matched} match their bundle"
+                if self.states
+                else ""
+            )
+            summary += f", {counts[Status.SKIPPED]} skipped (not bundles{states})"
         echo(summary, err=self.as_json)
         return worst(
             ExitStatus.REJECTED if counts[Status.REJECTED] else ExitStatus.OK,

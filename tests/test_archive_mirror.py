@@ -196,18 +196,20 @@ def test_serve_tells_archives_from_corpora_and_refuses_what_it_cannot_trust(tmp_
 
 
 def test_serve_refuses_a_folder_with_nothing_to_serve(tmp_path, corpus_dir):
+    """Neither an archive nor a bundle file: nothing there (exit 4, as for every reader)."""
     (tmp_path / "empty").mkdir()
     empty = run_cli("serve", str(tmp_path / "empty"))
-    assert empty.returncode == 2
+    assert empty.returncode == 4
     assert empty.output.splitlines() == [
-        f"Error: {tmp_path / 'empty'}: nothing to serve: no <SUFFIX>.bundle.json file in {tmp_path / 'empty'}"
+        f"Error: no archive at {tmp_path / 'empty'}: no manifests/ folder, and nothing to serve: "
+        f"no <SUFFIX>.bundle.json file in {tmp_path / 'empty'}"
     ]
     misnamed = tmp_path / "misnamed"
     misnamed.mkdir()
     for path in sorted((corpus_dir / BUNDLES_DIR).glob("*.bundle.json"))[:3]:
         shutil.copy(path, misnamed / path.name.replace(".bundle.json", ".json"))
     refused = run_cli("serve", str(misnamed))
-    assert refused.returncode == 2 and "Traceback" not in refused.output
+    assert refused.returncode == 4 and "Traceback" not in refused.output
     [line] = refused.output.splitlines()
     assert "no <SUFFIX>.bundle.json file" in line and "it holds 3 other *.json files" in line
 

@@ -224,6 +224,54 @@ def test_the_command_on_s3_and_its_usage_errors(
     assert run_cli("audit", str(tmp_path), "--no-default-keys").returncode == 2
 
 
+# --- nothing is not clean --------------------------------------------------------------
+
+READERS = {  # a command that reads an archive, and what it is asked to do
+    "audit": [],
+    "checkpoint": [],
+    "serve": [],
+    "export": ["--format", "parquet", "--to", "{out}"],
+}
+
+
+def read_nothing(command: str, where: str, out, *options: str):
+    """``command`` run on ``where`` (writing to ``out``, for export), its one error line."""
+    args = [arg.replace("{out}", str(out)) for arg in READERS[command]]
+    result = run_cli(command, where, *args, *options)
+    assert result.returncode == 4, (command, result.output)
+    assert "Traceback" not in result.output
+    [line] = result.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_a_folder_holding_no_archive_fails_never_clean(tmp_path, command, corpus_dir, corpus_keyring, test_signer):
+    """An unmounted volume is an empty folder: a cron audit of it must not report success."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    why = (  # serve takes a folder of bundles too
+        f"no manifests/ folder, and nothing to serve: no <SUFFIX>.bundle.json file in {empty}"
+        if command == "serve"
+        else "it is empty (an unmounted volume? a mistyped prefix?)"
+    )
+    assert read_nothing(command, str(empty), tmp_path / "out") == f"Error: no archive at {empty}: {why}"
+    assert not (tmp_path / "out").exists()
+    crashed = LocalStore(tmp_path / "crashed")  # a first run that never committed: orphans, no manifest
+    write_run(crashed, test_signer, corpus_keyring, list(corpus_raws(corpus_dir).values())[:2], commit=False)
+    (crashed.root / layout.MANIFESTS).mkdir(exist_ok=True)
+    line = read_nothing(command, str(crashed.root), tmp_path / "out")
+    assert (
+        line == f"Error: no archive at {crashed.root}: nothing under {layout.MANIFESTS}/ (no run ever committed there)"
+    )
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_an_empty_s3_prefix_holds_no_archive(tmp_path, command, s3_endpoint, s3_bucket):
+    where = f"s3://{s3_bucket}/archive"
+    line = read_nothing(command, where, tmp_path / "out", "--s3-endpoint-url", s3_endpoint)
+    assert line == f"Error: no archive at {where}: it is empty (an unmounted volume? a mistyped prefix?)"
+
+
 def test_the_audit_reads_each_manifest_once(
     fault_proxy, s3_bucket, s3_endpoint, corpus_dir, corpus_keyring, test_signer, tmp_path
 ):

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -258,6 +259,39 @@ def test_a_record_page_is_not_a_bundle(tmp_path, mirror, corpus_dir, corpus_cata
     assert beside.returncode == 0
     assert beside.stdout.splitlines()[-1] == "1 verified, 0 rejected, 1 skipped (not bundles)"
     assert "malformed_json" not in alone.stdout + beside.stdout
+
+
+def test_a_mirrors_state_documents_are_counted_and_checked_against_their_bundles(tmp_path, mirror, corpus_dir):
+    """A copy of a mirror (``wget -m``: ``pith/<ID>/bundle.json`` and ``state.json``):
+    each state document is compared with the state of the bundle beside it, never
+    judged as a bundle; one holding another record's state is rejected as such."""
+    server = mirror()
+    suffixes = sorted(corpus_raws(corpus_dir))[:3]
+    for suffix in suffixes:
+        links = links_for(suffix, server.url)
+        for name in ("bundle", "state"):
+            with urllib.request.urlopen(links[name], timeout=10) as response:
+                target = tmp_path / "copy" / "pith" / suffix / f"{name}.json"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(response.read())
+    swapped = tmp_path / "copy" / "pith" / suffixes[2] / "state.json"
+    swapped.write_bytes((tmp_path / "copy" / "pith" / suffixes[0] / "state.json").read_bytes())
+    result = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, tmp_path / "copy")
+    assert result.returncode == 1, result.stdout
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("VERIFIED    pith:") for line in lines) == 3
+    assert f"REJECTED    state  {swapped}  wrong_record at <document>: " in result.stdout
+    assert "schema_violation" not in result.stdout
+    assert (
+        lines[-1] == "3 verified, 1 rejected, 2 skipped (not bundles, 2 of them state documents: 2 match their bundle)"
+    )
+
+    state, bundle = links_for(suffixes[0], server.url)["state"], links_for(suffixes[0], server.url)["bundle"]
+    alone = run_verify(tmp_path, "--keyring", corpus_dir / KEYRING_NAME, state)
+    assert alone.returncode == 4  # nothing verified: a state document is not a bundle
+    assert alone.stdout.splitlines()[0] == (
+        f"SKIPPED     {state}  not a bundle (a state document, matching the state in {bundle})"
+    )
 
 
 @pytest.fixture

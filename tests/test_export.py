@@ -2,12 +2,15 @@
 validator accepts (and rejects once altered), from a folder and from S3, and a plain
 Parquet dataset in a folder or an S3 prefix."""
 
+import json
+
 import bagit
 import pytest
 
 from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from storage.archive import layout
+from storage.archive.export_check import BundleRejected, check_included, included_bundles
 from storage.archive.folder_store import LocalStore
 from storage.archive.reader import CommittedArchive, ObjectAltered, reading_keyring
 from storage.archive.s3_store import S3Store
@@ -15,6 +18,7 @@ from storage.archive.tables import TABLES
 from storage.publishing.export import ExportError, export_bag, export_dataset
 from tests.plugins.archives import corpus_raws, tampered, write_run
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 
 SIGNER = Signer.from_seed("archiver-1", bytes(32))
@@ -165,16 +169,64 @@ def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, 
     assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
 
 
-def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path, corpus_dir, corpus_keyring):
+@pytest.mark.parametrize("prefix", [layout.RAW, layout.TABLES])
+def test_an_object_that_no_longer_matches_its_manifest_stops_the_export(tmp_path, corpus_dir, corpus_keyring, prefix):
+    """A raw bundle is read (and found altered) before anything is written; a table
+    file while the bag is staged, whose folder goes with it."""
     archive = LocalStore(tmp_path / "source")
     fill(archive, corpus_dir, corpus_keyring)
     keyring = trusted(archive, corpus_keyring)
-    victim = next(path for path in CommittedArchive.read(archive, keyring).objects if path.startswith(layout.RAW))
-    (archive.root / victim).write_bytes(archive.get_bytes(victim).replace(b"pith", b"PITH", 1))
+    victim = next(path for path in CommittedArchive.read(archive, keyring).objects if path.startswith(prefix))
+    data = bytearray(archive.get_bytes(victim))
+    data[len(data) // 2] ^= 0x01
+    (archive.root / victim).write_bytes(bytes(data))
     out = tmp_path / "exports" / "bag"
     with pytest.raises(ObjectAltered, match=victim):
         export_bag(archive, keyring, out)
-    assert list((tmp_path / "exports").iterdir()) == []  # no bag, no half-made staging folder
+    assert list(tmp_path.glob("exports/*")) == []  # no bag, no half-made staging folder
+
+
+def test_the_export_check_takes_the_versions_an_export_includes(tmp_path, corpus_dir, corpus_keyring):
+    """A release or a WACZ names versions: their raw bundles are checked, and a version
+    with none committed stops the export as a bundle that does not verify would."""
+    archive = LocalStore(tmp_path / "source")
+    first = json.loads(archive.get_bytes(fill(archive, corpus_dir, corpus_keyring)[0]))
+    committed = CommittedArchive.read(archive, trusted(archive, corpus_keyring))
+    row = read_rows(archive, "records", manifest=first)[0]
+    assert [entry.path for entry in included_bundles(committed, {row["bundle_sha256"]})] == [row["raw_path"]]
+    assert check_included(committed) == len(committed.under(f"{layout.RAW}/")) == 9
+    with pytest.raises(BundleRejected, match=f"^bundle version {'0' * 64}: not committed: nothing exported"):
+        check_included(committed, [row["bundle_sha256"], "0" * 64])
+
+
+@pytest.mark.slow
+def test_every_format_refuses_alike_what_does_not_verify_under_the_pinned_keys(tmp_path, static_site):
+    """The archive's key pinned, not the registry's (``--no-default-keys``): every
+    bundle a crawl archived is unknown_key. A bag, a Parquet dataset, a release and a
+    WACZ are all refused by the one check, with the same line and exit 1, and nothing
+    is written; with the registry key pinned, the same WACZ is made."""
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive).check()
+    out = tmp_path / "out"
+    out.mkdir()
+    targets = {
+        "bag": ["--bag", out / "bag"],
+        "parquet": ["--format", "parquet", "--to", out / "parquet"],
+        "release": ["--format", "release", "--to", out / "release"],
+        "wacz": ["--format", "wacz", "--to", out / "x.wacz"],
+    }
+    refusals = set()
+    for fmt, args in targets.items():
+        refused = run_cli("export", archive, *args, "--no-default-keys")
+        assert refused.returncode == 1, (fmt, refused.output)
+        [line] = refused.stderr.strip().splitlines()
+        refusals.add(line)
+    assert list(out.iterdir()) == []  # nothing, not even an empty folder or a staging one
+    [line] = refusals  # the one check: the same bundle named the same way by every format
+    assert line.startswith("Error: raw/bundles/") and "does not verify (unknown_key at " in line, line
+    made = run_cli("export", archive, *targets["wacz"])
+    assert made.returncode == 0 and f"({len(suffixes)} verified bundles," in made.stdout, made.output
 
 
 @pytest.mark.parametrize(

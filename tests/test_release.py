@@ -94,6 +94,22 @@ def test_the_users_tools_read_a_release(tmp_path, archive, corpus_dir, corpus_ca
 
 
 @pytest.mark.slow
+def test_the_cards_loading_lines_run_as_printed_inside_the_release(tmp_path, archive, corpus_dir, corpus_catalog):
+    """What a reader copies from the card's "Load it" block works, line by line, in the
+    folder the card stands in, with the duckdb, pyarrow and datasets installed here."""
+    out = tmp_path / "rel"
+    assert release(archive.root, out, corpus_dir).returncode == 0
+    block = (out / "README.md").read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    lines = block.strip().splitlines()
+    assert {line.split(";")[0].split()[-1] for line in lines} >= {"duckdb", "ds", "datasets"}
+    for line in lines:
+        ran = reader(line, out)
+        assert ran.returncode == 0, f"{line}: {ran.stderr[-2000:]}"
+    counted = reader(lines[-1].replace("datasets.load_dataset", "print(datasets.load_dataset") + ")", out)
+    assert f"num_rows: {len(corpus_catalog.suffixes)}" in counted.stdout, counted.stderr[-2000:]
+
+
+@pytest.mark.slow
 def test_change_sets_applied_in_order_give_the_next_full_release(tmp_path, archive, corpus_dir, corpus_keyring):
     first = tmp_path / "r1"
     assert release(archive.root, first, corpus_dir).returncode == 0
@@ -147,6 +163,21 @@ def test_a_release_from_s3_to_s3(tmp_path, corpus_dir, corpus_keyring, s3_endpoi
     document = json.loads(out.get_bytes("release.json"))
     assert document["tables"]["records"]["rows"] == 10
     assert {stored.path for stored in out.list()} == {"release.json", *(entry["path"] for entry in document["files"])}
+
+
+def test_a_release_of_bundles_that_do_not_verify_under_the_pinned_keys_is_refused(tmp_path, archive):
+    """The archive's key pinned (this machine's), not the corpus's registry key: every
+    version's bundle is unknown_key, so the release is refused as a bag is, before
+    anything is written."""
+    out = tmp_path / "out"
+    made = run_cli("export", archive.root, "--format", "release", "--to", out)
+    assert made.returncode == 1, made.output
+    [line] = made.stderr.strip().splitlines()
+    assert line.startswith("Error: raw/bundles/") and "does not verify (unknown_key at " in line, line
+    assert line.endswith(
+        "nothing exported; pin the key that signed it (--keyring FILE) if you trust it, or audit the archive"
+    )
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("what", ["not a release", "another archive"])

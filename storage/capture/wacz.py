@@ -5,7 +5,8 @@ The package holds the WARCs the committed manifests list (all of them, or those 
 the runs from ``since`` on) under ``archive/``, stored in the ZIP as they are (no
 second compression, so a reader can seek into them), one CDXJ index merged from the
 per-WARC indexes under ``indexes/``, a page per verified bundle in
-``pages/pages.jsonl``, ``datapackage.json`` with every file's sha256 and size, and
+``pages/pages.jsonl`` (each page's raw bundle verified again under the reader's pinned
+keys before anything is written, as every export does), ``datapackage.json`` with every file's sha256 and size, and
 ``datapackage-digest.json`` with the hash of ``datapackage.json``.
 
 Signing: the WACZ signing extension signs with ECDSA P-256 keys (or a domain's TLS
@@ -35,6 +36,7 @@ from typing import Any
 from pith.keyring import Keyring
 from pith.signing import Signer, utc_now
 from storage.archive import layout
+from storage.archive.export_check import check_included
 from storage.archive.export_copy import copy_object
 from storage.archive.reader import CommittedArchive, table_batches
 from storage.archive.stores import ObjectInfo, ObjectStore, hash_file
@@ -83,20 +85,24 @@ def _listed(manifests: list[dict], keep: Callable[[dict], bool]) -> list[ObjectI
     return sorted(seen.values(), key=lambda info: info.path)
 
 
-def _pages(archive: CommittedArchive, manifests: list[dict]) -> list[dict]:
-    """A page per verified bundle capture: what a replay tool lists first."""
+def _pages(archive: CommittedArchive, manifests: list[dict]) -> tuple[list[dict], set[str | None]]:
+    """A page per verified bundle capture (what a replay tool lists first), and the
+    bundle versions they capture (each verified again before the package is made)."""
     paths = {entry["path"] for manifest in manifests for entry in manifest["objects"]}
-    pages = []
+    pages, versions = [], set()
     for info in archive.table_files("captures"):
         if info.path not in paths:
             continue
-        for batch in table_batches(archive.store, info, ["url", "fetch_time", "pith_number", "status"]):
+        for batch in table_batches(
+            archive.store, info, ["url", "fetch_time", "pith_number", "bundle_sha256", "status"]
+        ):
             for row in batch.to_pylist():
                 if row.get("status") == "verified":
                     stamp = row["fetch_time"].strftime("%Y-%m-%dT%H:%M:%SZ")
                     pages.append({"url": row["url"], "ts": stamp, "title": row["pith_number"]})
+                    versions.add(row.get("bundle_sha256"))
     pages.sort(key=lambda page: (page["ts"], page["url"]))
-    return [{"id": hashlib.sha256(f"{p['ts']} {p['url']}".encode()).hexdigest()[:16], **p} for p in pages]
+    return [{"id": hashlib.sha256(f"{p['ts']} {p['url']}".encode()).hexdigest()[:16], **p} for p in pages], versions
 
 
 def _merge_indexes(files: list[Path], out: Path) -> None:
@@ -111,6 +117,26 @@ def sign_digest(digest: dict, datapackage_sha256: str, signer: Signer) -> dict:
     return {**digest, "pith_signature": signer.signature(datapackage_sha256, SIGNED_MESSAGE)}
 
 
+def _datapackage(uri: str, manifests: list[dict], resources: list[dict], pages: list[dict], created: str) -> dict:
+    """``datapackage.json``: the runs packaged, every resource, the first page as home."""
+    runs = [manifest["run_id"] for manifest in manifests]
+    datapackage: dict[str, Any] = {
+        "profile": PROFILE,
+        "wacz_version": WACZ_VERSION,
+        "title": f"Pith bundles archived in {uri}",
+        "description": f"The WARC files of the crawl runs {runs[0]} to {runs[-1]}, as committed by their "
+        "signed manifests.",
+        "created": created,
+        "modified": created,
+        "software": software(),
+        "pith_runs": runs,
+        "resources": resources,
+    }
+    if pages:
+        datapackage["home"] = {"url": pages[0]["url"], "ts": pages[0]["ts"]}
+    return datapackage
+
+
 def write_wacz(
     store: ObjectStore,
     keyring: Keyring,
@@ -120,7 +146,9 @@ def write_wacz(
     *,
     since: str | None = None,
 ) -> WaczSummary:
-    """Package the committed WARCs of ``store`` (from run ``since`` on) as ``name`` in ``dest``."""
+    """Package the committed WARCs of ``store`` (from run ``since`` on) as ``name`` in
+    ``dest``, once the raw bundle of every page verifies again under ``keyring``
+    (``storage.archive.export_check``: nothing is written otherwise)."""
     archive = CommittedArchive.read(store, keyring)
     manifests = runs_from(archive, since)
     warcs = _listed(manifests, lambda entry: entry["path"].startswith(f"{layout.WARC}/"))
@@ -128,6 +156,8 @@ def write_wacz(
     warcs = [info for info in warcs if info.path.endswith(".warc.gz")]
     if not warcs:
         raise WaczError(f"{store.uri}: the runs asked for hold no WARC file (crawled with --no-warc?)")
+    pages, versions = _pages(archive, manifests)
+    check_included(archive, versions)  # before anything is written: a page is a verified bundle
     created = utc_now()
     with tempfile.TemporaryDirectory(prefix="pith-wacz-") as folder:
         work = Path(folder)
@@ -151,26 +181,11 @@ def write_wacz(
                 copy_object(store, info, work / info.path)
             _merge_indexes([work / info.path for info in indexes], work / "index.cdx")
             add(INDEX, work / "index.cdx", zipfile.ZIP_DEFLATED)
-            pages = _pages(archive, manifests)
             (work / "pages.jsonl").write_text(
                 "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in [PAGES_HEADER, *pages]), "utf-8"
             )
             add(PAGES, work / "pages.jsonl", zipfile.ZIP_DEFLATED)
-            runs = [manifest["run_id"] for manifest in manifests]
-            datapackage: dict[str, Any] = {
-                "profile": PROFILE,
-                "wacz_version": WACZ_VERSION,
-                "title": f"Pith bundles archived in {store.uri}",
-                "description": f"The WARC files of the crawl runs {runs[0]} to {runs[-1]}, as committed by their "
-                "signed manifests.",
-                "created": created,
-                "modified": created,
-                "software": software(),
-                "pith_runs": runs,
-                "resources": resources,
-            }
-            if pages:
-                datapackage["home"] = {"url": pages[0]["url"], "ts": pages[0]["ts"]}
+            datapackage = _datapackage(store.uri, manifests, resources, pages, created)
             raw = json.dumps(datapackage, indent=2, ensure_ascii=False).encode() + b"\n"
             package.writestr("datapackage.json", raw, compress_type=zipfile.ZIP_DEFLATED)
             sha256 = hashlib.sha256(raw).hexdigest()

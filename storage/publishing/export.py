@@ -6,16 +6,16 @@ provenance).
 Only objects that committed manifests list are exported, so a crashed run's leftovers
 never are, and quarantined bytes stay behind (the ``verifications`` table records
 every rejection). One concern a module: copying each object checked against its
-entry (``export_copy``), verifying every raw bundle again before the export is
-published (``export_check``), the README and bag-info (``export_card``); this module
-only decides what goes where.
+entry (``storage.archive.export_copy``), verifying every raw bundle again before
+anything is written (``storage.archive.export_check``, which every export format
+calls), the README and bag-info (``export_card``); this module only decides what goes
+where.
 """
 
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +23,13 @@ import bagit
 
 from pith.keyring import Keyring
 from storage.archive import layout
+from storage.archive.export_check import Progress, check_included
 from storage.archive.export_copy import copy_manifest, copy_object
-from storage.archive.reader import CommittedArchive, read_entry
+from storage.archive.reader import CommittedArchive
 from storage.archive.stores import ObjectExists, ObjectStore
 from storage.publishing.export_card import README, bag_info, dataset_readme, rows_of
-from storage.publishing.export_check import check_bundle
 
 logger = logging.getLogger(__name__)
-
-Progress = Callable[[int, int], None]  # on_object(done, total)
 
 BAG_CHECKSUMS = ("sha256", "sha512")
 BAG_PREFIXES = (
@@ -46,6 +44,13 @@ BAG_PREFIXES = (
 
 class ExportError(Exception):
     """An export that cannot be made as asked."""
+
+
+def _checked_first(archive: CommittedArchive, copies: int, on_object: Progress | None) -> int:
+    """Every committed raw bundle verified again (``check_included``) before ``copies``
+    objects are copied; ``on_object`` counts both. How many were checked."""
+    step = None if on_object is None else lambda done, checks: on_object(done, checks + copies)
+    return check_included(archive, on_checked=step)
 
 
 @dataclass(frozen=True)
@@ -66,22 +71,22 @@ def export_bag(
 ) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
     bundles, attestations, keys and manifests and README.md, with sha256 and sha512
-    manifests. The bag is built next to ``out`` and renamed into place when whole.
-    ``on_object(done, total)`` is called as objects are copied."""
+    manifests. Every raw bundle is verified again first (one that does not verify stops
+    the export); the bag is built next to ``out`` and renamed into place when whole.
+    ``on_object(done, total)`` is called as bundles are checked and objects copied."""
     out = Path(out).absolute()
     if out.exists():
         raise ExportError(f"{out} already exists: give a new path for the bag")
     archive = CommittedArchive.read(store, keyring)
     entries = [entry for prefix in BAG_PREFIXES for entry in archive.under(prefix)]
+    checked = _checked_first(archive, len(entries), on_object)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        for done, entry in enumerate(entries, 1):
+        for done, entry in enumerate(entries, checked + 1):
             copy_object(store, entry, staging / entry.path)
-            if entry.path.startswith(f"{layout.RAW}/"):
-                check_bundle(entry, (staging / entry.path).read_bytes(), keyring)
             if on_object is not None:
-                on_object(done, len(entries))
+                on_object(done, checked + len(entries))
         manifest_bytes = sum(copy_manifest(archive, layout.manifest(m["run_id"]), staging) for m in archive.manifests)
         readme = dataset_readme(archive, entries, manifest_bytes).encode("utf-8")
         (staging / README).write_bytes(readme)
@@ -115,12 +120,7 @@ def export_dataset(
     archive = CommittedArchive.read(store, keyring)
     prefixes = (f"{layout.TABLES}/", f"{layout.RAW}/") if with_raw else (f"{layout.TABLES}/",)
     entries = [entry for prefix in prefixes for entry in archive.under(prefix)]
-    raws = archive.under(f"{layout.RAW}/")
-    total = len(raws) + len(entries)
-    for done, entry in enumerate(raws, 1):
-        check_bundle(entry, read_entry(store, entry), keyring)
-        if on_object is not None:
-            on_object(done, total)
+    checked = _checked_first(archive, len(entries), on_object)
     readme = dataset_readme(archive, entries).encode("utf-8")
     try:
         dest.put_bytes(README, readme)
@@ -130,12 +130,12 @@ def export_dataset(
         ) from None
     with tempfile.TemporaryDirectory(prefix="pith-export-") as spool:
         local = Path(spool) / "object"
-        for done, entry in enumerate(entries, len(raws) + 1):
+        for done, entry in enumerate(entries, checked + 1):
             copy_object(store, entry, local)
             dest.put_file(entry.path, local)
             local.unlink()
             if on_object is not None:
-                on_object(done, total)
+                on_object(done, checked + len(entries))
     dest.flush()
     logger.info("exported %d objects from %s to %s", len(entries), store.uri, dest.uri)
     return ExportSummary(

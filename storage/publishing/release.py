@@ -4,7 +4,8 @@ The archive's tables are append-only history (several versions of a record, rows
 forks kept as evidence, Hive folders any crashed run may have left files in). A
 release is what a researcher wants instead: one row per record, its current version
 (``storage.archive.history``'s rule, the writer's own), and that version's events, aliases and
-citations, from committed manifests only; in plain Parquet shards under
+citations, from committed manifests only, each version's raw bundle verified again
+under the pinned keys before anything is written; in plain Parquet shards under
 ``data/<table>/`` that globs and ``datasets`` configs pick up, with ``release.json``
 (every file's size and sha256, the runs covered, row counts; signed with the archive
 key), and the metadata the users' own tools read (``storage.publishing.release_card``:
@@ -38,6 +39,7 @@ from pith.reasons import Rejected
 from pith.release import RELEASE_TYPE, SIGNED_MESSAGE
 from pith.signing import Signer
 from storage.archive import layout
+from storage.archive.export_check import check_included
 from storage.archive.history import RECORD_COLUMNS, History
 from storage.archive.reader import CommittedArchive, table_batches
 from storage.archive.stores import ObjectStore, StorageError, hash_file
@@ -253,7 +255,9 @@ def write_release(
 ) -> dict:
     """Write a release of the committed archive in ``store`` to ``dest`` (only what
     changed since ``previous``, with a ``changes`` table, when given); returns its
-    release.json. ``describe(release, folder)`` writes the metadata files beside it
+    release.json. The raw bundle of every version it holds is verified again first
+    (``storage.archive.export_check``: one that does not verify stops it before anything
+    is written). ``describe(release, folder)`` writes the metadata files beside it
     (``storage.publishing.release_card.write_cards``) before everything is uploaded."""
     archive = CommittedArchive.read(store, keyring)
     current = current_versions(archive)
@@ -268,6 +272,7 @@ def write_release(
                 changes["bundle_sha256"].append(bundle)
                 changes["kind"].append("added" if before is None else "changed")
         current = dict(zip(changes["pith_number"], changes["bundle_sha256"]))
+    check_included(archive, current.values())  # before anything is written
     wanted = pa.array(sorted(set(current.values())), pa.string())
     created = datetime.now(timezone.utc)
     release_id = f"{created.strftime('%Y%m%dT%H%M%SZ')}-{canon_sha256(sorted(current.items()))[:8]}"
