@@ -63,13 +63,16 @@ def check_checkpoint(note: str, public_key: bytes) -> tuple[int, bytes]:
     origin, size, root = text.split("\n")[:3]
     key_hash = hashlib.sha256(origin.encode("utf-8") + b"\n" + b"\x01" + public_key).digest()[:4]
     signed = False
-    for line in signature_lines:
-        dash, name, blob = line.split(" ")[:3]
+    for line in signature_lines:  # every line after the blank line is a signature: nothing unsigned
+        dash, _, rest = line.partition(" ")
+        name, _, blob = rest.partition(" ")
+        require(dash == "\u2014" and name != "" and blob != "", f"not a signature line: {line[:40]!r}")
         blob = base64.b64decode(blob)
-        if dash == "\u2014" and name == origin and blob[:4] == key_hash:
+        if name == origin and blob[:4] == key_hash:
             signed = ed25519_valid(public_key, text.encode("utf-8"), blob[4:])
     require(signed, "the checkpoint carries no valid signature of the key")
-    require(size.isdigit() and (size == "0" or not size.startswith("0")), "the tree size is not decimal")
+    ascii_decimal = size.isascii() and size.isdigit() and (size == "0" or not size.startswith("0"))
+    require(ascii_decimal, "the tree size is not an ASCII decimal")
     root_hash = base64.b64decode(root)
     require(len(root_hash) == 32, "the root is not a 32-byte hash")
     return int(size), root_hash

@@ -1,36 +1,34 @@
 """Checkpoints: a log's size and root hash, signed, in the C2SP ``tlog-checkpoint``
-format as a C2SP ``signed-note``, so that witnesses and the tools of Certificate
-Transparency, the Go checksum database and sigsum can read and keep them.
+format as a C2SP ``signed-note`` (read by ``pith.signed_note``), so that witnesses and
+the tools of Certificate Transparency, the Go checksum database and sigsum can read and
+keep them.
 
 The note text is three lines, each ending in a newline: the origin (which log), the
-tree size in decimal, the root hash in standard base64. A blank line follows, then
-one line per signature: ``\u2014 <name> <base64(key hash || signature)>``, where the
-key hash is the first 4 bytes of ``SHA-256(name || "\\n" || 0x01 || public key)``
-(0x01: Ed25519) and the signature is Ed25519 over the note text. Our name is the
-origin (``log_origin``), and the pinned key that signed is found
-by its key hash. Signature lines of other keys (a witness's cosignature) are
-allowed and ignored here (``pith.signed_note`` checks cosignatures).
+tree size in decimal, the root hash in standard base64; C2SP allows extension lines
+after them, which the signatures cover like the rest of the text. A blank line
+follows, then one line per signature: ``\u2014 <name> <base64(key hash || signature)>``,
+where the key hash is the first 4 bytes of ``SHA-256(name || "\\n" || 0x01 || public
+key)`` (0x01: Ed25519) and the signature is Ed25519 over the note text. Our name is the
+origin (``log_origin``), and the pinned key that signed is found by its key hash.
+Signature lines of other keys (a witness's cosignature) are allowed and ignored here
+(``pith.policy`` counts cosignatures).
 """
 
 import base64
 import binascii
-import hashlib
 import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from nacl.signing import SigningKey
-
 from .keyring import ARCHIVE, Keyring, PinnedKey
 from .merkle import HASH_SIZE
 from .reasons import Reason, Rejected
+from .signed_note import NOTE_KEY, VerifierKey, read_note, sign_note, verifies
 from .signing import Signer
 
-ED25519 = b"\x01"
-DASH = "\u2014 "
-_SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
+UINT64_MAX = (1 << 64) - 1
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")  # ASCII only: str.isdigit and int() take any script's digits
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~/:@!$&'()*,;=%-]")  # a URL path without spaces or '+'
-MAX_NOTE_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -52,28 +50,30 @@ def log_origin(key_id: str, name: str | None = None) -> str:
     return _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), origin).strip("/")
 
 
-def key_hash(name: str, public_raw: bytes) -> bytes:
-    return hashlib.sha256(name.encode("utf-8") + b"\n" + ED25519 + public_raw).digest()[:4]
+def uint64(text: str) -> int | None:
+    """A C2SP size or index: ASCII decimal digits, no leading zero, at most 2^64-1
+    (None when ``text`` is not one)."""
+    return int(text) if _DECIMAL.fullmatch(text) and int(text) <= UINT64_MAX else None
 
 
 def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> str:
     """The checkpoint as a signed note, signed by ``signer`` under the origin's name."""
-    text = checkpoint.text()
-    signature = SigningKey(signer.seed).sign(text.encode("utf-8")).signature
-    blob = base64.b64encode(key_hash(checkpoint.origin, signer.public_raw) + signature).decode("ascii")
-    return f"{text}\n{DASH}{checkpoint.origin} {blob}\n"
+    return sign_note(checkpoint.text(), checkpoint.origin, signer.seed)
 
 
 def parse_checkpoint(text: str) -> Checkpoint:
-    """The checkpoint a note text holds (extension lines after the root are ignored)."""
+    """The checkpoint a note's text holds (the extension lines after the root, which the
+    note's signatures cover, mean nothing to us)."""
     lines = text.split("\n")
     if len(lines) < 4 or lines[-1] != "" or any(not line for line in lines[:-1]):
         raise Rejected(
             Reason.CHECKPOINT_INVALID, "checkpoint", "expected origin, size and root lines, each ending in \\n"
         )
     origin, size, root = lines[:3]
-    if not _SIZE.fullmatch(size):
-        raise Rejected(Reason.CHECKPOINT_INVALID, "checkpoint.size", f"not a decimal tree size: {size[:40]!r}")
+    if uint64(size) is None:
+        raise Rejected(
+            Reason.CHECKPOINT_INVALID, "checkpoint.size", f"not a decimal tree size below 2^64: {size[:40]!r}"
+        )
     try:
         digest = base64.b64decode(root, validate=True)
     except binascii.Error:
@@ -84,49 +84,22 @@ def parse_checkpoint(text: str) -> Checkpoint:
 
 
 def open_checkpoint(note: str | bytes, keyring: Keyring) -> tuple[Checkpoint, PinnedKey]:
-    """The checkpoint in a signed note and the pinned key that signed it; Rejected when
-    the note is malformed or no pinned key of the log (the origin's key id) signed it."""
-    if isinstance(note, bytes):
-        if len(note) > MAX_NOTE_BYTES:
-            raise Rejected(Reason.CHECKPOINT_INVALID, "note", f"larger than {MAX_NOTE_BYTES} bytes")
-        try:
-            note = note.decode("utf-8")
-        except UnicodeDecodeError:
-            raise Rejected(Reason.CHECKPOINT_INVALID, "note", "not UTF-8") from None
-    cut = note.rfind("\n\n")
-    if cut < 0 or not note.endswith("\n"):
-        raise Rejected(Reason.CHECKPOINT_INVALID, "note", "no blank line before the signatures, or no final newline")
-    text, signatures = note[: cut + 1], note[cut + 2 : -1].split("\n")
-    checkpoint = parse_checkpoint(text)
-    lines = [_signature_line(line, f"note.signatures[{index}]") for index, line in enumerate(signatures)]
-    ours = [(index, blob) for index, (name, blob) in enumerate(lines) if name == checkpoint.origin]
-    if not ours:
+    """The checkpoint in a signed note and the pinned key that signed its exact text;
+    Rejected when the note is malformed or no pinned key of the log (the origin's
+    key id) signed it."""
+    signed = read_note(note)
+    checkpoint = parse_checkpoint(signed.text)
+    if not any(line.name == checkpoint.origin for line in signed.signatures):
         raise Rejected(Reason.UNKNOWN_KEY, "note.signatures", f"no signature under the log's name {checkpoint.origin}")
-    pinned = {key_hash(checkpoint.origin, key.raw): key for key in keyring}
-    for index, blob in ours:
-        key = pinned.get(blob[:4])
-        if key is None:
-            continue
-        if key.role != ARCHIVE:  # a registry key signs records, never an archive's log
+    for key in keyring:
+        vkey = VerifierKey(checkpoint.origin, NOTE_KEY, key.raw)
+        lines = signed.lines_of(vkey)
+        if lines and key.role != ARCHIVE:  # a registry key signs records, never an archive's log
             raise Rejected(
-                Reason.WRONG_KEY_ROLE, f"note.signatures[{index}]", f"{key.key_id} is pinned as a {key.role} key"
+                Reason.WRONG_KEY_ROLE, f"note.signatures[{lines[0]}]", f"{key.key_id} is pinned as a {key.role} key"
             )
-        if not key.verify(text.encode("utf-8"), blob[4:]):
-            raise Rejected(
-                Reason.CHECKPOINT_SIGNATURE_INVALID, f"note.signatures[{index}]", f"does not verify under {key.key_id}"
-            )
-        return checkpoint, key
+        if verifies(signed, vkey):
+            return checkpoint, key
     raise Rejected(
         Reason.UNKNOWN_KEY, "note.signatures", f"no pinned key signed the log {checkpoint.origin} (key hash unknown)"
     )
-
-
-def _signature_line(line: str, path: str) -> tuple[str, bytes]:
-    name, _, encoded = line[len(DASH) :].partition(" ") if line.startswith(DASH) else ("", "", "")
-    try:
-        blob = base64.b64decode(encoded, validate=True)
-    except binascii.Error:
-        blob = b""
-    if not name or " " in encoded or len(blob) < 5:
-        raise Rejected(Reason.CHECKPOINT_INVALID, path, "expected '\u2014 <name> <base64 key hash and signature>'")
-    return name, blob

@@ -8,7 +8,7 @@ from functools import lru_cache
 SUFFIX_LENGTH = 26
 SHORT_LENGTHS = (8, 12, 16)
 SUFFIX_RE = re.compile(r"^[A-Z2-7]{26}$")
-PITH_NUMBER_RE = re.compile(r"^pith:(\d{4}):([A-Z2-7]{26})$")
+PITH_NUMBER_RE = re.compile(r"^pith:([0-9]{4}):([A-Z2-7]{26})$")  # \d would take any script's digits
 SHORT_RE = re.compile(r"^pith:([A-Z2-7]{8})$")
 
 

@@ -11,11 +11,17 @@ One statement a line (``#`` starts a comment)::
 A group is met when ``k`` of its members are (``any``: one, ``all``: every one);
 a member is a witness (met when it cosigned) or a group defined above it. ``quorum``
 names the witness or group that must be met (``quorum none``: no cosignature needed).
+
+A policy counts keys, not names: the cosignature/v1 message does not name its signer,
+so a key listed under two names would be one witness counted twice, and a policy that
+does so is refused (as is a log listed twice). ``cosign`` and ``verify --proof`` judge
+a note's cosignatures with the same two calls, ``cosigned`` and ``met``.
 """
 
 from dataclasses import dataclass, field
 
-from .signed_note import COSIGNATURE_KEY, NOTE_KEY, NoteKeyError, VerifierKey, parse_vkey
+from .checkpoint import uint64
+from .signed_note import COSIGNATURE_KEY, NOTE_KEY, NoteKeyError, SignedNote, VerifierKey, parse_vkey, verifies
 
 MAX_POLICY_BYTES = 1 << 16
 
@@ -48,8 +54,10 @@ class Policy:
         threshold, members = self.groups[name]
         return sum(self.met(cosigned, member) for member in members) >= threshold
 
-    def cosigner_keys(self) -> dict[str, VerifierKey]:
-        return {name: witness.key for name, witness in self.witnesses.items()}
+    def cosigned(self, note: SignedNote) -> set[str]:
+        """The witnesses whose cosignature of the note's text it carries; Rejected when
+        a line of one of them does not verify or repeats."""
+        return {name for name, witness in self.witnesses.items() if verifies(note, witness.key)}
 
 
 def parse_policy(text: str) -> Policy:
@@ -73,11 +81,17 @@ def _statement(policy: Policy, words: list[str], quorum: str | None) -> str | No
     defined = {"none", *policy.witnesses, *policy.groups}
     if keyword == "log" and len(args) in (1, 2):
         key = _key(args[0], NOTE_KEY)
+        if key.name in policy.logs:
+            raise PolicyError(f"the log {key.name} is listed twice")
         policy.logs[key.name] = (key, args[1] if len(args) == 2 else "")
     elif keyword == "witness" and len(args) == 3:
         if args[0] in defined:
             raise PolicyError(f"{args[0]} is defined twice")
-        policy.witnesses[args[0]] = PolicyWitness(args[0], _key(args[1], COSIGNATURE_KEY), args[2].rstrip("/"))
+        key = _key(args[1], COSIGNATURE_KEY)
+        twin = next((name for name, other in policy.witnesses.items() if other.key.public_raw == key.public_raw), None)
+        if twin is not None:
+            raise PolicyError(f"witness {args[0]} has the key of {twin}: one key is one witness, name it once")
+        policy.witnesses[args[0]] = PolicyWitness(args[0], key, args[2].rstrip("/"))
     elif keyword == "group" and len(args) >= 3:
         name, threshold, members = args[0], args[1], args[2:]
         if name in defined:
@@ -85,7 +99,7 @@ def _statement(policy: Policy, words: list[str], quorum: str | None) -> str | No
         unknown = [member for member in members if member not in defined or member == "none"]
         if unknown or len(set(members)) != len(members):
             raise PolicyError(f"group {name}: members must be distinct witnesses or groups defined above it")
-        count = {"any": 1, "all": len(members)}.get(threshold) or (int(threshold) if threshold.isdigit() else 0)
+        count = {"any": 1, "all": len(members)}.get(threshold) or uint64(threshold) or 0
         if not 1 <= count <= len(members):
             raise PolicyError(f"group {name}: threshold {threshold!r} is not any, all or 1 to {len(members)}")
         policy.groups[name] = (count, members)

@@ -239,7 +239,7 @@ def _check_record(
 def _check_numbers(
     bundle: dict[str, Any], number: str, canonical: str, submitted: Any, aliases: Any, state: dict[str, Any]
 ) -> None:
-    if not (submitted[:4].isdigit() and submitted[4:5] == "-"):
+    if not (submitted[:4].isascii() and submitted[:4].isdigit() and submitted[4:5] == "-"):  # ASCII digits only
         raise Rejected(Reason.SCHEMA_VIOLATION, "canonical_record.metadata.submitted_at", "expected an ISO date")
     suffix = pith_suffix(canonical)
     expected = number_from_suffix(suffix, submitted)
@@ -381,7 +381,7 @@ def first_difference(expected: Any, found: Any, path: str = "") -> str:
 
 
 _MISSING = object()
-PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+PATH_STEP = re.compile(r"([^.\[\]]+)|\[([0-9]+)\]")
 
 
 def value_at(doc: Any, path: str) -> Any:

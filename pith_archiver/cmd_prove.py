@@ -7,6 +7,10 @@ import json
 import click
 
 from pith.canonical import canon
+from pith.checkpoint import open_checkpoint
+from pith.keyring import Keyring
+from pith.reasons import Rejected
+from pith.signed_note import read_note
 from pith.tlog_proof import tlog_proof
 from storage.archive import layout
 from storage.archive.reader import NothingCommitted
@@ -64,7 +68,7 @@ def prove(
         echo(json.dumps(document, ensure_ascii=False))
         return
     if form == "tlog-proof":
-        note = published_or_committed(store, document)
+        note = published_or_committed(store, keyring, document)
         proof = [base64.b64decode(node) for node in document["inclusion_proof"]]
         echo(tlog_proof(canon(document["attestation"]), document["leaf_index"], proof, note), nl=False)
         return
@@ -75,13 +79,19 @@ def prove(
     echo(document["checkpoint"], nl=False)
 
 
-def published_or_committed(store: ObjectStore, document: dict) -> str:
+def published_or_committed(store: ObjectStore, keyring: Keyring, document: dict) -> str:
     """The log's published checkpoint, with its cosignatures, when it is the one the
-    proof holds against; else the committed note the proof carries."""
-    key_id = document["attestation"]["signature"]["key_id"]
+    proof holds against; else the committed note the proof carries. What it embeds it
+    has checked: NoProof, naming why, when the published checkpoint is not a note the
+    log's key signed."""
+    path = layout.published_checkpoint(document["attestation"]["signature"]["key_id"])
     try:
-        published = store.get_bytes(layout.published_checkpoint(key_id)).decode("utf-8")
-    except (StorageError, UnicodeDecodeError):
+        published = store.get_bytes(path)
+    except StorageError:
         return document["checkpoint"]
-    same = published.partition("\n\n")[0] == document["checkpoint"].partition("\n\n")[0]
-    return published if same else document["checkpoint"]
+    try:
+        open_checkpoint(published, keyring)
+        same = read_note(published).text == read_note(document["checkpoint"]).text
+    except Rejected as exc:
+        raise NoProof(f"{path}: {exc}") from None
+    return published.decode("utf-8") if same else document["checkpoint"]

@@ -18,6 +18,7 @@ from pith.merkle import Tree, leaf_hash, verify_consistency
 from pith.numbers import suffix_of
 from pith.proof import check_proof, proof_document
 from pith.reasons import Rejected
+from pith.signed_note import read_note
 from pith.tiles import TileEdge
 from storage.archive import layout
 from storage.archive.manifest import read_committed
@@ -158,13 +159,14 @@ def _unpublished(store: ObjectStore, keyring: Keyring, key_id: str, committed: b
         checkpoint, _ = open_checkpoint(published, keyring)
     except (StorageError, Rejected) as exc:
         return [Discrepancy(Finding.CHECKPOINT_UNPUBLISHED, path, f"{key_id}: {exc}")]
-    text = committed.decode("utf-8").partition("\n\n")[0] + "\n"
-    if checkpoint.text() != text:
+    newest = committed.decode("utf-8", "replace")
+    if read_note(published).text != newest[: newest.rfind("\n\n") + 1]:
+        size = newest.partition("\n")[2].partition("\n")[0]
         return [
             Discrepancy(
                 Finding.CHECKPOINT_UNPUBLISHED,
                 path,
-                f"{key_id}: signs {checkpoint.size} leaves, the newest committed checkpoint {text.split(chr(10))[1]}",
+                f"{key_id}: signs {checkpoint.size} leaves, the newest committed checkpoint {size}",
             )
         ]
     return []

@@ -17,15 +17,26 @@ from pathlib import Path
 
 import pytest
 
-from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey
+from pith.signed_note import (
+    COSIGNATURE_KEY,
+    NOTE_KEY,
+    VerifierKey,
+    cosignature_line,
+    parse_vkey,
+    read_note,
+    sign_note,
+)
 from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.s3_store import S3Store
+from storage.transparency.witness_client import add_checkpoint_body
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
+from witness.service import Witness
+from witness.state import WitnessState
 
 TLOG = Path(os.environ.get("PITH_TLOG_BIN", Path(__file__).resolve().parents[1] / ".venv-tlog" / "bin"))
 
@@ -204,6 +215,70 @@ def test_aics_clients_verify_witness_and_catch_a_rollback(
     assert rolled.returncode == 1, rolled.output
     assert f"log_rolled_back {origin} w1: w1 has seen 40 leaves of {origin}, the archive's log has 20" in rolled.stdout
     assert f"{origin} 20: quorum not met" in rolled.stdout
+
+
+def test_our_verdicts_on_relayed_notes_are_aics_tlogs(tmp_path, corpus_dir, corpus_keyring, test_signer):
+    """A relay edits a cosigned checkpoint: `verify --proof --policy` accepts exactly
+    the notes aics-tlog accepts with the witness's key, and `audit --checkpoint` and our
+    witness exactly those it accepts with the log's key alone."""
+    archive = tmp_path / "archive"
+    raws = list(corpus_raws(corpus_dir).values())[:3]
+    write_run(LocalStore(archive), test_signer, corpus_keyring, raws)
+    origin, vkey = pinned_vkey(str(archive))
+    w1 = Signer.from_seed("w1", bytes([7]) * 32)
+    cosigner = VerifierKey("witness.test/w1", COSIGNATURE_KEY, w1.public_raw)
+    policy = tmp_path / "policy"
+    policy.write_text(f"log {vkey}\nwitness w1 {cosigner} http://127.0.0.1:9\nquorum w1\n")
+    number = verify_bundle(raws[2], corpus_keyring).pith_number
+    proved = run_cli("prove", "--trust-archive-keys", str(archive), number, "--format", "tlog-proof").check()
+    head, _, committed = proved.stdout.partition("\n\n")
+    text = read_note(committed).text
+
+    def cosigned(text: str, cosigned_text: str | None = None) -> str:
+        line = cosignature_line(w1.seed, cosigner.name, cosigned_text or text, 1_700_000_000)
+        return sign_note(text, origin, test_signer.seed) + line
+
+    good = cosigned(text)
+    notes = {  # what: (note, accepted with the witness's key, accepted with the log's key alone)
+        "as cosigned": (good, True, True),
+        "with an extension line the log and the witness signed": (cosigned(text + "extension\n"), True, True),
+        "with a line of a key no one pinned": (good + cosignature_line(bytes(32), "other.test/k", text, 1), True, True),
+        "with the cosignature of another text": (cosigned(text, text + "x\n"), False, True),
+        "with a line added after the root": (good.replace(text, text + "added\n"), False, False),
+        "without the blank line before the signatures": (good.replace("\n\n", "\n"), False, False),
+        "with a line after the signatures": (good + "added by a relay\n", False, False),
+        "with the log's line twice": (good + good.split("\n\n")[1].split("\n")[0] + "\n", False, False),
+        "with carriage returns": (good.replace("\n", "\r\n"), False, False),
+        "with its size in Arabic-Indic digits, signed": (cosigned(text.replace("\n3\n", "\n\u0663\n")), False, False),
+    }
+    note_file, proof_file = tmp_path / "note", tmp_path / "x.tlog-proof"
+    keyring = str(corpus_dir / "keyring.json")
+    for at, (what, (note, witnessed, logged)) in enumerate(notes.items()):
+        note_file.write_bytes(note.encode())
+        proof_file.write_bytes(f"{head}\n\n{note}".encode())
+        theirs = aics("aics-tlog", "verify-checkpoint", "--note", str(note_file), "--log-key", vkey)
+        theirs_cosigned = aics(
+            "aics-tlog", "verify-checkpoint", "--note", str(note_file), "--log-key", vkey,
+            "--witness-key", str(cosigner), "--quorum", "1",
+        )  # fmt: skip
+        ours_cosigned = run_cli("verify", "--proof", proof_file, "--policy", policy)
+        audited = run_cli("audit", archive, "--trust-archive-keys", "--keyring", keyring, "--checkpoint", note_file)
+        state = WitnessState(tmp_path / f"witness-{at}.sqlite")
+        witness = Witness(Signer.from_seed("w", bytes(32)), "witness.test/w", {origin: parse_vkey(vkey)}, state)
+        answer = witness.add_checkpoint(add_checkpoint_body(0, [], note))
+        state.close()
+        assert (theirs_cosigned.returncode == 0, ours_cosigned.returncode == 0) == (witnessed, witnessed), (
+            what,
+            theirs_cosigned.stdout + theirs_cosigned.stderr,
+            ours_cosigned.output,
+        )
+        assert (theirs.returncode == 0, audited.returncode == 0, answer.status == 200) == (logged,) * 3, (
+            what,
+            theirs.stdout + theirs.stderr,
+            audited.output,
+            answer,
+        )
+        assert ours_cosigned.returncode in (0, 1) and audited.returncode in (0, 1) and answer.status < 500, what
 
 
 def test_tiles_in_a_bucket_are_read_over_plain_http(

@@ -180,7 +180,7 @@ def test_the_documented_checkpoint_is_what_the_code_signs():
 def test_notes_that_are_not_checkpoints_are_named(test_signer, test_keyring):
     good = sign_checkpoint(Checkpoint("example/archive/test-key-1", 5, bytes(32)), test_signer)
     assert open_checkpoint(good, test_keyring)[0].size == 5
-    cosigned = good + "\u2014 witness.example AAAAAQ" + "A" * 86 + "==\n"
+    cosigned = good + "\u2014 witness.example AAAAAQ" + "A" * 90 + "\n"
     assert open_checkpoint(cosigned, test_keyring)[0].size == 5  # a witness's cosignature is ignored
     for bad, reason in [
         (good.replace("\n5\n", "\n05\n"), "checkpoint_invalid"),

@@ -4,9 +4,9 @@ trickles; witnesses that lie, trickle or claim a larger log."""
 
 import hashlib
 import socket
-import threading
+import sqlite3
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -15,7 +15,8 @@ from mirror.runner import BackgroundMirror
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
 from pith.merkle import Tree, leaf_hash
 from pith.policy import PolicyError, parse_policy
-from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey, cosigners
+from pith.reasons import Rejected
+from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey, read_note, sign_note, verifies
 from pith.signing import Signer
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
@@ -23,6 +24,7 @@ from storage.transparency.cosign import cosign_log
 from storage.transparency.witness_client import add_checkpoint_body, post_add_checkpoint
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
+from tests.plugins.listener import handler_server
 from witness.server import WitnessServer
 from witness.service import Witness
 from witness.state import WitnessState
@@ -59,8 +61,7 @@ def test_the_witness_cosigns_only_a_log_that_grew(witness, tmp_path):
     three, five = tree_of(3), tree_of(5)
     first = witness.add_checkpoint(request(0, three))
     assert first.status == 200
-    _, checkpoint = note_of(three)
-    assert cosigners(f"\n\n{first.body}", checkpoint, {"w": witness.vkey}) == {"w"}
+    assert verifies(read_note(note_of(three)[0] + first.body), witness.vkey)
     assert witness.vkey.kind == COSIGNATURE_KEY
 
     stale = witness.add_checkpoint(request(0, five))
@@ -89,6 +90,49 @@ def test_the_witness_cosigns_only_a_log_that_grew(witness, tmp_path):
     reopened = WitnessState(tmp_path / "state.sqlite")
     assert reopened.view(ORIGIN).size == 5
     reopened.close()
+
+
+def test_the_witness_cosigns_only_the_text_the_log_signed_and_sizes_it_can_hold(witness):
+    note, checkpoint = note_of(tree_of(3))
+    text = checkpoint.text()
+    for edited, status in [
+        (note.replace(text, text + "added\n"), 403),  # a line the log did not sign
+        (note.replace("\n\n", "\n"), 400),  # no blank line before the signatures
+        (note + "added by a relay\n", 400),  # a line after them that signs nothing
+        (note + note.split("\n\n")[1], 403),  # the log's line twice (as aics-witness answers)
+        (sign_note(text.replace("\n3\n", f"\n{2**63}\n"), ORIGIN, LOG.seed), 400),  # past SQLite's integers
+        (sign_note(text.replace("\n3\n", f"\n{2**64}\n"), ORIGIN, LOG.seed), 400),  # past uint64
+        (sign_note(text.replace("\n3\n", "\n\u0663\n"), ORIGIN, LOG.seed), 400),  # 3 in Arabic-Indic digits
+    ]:
+        answer = witness.add_checkpoint(add_checkpoint_body(0, [], edited))
+        assert answer.status == status, (edited, answer)
+    for old in ("\u00b2", "\u0660", str(2**64)):
+        assert witness.add_checkpoint(f"old {old}\n\n{note}".encode()).status == 400
+    assert witness.state.view(ORIGIN) is None
+    extended = sign_note(text + "extension\n", ORIGIN, LOG.seed)  # C2SP's extension line, signed
+    answer = witness.add_checkpoint(add_checkpoint_body(0, [], extended))
+    assert answer.status == 200 and verifies(read_note(extended + answer.body), witness.vkey)
+    with pytest.raises(Rejected):  # the cosignature covers the extension line
+        verifies(read_note(note + answer.body), witness.vkey)
+
+
+@pytest.mark.slow
+def test_a_witness_that_cannot_store_its_view_answers_500_and_cosigns_nothing(witness, tmp_path):
+    """Another process holds the state's write lock (a backup, an sqlite3 shell): the
+    witness answers 500 once SQLite gives up waiting, never a dropped connection, and
+    hands out no cosignature it did not record."""
+    with BackgroundMirror(WitnessServer(witness)) as server:
+        assert post_add_checkpoint(server.url, request(0, tree_of(3))).status == 200
+        holder = sqlite3.connect(tmp_path / "state.sqlite", isolation_level=None)
+        holder.execute("begin exclusive")
+        try:
+            answer = post_add_checkpoint(server.url, request(3, tree_of(5)))
+        finally:
+            holder.execute("rollback")
+            holder.close()
+        assert (answer.status, answer.body) == (500, b"the witness cannot store its view\n")
+        assert witness.state.view(ORIGIN).size == 3
+        assert post_add_checkpoint(server.url, request(3, tree_of(5))).status == 200  # the lock gone, it moves on
 
 
 def test_the_witness_server_caps_bodies_and_times_out_tricklers(witness):
@@ -138,11 +182,8 @@ class Hostile(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hostile():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with handler_server(Hostile) as url:
+        yield url
 
 
 @pytest.mark.slow

@@ -1,30 +1,35 @@
 """The witness's answer to ``add-checkpoint`` (C2SP tlog-witness), in the order of the
 specification's checks:
 
-- a body that is not ``old <size>``, proof lines, a blank line and a checkpoint: 400;
-- a log its policy does not list: 404; no valid signature by the log's key: 403;
+- a body that is not ``old <size>``, proof lines, a blank line and a checkpoint note
+  (``pith.signed_note``: a line after its blank line that is not a signature line, or
+  no blank line, is malformed), or a size past what its SQLite view holds: 400;
+- a log its policy does not list: 404; no valid signature by the log's key over the
+  note's exact text (a line added to a signed text included): 403;
 - an old size larger than the checkpoint's: 400;
 - an old size that is not the size it holds: 409 with that size (a checkpoint of the
   size it holds with another root is kept as evidence of a fork);
 - a consistency proof that does not verify (or the same size with another root): 422,
   the request kept as evidence, never cosigned;
+- a view it cannot read or write: 500, and nothing cosigned;
 - else the view moves, and the answer is 200 with its cosignature/v1 line.
 """
 
 import base64
 import binascii
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pith.checkpoint import parse_checkpoint
+from pith.checkpoint import parse_checkpoint, uint64
 from pith.merkle import HASH_SIZE, verify_consistency
 from pith.reasons import Rejected
-from pith.signed_note import COSIGNATURE_KEY, VerifierKey, cosignature_line, signs
+from pith.signed_note import COSIGNATURE_KEY, VerifierKey, cosignature_line, read_note, verifies
 from pith.signing import Signer
 
-from .state import StaleOld, WitnessState
+from .state import MAX_SIZE, StaleOld, WitnessState
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +61,28 @@ class Witness:
 
     def add_checkpoint(self, body: bytes) -> WitnessAnswer:
         try:
+            return self._answer(body)
+        except sqlite3.Error as exc:
+            logger.error("the witness's state cannot be read or written: %s", exc)
+            return WitnessAnswer(500, "the witness cannot store its view\n")
+
+    def _answer(self, body: bytes) -> WitnessAnswer:
+        try:
             old, proof, note = _request(body)
-            checkpoint = parse_checkpoint(note[: note.rfind("\n\n") + 1])
+            signed = read_note(note)
+            checkpoint = parse_checkpoint(signed.text)
         except (ValueError, Rejected) as exc:
             return WitnessAnswer(400, f"bad request: {exc}\n")
+        if checkpoint.size > MAX_SIZE:
+            return WitnessAnswer(400, f"bad request: a tree size past {MAX_SIZE}, more than this witness holds\n")
         key = self.logs.get(checkpoint.origin)
         if key is None:
             return WitnessAnswer(404, "unknown log origin\n")
-        if not signs(key, note, checkpoint):
+        try:
+            signed_by_log = verifies(signed, key)
+        except Rejected:
+            signed_by_log = False
+        if not signed_by_log:
             return WitnessAnswer(403, "no valid signature by the log's key\n")
         if old > checkpoint.size:
             return WitnessAnswer(400, "bad request: old size is larger than the checkpoint size\n")
@@ -83,7 +102,7 @@ class Witness:
             )
             return WitnessAnswer(422, "the consistency proof does not verify\n")
         now = max(int(self.clock()), held.cosigned_at if held else 0)
-        line = cosignature_line(self.signer.seed, self.name, checkpoint, now)
+        line = cosignature_line(self.signer.seed, self.name, signed.text, now)
         try:
             self.state.advance(checkpoint.origin, old, checkpoint.size, checkpoint.root, note + line, now)
         except StaleOld as exc:  # another request moved the log meanwhile
@@ -98,9 +117,9 @@ def _request(body: bytes) -> tuple[int, list[bytes], str]:
     lines = head.split("\n")
     if not blank or not lines[0].startswith("old ") or not note.endswith("\n"):
         raise ValueError("expected 'old <size>', proof lines, a blank line and a checkpoint")
-    size = lines[0][4:]
-    if not size.isdigit() or (size != "0" and size.startswith("0")) or len(size) > 19:
-        raise ValueError("the old size is not a decimal")
+    size = uint64(lines[0][4:])
+    if size is None:
+        raise ValueError("the old size is not a decimal below 2^64")
     if len(lines) - 1 > MAX_PROOF_LINES:
         raise ValueError(f"more than {MAX_PROOF_LINES} proof lines")
     proof = []
@@ -112,4 +131,4 @@ def _request(body: bytes) -> tuple[int, list[bytes], str]:
         if len(node) != HASH_SIZE:
             raise ValueError("a proof line is not the base64 of a 32-byte hash")
         proof.append(node)
-    return int(size), proof, note
+    return size, proof, note

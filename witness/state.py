@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_SIZE = (1 << 63) - 1  # an SQLite integer; no log comes near it
 SCHEMA = """
 create table if not exists logs (origin text primary key, size integer not null, root blob not null,
                                  note text not null, cosigned_at integer not null);

@@ -5,17 +5,19 @@ Each witness is first sent ``old`` = the size it cosigned last, as far as the
 published checkpoint shows, else 0; a 409 answer gives the size the witness holds,
 and the call is retried once from there with the consistency proof from that size. A
 witness holding a larger log (a rollback of the archive) or one this log does not
-extend (a fork) is named with its size, and nothing is published.
+extend (a fork) is named with its size, and nothing is published. Whether the quorum
+is met is judged on the note that would be published, by the code ``verify --proof``
+judges it with (``Policy.cosigned``, ``Policy.met``).
 """
 
 import logging
 from dataclasses import dataclass, field
 
-from pith.checkpoint import Checkpoint
+from pith.checkpoint import Checkpoint, parse_checkpoint, uint64
 from pith.merkle import Tree
 from pith.policy import Policy, PolicyWitness
-from pith.reasons import Finding
-from pith.signed_note import cosigners, signature_lines
+from pith.reasons import Finding, Rejected
+from pith.signed_note import SignedNote, read_note, verifies
 from storage.archive import layout
 from storage.archive.stores import ObjectStore, StorageError
 from storage.transparency.tiles import publish
@@ -57,12 +59,13 @@ def cosign_log(
             logger.warning("%s: %s %s", checkpoint.origin, problem.code, problem)
             continue
         outcome.cosigned[witness.name] = line
-    outcome.met = policy.met(set(outcome.cosigned)) and not any(
+    cosigned = note + "".join(outcome.cosigned[name] for name in sorted(outcome.cosigned))
+    outcome.met = policy.met(policy.cosigned(read_note(cosigned))) and not any(
         code in (Finding.LOG_ROLLED_BACK, Finding.LOG_FORKED) for code, _ in outcome.problems.values()
     )
     # publish, unless a commit published a newer checkpoint meanwhile
     if outcome.met and _published(store, key_id)[0] <= checkpoint.size:
-        publish(store, key_id, note + "".join(outcome.cosigned[name] for name in sorted(outcome.cosigned)))
+        publish(store, key_id, cosigned)
     return outcome
 
 
@@ -82,7 +85,7 @@ def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, 
         except WitnessUnreachable as exc:
             raise _Problem(Finding.WITNESS_UNREACHABLE, str(exc)) from None
         if answer.status == 200:
-            line = _cosignature(witness, checkpoint, answer.body)
+            line = _cosignature(witness, note, answer.body)
             if line is None:
                 raise _Problem(Finding.WITNESS_REFUSED, f"{witness.name} answered 200 without a valid cosignature")
             return line
@@ -104,31 +107,35 @@ def _ask(witness: PolicyWitness, note: str, checkpoint: Checkpoint, tree: Tree, 
     raise _Problem(Finding.WITNESS_REFUSED, f"{witness.name} keeps answering 409")
 
 
-def _cosignature(witness: PolicyWitness, checkpoint: Checkpoint, body: bytes) -> str | None:
-    text = body.decode("utf-8", "replace")
-    for line in text.splitlines():
-        if cosigners(f"\n\n{line}\n", checkpoint, {witness.name: witness.key}):
-            return line + "\n"
+def _cosignature(witness: PolicyWitness, note: str, body: bytes) -> str | None:
+    """The line of the witness's answer that cosigns the note, read with the note as
+    the published note will be."""
+    for line in body.decode("utf-8", "replace").splitlines():
+        try:
+            if verifies(read_note(f"{note}{line}\n"), witness.key):
+                return line + "\n"
+        except Rejected:
+            continue
     return None
 
 
 def _size_of(body: bytes) -> int | None:
-    text = body.decode("ascii", "replace").strip()
-    return int(text) if text.isdigit() and len(text) < 20 else None
+    return uint64(body.decode("ascii", "replace").strip())
 
 
-def _published(store: ObjectStore, key_id: str) -> tuple[int, str]:
-    """The size and note of the key's published checkpoint ((0, '') when there is none)."""
+def _published(store: ObjectStore, key_id: str) -> tuple[int, SignedNote | None]:
+    """The size and note of the key's published checkpoint ((0, None) when there is
+    none, or it does not read)."""
     try:
-        published = store.get_bytes(layout.published_checkpoint(key_id)).decode("utf-8")
-    except (StorageError, UnicodeDecodeError):
-        return 0, ""
-    lines = published.split("\n")
-    return (int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0), published
+        published = read_note(store.get_bytes(layout.published_checkpoint(key_id)))
+        return parse_checkpoint(published.text).size, published
+    except (StorageError, Rejected):
+        return 0, None
 
 
 def _last_cosigned(store: ObjectStore, key_id: str, policy: Policy) -> dict[str, int]:
     """Witness -> the size of the published checkpoint, for those whose cosignature it carries."""
     size, published = _published(store, key_id)
-    names = {name for name, _ in signature_lines(published)}
-    return {name: size for name, witness in policy.witnesses.items() if witness.key.name in names}
+    if published is None:
+        return {}
+    return {name: size for name, witness in policy.witnesses.items() if published.lines_of(witness.key)}
