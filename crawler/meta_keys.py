@@ -2,6 +2,7 @@
 carries its record, its depth and its task from the spider through the middlewares,
 the schedulers and back to its callbacks, and each reader names the key from here."""
 
+import time
 from typing import Final
 
 from scrapy import Request
@@ -19,6 +20,7 @@ class Meta:
     BUNDLE_FAILED: Final = "pith_bundle_failed"  # a page requested after its record's bundle failed
     CROSS_CHECK: Final = "pith_cross_check"  # a copy fetched to compare sources (crawler.cross_check)
     EXPECTED_STATE: Final = "pith_expected_state"  # the state a state.json must match (crawler.state_check)
+    DEADLINE: Final = "pith_deadline"  # time.monotonic() by which a request and its retries end (crawler.robots)
 
 
 def take_opening(request: Request) -> tuple[str, int] | None:
@@ -27,3 +29,9 @@ def take_opening(request: Request) -> tuple[str, int] | None:
     if not request.meta.pop(Meta.OPENS_RECORD, False):
         return None
     return request.meta[Meta.SUFFIX], request.meta.get(Meta.DEPTH, 0)
+
+
+def time_left(request: Request) -> float | None:
+    """Seconds left before ``request``'s deadline (``Meta.DEADLINE``); None without one."""
+    deadline = request.meta.get(Meta.DEADLINE)
+    return None if deadline is None else deadline - time.monotonic()

@@ -24,7 +24,7 @@ from runtime.page_cache import PAGE_CACHE_KIB
 from . import signals as pith_signals
 from .crawl_config import crawl_config, is_pith_crawl, pith_crawl_only
 from .links import port_of
-from .meta_keys import Meta
+from .meta_keys import Meta, time_left
 from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,8 @@ def retry_after_seconds(value: bytes | None) -> float | None:
 class BackoffRetryMiddleware(RetryMiddleware):
     """Scrapy's retries, waiting before each one: the server's Retry-After on 429/503
     when it sends one (capped by PITH_RETRY_AFTER_MAX), else exponential backoff with
-    jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds."""
+    jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds; a request
+    with a deadline (robots.txt, ``crawler.robots``) waits until then at most."""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RetryMiddleware:  # type: ignore[override]  # Scrapy's own for another spider
@@ -75,9 +76,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         hinted = retry_after_seconds(response.headers.get(b"Retry-After")) if response.status in (429, 503) else None
         if hinted is not None:
             self.crawler.stats.inc_value(Stat.RETRY_AFTER_HONOURED)
-            await self._wait(min(hinted, self.retry_after_max))
+            await self._wait(request, min(hinted, self.retry_after_max))
         else:
-            await self._wait(self._backoff(request))
+            await self._wait(request, self._backoff(request))
         return retry
 
     async def process_exception(  # type: ignore[override]  # Scrapy awaits it
@@ -85,7 +86,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     ) -> Request | Response | None:
         retry = super().process_exception(request, exception)
         if retry is not None:
-            await self._wait(self._backoff(request))
+            await self._wait(request, self._backoff(request))
         return retry
 
     def _backoff(self, request: Request) -> float:
@@ -93,7 +94,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
         return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not a secret
 
     @staticmethod
-    async def _wait(seconds: float) -> None:
+    async def _wait(request: Request, seconds: float) -> None:
+        """Wait ``seconds``, but never past the request's deadline (``Meta.DEADLINE``)."""
+        left = time_left(request)
+        seconds = seconds if left is None else min(seconds, left)
         if seconds > 0:
             await sleep(seconds)
 

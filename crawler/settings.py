@@ -58,6 +58,7 @@ REDIRECT_MAX_TIMES = 5
 RETRY_ENABLED = True
 RETRY_TIMES = 4
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+PITH_ROBOTSTXT_DEADLINE = 10.0  # seconds a robots.txt request may take, retries included (crawler.robots)
 PITH_RETRY_BACKOFF_BASE = 0.5
 PITH_RETRY_BACKOFF_MAX = 30.0
 PITH_RETRY_AFTER_MAX = 120.0
@@ -66,6 +67,8 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "crawler.spread.SourceSlots": 40,  # each source (host:port) its own download slot
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.robots.SourceRobots": 100,  # Scrapy's, with each source's robots.txt asked up front, to a deadline
     "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
     "crawler.middlewares.BackoffRetryMiddleware": 550,
     "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
@@ -129,6 +132,8 @@ PITH_WARC_MAX_BYTES = 1024 * 1024 * 1024  # a WARC file is rolled past this size
 PITH_WARC_STALL_TIMEOUT = 30.0  # seconds a WARC writer may take no record (or not answer) before it is killed
 PITH_WARC_QUEUE_BYTES = 64 * 1024 * 1024  # records waiting for the WARC writer; past it responses wait
 PITH_COMMIT_EVERY = 10_000  # commit a manifest (an interim commit) every N bundles; 0: only when the crawl ends
+# seconds a crawl stopping at once (Ctrl-C twice, SIGTERM) may take to commit before it quits without committing
+PITH_STOP_GRACE = 60.0
 # redis://host:port/db: a frontier shared with other workers (None: this process alone)
 PITH_FRONTIER = None
 PITH_FRONTIER_KEY = "pith"  # names this crawl's keys in that Redis (one key per crawl)

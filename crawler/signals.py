@@ -29,3 +29,9 @@ version_refused = object()
 record_opened = object()
 # a record ended with no item to say how (``suffix``, ``outcome``: "unchanged", "forbidden")
 record_settled = object()
+# a source bundles are fetched from (``base``) joined the crawl, at its start or from the registry's list
+source_added = object()
+# the robots.txt of a source (``base``) was asked for: requests to it wait until it answers
+robots_awaited = object()
+# the robots.txt of a source (``base``) answered (``fetched`` True), or did not within its deadline
+robots_answered = object()

@@ -21,6 +21,12 @@ request in flight when it is found out. The resolver itself is never held back n
 demoted (it is the crawl's origin; its bad copies are counted all the same). A record
 whose copy a mirror served bad, or failed, is fetched again from a source that has
 not served it yet.
+
+With robots.txt obeyed, each source's robots.txt is asked for as the source joins the
+crawl (``crawler.robots``), and every request to the source waits until it answers: a
+source whose robots.txt has not answered yet gets no bundle request while another
+source can take it, and one whose robots.txt did not answer within its deadline has
+served one bad copy (``robots_failed``).
 """
 
 import itertools
@@ -30,14 +36,17 @@ from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.signalmanager import SignalManager
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
+from . import signals as pith_signals
 from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
-BAD = ("rejected", "wrong_record", "stale", "forked", "failed")
+BAD = ("rejected", "wrong_record", "stale", "forked", "failed", "robots_failed")
 
 
 def host_of(url: str) -> str:
@@ -50,24 +59,47 @@ class SourcePool:
 
     def __init__(self, bases: list[str], demote_after: int = 3, hold_back: int = 2):
         self.bases: list[str] = []
-        self.stats: StatsCollector | None = None  # the crawl's, once it starts (``count_into``)
+        self.stats: StatsCollector | None = None  # the crawl's, once it starts (``join``)
+        self.signals: SignalManager | None = None
         self.demote_after = demote_after
         self.hold_back = hold_back
         self.outstanding: Counter[str] = Counter()
         self.good: Counter[str] = Counter()
         self.bad: Counter[str] = Counter()
         self.demoted: set[str] = set()
+        self.awaiting: set[str] = set()  # sources whose robots.txt has not answered yet
         self._turn = itertools.count()
         for base in bases:
             self.add(base)
 
-    def count_into(self, stats: StatsCollector, demote_after: int, hold_back: int) -> None:
-        """Count into the crawl's stats (they exist once it starts, after the spider)."""
-        self.stats, self.demote_after, self.hold_back = stats, demote_after, hold_back
+    def join(self, crawler: Crawler) -> None:
+        """Count into the crawl's stats and hear of its sources' robots.txt (the stats
+        and the middlewares exist once it starts, after the spider)."""
+        self.stats, self.signals = crawler.stats, crawler.signals
+        self.demote_after = crawler.settings.getint("PITH_MIRROR_DEMOTE_AFTER")
+        self.hold_back = crawler.settings.getint("PITH_MIRROR_HOLD_BACK")
+        self.signals.connect(self.robots_awaited, signal=pith_signals.robots_awaited)
+        self.signals.connect(self.robots_answered, signal=pith_signals.robots_answered)
+        for base in self.bases:
+            self.signals.send_catch_log(pith_signals.source_added, base=base)
 
     def add(self, base: str) -> None:
         if base not in self.bases:
             self.bases.append(base)
+            if self.signals is not None:
+                self.signals.send_catch_log(pith_signals.source_added, base=base)
+
+    def robots_awaited(self, base: str) -> None:
+        self.awaiting.add(base)
+
+    def robots_answered(self, base: str, fetched: bool) -> None:
+        """``base``'s robots.txt answered (``fetched``), or did not in time: a bad copy."""
+        self.awaiting.discard(base)
+        if not fetched:
+            logger.warning(
+                "robots.txt of %s did not answer (in time): it forbids nothing there, and counts as a bad copy", base
+            )
+            self.judged(base, "robots_failed")
 
     @property
     def resolver(self) -> str:
@@ -76,10 +108,12 @@ class SourcePool:
     def pick(self, tried: Collection[str] = ()) -> str | None:
         """The source for the next bundle request: of those not demoted and not in
         ``tried``, the one with the fewest bundle requests outstanding, passing over
-        those held back with their few requests in flight while another is left (the
-        resolver, unless it was tried); None when every source was tried."""
+        those held back with their few requests in flight, and those whose robots.txt
+        has not answered, while another is left (the resolver, unless it was tried);
+        None when every source was tried."""
         candidates = [base for base in self.bases if base not in tried and base not in self.demoted]
         usable = [base for base in candidates if not (self.held_back(base) and self.full(base))] or candidates
+        usable = [base for base in usable if base not in self.awaiting] or usable
         if not usable:
             usable = [base for base in self.bases[:1] if base not in tried]  # the resolver is never demoted
         if not usable:

@@ -3,7 +3,7 @@ latency, rate limiting, server errors, dropped connections, truncated or oversiz
 bodies, wrong content types, redirect loops and a tampered bundle; and what a hostile
 source does: every record answered with one other record's valid bundle (swap),
 every alias resolved to one other record (misresolve), every bundle forged, bundles
-trickled a byte at a time.
+(or robots.txt) trickled a byte at a time.
 
 A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
 requests, drawing its random rates from the plan's seed, so a run with the same
@@ -51,7 +51,8 @@ class FaultPlan:
     swap_documents: tuple = ("bundle", "state")  # which documents swap_with swaps
     misresolve: str | None = None  # every alias (short number, arXiv id, DOI) redirects to this record
     forge: bool = False  # every bundle tampered as ``tamper`` does: it no longer verifies
-    trickle: float = 0.0  # seconds between the bytes of every bundle answer (head and body)
+    trickle: float = 0.0  # seconds between the bytes of every answer of trickle_documents (head and body)
+    trickle_documents: tuple = ("bundle",)  # which documents trickle trickles ("robots": robots.txt)
     paths: str | None = None
     seed: int = 0
 
@@ -156,7 +157,7 @@ class FaultInjector:
         return None if response.record in (None, swap) else f"/pith/{swap}/{response.document}.json"
 
     def trickles(self, response: Response) -> bool:
-        return bool(self.plan.trickle) and response.document == "bundle"
+        return bool(self.plan.trickle) and response.document in self.plan.trickle_documents
 
     def transform(self, request: Request, response: Response) -> Response:
         """Apply the faults that change a routed answer."""

@@ -1,8 +1,9 @@
-"""Hostile sources (the test kit's swap, forge, trickle, error and down modes), as a
-mirror beside a good resolver and as the resolver alone, on every crawl path: every
-record found ends accounted for (archived, unchanged, rejected or failed, never
-silently missing or archived under another record's name), a bad source is named
-and held back, and the exit status says what happened. Real crawls, real servers."""
+"""Hostile sources (the test kit's swap, forge, trickle, error and down modes, and a
+robots.txt that trickles), as a mirror beside a good resolver and as the resolver
+alone, on every crawl path: every record found ends accounted for (archived,
+unchanged, rejected or failed, never silently missing or archived under another
+record's name), a bad source is named and held back, and the exit status says what
+happened. Real crawls, real servers."""
 
 import json
 import socket
@@ -15,6 +16,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.items import BundleItem
 from crawler.ledger import RecordLedger
+from crawler.spread import SourcePool
 from crawler.stat_keys import CrawlStats, Stat
 from pith.verify import Status, Verdict
 from pith_archiver import FIXTURES
@@ -29,6 +31,9 @@ from tests.test_frontier import start_worker
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"  # a real bundle of the corpus: every swap serves it
 SEEDS = 16
 QUICK = ["-s", "PITH_RETRY_BACKOFF_BASE=0.01", "--no-follow"]
+# records handed out one at a time: the first once the mirror's robots.txt has answered
+# (until then it gets no bundle request), so the mirror is surely asked
+ONE_AT_A_TIME = ["-s", "CONCURRENT_REQUESTS=1"]
 
 
 def host_stat(result, url: str, what: str) -> int:
@@ -81,14 +86,16 @@ HOSTILE_MIRRORS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [*HOSTILE_MIRRORS, "huge", "down"])
+@pytest.mark.parametrize("mode", [*HOSTILE_MIRRORS, "huge"])
 def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_record(
     tmp_path, corpus_dir, mirror, seeds, mode
 ):
     resolver = mirror()
     huge = FaultPlan(oversize=frozenset(seeds), oversize_bytes=8 * 1024 * 1024)  # past DOWNLOAD_MAXSIZE
-    bad = closed_port() if mode == "down" else mirror(faults=HOSTILE_MIRRORS.get(mode, huge)).url
-    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", bad, "-s", "DOWNLOAD_MAXSIZE=4000000")
+    bad = mirror(faults=HOSTILE_MIRRORS.get(mode, huge)).url
+    result = crawl_seeds(
+        tmp_path, corpus_dir, resolver.url, *ONE_AT_A_TIME, "--mirror", bad, "-s", "DOWNLOAD_MAXSIZE=4000000"
+    )
     # bad copies are evidence in quarantine (exit 1); failures to answer cost nothing (exit 0)
     assert result.returncode == (1 if mode in ("swap", "forge") else 0), result.stdout + result.stderr[-3000:]
     assert archived(tmp_path) == set(seeds)  # every record, each under its own name
@@ -103,6 +110,64 @@ def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_rec
     if mode == "swap":
         rows = [r for r in read_rows(tmp_path / "archive", "verifications") if r["reason"] == "wrong_record"]
         assert rows and all(r["status"] == "rejected" and urlsplit(r["url"]).netloc in bad for r in rows)
+
+
+@pytest.mark.slow
+def test_a_mirror_that_is_down_costs_its_robots_txt_and_no_record(tmp_path, corpus_dir, mirror, seeds):
+    resolver, down = mirror(), closed_port()
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", down)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    # its robots.txt, refused, is its first bad copy; until then it got no bundle request
+    assert host_stat(result, down, "robots_failed") == 1
+    failed = host_stat(result, down, "failed")
+    assert failed == host_stat(result, down, "requests") <= 2  # then held back, and demoted after 3 bad copies
+    assert host_stat(result, down, "demoted") == (failed == 2)
+    assert "robots_failed 1" in next(line for line in result.stdout.splitlines() if line.startswith("sources: "))
+
+
+@pytest.mark.slow
+def test_a_mirror_trickling_its_robots_txt_holds_no_bundle(tmp_path, corpus_dir, mirror, seeds):
+    """Its robots.txt gets PITH_ROBOTSTXT_DEADLINE, retries included; meanwhile the
+    resolver takes every record (before: each bundle request sent to the mirror waited
+    for its robots.txt's 5 attempts of DOWNLOAD_TIMEOUT each)."""
+    resolver = mirror()
+    slow = mirror(faults=FaultPlan(trickle=1.0, trickle_documents=("robots", "bundle")))
+    started = time.monotonic()
+    result = crawl_seeds(
+        tmp_path,
+        corpus_dir,
+        resolver.url,
+        "--mirror",
+        slow.url,
+        "-s",
+        "PITH_ROBOTSTXT_DEADLINE=3",
+        "-s",
+        "DOWNLOAD_TIMEOUT=5",
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    assert host_stat(result, slow.url, "robots_failed") == 1  # a bad copy toward its demotion
+    assert [r.document for r in slow.requests].count("robots") == 1  # a retry would start past the deadline
+    assert host_stat(result, slow.url, "failed") == host_stat(result, slow.url, "requests") <= 2
+    assert elapsed < 20  # before: 5 x 5 s for its robots.txt, then its bundles' timeouts
+
+
+def test_a_source_whose_robots_txt_has_not_answered_gets_no_bundle_while_another_can():
+    resolver, mirror = "http://resolver.test", "http://mirror.test"
+    pool = SourcePool([resolver, mirror], demote_after=3, hold_back=2)
+    pool.robots_awaited(mirror)
+    assert {pool.pick() for _ in range(5)} == {resolver}
+    assert pool.pick(tried=[resolver]) == mirror  # no other source left: the record waits for it
+    pool.robots_answered(mirror, fetched=False)
+    assert pool.pick() == mirror  # answered: it takes its share (the resolver has 5 outstanding)
+    pool.judged(mirror, "failed")
+    assert mirror not in pool.demoted
+    pool.judged(mirror, "failed")
+    assert mirror in pool.demoted  # its robots.txt counted: demoted after 3 bad copies
 
 
 @pytest.mark.slow
@@ -244,7 +309,13 @@ def test_a_swapping_mirror_the_registry_lists_costs_no_record(tmp_path, corpus_d
     )
     with serving(tmp_path / "registry") as registry:
         result = run_cli_crawl(
-            tmp_path, *QUICK, "--mirrors-from-registry", *suffixes, resolver=registry, out=tmp_path / "archive"
+            tmp_path,
+            *QUICK,
+            *ONE_AT_A_TIME,
+            "--mirrors-from-registry",
+            *suffixes,
+            resolver=registry,
+            out=tmp_path / "archive",
         )
     assert result.returncode in (0, 1), result.stdout + result.stderr[-3000:]
     assert archived(tmp_path) == set(suffixes)

@@ -126,10 +126,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         return spider
 
     def count_sources(self) -> None:
-        settings = self.settings
-        self.pool.count_into(
-            self.crawler.stats, settings.getint("PITH_MIRROR_DEMOTE_AFTER"), settings.getint("PITH_MIRROR_HOLD_BACK")
-        )
+        self.pool.join(self.crawler)
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
