@@ -108,6 +108,10 @@ class CrawlArchive:
         """The crawl's WARC writer, once the archive is open (None before, or with --no-warc)."""
         return None if self._writer is None else self._writer.warc
 
+    def uncommitted(self) -> int:
+        """Bundles archived new that no commit holds yet (none before the archive opens)."""
+        return 0 if self._writer is None else self._writer.uncommitted()
+
     async def open(self) -> None:
         config = self.config
 
@@ -199,9 +203,13 @@ class CrawlArchive:
         run_id = self.writer.current_run  # the final manifest's run id
         try:
             path = await run_in_thread(self.writer.commit, self._stats(), self._params())
-        except StorageError as exc:
-            self.stats.set_value(Stat.COMMIT_ERROR, str(exc))
-            logger.error("nothing committed: %s", exc)
+        except Exception as exc:  # the store failing, or the disk under the spool full: nothing of the run commits
+            why = str(exc) if isinstance(exc, StorageError) else f"{type(exc).__name__}: {exc}"
+            self.stats.set_value(Stat.COMMIT_ERROR, why)
+            self.stats.set_value(Stat.UNCOMMITTED, self.uncommitted())
+            logger.error(
+                "the final commit failed: %s; %d bundles archived new are not committed", why, self.uncommitted()
+            )
             return
         finally:
             await run_in_thread(self.uploader.close)

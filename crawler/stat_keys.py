@@ -27,6 +27,7 @@ class Stat:
     REQUESTS_PER_RECORD: Final = "pith/requests_per_record"
     REDIRECTS_LEARNT: Final = "pith/redirects_learnt"
     RETRY_AFTER_HONOURED: Final = "pith/retry_after_honoured"
+    REQUESTS_DROPPED: Final = "pith/requests_dropped"  # in flight when the crawl stopped at once (crawler.downloader)
     ROBOTS_FORBIDDEN: Final = "pith/robots_forbidden"
     # what went wrong fetching
     SEEDS_UNRESOLVED: Final = "pith/seeds_unresolved"
@@ -54,9 +55,11 @@ class Stat:
     RUN_ID: Final = "pith/run_id"
     MANIFEST: Final = "pith/manifest"
     COMMIT_ERROR: Final = "pith/commit_error"
+    UNCOMMITTED: Final = "pith/uncommitted"  # bundles archived new that no commit holds: the final commit failed
     ARROW_MEMORY_POOL: Final = "pith/arrow_memory_pool"
     ELAPSED_SECONDS: Final = "pith/elapsed_seconds"
     JOBDIR_RESET: Final = "pith/jobdir_reset"
+    STOPPED_BY: Final = "pith/stopped_by"  # the signal that stopped the crawl: SIGINT or SIGTERM
     # the WARC files (crawler.warc)
     WARC_RESPONSES: Final = "pith/warc_responses"
     WARC_FAILURES: Final = "pith/warc_failures"
@@ -136,6 +139,7 @@ class CrawlStats:
     already_archived: int = 0
     state_mismatch: int = 0
     unaccounted: int = 0
+    uncommitted: int = 0  # archived new, lost with a failed commit (counted in ``archived`` too)
     equivocations: int = 0
     interim_commits: int = 0
     requests: int = 0
@@ -152,6 +156,8 @@ class CrawlStats:
     commit_error: str | None = None
     frontier_lost: str | None = None
     finish_reason: str | None = None
+    stopped_by: str | None = None  # SIGINT or SIGTERM
+    requests_dropped: int = 0
     warc_not_recorded: int = 0  # exchanges no WARC file holds
     warc_stopped: str | None = None  # why the WARC writer stopped
 
@@ -171,6 +177,7 @@ class CrawlStats:
             already_archived=count(Stat.ALREADY_ARCHIVED),
             state_mismatch=count(Stat.STATE_MISMATCH),
             unaccounted=count(Stat.RECORDS_UNACCOUNTED),
+            uncommitted=count(Stat.UNCOMMITTED),
             equivocations=count(Stat.EQUIVOCATIONS),
             interim_commits=count(Stat.INTERIM_COMMITS),
             requests=count("downloader/request_count"),
@@ -191,6 +198,8 @@ class CrawlStats:
             commit_error=stats.get(Stat.COMMIT_ERROR),
             frontier_lost=stats.get(Stat.FRONTIER_LOST),
             finish_reason=stats.get("finish_reason"),
+            stopped_by=stats.get(Stat.STOPPED_BY),
+            requests_dropped=count(Stat.REQUESTS_DROPPED),
             warc_not_recorded=count(Stat.WARC_ERRORS),
             warc_stopped=stats.get(Stat.WARC_STOPPED),
         )
@@ -199,6 +208,11 @@ class CrawlStats:
     def reached(self) -> int:
         """Records whose bundle was fetched or found unchanged."""
         return self.bundles_fetched + self.not_modified
+
+    @property
+    def committed(self) -> int:
+        """Bundles archived new that a commit holds."""
+        return self.archived - self.uncommitted
 
     @property
     def unchanged(self) -> int:

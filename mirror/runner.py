@@ -11,16 +11,22 @@ from .server import HttpServer, MirrorServer
 
 
 def serve_until_signalled(server: HttpServer, on_ready: Callable[[str], None]) -> None:
-    """Start ``server``, call ``on_ready(url)``, serve until SIGINT or SIGTERM."""
+    """Start ``server``, call ``on_ready(url)``, serve until SIGINT or SIGTERM. A second
+    signal goes to the handlers there were before (the caller's): the close may wait
+    for a request's thread, which a second signal must not."""
 
     async def main() -> None:
         url = await server.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+        for signum in before:
             loop.add_signal_handler(signum, stop.set)
         on_ready(url)
         await stop.wait()
+        for signum, handler in before.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         await server.close()
 
     asyncio.run(main())

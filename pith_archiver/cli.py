@@ -12,6 +12,7 @@ import click
 
 import pith_archiver
 
+from . import interrupts
 from .exit_status import EXIT_STATUS_HELP, ExitStatus
 from .output import echo
 
@@ -49,10 +50,16 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """An error nobody foresaw is still one line and exit 4; -vv shows its traceback."""
+        """An error nobody foresaw is still one line and exit 4; -vv shows its traceback.
+        SIGINT and SIGTERM end any command, one line and exit 130 or 143 (``interrupts``)."""
         try:
-            return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit, KeyboardInterrupt):
+            with interrupts.raising_on_signals():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # and interrupts.Terminated
+            status = interrupts.interrupted_status(exc)
+            echo(f"{status.name.lower()} (exit {int(status)}): stopped before the command finished", err=True)
+            ctx.exit(status)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except Exception as exc:
             if ctx.meta.get("pith_verbosity", 0) >= 2:

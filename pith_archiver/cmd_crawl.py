@@ -21,10 +21,10 @@ from .crawl_options import (
     scrapy_settings_of,
     setting_pairs,
 )
-from .crawl_report import outcome, report
+from .crawl_report import STOPPED, outcome, report
 from .crawling import logging_settings, project_settings, run_crawl
 from .exit_status import EXIT_STATUS_HELP, ConfigError
-from .output import verbosity_options
+from .output import say, verbosity_options
 from .run_hooks import run_hook_options
 
 
@@ -82,7 +82,10 @@ def crawl_with(
         resume=resume,
         shared=shared,
     )
-    if policy is not None and config.store is not None and config.signer is not None:
+    if policy is not None and status in STOPPED:  # stopped by a signal: no more network waits
+        again = shlex.join(["pith-archiver", "cosign", options.archive, "--policy", options.witness_policy or ""])
+        say(f"cosign: skipped, the crawl was stopped; cosign later with: {again}", err=True)
+    elif policy is not None and config.store is not None and config.signer is not None:
         from .cmd_cosign import cosign_after_crawl
 
         cosign_after_crawl(config.store, config.signer, policy)

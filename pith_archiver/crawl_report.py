@@ -17,6 +17,7 @@ from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET, echo
 
 INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
+STOPPED = (ExitStatus.INTERRUPTED, ExitStatus.TERMINATED)
 
 
 class FailureBudget(click.ParamType):
@@ -51,8 +52,11 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     a ``shared`` crawl may rightly find that the others left it nothing to fetch."""
     failures, rejections, failed = crawl.failures, crawl.rejections, crawl.failed
     statuses, whys = [], []
-    if crawl.finish_reason in INTERRUPTED_REASONS:
-        return CrawlOutcome(ExitStatus.INTERRUPTED, "interrupted", failures, rejections)
+    stopped, failed_commit = stop_status(crawl), commit_failure(crawl)
+    if stopped is not None and failed_commit:  # never "what was archived is committed"
+        return CrawlOutcome(ExitStatus.FAILED, f"stopped, and {failed_commit}", failures, rejections)
+    if stopped is not None:
+        return CrawlOutcome(stopped, f"stopped by {crawl.stopped_by or 'a signal'}", failures, rejections)
     if crawl.frontier_lost:  # stopped before the crawl was done, whatever it reached
         statuses.append(ExitStatus.FAILED)
         whys.append(f"the frontier was {crawl.frontier_lost}: stopped early; rerun once Redis is back")
@@ -67,10 +71,9 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
             if failed or not crawl.records_found
             else "no bundle was fetched, nothing committed"
         )
-    elif crawl.commit_error or not crawl.manifest:
+    elif failed_commit:
         statuses.append(ExitStatus.FAILED)
-        kept = f" ({crawl.interim_commits} interim commits before)" if crawl.interim_commits else ""
-        whys.append(f"the final commit failed: {crawl.commit_error or 'the run did not finish'}{kept}")
+        whys.append(failed_commit)
     elif failed > allowed_failures(budget, max(crawl.records_found, 1)):
         statuses.append(ExitStatus.FAILED)
         whys.append(f"{failed} fetch failures, more than --max-failures allows")
@@ -94,6 +97,32 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         )
     status = worst(*statuses)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
+
+
+def stop_status(crawl: CrawlStats) -> ExitStatus | None:
+    """130, or 143 for SIGTERM, when a signal stopped the crawl (``crawl_stop``; for
+    ``scrapy crawl``, Scrapy's own ``shutdown``); None when it was not stopped."""
+    if crawl.stopped_by == "SIGTERM":
+        return ExitStatus.TERMINATED
+    if crawl.stopped_by or crawl.finish_reason in INTERRUPTED_REASONS:
+        return ExitStatus.INTERRUPTED
+    return None
+
+
+def commit_failure(crawl: CrawlStats) -> str:
+    """Why the final commit failed and what that lost; "" when it did not (or a crawl
+    that reached no bundle had nothing to commit)."""
+    if not crawl.reached or (crawl.manifest and not crawl.commit_error):
+        return ""
+    lost = f": {crawl.uncommitted} bundles archived new are not committed" if crawl.uncommitted else ""
+    kept = f" ({crawl.interim_commits} interim commits before)" if crawl.interim_commits else ""
+    return f"the final commit failed: {crawl.commit_error or 'the run did not finish'}{lost}{kept}"
+
+
+def archived(crawl: CrawlStats) -> str:
+    """The bundles archived new, counting only those a commit holds."""
+    lost = f" ({crawl.uncommitted} more not committed)" if crawl.uncommitted else ""
+    return f"archived {crawl.committed} new{lost}"
 
 
 def warc_loss(crawl: CrawlStats) -> str:
@@ -195,7 +224,7 @@ def report(
     result = outcome(crawl, budget, shared)
     per_record = f" ({crawl.requests / crawl.reached:.2f} per record)" if crawl.reached else ""
     line = (
-        f"{result.status.name.lower()} (exit {int(result.status)}): archived {crawl.archived} new, "
+        f"{result.status.name.lower()} (exit {int(result.status)}): {archived(crawl)}, "
         f"{crawl.unchanged} unchanged, {crawl.rejected} rejected, "
         f"{crawl.failed} failed, {crawl.requests} requests{per_record}"
     )
@@ -211,14 +240,14 @@ def report(
             line += f"; records unaccounted for: {crawl.unaccounted}"
         if crawl.warc_not_recorded:
             line += f"; {warc_loss(crawl)}"
-        if result.status == ExitStatus.INTERRUPTED and resume:
+        if result.status in STOPPED and resume:
             line += f"; resume with: {resume}"
         echo(line, err=result.status != ExitStatus.OK)
         return result.status
     echo(
         f"\nrecords found {crawl.records_found}, bundles fetched {crawl.bundles_fetched}, "
         f"verified {crawl.verified}, rejected {crawl.rejected}, unchanged {crawl.not_modified}, "
-        f"archived {crawl.archived} new, state mismatches {crawl.state_mismatch}"
+        f"{archived(crawl)}, state mismatches {crawl.state_mismatch}"
     )
     echo(f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}")
     if crawl.unaccounted:
@@ -248,7 +277,9 @@ def report(
     if log_file:
         echo(f"log: {log_file}")
     why = result.why
-    if result.status == ExitStatus.INTERRUPTED:
-        why = f"what was archived is committed; resume with: {resume}" if resume else why
+    if result.status in STOPPED:
+        dropped = f"{crawl.requests_dropped} requests in flight dropped; " if crawl.requests_dropped else ""
+        kept = "what was archived is committed" if crawl.reached else "nothing was fetched"
+        why = f"{why}; {dropped}{kept}" + (f"; resume with: {resume}" if resume else "")
     echo(f"{result.status.name.lower()} (exit {int(result.status)}): {why}", err=result.status != ExitStatus.OK)
     return result.status

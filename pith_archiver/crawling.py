@@ -20,6 +20,7 @@ from crawler.signals import interim_committed, operator_notice
 from crawler.spiders.pith import PithSpider
 
 from . import tuning
+from .crawl_stop import CrawlStop
 from .exit_status import ConfigError
 from .output import DEBUG, QUIET, VERBOSE, escape_logs, say
 
@@ -63,8 +64,8 @@ def logging_settings(verbosity: int, progress: str, log_file: str | None, state_
 
 
 def run_crawl(config: CrawlConfig, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
-    """Crawl what ``config`` describes until done (or stopped by Ctrl-C, which commits what was archived) and
-    return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
+    """Crawl what ``config`` describes until done (or stopped by a signal, which commits what was archived:
+    ``crawl_stop``) and return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
     tuning.economise()
     tuning.without_unused_libraries()
     process = CrawlerProcess(project_settings(overrides))
@@ -79,8 +80,13 @@ def run_crawl(config: CrawlConfig, overrides: dict, on_interim_commit: Callable[
     failures: list[Failure] = []
     process.crawl(crawler, config=config).addErrback(failures.append)
     escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)
+    stop = CrawlStop(crawler, process.settings.getfloat("PITH_STOP_GRACE"))
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
-        process.start()
+        stop.install()
+        try:
+            process.start(install_signal_handlers=False)  # ours, not Scrapy's (crawl_stop)
+        finally:
+            stop.uninstall()
     if failures:  # the crawl could not start (a component refused): say why, not how
         failures[0].raiseException()
     return crawler.stats.get_stats()

@@ -1,6 +1,7 @@
 """The exit status contract every command keeps, so a scheduler that reads only the
 status knows what happened. When several apply, the first in this order wins:
-USAGE, FAILED, REJECTED, PARTIAL, OK (INTERRUPTED when the user stopped the run)."""
+USAGE, FAILED, REJECTED, PARTIAL, OK (INTERRUPTED or TERMINATED when a signal stopped the
+run, unless its commit failed: FAILED)."""
 
 from enum import IntEnum
 
@@ -17,7 +18,8 @@ class ExitStatus(IntEnum):
     #                  or exchanges missing from the WARC files (the WARC writer stopped)
     FAILED = 4  # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
     #                  records unaccounted for, the store failed or nothing could be committed
-    INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM; what was archived is committed: rerun to resume
+    INTERRUPTED = 130  # stopped by Ctrl-C (SIGINT); a crawl committed what was archived: rerun to resume
+    TERMINATED = 143  # stopped by SIGTERM (systemctl stop, kill): as INTERRUPTED
 
 
 EXIT_STATUS_HELP = (
@@ -25,7 +27,7 @@ EXIT_STATUS_HELP = (
     "configuration error (nothing started); 3 done with failures (some records not fetched, within "
     "--max-failures, or exchanges missing from the WARC files); 4 failed (nothing archived, resolver "
     "unreachable, too many failures, records unaccounted for, or nothing committed); 130 interrupted "
-    "(rerun the same command to resume)."
+    "(Ctrl-C), 143 stopped by SIGTERM (rerun the same command to resume)."
 )
 
 MEANING = {  # one line each, as the README's table says it (for machines: --notify)
@@ -41,6 +43,7 @@ MEANING = {  # one line each, as the README's table says it (for machines: --not
         "or nothing committed"
     ),
     ExitStatus.INTERRUPTED: "interrupted: what was archived is committed; rerun the same command to resume",
+    ExitStatus.TERMINATED: "stopped by SIGTERM: what was archived is committed; rerun the same command to resume",
 }
 
 PRECEDENCE = (ExitStatus.USAGE, ExitStatus.FAILED, ExitStatus.REJECTED, ExitStatus.PARTIAL, ExitStatus.OK)

@@ -17,6 +17,7 @@ import click
 
 from .crawl_setup import check_http_url
 from .exit_status import ExitStatus
+from .interrupts import interrupted_status
 from .output import Command, echo
 from .run_summary import RunSummary, crawl_counts
 from .side_request import SideRequestBudget
@@ -147,8 +148,8 @@ def run_hook_options(command: str) -> Callable[[Command], Command]:
                 status = _status_of(exc.exit_code)
                 hooks.summary.why = hooks.summary.why or exc.format_message()
                 raise
-            except KeyboardInterrupt:
-                status = ExitStatus.INTERRUPTED
+            except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
+                status = interrupted_status(exc)
                 raise
             finally:
                 hooks.finish(status)

@@ -76,7 +76,7 @@ def crawl_counts(stats: dict) -> dict:
     """A crawl's counts, from its Scrapy stats (at an interim commit or at the end)."""
     crawl = CrawlStats.of(stats)
     return {
-        "archived": crawl.archived,
+        "archived": crawl.committed,  # a failed commit archived nothing
         "unchanged": crawl.unchanged,
         "rejected": crawl.rejections,
         "failed": crawl.failed,

@@ -74,7 +74,8 @@ def start_child(*services: str) -> tuple[subprocess.Popen, list[socket.socket]]:
 def host(arguments: list[str]) -> None:
     """In the child: run each ``FD=package.module:function`` of ``arguments`` with its
     socket, the first in this thread; the child ends when the first returns."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the crawl's to handle: it finishes what is under way
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the crawl's to handle (a terminal or systemd signals us all):
+        signal.signal(signum, signal.SIG_IGN)  # it finishes what is under way; a parent gone, our socket ends
     hosted = []
     for argument in arguments:
         descriptor, _, service = argument.partition("=")

@@ -126,6 +126,7 @@ class ArchiveWriter:
         self._lock = threading.Lock()  # the history, the tables, counters, the current run
         self._commit_lock = threading.Lock()  # runs commit one at a time, in order
         self._counts: Counter[str] = Counter()
+        self._committed_new = 0  # versions archived new that a committed manifest lists
         # after ``open``: the run ids of the manifests trusted for history and dedup, and
         # of every manifest the archive holds (trusted or not): what caches outside the
         # archive are checked against
@@ -339,6 +340,12 @@ class ArchiveWriter:
             counts = self._run().counts
             return counts["verified"] + counts["duplicates"] + counts["rejected"]
 
+    def uncommitted(self) -> int:
+        """Versions archived new that no manifest lists yet (the open run's, and an interim
+        commit's under way): what is lost if the crawl stops now. Read without the lock, so
+        a signal handler may ask."""
+        return self._counts["verified"] - self._committed_new
+
     def commit_interim(self, stats: dict | None = None, params: dict | None = None) -> str:
         """Commit everything added so far under a manifest of its own and go on in a
         new run (a new run id). ``add_*`` may go on from other threads meanwhile:
@@ -354,10 +361,12 @@ class ArchiveWriter:
                 "run %s writing to %s (interim commit of %s)", self._open_run.run_id, self.store.uri, open_run.run_id
             )
             try:
-                return self._committer.commit(open_run, stats, params)
+                path = self._committer.commit(open_run, stats, params)
             except BaseException as exc:  # its versions are in the history: nothing may commit after
                 self._failure.record(exc)
                 raise
+            self._committed_new += open_run.counts["verified"]
+            return path
 
     def commit(self, stats: dict | None = None, params: dict | None = None) -> str:
         """Finish the tables, wait for every upload, then write the signed manifest.
@@ -369,7 +378,9 @@ class ArchiveWriter:
             with self._commit_lock:
                 if self.warc is not None:
                     self.warc.close(self._run())
-                return self._committer.commit(self._run(), stats, params)
+                path = self._committer.commit(self._run(), stats, params)
+                self._committed_new += self._run().counts["verified"]
+                return path
         finally:
             self._release()
 
