@@ -10,6 +10,8 @@ publish a key there.
 """
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,10 @@ from storage.archive import layout
 from storage.archive.reader import NothingCommitted, reading_keyring
 from storage.archive.signing_key import default_key_path
 from storage.archive.stores import ObjectStore, StorageError, open_store
+from storage.log_proofs import NotAttested
+from storage.transparency.key_logs import LogBroken
 
-from .exit_status import ConfigError, ExitStatus, RunFailed
+from .exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
 from .keyrings import keyring_options, machine_key
 from .output import Command
 
@@ -163,10 +167,25 @@ def check_holds_archive(uri: str, store: ObjectStore) -> None:
     )
 
 
-class NoProof(click.ClickException):
+class NoProof(OneLineError):
     """The archive cannot prove what was asked (nothing attested, or its log is broken): one line, exit 1."""
 
     exit_code = ExitStatus.REJECTED
+
+
+@contextmanager
+def reading(archive: str) -> Iterator[None]:
+    """What reading ``archive`` raises, as its command's one line and exit status, the
+    same for every command: no proof of what was asked (exit 1), no manifest under a
+    pinned key (exit 2, with how to pin it), a store that failed (exit 4)."""
+    try:
+        yield
+    except (NotAttested, LogBroken) as exc:  # NotAttested first: it is a StorageError
+        raise NoProof(str(exc)) from None
+    except NothingCommitted as exc:
+        raise nothing_trusted(archive, exc) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:

@@ -5,13 +5,9 @@ import click
 
 from pith.checkpoint import open_checkpoint
 from pith.signed_note import NOTE_KEY, VerifierKey
-from storage.archive.reader import NothingCommitted
-from storage.archive.stores import StorageError
 from storage.log_proofs import checkpoint_notes
-from storage.transparency.key_logs import LogBroken
 
-from .archive_reading import TRUST_HELP, NoProof, Trust, nothing_trusted, open_archive, trust_options
-from .exit_status import RunFailed
+from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, trust_options
 from .output import echo, log_to_stderr, verbosity_options
 
 
@@ -38,14 +34,8 @@ def checkpoint(
     holds no archive or its store fails."""
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
-    try:
+    with reading(archive):
         notes = checkpoint_notes(store, keyring)
-    except NothingCommitted as exc:
-        raise nothing_trusted(archive, exc) from None
-    except LogBroken as exc:
-        raise NoProof(str(exc)) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
     if key_id is not None:
         notes = {key: note for key, note in notes.items() if key == key_id}
     if not notes:

@@ -13,13 +13,10 @@ from pith.reasons import Rejected
 from pith.signed_note import read_note
 from pith.tlog_proof import tlog_proof
 from storage.archive import layout
-from storage.archive.reader import NothingCommitted
 from storage.archive.stores import ObjectStore, StorageError
-from storage.log_proofs import NotAttested, prove_record
-from storage.transparency.key_logs import LogBroken
+from storage.log_proofs import prove_record
 
-from .archive_reading import TRUST_HELP, NoProof, Trust, nothing_trusted, open_archive, trust_options
-from .exit_status import RunFailed
+from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, trust_options
 from .output import echo, log_to_stderr, verbosity_options
 
 
@@ -56,14 +53,8 @@ def prove(
     checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
-    try:
+    with reading(archive):
         document = prove_record(store, keyring, pith_number)
-    except (NotAttested, LogBroken) as exc:
-        raise NoProof(str(exc)) from None
-    except NothingCommitted as exc:
-        raise nothing_trusted(archive, exc) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
     if as_json or form == "json":
         echo(json.dumps(document, ensure_ascii=False))
         return

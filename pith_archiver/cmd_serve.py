@@ -21,21 +21,19 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
 from storage.archive import layout
-from storage.archive.reader import NothingCommitted
-from storage.archive.stores import StorageError
 
 from .archive_reading import (
     TRUST_HELP,
     Trust,
     is_archive,
     no_archive,
-    nothing_trusted,
     open_archive,
     pinned_keyring,
+    reading,
     trust_options,
 )
 from .checking import TargetChecker
-from .exit_status import ConfigError, RunFailed
+from .exit_status import ConfigError
 from .ordered_pool import ordered_map
 from .output import Command, echo, log_to_stderr, verbosity_options
 
@@ -226,14 +224,11 @@ def open_source(directory: str, trust: Trust) -> RecordSource:
         except NothingToServe as exc:
             raise ConfigError(str(exc)) from None
     store, keyring = open_archive(directory, trust)
-    try:
-        return ArchiveSource(store, keyring)
-    except NothingCommitted as exc:
-        raise nothing_trusted(directory, exc) from None
-    except NothingServable as exc:
-        raise ConfigError(str(exc)) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+    with reading(directory):
+        try:
+            return ArchiveSource(store, keyring)
+        except NothingServable as exc:  # a StorageError, but the user's to fix
+            raise ConfigError(str(exc)) from None
 
 
 def verified_under(keyring: Keyring) -> BundleCheck:

@@ -344,3 +344,15 @@ def test_cosign_refuses_a_policy_naming_one_witness_key_twice(archive, tmp_path)
     assert state.view(vkey.name) is None  # the witness was never asked
     assert (folder / layout.published_checkpoint("test-key-1")).read_bytes() == published
     state.close()
+
+
+@pytest.mark.slow
+def test_an_archive_that_cannot_prove_says_so_in_one_escaped_line(archive):
+    """prove and checkpoint map what reading an archive raises the same way
+    (``archive_reading.reading``): nothing attested is exit 1, its text escaped like
+    every other one-line error, since it quotes what the user typed."""
+    folder, _, _ = archive
+    result = run_cli("prove", "--trust-archive-keys", folder, "pith:2026:AAAAAAAA\x1b[2J")
+    assert result.returncode == 1 and not result.stdout, result.output
+    assert "holds no storage attestation of AAAAAAAA\\u001b[2J" in result.stderr and "\x1b" not in result.stderr
+    assert run_cli("checkpoint", "--trust-archive-keys", folder, "--key", "nobody").returncode == 1
