@@ -27,8 +27,8 @@ from pith.parse import parse  # noqa: E402
 from pith.signing import Signer  # noqa: E402
 from pith.verify import verify_bundle  # noqa: E402
 from pith_testkit.corpus import generate_corpus  # noqa: E402
+from storage.archive.open_store import open_store  # noqa: E402
 from storage.archive.reader import reading_keyring  # noqa: E402
-from storage.archive.stores import open_store  # noqa: E402
 from storage.writing.writer import ArchiveWriter  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

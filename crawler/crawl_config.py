@@ -28,9 +28,11 @@ from scrapy.settings import BaseSettings
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
+from storage.archive.open_store import open_store
 from storage.archive.signing_key import load_or_create
-from storage.archive.stores import ObjectStore, open_store
+from storage.archive.stores import ObjectStore
 
+from . import settings as defaults
 from .seeds import SeedList
 
 if TYPE_CHECKING:  # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
@@ -57,19 +59,19 @@ class CrawlConfig:
     max_records: int = 0  # 0: no bound
     max_depth: int = -1  # link hops from the seeds; -1: no bound
     follow: bool = True  # False: the seeds only
-    check_state: float = 0.0  # share of records whose state.json is compared (PITH_CHECK_STATE)
-    cross_check: int = 0  # records also fetched from every mirror (PITH_CROSS_CHECK)
+    check_state: float = defaults.PITH_CHECK_STATE  # share of records whose state.json is compared
+    cross_check: int = defaults.PITH_CROSS_CHECK  # records also fetched from every mirror
     # trust
     keyring: Keyring = Keyring([])  # verifies the bundles (PITH_KEYRINGS, PITH_DEFAULT_KEYS)
     archive_keyring: Keyring = Keyring([])  # the other workers' archiver keys (PITH_ARCHIVE_KEYRINGS)
     # where it goes
     store: ObjectStore | None = None  # the archive (PITH_ARCHIVE, AWS_ENDPOINT_URL); None: archive nothing
     signer: Signer | None = None  # signs what the crawl commits (PITH_SIGNING_KEY)
-    commit_every: int = 0  # an interim commit every N bundles; 0: only at the end (PITH_COMMIT_EVERY)
+    commit_every: int = defaults.PITH_COMMIT_EVERY  # an interim commit every N bundles; 0: only at the end
     warc: WarcPolicy | None = None  # None: no WARC files (PITH_WARC and PITH_WARC_*)
-    log_origin: str | None = None  # names this key's log when it has none yet (PITH_LOG_ORIGIN)
-    worker: str | None = None  # this worker's name (PITH_WORKER; None: host.pid)
-    state_dir: str | None = None  # the crawl's own state: validators, logs (PITH_STATE_DIR)
+    log_origin: str | None = defaults.PITH_LOG_ORIGIN  # names this key's log when it has none yet
+    worker: str | None = defaults.PITH_WORKER  # this worker's name (None: host.pid)
+    state_dir: str | None = defaults.PITH_STATE_DIR  # the crawl's own state: validators, logs
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, arguments: Mapping[str, Any]) -> CrawlConfig:

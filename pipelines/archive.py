@@ -22,11 +22,11 @@ from crawler.crawl_archive import CrawlArchive, when
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat
+from pipelines.verdict_record import verdict_fields
 from pith.canonical import sha256_hex
 from pith.verify import Verdict
 from storage.archive import layout
 from storage.archive.stores import StorageError
-from storage.capture.warc import verdict_fields
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,10 @@ import click
 
 from pith.keyring import Keyring, KeyringError
 from storage.archive import layout
+from storage.archive.open_store import open_store
 from storage.archive.reader import NothingCommitted, reading_keyring
 from storage.archive.signing_key import default_key_path
-from storage.archive.stores import ObjectStore, StorageError, open_store
+from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import NotAttested
 from storage.transparency.key_logs import LogBroken
 

@@ -17,6 +17,8 @@ from scrapy.settings import BaseSettings
 
 from crawler.crawl_config import DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.seeds import SeedError, SeedList
+from crawler.settings import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS
+from storage.archive.signing_key import default_key_path
 
 from .crawl_report import FailureBudget
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
@@ -61,11 +63,11 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(exists=True, dir_okay=False),
             help="One seed per line; '#' starts a comment.",
         ),
-        click.option("--resolver", default=None, help="Resolver base URL [default: https://pith.science]."),
+        click.option("--resolver", default=None, help=f"Resolver base URL [default: {DEFAULT_RESOLVER}]."),
         click.option(
             "--out",
             "archive",
-            default="archive",
+            default=PITH_ARCHIVE,
             show_default=True,
             help="Archive: a local folder or s3://bucket/prefix.",
         ),
@@ -147,7 +149,7 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--progress",
             type=click.Choice(["auto", "log", "off"]),
-            default="auto",
+            default=PITH_PROGRESS,
             show_default=True,
             help="auto: a live line on a terminal (none when quiet), log lines otherwise.",
         ),
@@ -167,13 +169,14 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--signing-key",
             type=click.Path(dir_okay=False),
-            help="The archiver's signing key file [default: created on first use in ~/.config/pith-archiver].",
+            help=f"The archiver's signing key file [default: {default_key_path()}, created on first use].",
         ),
         click.option(
             "--commit-every",
             type=click.IntRange(0),
             default=None,
-            help="Commit a manifest every N bundles as the crawl goes (0: only at the end) [default: 10000].",
+            help="Commit a manifest every N bundles as the crawl goes (0: only at the end) "
+            f"[default: {PITH_COMMIT_EVERY}].",
         ),
         click.option(
             "--verify-workers",

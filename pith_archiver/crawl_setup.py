@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
-from storage.archive.stores import ObjectStore, StorageError, open_store
+from storage.archive.open_store import open_store
+from storage.archive.stores import ObjectStore, StorageError
 
 from .exit_status import ConfigError
 

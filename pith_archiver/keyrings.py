@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pith.keyring import Keyring, KeyringError
+from pith.keyring import REGISTRY_KEY, Keyring, KeyringError
 from storage.archive.signing_key import default_key_path
 
 from .exit_status import ConfigError
@@ -16,7 +16,7 @@ from .output import Command
 
 def keyring_options(func: Command) -> Command:
     func = click.option(
-        "--no-default-keys", is_flag=True, help="Do not trust the built-in registry key (pith-v1-2026-05)."
+        "--no-default-keys", is_flag=True, help=f"Do not trust the built-in registry key ({REGISTRY_KEY['key_id']})."
     )(func)
     func = click.option(
         "--keyring",

@@ -2,16 +2,20 @@
 as one object, and the config built from them or from Scrapy's settings."""
 
 from dataclasses import fields
+from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from scrapy.settings import Settings
 
-from crawler.crawl_config import ARGUMENTS, CrawlConfig, tuned_by
+from crawler.crawl_config import ARGUMENTS, DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.seeds import SeedError
+from pith.keyring import REGISTRY_KEY
 from pith_archiver.cmd_crawl import crawl
 from pith_archiver.crawl_options import SECTIONS, CrawlOptions
 from pith_archiver.crawling import project_settings
+from storage.archive.signing_key import default_key_path
 
 
 def test_every_crawl_option_is_in_a_help_section_and_a_field_of_the_options_object():
@@ -60,3 +64,22 @@ def test_the_warc_policy_comes_from_the_settings_and_is_off_with_pith_warc_false
     tuned = tuned_by(Settings({"PITH_ARCHIVE": "a", "PITH_WARC": True, "PITH_WARC_STALL_TIMEOUT": "2.5"}))
     assert tuned["warc"] is not None and tuned["warc"].stall_timeout == 2.5
     assert tuned_by(Settings({"PITH_ARCHIVE": "a", "PITH_WARC": "False"}))["warc"] is None
+
+
+def test_the_help_shows_the_defaults_the_crawl_uses_and_the_config_has_them_too():
+    """One default per setting: where it is defined, the help reads it, and a config
+    built without settings holds what the project's settings give."""
+    context = click.Context(crawl)
+    helps = {param.name: record[1] for param in crawl.params if (record := param.get_help_record(context))}
+    settings = project_settings({})
+    assert f"[default: {settings.getint('PITH_COMMIT_EVERY')}]" in helps["commit_every"]
+    assert f"[default: {settings['PITH_ARCHIVE']}]" in helps["archive"]
+    assert f"[default: {settings['PITH_PROGRESS']}]" in helps["progress"]
+    assert f"[default: {DEFAULT_RESOLVER}]" in helps["resolver"]
+    key = default_key_path()  # under XDG_CONFIG_HOME, as it was when the help was made
+    assert f"{Path(key.parent.name) / key.name}, created on first use]" in helps["signing_key"]
+    assert f"({REGISTRY_KEY['key_id']})" in helps["no_default_keys"]
+    tuned = {name: value for name, value in tuned_by(settings).items() if name != "warc"}  # off without a store
+    defaults = {field.name: field.default for field in fields(CrawlConfig)}
+    assert tuned == {name: defaults[name] for name in tuned}
+    assert defaults["commit_every"] == settings.getint("PITH_COMMIT_EVERY") > 0

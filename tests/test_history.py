@@ -10,9 +10,18 @@ import pyarrow as pa
 import pytest
 
 from mirror.source import KEYRING_NAME
-from pith.verify import verify_bundle
+from pith.reasons import Reason
+from pith.split_view import Equivocation
+from pith.verify import Status, Verdict, verify_bundle
 from storage.archive.folder_store import LocalStore
-from storage.archive.history import EVENT_COLUMNS, RECORD_COLUMNS, History, event_digest
+from storage.archive.history import (
+    EVENT_COLUMNS,
+    RECORD_COLUMNS,
+    CurrentVersion,
+    History,
+    event_digest,
+    judge,
+)
 from storage.archive.reader import CommittedArchive, table_batches
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws, extended, rebuilt
@@ -230,3 +239,65 @@ def test_recrawls_of_new_versions_keep_the_history_append_only(tmp_path, corpus_
         sha["fork"]: False,
     }
     assert current_version(records, number) == sha["successor"]
+
+
+# --- the judgement, without a store -------------------------------------------------
+def digests(*names: str) -> frozenset[bytes]:
+    return frozenset(hashlib.sha256(name.encode()).digest() for name in names)
+
+
+CURRENT = CurrentVersion(hashlib.sha256(b"current").digest(), T0, T0, digests("e1", "e2"))
+NEW = hashlib.sha256(b"new").hexdigest()
+VERIFIED = Verdict(Status.VERIFIED, pith_number="P", bundle_sha256=NEW)
+LATER = T0 + timedelta(days=1)
+
+
+def test_a_successor_a_first_version_and_the_current_one_itself_may_follow():
+    successor = judge(CURRENT, NEW, digests("e1", "e2", "e3"), LATER, LATER, "http://a/x")
+    first = judge(None, NEW, digests("e1"), None, LATER, "http://a/x", forks_are_split_views=True)
+    itself = judge(CURRENT, CURRENT.bundle.hex(), frozenset(), None, T0, "http://a/x", forks_are_split_views=True)
+    for judged in (successor, first, itself):
+        assert (judged.objection, judged.relation, judged.equivocation) == (None, None, None)
+        assert judged.verdict(VERIFIED) is VERIFIED  # kept as it is, not copied
+
+
+def test_a_version_lacking_events_is_a_fork_when_it_has_others_and_stale_when_not():
+    fork = judge(CURRENT, NEW, digests("e1", "x"), LATER, LATER, "http://a/x")
+    stale = judge(CURRENT, NEW, digests("e1"), LATER, LATER, "http://a/x")
+    assert fork.relation == "forked" and stale.relation == "stale"
+    assert fork.objection == stale.objection == f"lacks 1 of the 2 events of the current version {CURRENT.bundle.hex()}"
+    assert fork.equivocation is None  # not from a mirror: evidence, no split view
+    labelled = fork.verdict(VERIFIED)
+    assert (labelled.status, labelled.reason, labelled.path, labelled.detail) == (
+        Status.VERIFIED,
+        Reason.NOT_APPEND_ONLY,
+        "events",
+        fork.objection,
+    )
+
+
+def test_a_version_built_before_the_current_one_is_stale():
+    judged = judge(CURRENT, NEW, digests("e1", "e2"), T0 - timedelta(days=1), LATER, "http://a/x")
+    assert judged.relation == "stale"
+    assert judged.objection == f"built before the current version {CURRENT.bundle.hex()}"
+
+
+def test_a_mirrors_fork_is_a_split_view_and_its_stale_copy_is_not():
+    fork = judge(CURRENT, NEW, digests("e1", "x"), LATER, LATER, "http://m/x", forks_are_split_views=True)
+    stale = judge(CURRENT, NEW, digests("e1"), LATER, LATER, "http://m/x", forks_are_split_views=True)
+    assert stale.equivocation is None
+    assert fork.equivocation is not None
+    assert (fork.equivocation.other_url, fork.equivocation.other_bundle_sha256) == (None, CURRENT.bundle.hex())
+    assert fork.equivocation.detail.startswith("http://m/x serves a history of the record that forks")
+    assert fork.equivocation.detail.endswith(f"it {fork.objection}")
+    labelled = fork.verdict(VERIFIED)
+    assert (labelled.reason, labelled.detail) == (Reason.EQUIVOCATION, fork.equivocation.detail)
+
+
+def test_a_split_view_found_elsewhere_is_kept_whether_or_not_the_version_may_follow():
+    found = Equivocation("http://r/x", "ab" * 32, "another resolver serves a fork")
+    successor = judge(CURRENT, NEW, digests("e1", "e2", "e3"), LATER, LATER, "http://m/x", found, True)
+    fork = judge(CURRENT, NEW, digests("e1", "x"), LATER, LATER, "http://m/x", found, True)
+    assert successor.objection is None and successor.equivocation is found
+    assert fork.relation == "forked" and fork.equivocation is found  # not replaced by the archive's
+    assert successor.verdict(VERIFIED).reason == fork.verdict(VERIFIED).reason == Reason.EQUIVOCATION

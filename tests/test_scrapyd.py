@@ -22,7 +22,7 @@ import pytest
 
 from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
-from storage.archive.stores import open_store
+from storage.archive.open_store import open_store
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port

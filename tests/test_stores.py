@@ -10,8 +10,9 @@ import pytest
 
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.archive.open_store import open_store
 from storage.archive.s3_store import S3Store
-from storage.archive.stores import ObjectExists, ObjectMissing, StorageError, open_store
+from storage.archive.stores import ObjectExists, ObjectMissing, StorageError
 from storage.writing.uploads import BoundedUploader
 
 MiB = 1 << 20

@@ -15,14 +15,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from pith.reasons import Reason
+from pith.split_view import Equivocation
 from runtime.page_cache import PAGE_CACHE_KIB
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from pith.verify import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -258,6 +262,61 @@ def objection_to(
     if (built_at or _EARLIEST, fetched_at) < current.order:
         return f"built before the current version {current.bundle.hex()}"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """How a version stands against its record's current version (``judge``)."""
+
+    objection: str | None = None  # why it may not become current (None: it may)
+    forked: bool = False  # objected to, and it holds events the current version lacks
+    equivocation: Equivocation | None = None  # the copy it forks from, when it is a split view
+
+    @property
+    def relation(self) -> str | None:
+        """Why it may not become current: it is "forked" or "stale" (older); None when it may."""
+        if self.objection is None:
+            return None
+        return "forked" if self.forked else "stale"
+
+    def verdict(self, verdict: Verdict) -> Verdict:
+        """``verdict`` as the archive records it: reason ``equivocation`` for a split
+        view, ``not_append_only`` for a version that may not become current."""
+        if self.equivocation is not None:
+            return replace(verdict, reason=Reason.EQUIVOCATION, path="events", detail=self.equivocation.detail)
+        if self.objection is not None:
+            return replace(verdict, reason=Reason.NOT_APPEND_ONLY, path="events", detail=self.objection)
+        return verdict
+
+
+_MAY_FOLLOW = Judgement()
+
+
+def judge(
+    current: CurrentVersion | None,
+    bundle_sha256: str,
+    events: frozenset[bytes],
+    built_at: datetime | None,
+    fetched_at: datetime,
+    url: str,
+    equivocation: Equivocation | None = None,
+    forks_are_split_views: bool = False,
+) -> Judgement:
+    """Whether a version fetched from ``url`` may follow ``current`` (``objection_to``),
+    whether it forks from it, and the split view it shows: ``equivocation`` when the
+    caller found one, or, when ``forks_are_split_views`` (a mirror's copy), a fork."""
+    objection = objection_to(current, bundle_sha256, events, built_at, fetched_at)
+    if current is None or objection is None:
+        return _MAY_FOLLOW if equivocation is None else Judgement(equivocation=equivocation)
+    forked = bool(events - current.events)
+    if forked and forks_are_split_views and equivocation is None:
+        equivocation = Equivocation(
+            None,
+            current.bundle.hex(),
+            f"{url} serves a history of the record that forks from the archive's current version "
+            f"{current.bundle.hex()}: it {objection}",
+        )
+    return Judgement(objection, forked, equivocation)
 
 
 def _current_row(number: str, version: CurrentVersion) -> tuple[str, bytes, int, int, bytes]:

@@ -6,6 +6,8 @@ content-addressed object someone else wrote) and succeeds; any other object unde
 that name raises ObjectExists. An object is visible under its name only once it is
 whole (LocalStore links a finished temp file; S3 writes are atomic), so a
 crash leaves temp files or unlisted objects, never a torn object under a final name.
+
+The interface only: the backends import it, and ``storage.archive.open_store`` picks one by URI.
 """
 
 import hashlib
@@ -16,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from storage.archive.layout import check_path
 
@@ -157,22 +158,3 @@ class ObjectStore(ABC):
     def probe(self) -> None:
         """Raise StorageError now if this store cannot take writes: a run checks before
         its first request rather than failing at its first object."""
-
-
-def open_store(uri: str, endpoint_url: str | None = None, **options: int) -> ObjectStore:
-    """``s3://bucket/prefix``, ``file:///path`` or a plain folder path."""
-    from storage.archive.folder_store import LocalStore
-    from storage.archive.s3_store import S3Store
-
-    if uri.startswith("s3://"):
-        bucket, _, prefix = uri[5:].partition("/")
-        if not bucket:
-            raise ValueError(f"no bucket in {uri!r}")
-        return S3Store(bucket, prefix, endpoint_url=endpoint_url, **options)
-    if endpoint_url or options:
-        raise ValueError("endpoint and S3 options apply to s3:// archives only")
-    if uri.startswith("file://"):
-        return LocalStore(unquote(urlparse(uri).path))
-    if "://" in uri:
-        raise ValueError(f"unsupported archive URI {uri!r}: use a folder, file:// or s3://")
-    return LocalStore(uri)

@@ -1,4 +1,5 @@
-"""The ``captures`` rows of one WARC file, spooled on disk until the file is stored.
+"""The ``captures`` rows of one WARC file (``capture_row``: Common Crawl's index names),
+spooled on disk until the file is stored.
 
 A row is written when its response record is; a bundle's row waits (in memory, a
 bounded number of them) for the verdict the pipeline adds a moment later, so that the
@@ -13,6 +14,7 @@ import os
 import tempfile
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,56 @@ logger = logging.getLogger(__name__)
 
 WAITING_MAX = 4096  # rows waiting for a verdict; past it the oldest is written without
 BATCH_ROWS = 10_000  # rows handed to the table writer at once
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a record landed: what the ``captures`` table and a CDXJ line point to."""
+
+    filename: str
+    offset: int
+    length: int
+    record_id: str
+
+
+def _subset(status: int) -> str:
+    """Common Crawl's split of its index: successful captures, and the rest."""
+    return "warc" if 200 <= status < 300 or status == 304 else "crawldiagnostics"
+
+
+def _mime(headers: list[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == "content-type":
+            return value.split(";")[0].strip().lower() or None
+    return None
+
+
+def capture_row(
+    url: str,
+    fetched_at: datetime,
+    status: int,
+    digest: str | None,
+    headers: list[tuple[str, str]],
+    position: Position,
+    record_type: str,
+) -> dict:
+    """The ``captures`` row of a response or revisit record (its verdict comes later)."""
+    return {
+        "url": url,
+        "fetch_time": fetched_at,
+        "fetch_status": status,
+        "content_digest": digest if status != 304 else None,
+        "content_mime_type": _mime(headers),
+        "warc_filename": position.filename,
+        "warc_record_offset": position.offset,
+        "warc_record_length": position.length,
+        "warc_record_id": position.record_id,
+        "warc_record_type": record_type,
+        "pith_number": None,
+        "bundle_sha256": None,
+        "status": None,
+        "subset": _subset(status),
+    }
 
 
 class CaptureSpool:

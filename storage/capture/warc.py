@@ -24,9 +24,10 @@ from datetime import datetime, timezone
 from http import HTTPStatus
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -35,7 +36,7 @@ from pith.canonical import canon
 from pith.shipped import version
 from storage.archive import layout
 from storage.archive.stores import MiB
-from storage.capture.captures import CaptureSpool
+from storage.capture.captures import CaptureSpool, Position, capture_row
 from storage.capture.cdxj import SERVER_NOT_MODIFIED, IndexSpool
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,19 @@ DIGESTS_KEPT = 10_000  # payload digests remembered for identical-payload revisi
 # hop-by-hop framing the HTTP client already undid: kept under another name, so a
 # replay tool does not try to undo it a second time
 UNDONE_FRAMING = ("transfer-encoding",)
+
+Run = TypeVar("Run")  # the run a finished file goes into: the caller's own, handed back as it came
+_Run = TypeVar("_Run", contravariant=True)
+
+
+class FinishedFile(Protocol[_Run]):
+    """What takes each file a ``WarcWriter`` finishes: the run ``roll``, ``close`` or
+    ``target()`` named, the file's path in the archive and its spool files, which it
+    then owns (``index_lines``: its CDXJ lines unsorted, ``cdxj.sort_index``), and the
+    exchanges the file holds."""
+
+    def __call__(self, run: _Run, path: str, spool: Path, captures: Path, index_lines: Path, exchanges: int, /) -> None:
+        """Store the file, or hand it on."""
 
 
 @dataclass(frozen=True)
@@ -93,16 +107,6 @@ class FetchFailure:
     fetched_at: datetime
 
 
-@dataclass(frozen=True)
-class Position:
-    """Where a record landed: what the ``captures`` table and a CDXJ line point to."""
-
-    filename: str
-    offset: int
-    length: int
-    record_id: str
-
-
 def payload_digest(body: bytes) -> str:
     """The WARC payload digest warcio writes: ``sha1:`` and base32."""
     return "sha1:" + b32encode(hashlib.sha1(body).digest()).decode()  # noqa: S324 - the digest WARC and CDXJ readers expect, not a security check
@@ -117,46 +121,6 @@ def _status_line(status: int) -> str:
 
 def _response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(f"X-Pith-Orig-{k}" if k.lower() in UNDONE_FRAMING else k, v) for k, v in headers]
-
-
-def _subset(status: int) -> str:
-    """Common Crawl's split of its index: successful captures, and the rest."""
-    return "warc" if 200 <= status < 300 or status == 304 else "crawldiagnostics"
-
-
-def _mime(headers: list[tuple[str, str]]) -> str | None:
-    for name, value in headers:
-        if name.lower() == "content-type":
-            return value.split(";")[0].strip().lower() or None
-    return None
-
-
-def capture_row(
-    url: str,
-    fetched_at: datetime,
-    status: int,
-    digest: str | None,
-    headers: list[tuple[str, str]],
-    position: Position,
-    record_type: str,
-) -> dict:
-    """The ``captures`` row of a response or revisit record (its verdict comes later)."""
-    return {
-        "url": url,
-        "fetch_time": fetched_at,
-        "fetch_status": status,
-        "content_digest": digest if status != 304 else None,
-        "content_mime_type": _mime(headers),
-        "warc_filename": position.filename,
-        "warc_record_offset": position.offset,
-        "warc_record_length": position.length,
-        "warc_record_id": position.record_id,
-        "warc_record_type": record_type,
-        "pith_number": None,
-        "bundle_sha256": None,
-        "status": None,
-        "subset": _subset(status),
-    }
 
 
 def gzip_member(data: bytes | memoryview) -> bytes:
@@ -185,7 +149,7 @@ class _File:
         self.index = IndexSpool(spool_dir, name)
         self.exchanges = 0  # HTTP exchanges (and requests that got no response) recorded
 
-    def write(self, record: Any) -> Position:
+    def write(self, record: ArcWarcRecord) -> Position:
         offset = self.handle.tell()
         self._record.seek(0)
         self._record.truncate()
@@ -209,18 +173,17 @@ class _File:
         self.index.discard()
 
 
-class WarcWriter:
-    """The WARC files of one crawl. ``emit(run, path, spool, captures_spool, index_lines,
-    exchanges)`` stores a finished file in ``run`` (it then owns the three spool files:
-    ``index_lines`` holds its CDXJ lines unsorted, ``cdxj.sort_index``); ``target()``
-    names the run files rolled by size go to (the current one). Thread safe."""
+class WarcWriter(Generic[Run]):
+    """The WARC files of one crawl. ``emit`` takes each finished file (``FinishedFile``)
+    with the run it goes into; ``target()`` names the run files rolled by size go to
+    (the current one). Thread safe."""
 
     def __init__(
         self,
         run_id: str,
         spool_dir: str,
-        emit: Callable[..., None],
-        target: Callable[[], Any],
+        emit: FinishedFile[Run],
+        target: Callable[[], Run],
         info: dict,
         policy: WarcPolicy = WarcPolicy(),
     ) -> None:
@@ -310,7 +273,9 @@ class WarcWriter:
             self._roll_if_full()
         return position
 
-    def _not_modified(self, file: _File, url: str, digest: str, date: str, http: Any, headers: dict) -> Any:
+    def _not_modified(
+        self, file: _File, url: str, digest: str, date: str, http: StatusAndHeaders, headers: dict[str, str]
+    ) -> ArcWarcRecord:
         """The revisit record of a 304: it refers to the record that holds the bytes the
         server says are unchanged (the URL's latest payload capture this writer knows:
         this crawl's, or a committed run's), so a replay tool that follows revisits finds
@@ -377,12 +342,12 @@ class WarcWriter:
         return position
 
     # --- rolling --------------------------------------------------------------
-    def roll(self, target: Any) -> None:
+    def roll(self, target: Run) -> None:
         """Finish the open file (if any) into ``target``, the run that commits it."""
         with self._lock:
             self._finish(target)
 
-    def close(self, target: Any) -> None:
+    def close(self, target: Run) -> None:
         """Finish the last file; nothing is recorded after."""
         with self._lock:
             self._finish(target)
@@ -425,7 +390,7 @@ class WarcWriter:
         if self._file is not None and self._file.handle.tell() >= self.policy.max_bytes:
             self._finish(self.target())
 
-    def _finish(self, target: Any) -> None:
+    def _finish(self, target: Run) -> None:
         file, self._file = self._file, None
         if file is None:
             return
@@ -441,26 +406,3 @@ def _target(url: str) -> str:
 
 def software() -> str:
     return f"pith-archiver/{version()} (warcio)"
-
-
-def key_ids(bundle: dict | None) -> list[str]:
-    """The key ids of every signature in a parsed bundle (none when it did not parse)."""
-    if not isinstance(bundle, dict):
-        return []
-    signed = [
-        bundle.get("bundle_signature"),
-        *(e.get("signature") for e in bundle.get("events") or [] if isinstance(e, dict)),
-    ]
-    return sorted({s["key_id"] for s in signed if isinstance(s, dict) and isinstance(s.get("key_id"), str)})
-
-
-def verdict_fields(verdict: Any, raw_sha256: str, raw_path: str | None) -> dict:
-    """What a ``metadata`` record says of a fetched bundle: the verdict, the keys that
-    signed it, and where the archive keeps its bytes (None: a version archived before)."""
-    return {
-        **verdict.as_dict(),
-        "key_ids": key_ids(verdict.bundle),
-        "raw_sha256": raw_sha256,
-        "raw_path": raw_path,
-        "verifier": software(),
-    }

@@ -19,7 +19,7 @@ the files the dead one left in the spool folder and did not hand back
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -61,12 +61,12 @@ class Child:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.sending = threading.Lock()  # answers and signs of life, one at a time
-        self.writer: WarcWriter | None = None
+        self.writer: WarcWriter[None] | None = None  # the crawl names the runs: it stores the files
         self.later = ThreadPoolExecutor(1, thread_name_prefix="warc-index")  # indexing, then each answer, in order
         self.finished: list[list[Any]] = []  # files since the last answer (touched in ``later`` only)
         self.errors: list[str] = []
 
-    def handle(self, message: list, incoming: Any) -> bool:
+    def handle(self, message: list, incoming: Iterator[bytes]) -> bool:
         """Do what ``message`` says; False once the crawl said it is done."""
         kind, *args = message
         if kind == "open":
@@ -115,7 +115,7 @@ class Child:
         if kept is not None:
             self._index(layout.warc(spool.name), spool, *kept)
 
-    def _writer(self) -> WarcWriter:
+    def _writer(self) -> WarcWriter[None]:
         if self.writer is None:
             raise RuntimeError("the WARC child was not opened")
         return self.writer
@@ -126,7 +126,7 @@ class Child:
         except Exception as exc:  # the crawl goes on without the record; the answer says so
             self.errors.append(f"{type(exc).__name__}: {exc}")
 
-    def _finished(self, target: Any, path: str, spool: Path, captures: Path, lines: Path, exchanges: int) -> None:
+    def _finished(self, target: None, path: str, spool: Path, captures: Path, lines: Path, exchanges: int) -> None:
         self.later.submit(self._index, path, spool, captures, lines, exchanges)
 
     def _index(self, path: str, spool: Path, captures: Path, lines: Path, exchanges: int) -> None:

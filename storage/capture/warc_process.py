@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timezone
 from pathlib import Path
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 import orjson
 from warcio.timeutils import datetime_to_iso_date
@@ -36,24 +36,34 @@ from storage.archive.manifest import listed
 from storage.archive.reader import table_batches
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 from storage.capture.captures import read_batches
-from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, WarcPolicy
+from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, Run, WarcPolicy
 
 logger = logging.getLogger(__name__)
 
 CHILD = "storage.capture.warc_child:serve_warc_writer"
 
+_Run = TypeVar("_Run", contravariant=True)
 
-class WarcProcess:
+
+class StoreFile(Protocol[_Run]):
+    """What stores each file the child hands back, in the run ``roll`` or ``close``
+    named (it then owns the spool files): the file, its captures rows and its sorted
+    CDXJ index; ``failure`` says why the child could not index it (None: it did)."""
+
+    def __call__(self, run: _Run, path: str, spool: Path, captures: Path, index: Path, failure: str | None, /) -> None:
+        """Store the file, or fail the run."""
+
+
+class WarcProcess(Generic[Run]):
     """The WARC files of one crawl, in a child process: ``record``, ``failure`` and
     ``verdict`` from the crawl's thread, ``roll(run)``, ``close(run)``, ``discard()``
-    from one thread at a time. ``emit(run, path, spool, captures, index, failure)``
-    stores a finished file in ``run`` (it then owns its spool files)."""
+    from one thread at a time. ``emit`` stores each finished file in its run (``StoreFile``)."""
 
     def __init__(
         self,
         run_id: str,
         spool_dir: str | Path,
-        emit: Callable[..., None],
+        emit: StoreFile[Run],
         info: dict,
         policy: WarcPolicy = WarcPolicy(),
     ) -> None:
@@ -104,11 +114,11 @@ class WarcProcess:
         """Payloads committed runs archived (``recent_payloads``): revisits refer to them."""
         self._send(["seed", payloads])
 
-    def roll(self, target: Any) -> None:
+    def roll(self, target: Run) -> None:
         """Finish the open file; it and every file finished since go into ``target``."""
         self._hand_over(target, self._ask(["roll"]))
 
-    def close(self, target: Any) -> None:
+    def close(self, target: Run) -> None:
         """Finish the last file into ``target``; the child exits."""
         self._hand_over(target, self._ask(["close"], last=True))
         self._child.stop()
@@ -157,7 +167,7 @@ class WarcProcess:
             return None
         return orjson.loads(answer)
 
-    def _hand_over(self, target: Any, answer: dict | None) -> None:
+    def _hand_over(self, target: Run, answer: dict | None) -> None:
         if answer is None:
             return
         for error in answer["errors"]:

@@ -17,9 +17,9 @@ from pathlib import Path
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_datetime
 
-from storage.capture.captures import CaptureSpool
+from storage.capture.captures import CaptureSpool, Position, capture_row
 from storage.capture.cdxj import IndexSpool
-from storage.capture.warc import VERDICT_TYPE, Position, capture_row
+from storage.capture.warc import VERDICT_TYPE
 
 CHUNK = 64 * 1024  # bytes inflated at once while looking for the last whole record
 

@@ -27,7 +27,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -39,10 +38,10 @@ from pith.signing import Signer
 from pith.split_view import Equivocation
 from pith.verify import Status, Verdict
 from storage.archive import layout
-from storage.archive.history import event_digest, objection_to
+from storage.archive.history import event_digest, judge
 from storage.archive.history_loader import HistoryLoader
 from storage.archive.manifest import Committed, read_committed
-from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
+from storage.archive.rows import timestamp, verification_row, verified_bundle, verified_rows
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 from storage.capture.warc import WarcPolicy
 from storage.capture.warc_process import WarcProcess, recent_payloads, store_warc
@@ -78,6 +77,25 @@ def quarantine_sidecar(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
         )
         + b"\n"
     )
+
+
+def _version_of(verdict: Verdict) -> tuple[str, str, str, frozenset[bytes], datetime | None]:
+    """What the history judges a verified version by: its record, bundle and canonical
+    digests, its events' digests and when it was built."""
+    number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
+    if number is None or bundle is None or canonical is None:
+        raise ValueError("a verified verdict names its record and hashes")
+    parsed = verified_bundle(verdict)
+    events = frozenset(event_digest(event["event_id"]) for event in parsed["events"])
+    return number, bundle, canonical, events, timestamp(parsed.get("built_at"))
+
+
+def _append_all(open_run: OpenRun, rows: list[tuple[str, dict]]) -> None:
+    """Add ``rows`` (table, row) to the run's tables, every one encoded first: a
+    bundle that cannot be tabled changes nothing."""
+    lines = [(open_run.tables[table], open_run.tables[table].encode(row)) for table, row in rows]
+    for writer, line in lines:
+        writer.append(line)
 
 
 def _done(value: ObjectInfo | None) -> "Future[ObjectInfo | None]":
@@ -135,7 +153,7 @@ class ArchiveWriter:
         self._open_run: OpenRun | None = None
         self._open = False
         self._warc_policy, self._warc_info = warc, warc_info or {}
-        self.warc: WarcProcess | None = None  # with ``warc``, after ``open``: the crawl's WARC files
+        self.warc: WarcProcess[OpenRun] | None = None  # with ``warc``, after ``open``: the crawl's WARC files
 
     def open(self) -> "ArchiveWriter":
         """Read what the run must know of the committed archive, make the spool
@@ -184,81 +202,38 @@ class ArchiveWriter:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
         self._check_usable()
         raw_sha256 = raw_sha256 or sha256_hex(raw)
-        number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
-        if number is None or bundle is None or canonical is None:
-            raise ValueError("a verified verdict names its record and hashes")
-        parsed = verified_bundle(verdict)
-        events = frozenset(event_digest(event["event_id"]) for event in parsed["events"])
-        built_at = timestamp(parsed.get("built_at"))
+        number, bundle, canonical, events, built_at = _version_of(verdict)
+        # one hold: the history's answer stands until the version is in it, the run's tables and its uploads
         with self._lock:
             open_run, history = self._run(), self._history.history
             duplicate, current = history.look_up(number, bundle)
-            objection = objection_to(current, bundle, events, built_at, fetched_at)
-            forked = current is not None and bool(objection) and bool(events - current.events)
-            if current is not None and forked and forks_are_split_views and equivocation is None:
-                equivocation = Equivocation(
-                    None,
-                    current.bundle.hex(),
-                    f"{url} serves a history of the record that forks from the archive's current version "
-                    f"{current.bundle.hex()}: it {objection}",
-                )
-            if objection and on_objection is not None:
-                on_objection("forked" if forked else "stale")
-            if objection or equivocation:
-                verdict = replace(
-                    verdict,
-                    reason=Reason.EQUIVOCATION if equivocation else Reason.NOT_APPEND_ONLY,
-                    path="events",
-                    detail=equivocation.detail if equivocation else (objection or ""),
-                )
+            judged = judge(current, bundle, events, built_at, fetched_at, url, equivocation, forks_are_split_views)
+            objection = judged.objection
             raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
-            rows = [
-                (
-                    "verifications",
-                    verification_row(
-                        verdict,
-                        url=url,
-                        raw_sha256=raw_sha256,
-                        size=len(raw),
-                        raw_path=raw_path,
-                        fetched_at=fetched_at,
-                        run_id=open_run.run_id,
-                        duplicate=duplicate,
-                        equivocation=equivocation,
-                    ),
-                )
-            ]
-            if not duplicate:
-                rows.append(
-                    (
-                        "records",
-                        record_row(
-                            verdict,
-                            raw_sha256=raw_sha256,
-                            url=url,
-                            fetched_at=fetched_at,
-                            run_id=open_run.run_id,
-                            accepted_as_current=not objection,
-                        ),
-                    )
-                )
-                rows += [("events", row) for row in event_rows(verdict, run_id=open_run.run_id)]
-                rows += [("aliases", row) for row in alias_rows(verdict, run_id=open_run.run_id)]
-            lines = [(open_run.tables[table], open_run.tables[table].encode(row)) for table, row in rows]
-            for writer, line in lines:  # all encoded first: a bundle that cannot be tabled changes nothing
-                writer.append(line)
-            if not duplicate:
-                history.add(number, bundle, events, built_at, fetched_at, current=not objection)
-            self._count(open_run, "duplicates" if duplicate else "verified")
-            if objection:
+            rows = verified_rows(
+                verdict,
+                judged,
+                url=url,
+                raw_sha256=raw_sha256,
+                size=len(raw),
+                raw_path=raw_path,
+                fetched_at=fetched_at,
+                run_id=open_run.run_id,
+            )
+            _append_all(open_run, rows)
+            if objection is not None:
                 self._count(open_run, Reason.NOT_APPEND_ONLY)
-            # tracked before the lock is released: an interim commit taking this run waits for it
             if raw_path is None:  # a duplicate
+                self._count(open_run, "duplicates")
                 stored = _done(None)
             else:
+                history.add(number, bundle, events, built_at, fetched_at, current=objection is None)
+                self._count(open_run, "verified")
                 owed = Stored(number, bundle, canonical, raw_path, raw_sha256, len(raw))
                 stored = open_run.submit(raw_path, raw, owed=owed)
-        if objection:
+        if judged.relation is not None and on_objection is not None:
+            on_objection(judged.relation)
+        if objection is not None:
             logger.warning(
                 "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection
             )
