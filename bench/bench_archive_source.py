@@ -18,9 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
 
-from mirror.archive_source import ArchiveSource  # noqa: E402
-from mirror.catalog import Catalog  # noqa: E402
-from mirror.source import BUNDLES_DIR, KEYRING_NAME  # noqa: E402
 from pith.keyring import Keyring  # noqa: E402
 from pith.numbers import suffix_of  # noqa: E402
 from pith.parse import parse  # noqa: E402
@@ -29,6 +26,9 @@ from pith.verify import verify_bundle  # noqa: E402
 from pith_testkit.corpus import generate_corpus  # noqa: E402
 from storage.archive.open_store import open_store  # noqa: E402
 from storage.archive.reader import reading_keyring  # noqa: E402
+from storage.serving.archive_source import ArchiveSource  # noqa: E402
+from storage.serving.catalog import Catalog  # noqa: E402
+from storage.serving.source import BUNDLES_DIR, KEYRING_NAME  # noqa: E402
 from storage.writing.writer import ArchiveWriter  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -28,10 +28,10 @@ from urllib.parse import parse_qs, unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: used from the checkout
 
-from mirror.http import Request, encode_response  # noqa: E402
-from mirror.resolver import ResolverSite  # noqa: E402
-from mirror.source import BUNDLES_DIR, CorpusDirectory  # noqa: E402
 from pith_testkit.corpus import generate_corpus  # noqa: E402
+from storage.serving.http import Request, encode_response  # noqa: E402
+from storage.serving.resolver import ResolverSite  # noqa: E402
+from storage.serving.source import BUNDLES_DIR, CorpusDirectory  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SERVER_CPU, CLIENT_CPU = 0, 1

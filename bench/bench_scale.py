@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 from bench_crawl import SETTINGS  # noqa: E402
 from bench_mirror import cpu_seconds  # noqa: E402
 
-from mirror.source import BUNDLES_DIR  # noqa: E402
 from pith_testkit.corpus import generate_corpus  # noqa: E402
+from storage.serving.source import BUNDLES_DIR  # noqa: E402
 from tests.plugins.redis import start_redis  # noqa: E402
 from tests.plugins.s3 import _free_port  # noqa: E402
 

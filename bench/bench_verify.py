@@ -35,12 +35,12 @@ import orjson  # noqa: E402
 from nacl.bindings import crypto_sign_open  # noqa: E402
 from plain_verify import PlainVerifier  # noqa: E402
 
-from mirror.record import compact_json  # noqa: E402
 from pith.keyring import REGISTRY, Keyring  # noqa: E402
 from pith.signing import Signer  # noqa: E402
 from pith.verify import verify_bundle  # noqa: E402
 from pith_archiver import FIXTURES  # noqa: E402
 from pith_testkit.mint import mint_bundle  # noqa: E402
+from storage.serving.record import compact_json  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Verification"

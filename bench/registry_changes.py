@@ -34,11 +34,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from mirror.record import compact_json  # noqa: E402
-from mirror.source import BUNDLES_DIR, INDEX_NAME, KEY_DOCUMENT_NAME, KEYRING_NAME  # noqa: E402
 from pith.signing import Signer  # noqa: E402
 from pith_testkit.corpus import corpus_signer, generate_corpus  # noqa: E402
 from pith_testkit.mint import sign_bundle  # noqa: E402
+from storage.serving.record import compact_json  # noqa: E402
+from storage.serving.source import BUNDLES_DIR, INDEX_NAME, KEY_DOCUMENT_NAME, KEYRING_NAME  # noqa: E402
 from tests.tamper import NEW_EVENT_TYPES, tampered, wholly_resigned, with_new_event  # noqa: E402
 
 SEED = 11

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mirror.http import Request  # noqa: E402
-from mirror.resolver import ResolverSite  # noqa: E402
-from mirror.source import CorpusDirectory, bundle_name  # noqa: E402
 from pith.links import REGISTRY_BASE  # noqa: E402
+from storage.serving.http import Request  # noqa: E402
+from storage.serving.resolver import ResolverSite  # noqa: E402
+from storage.serving.source import CorpusDirectory, bundle_name  # noqa: E402
 
 
 def get(resolver: ResolverSite, path: str) -> bytes:

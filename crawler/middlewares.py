@@ -19,7 +19,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import sleep
 from scrapy.utils.httpobj import urlparse_cached
 
-from runtime.page_cache import PAGE_CACHE_KIB
+from storage.runtime.page_cache import PAGE_CACHE_KIB
 
 from . import signals as pith_signals
 from .crawl_config import crawl_config, is_pith_crawl, pith_crawl_only

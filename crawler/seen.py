@@ -19,7 +19,7 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from scrapy.utils.job import job_dir
 
-from runtime.page_cache import PAGE_CACHE_KIB
+from storage.runtime.page_cache import PAGE_CACHE_KIB
 
 from .frontier import CLAIMED, FULL, SEEN
 

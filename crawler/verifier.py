@@ -28,8 +28,8 @@ from scrapy.utils.asyncio import is_asyncio_available
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
-from runtime.child_process import FRAME, framed, start_child
 from storage.capture.warc_process import WarcProcess
+from storage.runtime.child_process import FRAME, framed, start_child
 
 from . import signals as pith_signals
 from .stat_keys import Stat

@@ -1,6 +1,6 @@
 """What a verifier process runs: parse a bundle's bytes and verify them (``pith`` only).
 
-Kept apart from ``crawler.verifier`` so that a worker process (``runtime.child_process``
+Kept apart from ``crawler.verifier`` so that a worker process (``storage.runtime.child_process``
 hosting ``crawler.verify_worker:serve_verifier``, alone or beside the crawl's WARC
 writer) imports the protocol core and nothing of Scrapy: it starts fast and stays
 small (no multiprocessing, so no resource-tracker process beside it and no re-import
@@ -17,7 +17,7 @@ from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Status, Verdict, verify_document
-from runtime.child_process import framed, messages
+from storage.runtime.child_process import framed, messages
 
 
 def available_cores() -> int:

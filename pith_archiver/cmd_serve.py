@@ -11,16 +11,16 @@ from typing import Any
 import click
 
 from crawler.verify_worker import available_cores
-from mirror.archive_source import ArchiveSource, NothingServable
-from mirror.limits import CONNECTION_CAP, ServerLimits
-from mirror.resolver import SiteOptions
-from mirror.runner import serve_until_signalled
-from mirror.server import MirrorServer
-from mirror.source import BundleCheck, CorpusDirectory, NoBundleFiles, NothingToServe, RecordSource
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
 from storage.archive import layout
+from storage.serving.archive_source import ArchiveSource, NothingServable
+from storage.serving.limits import CONNECTION_CAP, ServerLimits
+from storage.serving.resolver import SiteOptions
+from storage.serving.runner import serve_until_signalled
+from storage.serving.server import MirrorServer
+from storage.serving.source import BundleCheck, CorpusDirectory, NoBundleFiles, NothingToServe, RecordSource
 
 from .archive_reading import (
     TRUST_HELP,

@@ -5,11 +5,11 @@ import sqlite3
 
 import click
 
-from mirror.runner import serve_until_signalled
 from pith.signing import Signer
-from witness.server import WitnessServer
-from witness.service import Witness
-from witness.state import WitnessState
+from storage.serving.runner import serve_until_signalled
+from storage.witness.server import WitnessServer
+from storage.witness.service import Witness
+from storage.witness.state import WitnessState
 
 from .cmd_cosign import read_policy
 from .exit_status import ConfigError

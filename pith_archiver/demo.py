@@ -10,10 +10,10 @@ import shlex
 from dataclasses import replace
 from importlib.resources import as_file
 
-from mirror.runner import BackgroundMirror
-from mirror.server import MirrorServer
-from mirror.source import CorpusDirectory
 from pith.shipped import FIXTURES, real_bundles
+from storage.serving.runner import BackgroundMirror
+from storage.serving.server import MirrorServer
+from storage.serving.source import CorpusDirectory
 
 from .cmd_crawl import crawl_with
 from .crawl_options import CrawlOptions, config_of

@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, pushadd_to_gateway, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
-from runtime.deadline_http import exchange
+from storage.runtime.deadline_http import exchange
 
 from .exit_status import ConfigError
 from .run_summary import RunSummary

@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Iterable
 
 from pith.shipped import version
-from runtime.deadline_http import NoAnswer, exchange
+from storage.runtime.deadline_http import NoAnswer, exchange
 
 from .run_summary import RunSummary
 from .side_request import SideRequestBudget

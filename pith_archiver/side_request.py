@@ -1,7 +1,7 @@
 """The time the HTTP requests a run makes beside its work (``--notify``,
 ``--pushgateway``) may take together.
 
-Each request is one exchange within its own deadline (``runtime.deadline_http``), of
+Each request is one exchange within its own deadline (``storage.runtime.deadline_http``), of
 which only the status line and headers are waited for: a body, however large or slow,
 is never read. Together the side requests of a run have a budget
 (``SideRequestBudget``), so a run with several of them, retries included, still ends

@@ -105,7 +105,7 @@ def fetch(url: str, max_bytes: int, accept: str, seconds: float = FETCH_SECONDS)
     answer in time or with a 2xx."""
     import urllib.request  # only for URLs: it costs a plain folder run a tenth of its start-up
 
-    from runtime.deadline_http import NoAnswer, exchange
+    from storage.runtime.deadline_http import NoAnswer, exchange
 
     request = urllib.request.Request(url, headers={"User-Agent": user_agent(), "Accept": accept})  # noqa: S310 - callers pass http(s) URLs only
     answer = exchange(request, seconds, max_bytes)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from runtime.kept_out import keep_out
+from storage.runtime.kept_out import keep_out
 
 logger = logging.getLogger(__name__)
 

@@ -25,15 +25,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Literal, get_args
 
-from mirror.catalog import Catalog
-from mirror.record import compact_json, latest_snapshot
-from mirror.source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, bundle_name
 from pith.canonical import canon_sha256
 from pith.keyring import REGISTRY_KEY, key_from_entry
 from pith.links import REGISTRY_BASE
 from pith.numbers import pith_number, pith_suffix, suffix_of
 from pith.shipped import real_bundles
 from pith.signing import Signer
+from storage.serving.catalog import Catalog
+from storage.serving.record import compact_json, latest_snapshot
+from storage.serving.source import BUNDLE_EXTENSION, BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, bundle_name
 
 from .mint import mint_bundle
 from .papers import Paper, authors_text, invent_paper, text_sha256

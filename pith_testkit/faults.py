@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 
-from mirror.http import SERVER, Request, Response, http_date, text_response
+from storage.serving.http import SERVER, Request, Response, http_date, text_response
 
 MiB = 1024 * 1024
 JSON_TYPES = ("application/json", "application/ld+json")

@@ -5,8 +5,8 @@ request log names the fault that shaped each answer."""
 import asyncio
 from dataclasses import dataclass, fields, replace
 
-from mirror.http import Request, Response, encode_response
-from mirror.server import LoggedRequest, MirrorServer
+from storage.serving.http import Request, Response, encode_response
+from storage.serving.server import LoggedRequest, MirrorServer
 
 from .faults import FaultInjector, FaultPlan, FaultyResponse, endless_head, faulted
 

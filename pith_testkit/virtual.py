@@ -23,10 +23,10 @@ from math import gcd
 from pathlib import Path
 from typing import overload
 
-from mirror.catalog import Entry
-from mirror.record import compact_json
-from mirror.source import RecordSource
 from pith.links import REGISTRY_BASE
+from storage.serving.catalog import Entry
+from storage.serving.record import compact_json
+from storage.serving.source import RecordSource
 
 from .corpus import (
     REGISTRY_EPOCH,

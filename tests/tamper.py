@@ -18,13 +18,13 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from mirror.record import compact_json
 from pith.canonical import canon_sha256
 from pith.keyring import REGISTRY, key_from_entry
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from pith.signing import Signer
 from pith.verify import EVENT_UNHASHED, PATH_STEP
 from pith_testkit.mint import seal, sign_bundle
+from storage.serving.record import compact_json
 
 
 def _fixed_key(key_id: str) -> Signer:

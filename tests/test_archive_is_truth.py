@@ -12,9 +12,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith_testkit.faults import FaultPlan
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import run_cli
 from tests.plugins.core import real_bundle_paths
 from tests.plugins.crawling import run_cli_crawl

@@ -10,16 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mirror.archive_source import ArchiveSource
-from mirror.runner import BackgroundMirror
-from mirror.server import MirrorServer
-from mirror.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from pith.keyring import Keyring
 from pith.signing import Signer
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.reader import NothingCommitted, reading_keyring
 from storage.archive.s3_store import S3Store
+from storage.serving.archive_source import ArchiveSource
+from storage.serving.runner import BackgroundMirror
+from storage.serving.server import MirrorServer
+from storage.serving.source import BUNDLES_DIR, KEYRING_NAME, CorpusDirectory
 from tests.plugins.archives import corpus_raws, forked, rebuilt, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

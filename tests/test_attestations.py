@@ -11,7 +11,6 @@ import pytest
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from mirror.source import KEYRING_NAME
 from pith.attestation import Chain, check_feed
 from pith.keyring import ARCHIVE, Keyring
 from pith.merge import entry, merge
@@ -21,6 +20,7 @@ from pith.verify import check_event
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

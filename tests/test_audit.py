@@ -8,7 +8,6 @@ from collections import Counter
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.canonical import canon
 from pith.keyring import Keyring
 from storage.archive import layout
@@ -16,6 +15,7 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import sign_manifest
 from storage.archive.s3_store import S3Store
 from storage.audit import Audit, parquet_rows
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

@@ -163,7 +163,7 @@ def test_the_warc_child_carries_neither_cdxj_indexer_nor_fsspec():
 import runpy, sys
 sys.argv = ["child", "-1=storage.capture.warc_child:serve_warc_writer"]  # no socket: stops once imported
 try:
-    runpy.run_module("runtime.child_process", run_name="__main__", alter_sys=True)
+    runpy.run_module("storage.runtime.child_process", run_name="__main__", alter_sys=True)
 except ValueError:
     pass
 import warcio.utils

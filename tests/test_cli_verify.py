@@ -16,12 +16,12 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from pith.links import links_for
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.ordered_pool import WORTH_A_POOL
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.serving.source import BUNDLES_DIR, KEYRING_NAME
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.archives import tampered as tampered_bundle
 from tests.plugins.cli import run_cli

@@ -6,14 +6,14 @@ import shutil
 from collections import Counter
 
 from crawler.links import suffixes_in
-from mirror.catalog import Catalog
-from mirror.record import latest_snapshot
-from mirror.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
 from pith.keyring import REGISTRY, Keyring
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from pith_testkit.corpus import citation_graph, corpus_signer, generate_corpus, invert
 from pith_testkit.papers import text_sha256
+from storage.serving.catalog import Catalog
+from storage.serving.record import latest_snapshot
+from storage.serving.source import BUNDLES_DIR, INDEX_NAME, KEYRING_NAME, CorpusDirectory
 from tests.plugins.cli import run_cli
 from tests.plugins.mirror import SMALL_CORPUS_RECORDS, SMALL_CORPUS_SEED
 

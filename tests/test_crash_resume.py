@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
 from storage.archive.s3_store import S3Store
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive

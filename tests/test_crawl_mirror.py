@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process

@@ -1,7 +1,7 @@
 """Every HTTP request the project makes outside the crawl ends within its deadline,
 however the other side behaves: a receiver on loopback that drips its answer's head a
 byte at a time, sends the head and then drips the body, or reads the request and never
-answers. The one helper first (``runtime.deadline_http``), then each client through
+answers. The one helper first (``storage.runtime.deadline_http``), then each client through
 it, then ``cosign`` and ``crawl --witness-policy`` as a user runs them."""
 
 import re
@@ -20,8 +20,8 @@ from pith_archiver.notify import deliver
 from pith_archiver.run_summary import RunSummary
 from pith_archiver.side_request import SideRequestBudget
 from pith_archiver.sources import fetch
-from runtime.deadline_http import DeadlineExceeded, NoAnswer, exchange
 from storage.archive.folder_store import LocalStore
+from storage.runtime.deadline_http import DeadlineExceeded, NoAnswer, exchange
 from storage.transparency.witness_client import WitnessUnreachable, add_checkpoint_body, post_add_checkpoint
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
@@ -102,7 +102,7 @@ def test_an_answer_not_in_http_or_cut_short_is_named():
 def test_no_product_module_opens_an_http_connection_but_the_one_helper():
     """A client added later goes through ``exchange`` too, or this names it."""
     opening = re.compile(r"\burlopen\b|\bbuild_opener\b|\bhttp\.client\b|\bHTTPS?Connection\b|\bimport requests\b")
-    helper = ROOT / "runtime" / "deadline_http.py"
+    helper = ROOT / "storage" / "runtime" / "deadline_http.py"
     modules = [path for package in PRODUCT for path in sorted((ROOT / package).rglob("*.py")) if path != helper]
     assert [str(path.relative_to(ROOT)) for path in modules if opening.search(path.read_text("utf-8"))] == []
 

@@ -7,7 +7,6 @@ import json
 import bagit
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from storage.archive import layout
 from storage.archive.export_check import BundleRejected, check_included, included_bundles
@@ -16,6 +15,7 @@ from storage.archive.reader import CommittedArchive, ObjectAltered, reading_keyr
 from storage.archive.s3_store import S3Store
 from storage.archive.tables import TABLES
 from storage.publishing.export import ExportError, export_bag, export_dataset
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, tampered, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

@@ -38,7 +38,6 @@ from crawler.links import ResolverUrls
 from crawler.seeds import SeedList
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
-from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.signing import Signer
 from pith_archiver.crawling import project_settings
@@ -46,6 +45,7 @@ from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from storage.archive.layout import check_run_id, new_run_id
 from storage.archive.manifest import committed_manifests
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.redis import start_redis
 from tests.plugins.tables import read_rows

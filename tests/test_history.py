@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.reasons import Reason
 from pith.split_view import Equivocation
 from pith.verify import Status, Verdict, verify_bundle
@@ -23,6 +22,7 @@ from storage.archive.history import (
     judge,
 )
 from storage.archive.reader import CommittedArchive, table_batches
+from storage.serving.source import KEYRING_NAME
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws, extended, rebuilt
 from tests.plugins.crawling import run_cli_crawl

@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mirror.record import compact_json
 from pith.keyring import REGISTRY, Keyring
 from pith.parse import DEFAULT_MAX_BYTES, padded_bound
 from pith.signing import Signer
@@ -21,6 +20,7 @@ from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.serving.record import compact_json
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

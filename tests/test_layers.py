@@ -14,27 +14,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MAY_IMPORT = {  # package: the project packages its modules may import, besides its own
     "pith": set(),
-    "runtime": {"pith"},
-    "storage": {"pith", "runtime"},
-    "crawler": {"pith", "runtime", "storage"},
-    "pipelines": {"pith", "runtime", "storage", "crawler"},
-    "mirror": {"pith", "storage"},
-    "witness": {"pith", "mirror"},
-    "pith_archiver": {"pith", "runtime", "storage", "crawler", "pipelines", "mirror", "witness"},
-    "pith_testkit": {"pith", "storage", "mirror", "pith_archiver"},
+    "storage": {"pith"},
+    "crawler": {"pith", "storage"},
+    "pipelines": {"pith", "storage", "crawler"},
+    "pith_archiver": {"pith", "storage", "crawler", "pipelines"},
+    "pith_testkit": {"pith", "storage", "pith_archiver"},
 }
 WINGS_MAY_IMPORT = {  # storage's wings: the wings each may import, besides its own; its own modules import them all
-    "storage.archive": set(),
-    "storage.capture": {"storage.archive"},
-    "storage.transparency": {"storage.archive"},
-    "storage.publishing": {"storage.archive", "storage.capture", "storage.transparency"},
-    "storage.writing": {"storage.archive", "storage.capture", "storage.transparency"},
+    "storage.runtime": set(),
+    "storage.archive": {"storage.runtime"},
+    "storage.capture": {"storage.runtime", "storage.archive"},
+    "storage.transparency": {"storage.runtime", "storage.archive"},
+    "storage.publishing": {"storage.runtime", "storage.archive", "storage.capture", "storage.transparency"},
+    "storage.writing": {"storage.runtime", "storage.archive", "storage.capture", "storage.transparency"},
+    "storage.serving": {"storage.runtime", "storage.archive", "storage.publishing"},
+    "storage.witness": {"storage.runtime", "storage.archive", "storage.transparency", "storage.serving"},
 }
 MOST_MODULES_DIRECTLY_IN_STORAGE = 15
 PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})
 MODULE_NAME = re.compile(r"^pith_testkit(\.\w+)*(:\w+)?$")  # "pith_testkit.cli:main", as a lazy import takes it
 NO_FRAMEWORKS = {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}
-THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": NO_FRAMEWORKS, "runtime": NO_FRAMEWORKS}
+THIRD_PARTY_BELOW_THE_CRAWLER = {"pith": NO_FRAMEWORKS, "storage.runtime": NO_FRAMEWORKS}
 
 
 def imported_modules(path: Path, code: str | None = None) -> set[str]:
@@ -80,14 +80,17 @@ def test_a_package_imports_only_the_layers_below_it(package):
 
 @pytest.mark.parametrize("wing", sorted(WINGS_MAY_IMPORT))
 def test_a_storage_wing_imports_only_the_wings_below_it(wing):
-    """Inside storage: the archive at rest at the bottom; capture and the transparency
-    logs on it; publishing and writing a run on those; audit (storage's own modules) on top."""
+    """Inside storage: process plumbing (runtime, no frameworks) and the archive at rest
+    at the bottom; capture and the transparency logs on it; publishing and writing a run
+    on those; serving an archive beside publishing, the witness beside transparency;
+    audit (storage's own modules) on top."""
     wrong = {}
     for path in sorted(ROOT.joinpath(*wing.split(".")).rglob("*.py")):
         imported = {name for name in imported_modules(path) if name == "storage" or name.startswith("storage.")}
         above = {name for name in imported if wing_of(name) not in WINGS_MAY_IMPORT[wing] | {wing}}
-        if above:
-            wrong[str(path.relative_to(ROOT))] = sorted(above)
+        banned = imported_packages(path) & THIRD_PARTY_BELOW_THE_CRAWLER.get(wing, set())
+        if above or banned:
+            wrong[str(path.relative_to(ROOT))] = sorted(above | banned)
     assert wrong == {}
 
 

@@ -18,12 +18,12 @@ from urllib.robotparser import RobotFileParser
 
 import pytest
 
-from mirror.source import BUNDLES_DIR, KEYRING_NAME
 from pith.canonical import canon_sha256
 from pith.links import links_for
 from pith.verify import verify_bundle
 from pith_archiver import FIXTURES
 from pith_testkit.corpus import corpus_signer
+from storage.serving.source import BUNDLES_DIR, KEYRING_NAME
 from tests.plugins.cli import run_cli
 from tests.plugins.mirror import SMALL_CORPUS_SEED, serve_process
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mirror.limits import ServerLimits, descriptor_room
-from mirror.source import BUNDLES_DIR
+from storage.serving.limits import ServerLimits, descriptor_room
+from storage.serving.source import BUNDLES_DIR
 from tests.plugins.cli import run_cli
 from tests.plugins.mirror import serve_process
 

@@ -94,7 +94,7 @@ def test_log_lines_are_escaped_by_every_root_handler():
     root.addHandler(handler)
     try:
         escape_logs()
-        logging.getLogger("mirror.server").warning("400 for a malformed request: %s", HOSTILE)
+        logging.getLogger("storage.serving.server").warning("400 for a malformed request: %s", HOSTILE)
     finally:
         root.removeHandler(handler)
     assert "\\u001b]0;owned" in stream.getvalue()
@@ -106,8 +106,8 @@ def test_a_crawl_of_a_registry_speaking_escape_codes_prints_and_logs_none(tmp_pa
     """A resolver announcing a key named with escape codes, and bundles holding an event
     type so named: the notice, the summary and Scrapy's log (``-v``: on stderr) name
     them escaped."""
-    from mirror.source import KEYRING_NAME
     from pith_testkit.corpus import corpus_signer
+    from storage.serving.source import KEYRING_NAME
     from tests.plugins.archives import corpus_raws
     from tests.plugins.crawling import run_cli_crawl
     from tests.plugins.mirror import SMALL_CORPUS_SEED

@@ -5,8 +5,8 @@ caches hold counts in the crawl's peak memory."""
 
 from crawler.middlewares import ConditionalRequestMiddleware
 from crawler.seen import SeenStore
-from runtime.page_cache import PAGE_CACHE_KIB
 from storage.archive import history
+from storage.runtime.page_cache import PAGE_CACHE_KIB
 
 
 def page_cache_kib(db) -> int:

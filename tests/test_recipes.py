@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirror.source import KEYRING_NAME
 from pith_archiver.run_summary import DONE
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.listener import closed_port_url
 

@@ -9,13 +9,13 @@ import shutil
 
 import pytest
 
-from mirror.record import compact_json
-from mirror.source import BUNDLES_DIR, KEY_DOCUMENT_NAME, KEYRING_NAME, bundle_name
 from pith.keyring import Keyring, KeyringError, key_from_entry
 from pith.reasons import Rejected
 from pith.signing import Signer
 from pith_testkit.corpus import corpus_signer
 from pith_testkit.mint import sign_bundle
+from storage.serving.record import compact_json
+from storage.serving.source import BUNDLES_DIR, KEY_DOCUMENT_NAME, KEYRING_NAME, bundle_name
 from tests.plugins.archives import corpus_raws
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

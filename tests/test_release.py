@@ -10,9 +10,9 @@ import sys
 import duckdb
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.signing import Signer
 from storage.archive.folder_store import LocalStore
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, extended, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.tables import read_rows

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mirror.source import KEYRING_NAME, CorpusDirectory
 from pith_testkit.corpus import generate_corpus
 from pith_testkit.faults import FaultPlan
+from storage.serving.source import KEYRING_NAME, CorpusDirectory
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 

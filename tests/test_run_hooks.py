@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirror.source import KEYRING_NAME
 from pith_archiver.notify import deliver
 from pith_archiver.side_request import BUDGET_SECONDS, BUDGET_VARIABLE, SideRequestBudget
 from pith_testkit.faults import FaultPlan
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.listener import closed_port_url
 from tests.test_unattended import REAL, one_error_line

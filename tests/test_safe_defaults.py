@@ -21,7 +21,7 @@ from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pith", "runtime", "crawler", "pipelines", "storage", "mirror", "pith_archiver", "bench")
+SOURCES = ("pith", "crawler", "pipelines", "storage", "pith_archiver", "bench")
 CODE_CARRYING_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "jsonpickle"}
 DANGEROUS_CALLS = {
     "eval",

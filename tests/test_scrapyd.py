@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith_testkit.faults import FaultPlan
 from storage.archive.open_store import open_store
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.listener import free_port
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow  # every test here makes a venv, crawls, serves or
 
 ROOT = Path(__file__).parents[1]
 PROJECT_FILES = ["scrapy.cfg", "setup.py", "pyproject.toml", "README.md"]
-PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "runtime", "storage", "mirror"]
+PACKAGES = ["pith", "pith_archiver", "crawler", "pipelines", "storage"]
 # how each Python makes a venv here; CI's machine has pyenv's 3.12.1 (.ci/run checks)
 MAKE_VENV = {
     "3.11": (["python3", "-m", "venv"], {}),

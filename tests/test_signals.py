@@ -21,7 +21,6 @@ import urllib.request
 import pytest
 
 from crawler.stat_keys import CrawlStats
-from mirror.source import KEYRING_NAME
 from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith_archiver.crawl_report import outcome
@@ -30,6 +29,7 @@ from pith_archiver.interrupts import UNWIND
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from storage.archive.s3_store import S3Store
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import FaultRule, archiver_keyring, audit_archive

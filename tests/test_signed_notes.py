@@ -13,8 +13,6 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from mirror.record import compact_json
-from mirror.runner import BackgroundMirror
 from pith.attestation import new_attestation
 from pith.canonical import canon
 from pith.checkpoint import Checkpoint, log_origin, open_checkpoint, uint64
@@ -30,13 +28,15 @@ from pith.verify import verify_bundle
 from pith_testkit.mint import mint_bundle
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.serving.record import compact_json
+from storage.serving.runner import BackgroundMirror
 from storage.transparency.cosign import cosign_log
+from storage.witness.server import WitnessServer
+from storage.witness.service import Witness
+from storage.witness.state import WitnessState
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.listener import handler_server
-from witness.server import WitnessServer
-from witness.service import Witness
-from witness.state import WitnessState
 
 LOG = Signer.from_seed("log-key", bytes(range(32)))
 ORIGIN = log_origin("log-key")

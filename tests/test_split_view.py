@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith.split_view import EXTENDS, FORK, SAME, Comparison, compare, event_ids
 from pith_testkit.faults import FaultPlan
 from storage.archive.layout import raw_bundle
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, extended
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

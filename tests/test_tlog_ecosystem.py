@@ -32,11 +32,11 @@ from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.s3_store import S3Store
 from storage.transparency.witness_client import add_checkpoint_body
+from storage.witness.service import Witness
+from storage.witness.state import WitnessState
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl
-from witness.service import Witness
-from witness.state import WitnessState
 
 TLOG = Path(os.environ.get("PITH_TLOG_BIN", Path(__file__).resolve().parents[1] / ".venv-tlog" / "bin"))
 

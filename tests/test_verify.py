@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mirror.record import compact_json
 from pith.keyring import ARCHIVE, REGISTRY, Keyring
 from pith.reasons import REASONS
 from pith.signing import Signer
 from pith.verify import verify_bundle
+from storage.serving.record import compact_json
 from tests.plugins.cli import run_cli
 from tests.plugins.core import real_bundle_paths
 from tests.tamper import (

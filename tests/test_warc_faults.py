@@ -19,7 +19,6 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.verifier import SERVICE as VERIFIER_SERVICE
 from crawler.verify_worker import BundleChecker, decode
-from mirror.source import KEYRING_NAME
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.shipped import real_bundles
@@ -28,13 +27,14 @@ from pith_archiver.crawl_report import report
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import QUIET
 from pith_testkit.faults import FaultPlan
-from runtime.child_process import WatchedChild, framed, messages
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
 from storage.capture.warc import Exchange, WarcPolicy
 from storage.capture.warc_process import CHILD
 from storage.capture.warc_salvage import complete_length, salvage
+from storage.runtime.child_process import WatchedChild, framed, messages
+from storage.serving.source import KEYRING_NAME
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.crawling import run_cli_crawl

@@ -10,8 +10,6 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from mirror.limits import ServerLimits
-from mirror.runner import BackgroundMirror
 from pith.checkpoint import Checkpoint, log_origin, sign_checkpoint
 from pith.merkle import Tree, leaf_hash
 from pith.policy import PolicyError, parse_policy
@@ -20,14 +18,16 @@ from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey, read_note, 
 from pith.signing import Signer
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.serving.limits import ServerLimits
+from storage.serving.runner import BackgroundMirror
 from storage.transparency.cosign import cosign_log
 from storage.transparency.witness_client import add_checkpoint_body, post_add_checkpoint
+from storage.witness.server import WitnessServer
+from storage.witness.service import Witness
+from storage.witness.state import WitnessState
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.listener import handler_server
-from witness.server import WitnessServer
-from witness.service import Witness
-from witness.state import WitnessState
 
 LOG = Signer.from_seed("log-key", bytes(range(32)))
 FORGER = Signer.from_seed("log-key", bytes(range(1, 33)))

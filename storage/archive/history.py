@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pith.reasons import Reason
 from pith.split_view import Equivocation
-from runtime.page_cache import PAGE_CACHE_KIB
+from storage.runtime.page_cache import PAGE_CACHE_KIB
 
 if TYPE_CHECKING:
     import pyarrow as pa

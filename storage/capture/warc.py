@@ -77,7 +77,7 @@ class WarcPolicy:
     max_bytes: int = 1024 * MiB
     stall_timeout: float = 30.0
     queue_bytes: int = 64 * MiB
-    hosted: tuple[str, ...] = ()  # more services for the writer's process (``runtime.child_process``)
+    hosted: tuple[str, ...] = ()  # more services for the writer's process (``storage.runtime.child_process``)
 
 
 @dataclass

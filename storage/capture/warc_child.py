@@ -1,7 +1,7 @@
 """What the crawl's WARC child runs: ``storage.capture.warc.WarcWriter``, fed over a socket.
 
 Started by ``storage.capture.warc_process.WarcProcess`` as the service
-``storage.capture.warc_child:serve_warc_writer`` of a child (``runtime.child_process``).
+``storage.capture.warc_child:serve_warc_writer`` of a child (``storage.runtime.child_process``).
 Each message is a JSON list naming what to do (``open``, ``seed``, ``record``
 followed by the body's bytes, ``failure``, ``verdict``, ``roll``, ``close``,
 ``discard``). Only ``roll``, ``close`` and ``discard`` are answered: with the files
@@ -27,11 +27,11 @@ from typing import Any
 
 import orjson
 
-from runtime.child_process import framed, keep_alive, messages
 from storage.archive import layout
 from storage.capture.cdxj import sort_index
 from storage.capture.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
 from storage.capture.warc_salvage import salvage
+from storage.runtime.child_process import framed, keep_alive, messages
 
 # Below the crawl's own priority: where the cores are short, Scrapy's thread goes first,
 # and the WARC records wait in the socket (the crawl blocks only once its buffer is full)

@@ -30,13 +30,13 @@ from typing import Generic, Protocol, TypeVar
 import orjson
 from warcio.timeutils import datetime_to_iso_date
 
-from runtime.child_process import WatchedChild
 from storage.archive import layout
 from storage.archive.manifest import listed
 from storage.archive.reader import table_batches
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 from storage.capture.captures import read_batches
 from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, Run, WarcPolicy
+from storage.runtime.child_process import WatchedChild
 
 logger = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """The client side of C2SP tlog-witness: ``POST <url>/add-checkpoint`` with ``old
 <size>``, the consistency proof from that size, a blank line and the checkpoint. Every
-call has a total deadline and a cap on the answer (``runtime.deadline_http``), so a
+call has a total deadline and a cap on the answer (``storage.runtime.deadline_http``), so a
 slow or lying witness costs at most its deadline."""
 
 import base64
 import urllib.request
 from urllib.parse import urlsplit
 
-from runtime.deadline_http import Answer, NoAnswer, exchange
+from storage.runtime.deadline_http import Answer, NoAnswer, exchange
 
 MAX_ANSWER_BYTES = 1 << 16
 DEADLINE = 10.0  # seconds, the whole call

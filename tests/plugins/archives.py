@@ -7,8 +7,6 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mirror.record import compact_json
-from mirror.source import BUNDLES_DIR
 from pith.events import new_event
 from pith.keyring import Keyring
 from pith.signing import Signer
@@ -16,6 +14,8 @@ from pith.verify import verify_bundle
 from pith_testkit.corpus import corpus_signer
 from pith_testkit.mint import seal, sign_bundle
 from storage.archive.stores import ObjectStore
+from storage.serving.record import compact_json
+from storage.serving.source import BUNDLES_DIR
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.source import KEYRING_NAME
 from pith_archiver import FIXTURES
+from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import CliResult, isolated_home, run_cli  # noqa: F401 (isolated_home: for the crawl tests)
 
 

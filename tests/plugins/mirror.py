@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
-from mirror.limits import ServerLimits
-from mirror.resolver import SiteOptions
-from mirror.runner import BackgroundMirror
-from mirror.source import KEYRING_NAME, CorpusDirectory
 from pith.keyring import Keyring
 from pith_testkit.corpus import generate_corpus
 from pith_testkit.faults import FaultPlan
 from pith_testkit.server import FaultyMirrorServer
+from storage.serving.limits import ServerLimits
+from storage.serving.resolver import SiteOptions
+from storage.serving.runner import BackgroundMirror
+from storage.serving.source import KEYRING_NAME, CorpusDirectory
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = [sys.executable, "-m", "pith_testkit"]  # the test kit's command line, from this checkout

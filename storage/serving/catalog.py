@@ -85,7 +85,7 @@ def most_used(counts: Counter) -> str | None:
 
 class CatalogView(Protocol):
     """What the resolver asks of a catalog: a Catalog, or one computed from record
-    indices (``mirror.virtual``)."""
+    indices (``storage.serving.virtual``)."""
 
     @property
     def suffixes(self) -> Sequence[str]: ...

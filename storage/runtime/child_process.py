@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from runtime.kept_out import keep_out
+from storage.runtime.kept_out import keep_out
 
 logger = logging.getLogger(__name__)
 

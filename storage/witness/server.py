@@ -4,9 +4,9 @@ on the mirror's hardened server (read deadlines, a body cap, a connection cap)."
 import asyncio
 import logging
 
-from mirror.http import Request, Response, text_response
-from mirror.limits import KiB, ServerLimits
-from mirror.server import HttpServer
+from storage.serving.http import Request, Response, text_response
+from storage.serving.limits import KiB, ServerLimits
+from storage.serving.server import HttpServer
 
 from .service import Witness
 
