@@ -46,6 +46,10 @@ def crawl(**given: Any) -> None:
     """
     tuning.economise()  # before anything allocates: checking the configuration does
     options = CrawlOptions(**given)
+    if options.from_archive:
+        from .peer_sync import sync_from_archive
+
+        sys.exit(sync_from_archive(options, options.from_archive))
     if not options.seeds and not options.seeds_file and options.resolver is None:
         from .demo import run_demo
 

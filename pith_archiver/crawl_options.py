@@ -29,7 +29,7 @@ from .run_hooks import RunHooks
 
 # the crawl command's help, in sections (click lists every option in one); by parameter name
 SECTIONS = (
-    ("What to crawl", ("seeds_file", "resolver", "mirrors", "mirrors_from_registry", "allow_hosts")),
+    ("What to crawl", ("seeds_file", "resolver", "mirrors", "mirrors_from_registry", "allow_hosts", "from_archive")),
     ("How far", ("max_records", "max_depth", "no_follow", "check_state", "check_state_sample", "cross_check")),
     ("Trust", ("keyrings", "no_default_keys", "archive_keyrings", "signing_key")),
     ("The archive", ("archive", "s3_endpoint_url", "commit_every", "no_warc", "log_origin", "witness_policy")),
@@ -147,6 +147,12 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from."),
         click.option(
+            "--from-archive",
+            metavar="SOURCE",
+            help="Copy another archive through its signed logs instead of crawling: a folder, an http(s):// URL "
+            "of it served as static files, or s3://bucket/prefix; pin its archive key with --keyring.",
+        ),
+        click.option(
             "--progress",
             type=click.Choice(["auto", "log", "off"]),
             default=PITH_PROGRESS,
@@ -208,6 +214,7 @@ class CrawlOptions:
     mirrors: tuple[str, ...]
     mirrors_from_registry: bool
     allow_hosts: tuple[str, ...]
+    from_archive: str | None
     max_records: int
     max_depth: int
     no_follow: bool
@@ -250,6 +257,10 @@ def config_of(options: CrawlOptions, settings: BaseSettings) -> CrawlConfig:
         raise ConfigError(f"seed: {exc}") from None
     if options.jobdir and options.frontier:
         raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
+    if options.check_state and options.check_state_sample is not None:
+        raise ConfigError("--check-state checks every record: give it or --check-state-sample N%, not both")
+    if options.no_follow and options.max_depth >= 0:
+        raise ConfigError("--max-depth counts link hops, and --no-follow follows none: give one of them")
     tuned = tuned_by(settings)
     if options.check_state or options.check_state_sample is not None:
         sample = options.check_state_sample

@@ -9,6 +9,7 @@ and a folder of a million bundles never sits in memory.
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -38,6 +39,26 @@ def ordered_map(function: Callable[[Any], Any], items: list, jobs: int) -> Itera
             for chunk in islice(chunks, 1):
                 pending.append(pool.submit(_apply, chunk))
             yield from results
+
+
+@contextmanager
+def eager_map(function: Callable[[Any], Any], jobs: int) -> Iterator[Callable[[list], Iterator[Any]]]:
+    """A map of ``function`` on ``jobs`` processes, started for the whole of a batch at
+    once (the caller works meanwhile: a sync writes one batch as the next is verified),
+    results in order; one pool for every batch. ``function`` must pickle."""
+    if jobs <= 1:
+        yield lambda items: map(function, items)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(function,)) as pool:
+
+        def mapped(items: list) -> Iterator[Any]:
+            size = max(1, min(MAX_CHUNK, len(items) // (jobs * IN_FLIGHT_PER_JOB)))
+            futures = [pool.submit(_apply, items[start : start + size]) for start in range(0, len(items), size)]
+            return (result for future in futures for result in future.result())
+
+        yield mapped
 
 
 def _start_worker(function: Callable[[Any], Any]) -> None:

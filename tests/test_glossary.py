@@ -30,12 +30,13 @@ SAYS_CHECKPOINT = {
     "keyrings",  # the archive key signs checkpoints
     "layout",  # where checkpoints lie
     "log_proofs",
+    "peer_sync",  # crawl --from-archive: where each peer log's sync got to
     "proof_files",  # verify --proof: proofs end at a checkpoint
     "stores",  # the published checkpoint is the one object replaced
     "tiles",
     "witness_client",
 }
-LOG_PACKAGES = {"pith", "witness", "transparency"}
+LOG_PACKAGES = {"pith", "witness", "transparency", "syncing"}  # syncing: a peer's log, read
 # words that give "checkpoint" the meaning of the interim commit, in one sentence
 INTERIM = re.compile(
     r"\b(interim|crawl goes on|every \S+ bundles|PITH_COMMIT_EVERY|--commit-every|\d+,000-bundle|of a (long )?crawl)\b",

@@ -29,6 +29,7 @@ WINGS_MAY_IMPORT = {  # storage's wings: the wings each may import, besides its 
     "storage.writing": {"storage.runtime", "storage.archive", "storage.capture", "storage.transparency"},
     "storage.serving": {"storage.runtime", "storage.archive", "storage.publishing"},
     "storage.witness": {"storage.runtime", "storage.archive", "storage.transparency", "storage.serving"},
+    "storage.syncing": {"storage.runtime", "storage.archive", "storage.capture", "storage.writing"},
 }
 MOST_MODULES_DIRECTLY_IN_STORAGE = 15
 PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})

@@ -296,6 +296,13 @@ class ArchiveWriter:
             )
             self._count(open_run, "failed")
 
+    def add_object(self, path: str, data: bytes) -> "Future[ObjectInfo]":
+        """Store an object the run lists beside its bundles (how far a sync from a
+        peer's log got); one already there with these bytes is listed again."""
+        self._check_usable()
+        with self._lock:
+            return self._run().submit(path, data, keep_existing=True)
+
     @property
     def current_run(self) -> layout.RunId:
         """The run id of the run adds go into now. Read after an add, it names that

@@ -1,0 +1,103 @@
+"""``pith-archiver crawl --from-archive SOURCE``: copy a peer archive through its logs
+(``storage.syncing``) instead of crawling the registry, verifying on every core as
+``verify --jobs`` does, and say what each of the peer's logs gave."""
+
+from pith.keyring import ARCHIVE, Keyring
+from pith.policy import Policy
+from storage.archive.manifest import committed_manifests
+from storage.archive.stores import StorageError
+from storage.capture.warc import WarcPolicy, software
+from storage.syncing.peers import HttpPeer, Peer, open_peer, warc_recorder
+from storage.syncing.sync import BundleCheck, PeerOutcome, PeerSync
+from storage.writing.writer import ArchiveWriter
+
+from .crawl_options import CrawlOptions
+from .crawl_setup import check_signing_key, check_store
+from .exit_status import ConfigError, ExitStatus, RunFailed
+from .interrupts import interrupted_status
+from .keyrings import build_keyring
+from .ordered_pool import eager_map
+from .output import say
+
+
+def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
+    """Sync ``source`` into ``--out``; the exit status: 0 all copied, 1 a peer's log or
+    object failed a check (the rest archived), 4 the peer publishes no log we pin."""
+    from crawler.verify_worker import available_cores
+
+    ring, peer, policy = _checked(options, source)
+    peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
+    writer = _open_writer(options, peer)
+    try:
+        with eager_map(BundleCheck(ring), available_cores()) as verify_map:
+            sync = PeerSync(peer, writer, peer_keys, verify_map, policy)
+            outcomes = sync.run(committed_manifests(writer.store, Keyring([writer.signer.pinned()])))
+    except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
+        writer.abort()
+        status = interrupted_status(exc)
+        say(f"{status.name.lower()}: nothing committed; the same command starts the sync again", err=True)
+        return status
+    except BaseException:
+        writer.abort()
+        raise
+    if not outcomes:
+        writer.abort()
+        raise RunFailed(f"--from-archive {peer.uri}: it publishes no log of a pinned archive key")
+    params = {"from_archive": {"source": peer.uri, "logs": [outcome.describe() for outcome in outcomes]}}
+    try:
+        manifest = writer.commit(stats={"peer_reads": peer.reads}, params=params)
+    except StorageError as exc:
+        raise RunFailed(f"--out: {exc}") from None
+    for outcome in outcomes:
+        say(_line(outcome))
+    say(f"from {peer.uri}: {peer.reads} files read; committed {manifest}")
+    return ExitStatus.OK if all(outcome.clean for outcome in outcomes) else ExitStatus.REJECTED
+
+
+def _checked(options: CrawlOptions, source: str) -> tuple[Keyring, Peer, Policy | None]:
+    """The keyring (the peer's archive keys among them), the peer and the witness
+    policy: each checked, a one-line usage error before any read."""
+    if options.seeds or options.seeds_file or options.resolver or options.mirrors or options.frontier:
+        raise ConfigError(
+            "--from-archive copies a peer instead of crawling: no seeds, --resolver, --mirror or --frontier"
+        )
+    ring = build_keyring(options.keyrings, options.no_default_keys)
+    if not any(key.role == ARCHIVE for key in ring):
+        raise ConfigError("--from-archive: pin the peer's archive key with --keyring (its keys/<key_id>.json)")
+    try:
+        peer = open_peer(source, options.s3_endpoint_url)
+    except ValueError as exc:
+        raise ConfigError(f"--from-archive {source}: {exc}") from None
+    policy = None
+    if options.witness_policy:
+        from .cmd_cosign import read_policy
+
+        policy = read_policy(options.witness_policy)
+    return ring, peer, policy
+
+
+def _open_writer(options: CrawlOptions, peer: Peer) -> ArchiveWriter:
+    """The writer of ``--out``; an HTTP peer's exchanges go into its WARC files."""
+    store = check_store(options.archive, options.s3_endpoint_url if options.archive.startswith("s3://") else None)
+    worker = options.worker or "sync"
+    recorded = isinstance(peer, HttpPeer) and not options.no_warc
+    writer = ArchiveWriter(
+        store,
+        check_signing_key(options.signing_key),
+        worker=worker,
+        log_origin=options.log_origin,
+        warc=WarcPolicy() if recorded else None,
+        warc_info={"software": software(), "source": peer.uri, "worker": worker},
+    ).open()
+    if isinstance(peer, HttpPeer) and writer.warc is not None:
+        peer.recorder = warc_recorder(writer.warc)
+    return writer
+
+
+def _line(outcome: PeerOutcome) -> str:
+    if outcome.failed is not None:
+        return f"{outcome.origin or outcome.key_id}: sync failed, {outcome.failed}"
+    return (
+        f"{outcome.origin}: entries {outcome.from_size} to {outcome.to_size}, {outcome.archived} archived, "
+        f"{outcome.quarantined} quarantined, {outcome.missing} missing at the peer"
+    )

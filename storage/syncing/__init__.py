@@ -1,0 +1,1 @@
+"""Copying a peer archive through its signed logs (``crawl --from-archive``)."""

@@ -1,0 +1,224 @@
+"""Copying a peer archive through its logs (``crawl --from-archive``): for each of the
+peer's pinned archive keys, its log is read and checked (``storage.syncing.peer_log``),
+then every raw object a new entry names is fetched, checked against the entry, the
+bundle verified under the registry keys on every core, and archived through this
+archive's own writer, as a crawl archives: its own attestations, its own log.
+
+Trusted from the peer: nothing but what its pinned key signed (checkpoint, entries)
+and the registry signed (bundles); its tables and manifests are never read. What a
+sync got from a peer's log is kept per log origin as ``peers/<origin>/checkpoints/<size>``
+(listed in the run's manifest); the next sync reads only what the log added since.
+A log that does not extend it stops that peer's sync, both notes kept as evidence
+under ``peers/<origin>/evidence/``.
+"""
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from itertools import islice
+from typing import Any
+from urllib.parse import quote
+
+from pith.checkpoint import Checkpoint, parse_checkpoint
+from pith.keyring import Keyring
+from pith.policy import Policy
+from pith.reasons import Reason
+from pith.signed_note import read_note
+from pith.verify import Status, Verdict, verify_bundle
+from storage.archive.manifest import listed
+from storage.archive.reader import read_entry
+from storage.archive.stores import ObjectInfo, ObjectStore
+from storage.syncing.peer_log import (
+    Attested,
+    PeerCheckpoint,
+    PeerFailed,
+    read_peer_checkpoint,
+    resume_edge,
+    spool_entries,
+    spooled,
+)
+from storage.syncing.peers import Peer, PeerError
+from storage.writing.writer import ArchiveWriter
+
+logger = logging.getLogger(__name__)
+
+PEERS = "peers"
+BATCH = 1024  # raw objects read, then verified on every core, at a time
+VerifyMap = Callable[[list[bytes]], Iterable[Verdict]]  # verdicts in order; under way once called
+Fetched = list[tuple[Attested, bytes, str]]  # entry, its raw object, the url the rows give
+
+
+class BundleCheck:
+    """``verify_bundle`` under one keyring, as a picklable callable for a process pool."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+
+    def __call__(self, raw: bytes) -> Verdict:
+        return verify_bundle(raw, self.keyring)
+
+
+@dataclass
+class PeerOutcome:
+    """What a sync got from one of a peer's logs."""
+
+    origin: str
+    key_id: str
+    from_size: int = 0
+    to_size: int = 0
+    archived: int = 0
+    quarantined: int = 0
+    missing: int = 0
+    failed: PeerFailed | None = None
+    checkpoint_path: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return self.failed is None and not self.quarantined and not self.missing
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest's record of it (``params.from_archive.logs``)."""
+        return {
+            "origin": self.origin,
+            "key_id": self.key_id,
+            "entries": [self.from_size, self.to_size],
+            "checkpoint": self.checkpoint_path,
+            "archived": self.archived,
+            "quarantined": self.quarantined,
+            "missing": self.missing,
+            "failed": str(self.failed) if self.failed else None,
+        }
+
+
+@dataclass
+class PeerSync:
+    """One sync from ``peer`` into ``writer``'s archive."""
+
+    peer: Peer
+    writer: ArchiveWriter
+    peer_keys: Keyring  # the peer's archive keys, pinned
+    verify_map: VerifyMap  # a BundleCheck on every core (the command's eager_map)
+    policy: Policy | None = None
+    outcomes: list[PeerOutcome] = field(default_factory=list)
+
+    def run(self, manifests: list[dict]) -> list[PeerOutcome]:
+        """Sync every log of the peer's pinned keys; ``manifests``: this archive's
+        committed ones (where each origin's last synced checkpoint is)."""
+        synced = last_synced(self.writer.store, manifests)
+        for key in self.peer_keys:
+            try:
+                new = read_peer_checkpoint(self.peer, key.key_id, self.peer_keys, self.policy)
+            except PeerFailed as exc:
+                self.outcomes.append(PeerOutcome("", key.key_id, failed=exc))
+                continue
+            if new is not None:
+                self.outcomes.append(self._sync_log(new, synced.get(new.checkpoint.origin)))
+        return self.outcomes
+
+    def _sync_log(self, new: PeerCheckpoint, old: tuple[Checkpoint, bytes] | None) -> PeerOutcome:
+        origin = new.checkpoint.origin
+        outcome = PeerOutcome(origin, new.key_id, old[0].size if old else 0, new.checkpoint.size)
+        if old is not None and new.checkpoint == old[0]:
+            return outcome  # nothing new: not a tile read
+        try:
+            edge = resume_edge(self.peer, new, old[0] if old else None)
+        except PeerFailed as exc:
+            outcome.failed = exc
+            if old is not None:
+                for note in (old[1], new.note):
+                    self.writer.add_object(evidence_path(origin, note), note)
+            return outcome
+        try:
+            spool = spool_entries(self.peer, new, edge, self.peer_keys)
+        except PeerFailed as exc:
+            outcome.failed = exc
+            return outcome
+        with spool:
+            under_way: tuple[Fetched, Iterable[Verdict]] | None = None
+            for batch in _batches(spooled(spool), BATCH):
+                fetched = self._fetch(batch, outcome)
+                verdicts = self.verify_map([raw for _, raw, _ in fetched])  # verified as the last is written
+                if under_way is not None:
+                    self._archive(*under_way, outcome)
+                under_way = fetched, verdicts
+            if under_way is not None:
+                self._archive(*under_way, outcome)
+        if not outcome.missing:  # else the next sync reads these entries again: a read may have failed in passing
+            outcome.checkpoint_path = synced_path(origin, new.checkpoint.size)
+            self.writer.add_object(outcome.checkpoint_path, new.note)
+        return outcome
+
+    def _fetch(self, batch: list[Attested], outcome: PeerOutcome) -> Fetched:
+        """The objects ``batch`` names that match it; the others quarantined or failed."""
+        fetched: Fetched = []
+        now = datetime.now(timezone.utc)
+        for entry in batch:
+            url = f"{self.peer.url(entry.raw_path)}#{outcome.origin}/{entry.index}"
+            try:
+                raw = self.peer.read(entry.raw_path)
+            except PeerError as exc:
+                outcome.missing += 1
+                self.writer.add_failure(url, Reason.FETCH_FAILED, str(exc), now, entry.pith_number, entry.raw_path)
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            if digest != entry.raw_sha256:
+                outcome.quarantined += 1
+                detail = f"its sha256 is {digest}, log entry {entry.index} attests {entry.raw_sha256}"
+                verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "raw_sha256", detail, entry.pith_number)
+                self.writer.add_rejected(raw, verdict, url, now, digest)
+                continue
+            fetched.append((entry, raw, url))
+        return fetched
+
+    def _archive(self, fetched: Fetched, verdicts: Iterable[Verdict], outcome: PeerOutcome) -> None:
+        """Archive each fetched object as its verdict says: verified, or quarantined."""
+        now = datetime.now(timezone.utc)
+        for (entry, raw, url), verdict in zip(fetched, verdicts, strict=True):
+            if verdict.ok and verdict.bundle_sha256 != entry.bundle_sha256:
+                detail = f"its bundle_sha256 is {verdict.bundle_sha256}, log entry {entry.index} attests another"
+                verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "bundle_sha256", detail)
+            if verdict.ok:
+                outcome.archived += 1
+                self.writer.add_verified(raw, verdict, url, now, raw_sha256=entry.raw_sha256)
+            else:
+                outcome.quarantined += 1
+                self.writer.add_rejected(raw, verdict, url, now, entry.raw_sha256)
+
+
+def _batches(items: Iterator[Attested], size: int) -> Iterator[list[Attested]]:
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def origin_folder(origin: str) -> str:
+    return f"{PEERS}/{quote(origin, safe='')}"
+
+
+def synced_path(origin: str, size: int) -> str:
+    return f"{origin_folder(origin)}/checkpoints/{size}"
+
+
+def evidence_path(origin: str, note: bytes) -> str:
+    size = parse_checkpoint(read_note(note).text).size
+    return f"{origin_folder(origin)}/evidence/{size}-{hashlib.sha256(note).hexdigest()[:16]}"
+
+
+def last_synced(store: ObjectStore, manifests: list[dict]) -> dict[str, tuple[Checkpoint, bytes]]:
+    """Per peer log origin, the newest checkpoint a committed manifest lists as synced
+    (read back checked against its entry; this archive's own signed manifest vouches for it)."""
+    newest: dict[str, ObjectInfo] = {}
+    for manifest in manifests:
+        for entry in listed(manifest):
+            parts = entry.path.split("/")
+            if len(parts) == 4 and parts[0] == PEERS and parts[2] == "checkpoints" and parts[3].isdigit():
+                known = newest.get(parts[1])
+                if known is None or int(known.path.rsplit("/", 1)[1]) < int(parts[3]):
+                    newest[parts[1]] = entry
+    synced = {}
+    for entry in newest.values():
+        note = read_entry(store, entry)
+        checkpoint = parse_checkpoint(read_note(note).text)
+        synced[checkpoint.origin] = (checkpoint, note)
+    return synced
