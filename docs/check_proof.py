@@ -3,8 +3,8 @@
 Ed25519 implementation (PyNaCl): no pith-archiver code. See docs/TRANSPARENCY.md.
 
     pip install pynacl
-    pith-archiver prove ARCHIVE PITH_NUMBER --json > proof.json
-    python3 check_proof.py proof.json archive-key.json   # the archive's keys/<key_id>.json
+    pith-archiver prove ARCHIVE RECORD --json > proof.json
+    python3 check_proof.py proof.json ARCHIVE/keys/*.json   # the key documents: the attestation's is used
 
 Exit 0 and one line when the proof holds; exit 1 and the reason when it does not.
 """
@@ -115,10 +115,23 @@ def check(proof: dict, key_document: dict) -> str:
     )
 
 
+def key_named(proof: dict, key_documents: list[dict]) -> dict:
+    """Of the key documents given (an archive's keys/*.json), the one the attestation names."""
+    named = proof["attestation"]["signature"]["key_id"]
+    for key_document in key_documents:
+        if key_document.get("key_id") == named:
+            return key_document
+    raise ProofRejected(f"signed by {named}, and no key document given is {named}'s")
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1], encoding="utf-8") as proof_file, open(sys.argv[2], encoding="utf-8") as key_file:
-        proof_document, key = json.load(proof_file), json.load(key_file)
+    keys = []
+    with open(sys.argv[1], encoding="utf-8") as proof_file:
+        proof_document = json.load(proof_file)
+    for key_path in sys.argv[2:]:
+        with open(key_path, encoding="utf-8") as key_file:
+            keys.append(json.load(key_file))
     try:
-        print(check(proof_document, key))
-    except (ProofRejected, KeyError, ValueError) as exc:
+        print(check(proof_document, key_named(proof_document, keys)))
+    except (ProofRejected, AttributeError, KeyError, TypeError, ValueError) as exc:
         sys.exit(f"REJECTED: {exc}")

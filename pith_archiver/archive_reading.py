@@ -18,17 +18,21 @@ from typing import Any
 
 import click
 
+from crawler.seeds import SeedError, parse_seed
 from pith.keyring import Keyring, KeyringError
 from storage.archive import layout
 from storage.archive.open_store import open_store
-from storage.archive.reader import NothingCommitted, reading_keyring
+from storage.archive.reader import CommittedArchive, NothingCommitted, reading_keyring
+from storage.archive.record_names import records_named
 from storage.archive.signing_key import default_key_path
 from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import NotAttested
 from storage.transparency.key_logs import LogBroken
 
+from . import s3_sources
 from .exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
 from .keyrings import keyring_options, machine_key
+from .option_checks import refuse_endpoint_without_s3
 from .output import Command
 
 TRUST_HELP = (
@@ -77,9 +81,7 @@ def trust_options(func: Command) -> Command:
         trust = Trust(tuple(keyrings), no_default_keys, signing_key, trust_archive_keys, s3_endpoint_url)
         return func(*args, trust=trust, **kwargs)
 
-    command = click.option(
-        "--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...) for s3:// locations."
-    )(with_trust)
+    command = s3_sources.endpoint_option(with_trust)
     command = click.option(
         "--trust-archive-keys",
         is_flag=True,
@@ -127,9 +129,11 @@ def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
     return ring
 
 
-def open_archive(uri: str, trust: Trust) -> tuple[ObjectStore, Keyring]:
+def open_archive(uri: str, trust: Trust, elsewhere: tuple[str | None, ...] = ()) -> tuple[ObjectStore, Keyring]:
     """The archive's store and the keyring it is read with, once it holds an archive
-    (``check_holds_archive``)."""
+    (``check_holds_archive``); ``elsewhere``: the command's other locations, any of
+    which --s3-endpoint-url may be for."""
+    refuse_endpoint_without_s3(trust.s3_endpoint_url, (uri, *elsewhere))
     if "://" not in uri and not Path(uri).is_dir():
         raise ConfigError(f"no archive folder at {uri}")
     store = open_location(uri, trust.s3_endpoint_url)
@@ -172,6 +176,27 @@ class NoProof(OneLineError):
     """The archive cannot prove what was asked (nothing attested, or its log is broken): one line, exit 1."""
 
     exit_code = ExitStatus.REJECTED
+
+
+def record_number(archive: CommittedArchive, name: str) -> str:
+    """The Pith number (or suffix) of the one committed record ``name`` names, read as
+    the crawl reads a seed and looked up in the archive's own tables: ConfigError for
+    what names no record or several, NoProof when the archive holds none of that name."""
+    try:
+        seed = parse_seed(name)
+    except SeedError as exc:
+        raise ConfigError(f"{exc}") from None
+    if seed.kind == "sitemap":
+        raise ConfigError(f"{name!r} names no record: give a Pith number, a suffix, an arXiv id or a DOI")
+    if seed.kind == "suffix":
+        return seed.value
+    numbers = records_named(archive, seed.value)
+    if not numbers:
+        raise NoProof(f"{archive.store.uri} holds no record named {name} (in its records and aliases tables)")
+    if len(numbers) > 1:
+        shown = ", ".join(numbers[:3]) + (", ..." if len(numbers) > 3 else "")
+        raise ConfigError(f"{name} names {len(numbers)} records of {archive.store.uri} ({shown}): give more of it")
+    return numbers[0]
 
 
 @contextmanager

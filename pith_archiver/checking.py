@@ -2,7 +2,7 @@
 document's comparison with its bundle, or why it was skipped. Picklable, so worker
 processes check targets with the keyring sent once."""
 
-from functools import partial
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +16,17 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.stores import StorageError
 from storage.publishing.release_check import verify_release
 
-from . import sources
-
-READ_CHUNK = 1 << 20
+from . import s3_sources, sources
 
 
 class TargetChecker:
-    """Checks targets against one keyring under one set of parsing limits."""
+    """Checks targets against one keyring under one set of parsing limits; s3:// ones
+    through ``s3_endpoint_url`` (or the AWS variables)."""
 
-    def __init__(self, keyring: Keyring, limits: Limits):
+    def __init__(self, keyring: Keyring, limits: Limits, s3_endpoint_url: str | None = None):
         self.keyring = keyring
         self.limits = limits
+        self.s3_endpoint_url = s3_endpoint_url
 
     def __call__(self, target: sources.Target) -> dict:
         if target.skip:
@@ -42,7 +42,11 @@ class TargetChecker:
     def release(self, source: str) -> dict:
         """A dataset release's release.json and the files beside it (storage.publishing.release_check)."""
         try:
-            document = verify_release(LocalStore(Path(source).parent), self.keyring)
+            if source.startswith(s3_sources.SCHEME):
+                store = s3_sources.folder(source, self.s3_endpoint_url)
+            else:
+                store = LocalStore(Path(source).parent)
+            document = verify_release(store, self.keyring)
         except StorageError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
@@ -61,18 +65,25 @@ class TargetChecker:
 
         inside = []
         try:
-            for where, url, raw in bundles_in_wacz(Path(source), self.keyring, self.limits.max_bytes):
-                verdict = verify_bundle(raw, self.keyring, self.limits)
-                inside.append({"source": f"{source}#{where}", "url": url, **verdict.as_dict()})
-        except OSError as exc:
+            with self._local(source) as path:
+                for where, url, raw in bundles_in_wacz(path, self.keyring, self.limits.max_bytes):
+                    verdict = verify_bundle(raw, self.keyring, self.limits)
+                    inside.append({"source": f"{source}#{where}", "url": url, **verdict.as_dict()})
+        except (OSError, StorageError) as exc:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)
         return {"source": source, "status": Status.VERIFIED, "bundles": len(inside), "inside": inside}
 
+    def _local(self, source: str) -> AbstractContextManager[Path]:
+        """A file, or a local copy of an s3:// object for the duration."""
+        if source.startswith(s3_sources.SCHEME):
+            return s3_sources.downloaded(source, self.s3_endpoint_url)
+        return nullcontext(Path(source))
+
     def bundle(self, source: str) -> dict:
         try:
-            raw = sources.read(source, self.limits.max_bytes)
+            raw = sources.read(source, self.limits.max_bytes, self.s3_endpoint_url)
         except sources.SourceError as exc:
             return unreadable(source, exc)
         claimed = sources.claims_bundle(source)
@@ -98,7 +109,8 @@ class TargetChecker:
         ``wrong_record`` when it is another record's)."""
         beside = sources.bundle_beside(source)
         try:
-            bundle = parse(sources.read(beside, self.limits.max_bytes), self.limits).data if beside else None
+            raw = sources.read(beside, self.limits.max_bytes, self.s3_endpoint_url) if beside else None
+            bundle = parse(raw, self.limits).data if raw is not None else None
         except (sources.SourceError, Rejected):
             bundle = None
         signed = bundle.get("state") if isinstance(bundle, dict) else None
@@ -121,11 +133,9 @@ class TargetChecker:
         chains, which only the feeds together can judge (see pith.attestation.Chain)."""
         chain = Chain()
         try:
-            with open(source, "rb") as handle:
-                count = check_feed(
-                    source, split_lines(iter(partial(handle.read, READ_CHUNK), b"")), self.keyring, chain
-                )
-        except OSError as exc:
+            with sources.opened(source, self.s3_endpoint_url) as chunks:
+                count = check_feed(source, split_lines(chunks), self.keyring, chain)
+        except sources.SourceError as exc:
             return unreadable(source, exc)
         except Rejected as exc:
             return rejected(source, exc)

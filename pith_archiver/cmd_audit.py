@@ -14,8 +14,9 @@ from storage.log_proofs import log_findings
 
 from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import echo, log_to_stderr, verbosity_options
+from .output import VERBOSE, echo, log_to_stderr, verbosity_options
 from .progress import progress
+from .repeats import Repeats
 from .run_hooks import RunHooks, run_hook_options
 
 
@@ -54,6 +55,7 @@ def audit(
     """
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
+    repeats = Repeats(every=as_json or verbosity >= VERBOSE)
     with progress(f"auditing {archive}") as update:
 
         def checked(counts: AuditCounts) -> None:
@@ -68,7 +70,8 @@ def audit(
                     found = replace(
                         found, detail=f"{found.detail}; to check them, {archive_pin_hint(archive, found.key_id)}"
                     )
-                echo(json.dumps(found.as_dict()) if as_json else found.line())
+                if found.reason is None or repeats.shown("bundle", found.reason, found.detail):
+                    echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
             for found in log_findings(store, run.archive_keyring, run.logs(), saved):
                 run.counts.discrepancies[found.code] += 1
@@ -76,6 +79,8 @@ def audit(
         except StorageError as exc:
             raise RunFailed(f"audit stopped: {exc}") from None
     counts = run.counts
+    for line in [] if as_json else repeats.lines():
+        echo(line)
     hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=_summary(counts))
     echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
     sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)

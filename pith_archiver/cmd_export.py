@@ -1,5 +1,5 @@
-"""``pith-archiver export``: an offline dataset from an archive, as a BagIt bag or a
-plain Parquet dataset."""
+"""``pith-archiver export``: an offline dataset from an archive, as a BagIt bag, a plain
+Parquet dataset, a signed dataset release or a WACZ web archive."""
 
 import sys
 from typing import NoReturn
@@ -14,9 +14,16 @@ from storage.publishing.export import ExportError, export_bag, export_dataset
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
+from .option_checks import refuse
 from .output import QUIET, echo, log_to_stderr, say, verbosity_options
 from .progress import progress
 from .run_hooks import RunHooks, run_hook_options
+
+RAW_IN = {  # why --with-raw does not go with the other formats
+    "bag": "a bag always holds the raw bundles",
+    "release": "a release holds each record's current version in its tables, and no raw files",
+    "wacz": "a WACZ holds the bundles as fetched, in its WARC files",
+}
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -26,7 +33,7 @@ from .run_hooks import RunHooks, run_hook_options
     "--format",
     "fmt",
     type=click.Choice(["bag", "parquet", "release", "wacz"]),
-    help="bag (with --bag), parquet, release or wacz (with --to) [default: from the option given].",
+    help="bag (with --bag), parquet, release or wacz (with --to) [default: bag with --bag, parquet with --to].",
 )
 @click.option(
     "--since",
@@ -36,9 +43,17 @@ from .run_hooks import RunHooks, run_hook_options
     "a changes table. With --format wacz: the "
     "WARCs of this run id and the runs after it.",
 )
-@click.option("--to", "dest", help="Write a plain Parquet dataset to this folder or s3://bucket/prefix.")
-@click.option("--with-raw", is_flag=True, help="With --to: copy the raw bundles too (a bag always has them).")
-@click.option("--source-organization", help="The bag's Source-Organization (who transfers it).")
+@click.option(
+    "--to",
+    "dest",
+    metavar="DEST",
+    help="Where --format parquet, release or wacz writes: a new folder or s3://bucket/prefix (wacz: a file "
+    "path or s3://bucket/key ending .wacz).",
+)
+@click.option(
+    "--with-raw", is_flag=True, help="With --format parquet: copy the raw bundles too (a bag always has them)."
+)
+@click.option("--source-organization", help="With --bag: the bag's Source-Organization (who transfers it).")
 @trust_options
 @run_hook_options("export")
 @verbosity_options
@@ -54,21 +69,32 @@ def export(
     verbosity: int,
     hooks: RunHooks,
 ) -> None:
-    """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix).
+    """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix), in one
+    of four formats:
 
-    --bag OUT writes a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
-    tables, raw bundles, attestations, manifests, keys and a dataset README (schema,
-    counts, provenance). --format parquet --to DEST writes the tables and the README
-    (and with --with-raw the raw bundles) to a folder or S3 prefix. Only objects listed
-    by committed manifests are exported, each checked against its entry. Whatever the
-    format, every bundle the export includes is verified again under the trusted keys
-    before anything is written: one that does not verify stops the export, with
-    nothing written (exit 1). Exit 2 on usage or configuration errors, 4 when a store
-    fails or ARCHIVE holds no archive.
+    \b
+    bag      --bag OUT: a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
+             tables, raw bundles, attestations, manifests, keys and a dataset README
+             (schema, counts, provenance).
+    parquet  --format parquet --to DEST: the tables and the README (with --with-raw
+             the raw bundles too), in a folder or S3 prefix.
+    release  --format release --to DEST: a dataset release of each record's current
+             version, signed (release.json), with Croissant, data package and Hugging
+             Face cards; --since PREVIOUS: only what changed since that release.
+    wacz     --format wacz --to FILE.wacz: the crawl's WARC files as one WACZ web
+             archive (pywb, ReplayWeb.page), its digest signed; --since RUN_ID: the
+             WARCs of that run and the runs after it.
+
+    Only objects listed by committed manifests are exported, each checked against its
+    entry. Whatever the format, every bundle the export includes is verified again
+    under the trusted keys before anything is written: one that does not verify stops
+    the export, with nothing written (exit 1). `verify` checks a release.json or a
+    .wacz again, anywhere. Exit 2 on usage or configuration errors (an option that does
+    not go with the format among them), 4 when a store fails or ARCHIVE holds no archive.
     """
     log_to_stderr(verbosity)
-    fmt, target = _check_format(fmt, bag_out, dest, with_raw, since)
-    store, keyring = open_archive(archive, trust)
+    fmt, target = _check_format(fmt, bag_out, dest)
+    store, keyring = open_archive(archive, trust, elsewhere=(dest, since))
     if fmt == "wacz":
         return _wacz(archive, store, keyring, target, since, trust, hooks)
     if fmt == "release":
@@ -170,26 +196,26 @@ def _wacz(
         summary = write_wacz(store, keyring, load_or_create(trust.signing_key), target, name, since=since)
     except Exception as exc:
         _fail(archive, exc, usage=WaczError)
-    hooks.update(archived=summary.pages, why=f"exported to {summary.destination}")
+    hooks.update(archived=summary.bundles, why=f"exported to {summary.destination}")
     say(
-        f"exported {summary.warcs} WARC files ({summary.pages} verified bundles, {summary.bytes} bytes) "
-        f"from {archive} to {summary.destination} (wacz)",
+        f"exported {summary.warcs} WARC files ({summary.bundles} bundles inside, {summary.pages} pages, "
+        f"{summary.bytes} bytes) from {archive} to {summary.destination} (wacz)",
         QUIET,
     )
 
 
-def _check_format(
-    fmt: str | None, bag_out: str | None, dest: str | None, with_raw: bool, since: str | None = None
-) -> tuple[str, str]:
+def _check_format(fmt: str | None, bag_out: str | None, dest: str | None) -> tuple[str, str]:
     """The format asked for, once the options agree with it, and where it goes."""
     target = bag_out or dest
     if target is None or bool(bag_out) == bool(dest):
-        raise click.UsageError("give either --bag OUT or --format parquet|release --to DEST")
-    if since and fmt not in ("release", "wacz"):
-        raise click.UsageError("--since goes with --format release or wacz")
+        raise ConfigError("give either --bag OUT or --format parquet|release|wacz --to DEST")
     wanted = "bag" if bag_out else (fmt if fmt in ("release", "wacz") else "parquet")
     if fmt not in (None, wanted):
-        raise click.UsageError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
-    if with_raw and wanted in ("bag", "wacz"):
-        raise click.UsageError("--with-raw goes with --to and --format parquet: a bag always holds the raw bundles")
+        raise ConfigError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
+    if wanted not in ("release", "wacz"):
+        refuse(["since"], "only with --format release (a previous release) or wacz (a run id)")
+    if wanted != "parquet":
+        refuse(["with_raw"], f"only with --format parquet ({RAW_IN[wanted]})")
+    if wanted != "bag":
+        refuse(["source_organization"], "only with --bag (a field of the bag's bag-info.txt)")
     return wanted, target

@@ -13,16 +13,18 @@ from pith.reasons import Rejected
 from pith.signed_note import read_note
 from pith.tlog_proof import tlog_proof
 from storage.archive import layout
+from storage.archive.reader import CommittedArchive
 from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import prove_record
 
-from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, trust_options
+from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, record_number, trust_options
+from .exit_status import ConfigError
 from .output import echo, log_to_stderr, verbosity_options
 
 
 @click.command(epilog=TRUST_HELP)
 @click.argument("archive")
-@click.argument("pith_number")
+@click.argument("record")
 @click.option(
     "--json",
     "as_json",
@@ -33,28 +35,34 @@ from .output import echo, log_to_stderr, verbosity_options
     "--format",
     "form",
     type=click.Choice(["text", "json", "tlog-proof"]),
-    default="text",
-    help="tlog-proof: a c2sp.org/tlog-proof@v1 file with the cosigned checkpoint (for `verify --proof FILE "
-    "--policy FILE`); json is --json.",
+    default=None,
+    help="text (the default), json (as --json) or tlog-proof: a c2sp.org/tlog-proof@v1 file with the cosigned "
+    "checkpoint (for `verify --proof FILE --policy FILE`).",
 )
 @trust_options
 @verbosity_options
 def prove(
     archive: str,
-    pith_number: str,
+    record: str,
     as_json: bool,
-    form: str,
+    form: str | None,
     trust: Trust,
     verbosity: int,
 ) -> None:
-    """Prove that the latest storage attestation of PITH_NUMBER is in its archiver key's
+    """Prove that the latest storage attestation of RECORD is in its archiver key's
     log in ARCHIVE: the attestation, its leaf index, and the RFC 9162 inclusion proof up
     to the key's latest signed checkpoint. Anyone holding the archiver's public key
-    checks it offline in O(log n) (docs/TRANSPARENCY.md)."""
+    checks it offline in O(log n) (docs/TRANSPARENCY.md).
+
+    RECORD is any seed a crawl takes: a full or short Pith number (pith:RLLQL635), a
+    suffix, an arXiv id, a DOI or a record's URL, looked up in ARCHIVE's own tables."""
+    if as_json and form not in (None, "json"):
+        raise ConfigError(f"--json is --format json: give it or --format {form}, not both")
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust)
     with reading(archive):
-        document = prove_record(store, keyring, pith_number)
+        committed = CommittedArchive.read(store, keyring)
+        document = prove_record(committed, record_number(committed, record))
     if as_json or form == "json":
         echo(json.dumps(document, ensure_ascii=False))
         return

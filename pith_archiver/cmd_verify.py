@@ -15,14 +15,16 @@ from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason
 from pith.verify import Status
 
-from . import FIXTURES, sources
+from . import FIXTURES, s3_sources, sources
 from .checking import TargetChecker
-from .exit_status import ConfigError, ExitStatus, worst
+from .exit_status import ConfigError, ExitStatus, RunFailed, worst
 from .interrupts import interrupted_status
 from .keyrings import build_keyring, keyring_options
+from .option_checks import refuse, refuse_endpoint_without_s3
 from .ordered_pool import ordered_map
-from .output import QUIET, echo, verbosity_options
+from .output import QUIET, VERBOSE, echo, verbosity_options
 from .progress import progress
+from .repeats import Repeats
 
 STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 
@@ -64,6 +66,7 @@ STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
     help="With --proof: the proofs are tlog-proof files (`prove --format tlog-proof`), checked against this "
     "witness policy's logs and quorum.",
 )
+@s3_sources.endpoint_option
 @verbosity_options
 @click.argument("paths", nargs=-1)
 def verify(
@@ -75,10 +78,12 @@ def verify(
     jobs: int | None,
     proofs: tuple[str, ...],
     policy_file: str | None,
+    s3_endpoint_url: str | None,
     paths: tuple[str, ...],
     verbosity: int,
 ) -> None:
-    """Verify bundles, attestation feeds, releases and WACZ files: files, folders or http(s) URLs.
+    """Verify bundles, attestation feeds, releases and WACZ files: files, folders, http(s)
+    URLs, or s3:// objects and prefixes.
 
     A folder stands for every *.json (bundle) and *.jsonl (feed) file below it; what is
     plainly not a bundle (a corpus index, a keyring, a key document, a manifest, a web
@@ -87,7 +92,9 @@ def verify(
     one is rejected. A state document (a mirror's state.json) is skipped and counted
     too, once compared with the state of the bundle.json beside it: one that differs
     is rejected (state_mismatch). An archive folder (one holding manifests/) stands for its raw
-    bundles and its attestation feeds.
+    bundles and its attestation feeds. An s3://bucket/prefix stands for what lies below
+    it as a folder does (an archive's raw bundles and feeds), an s3:// object for itself;
+    the bucket is reached as `audit` reaches it (--s3-endpoint-url, the AWS variables).
 
     A *.jsonl file is a storage attestation feed (an archive's attestations/<run_id>.jsonl):
     every attestation is checked against the keyring (which must pin the archive's key)
@@ -107,6 +114,13 @@ def verify(
     Exit status: 0 all verified; 1 something was rejected; 2 usage or configuration
     error; 3 some could not be read (none rejected); 4 nothing could be read or verified.
     """
+    refuse_endpoint_without_s3(s3_endpoint_url, paths)
+    if not proofs:
+        refuse(["policy_file"], "only with --proof FILE (it names the logs and witnesses a tlog-proof answers to)")
+    else:
+        refuse(["max_bytes", "max_depth", "jobs"], "for the documents verified, not --proof files")
+    if policy_file:
+        refuse(["keyrings", "no_default_keys"], "not with --policy (a tlog-proof is checked against the policy's keys)")
     ring = build_keyring(keyrings, no_default_keys, with_machine_key=True)
     if proofs:
         if paths:
@@ -117,8 +131,11 @@ def verify(
         if policy_file:
             sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))
         sys.exit(check_proof_files(proofs, ring, as_json))
-    checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth))
-    targets = sources.expand(paths or [str(FIXTURES)])
+    checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth), s3_endpoint_url)
+    try:
+        targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
+    except sources.SourceError as exc:
+        raise RunFailed(str(exc)) from None
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
     sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
@@ -182,6 +199,7 @@ class Report:
         self.inferred = 0  # verified with a merge rule only inferred
         self.states = 0  # state documents skipped (state.json): not bundles
         self.states_matched = 0  # of them, those that match the state their bundle carries
+        self.repeats = Repeats(every=as_json or verbosity >= VERBOSE)  # rejections alike, told once
 
     def add(self, record: dict) -> None:
         status, source = record["status"], record["source"]
@@ -199,10 +217,12 @@ class Report:
                 self.inferred += 1
                 line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"
         elif status == Status.REJECTED:
-            line = (
-                f"REJECTED    {label}  {source}  {record['reason']} at {record['path'] or '<document>'}: "
-                f"{record['detail']}"
-            )
+            what = f"{record['reason']} at {record['path'] or '<document>'}: {record['detail']}"
+            line = f"REJECTED    {label}  {source}  {what}"
+            noun = "feed" if feed else "WACZ file" if wacz else "state document" if state else "bundle"
+            if not self.repeats.shown(noun if label != "-" else "document", record["reason"], what):
+                self.counts[status] += 1
+                return
         else:
             line = f"{status.upper():<10}  {source}  {record['detail']}"
         self._emit(record, line)
@@ -215,6 +235,8 @@ class Report:
 
     def close(self) -> ExitStatus:
         counts = self.counts
+        for line in [] if self.as_json else self.repeats.lines():
+            echo(line)
         inferred = f" ({self.inferred} with a merge rule only inferred)" if self.inferred else ""
         summary = f"{counts[Status.VERIFIED]} verified{inferred}, {counts[Status.REJECTED]} rejected"
         if counts[Status.UNREADABLE]:

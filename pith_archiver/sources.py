@@ -1,18 +1,25 @@
-"""What ``verify`` reads: files, folders (a corpus, an archive, any tree of bundles) and
-http(s) URLs, and what it can tell is not a bundle without checking it."""
+"""What ``verify`` reads: files, folders (a corpus, an archive, any tree of bundles),
+http(s) URLs and s3:// objects and prefixes, and what it can tell is not a bundle
+without checking it."""
 
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pith_archiver
 from pith.merge import STATE_TYPE
 from pith.parse import DEFAULT_MAX_BYTES
 from storage.archive import layout
+from storage.archive.stores import StorageError
 from storage.publishing.release_check import RELEASE_FILE
 
+from . import s3_sources
+
 FEED_SUFFIX = ".jsonl"
+READ_CHUNK = 1 << 20
 FETCH_SECONDS = 30.0  # a document fetched by URL, from the name lookup to its last byte
 WACZ_SUFFIX = ".wacz"
 # What an archive keeps beside its raw bundles and attestation feeds, by top folder.
@@ -48,20 +55,31 @@ class Target:
         return self.source.endswith(WACZ_SUFFIX) and not self.source.startswith(("http://", "https://"))
 
 
-def expand(targets: Iterable[str]) -> list[Target]:
-    """Files and URLs stay; a folder becomes every ``*.json`` (bundle) and ``*.jsonl``
-    (attestation feed) file below it, sorted; an archive folder (one holding manifests/)
-    its raw bundles and feeds, with the rest of its documents marked skipped."""
+def expand(targets: Iterable[str], s3_endpoint_url: str | None = None) -> list[Target]:
+    """Files and URLs stay; a folder or s3:// prefix becomes every ``*.json`` (bundle)
+    and ``*.jsonl`` (attestation feed) document below it, sorted; an archive's (one
+    holding manifests/) its raw bundles and feeds, with the rest of its documents
+    marked skipped. SourceError when an s3:// location cannot be listed."""
     out = []
     for target in targets:
         path = Path(target)
-        if target.startswith(("http://", "https://")) or not path.is_dir():
+        if target.startswith(s3_sources.SCHEME):
+            out.extend(_s3(target, s3_endpoint_url))
+        elif target.startswith(("http://", "https://")) or not path.is_dir():
             out.append(Target(target))
         elif (path / layout.MANIFESTS).is_dir():
-            out.extend(_archive(path))
+            out.extend(_below(((str(p), p.relative_to(path).as_posix()) for p in _documents(path)), archive=True))
         else:
             out.extend(Target(str(p)) for p in _documents(path))
     return out
+
+
+def _s3(uri: str, s3_endpoint_url: str | None) -> list[Target]:
+    try:
+        listed = s3_sources.documents(uri, s3_endpoint_url)
+    except (StorageError, ValueError) as exc:
+        raise SourceError(str(exc)) from None
+    return [Target(uri)] if listed is None else list(_below(*listed))
 
 
 def _documents(folder: Path) -> list[Path]:
@@ -69,34 +87,53 @@ def _documents(folder: Path) -> list[Path]:
     return sorted((p for p in folder.rglob("*.json*") if p.suffix in (".json", FEED_SUFFIX) and p.is_file()), key=str)
 
 
-def _archive(root: Path) -> Iterator[Target]:
-    for path in _documents(root):
-        relative = path.relative_to(root).as_posix()
-        if (
+def _below(found: Iterable[tuple[str, str]], archive: bool) -> Iterator[Target]:
+    """The targets of the documents under a folder or prefix, each given as its source
+    and its path below it; in an archive, only raw bundles and feeds are checked."""
+    for source, relative in found:
+        if not archive or (
             relative.startswith(f"{layout.RAW}/")
-            and path.suffix == ".json"
+            and relative.endswith(".json")
             or relative.startswith(f"{layout.ATTESTATIONS}/")
-            and path.suffix == FEED_SUFFIX
+            and relative.endswith(FEED_SUFFIX)
         ):
-            yield Target(str(path))
+            yield Target(source)
         else:
             part = ARCHIVE_PARTS.get(relative.split("/")[0], "outside raw/ and attestations/")
-            yield Target(str(path), skip=f"not a bundle ({part})")
+            yield Target(source, skip=f"not a bundle ({part})")
 
 
-def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The exact bytes of a file or URL, reading at most one byte past ``max_bytes`` so
-    the size check can name an oversize document without loading all of it. A size
-    known in advance is read as it is: asking for ``max_bytes + 1`` allocates that
-    much first, which costs a 13 KB bundle more than its signature checks."""
+def read(target: str, max_bytes: int = DEFAULT_MAX_BYTES, s3_endpoint_url: str | None = None) -> bytes:
+    """The exact bytes of a file, URL or s3:// object, reading at most one byte past
+    ``max_bytes`` so the size check can name an oversize document without loading all
+    of it. A size known in advance is read as it is: asking for ``max_bytes + 1``
+    allocates that much first, which costs a 13 KB bundle more than its signature checks."""
     try:
         if target.startswith(("http://", "https://")):
             return fetch(target, max_bytes, "application/json")
+        if target.startswith(s3_sources.SCHEME):
+            return s3_sources.read_at_most(target, max_bytes, s3_endpoint_url)
         with open(target, "rb", buffering=0) as handle:  # one read: a buffer would copy it
             size = os.fstat(handle.fileno()).st_size
             return handle.read() if size <= max_bytes else handle.read(max_bytes + 1)
     except (OSError, ValueError) as exc:
         raise SourceError(f"{target}: {exc}") from None
+    except StorageError as exc:  # it names the object already
+        raise SourceError(str(exc)) from None
+
+
+@contextmanager
+def opened(target: str, s3_endpoint_url: str | None = None) -> Iterator[Iterator[bytes]]:
+    """The chunks of a file or s3:// object, streamed (a feed may be large); SourceError
+    when it cannot be read, whenever that shows."""
+    try:
+        if target.startswith(s3_sources.SCHEME):
+            yield s3_sources.chunks(target, s3_endpoint_url)
+        else:
+            with open(target, "rb") as handle:
+                yield iter(partial(handle.read, READ_CHUNK), b"")
+    except (OSError, StorageError) as exc:
+        raise SourceError(str(exc)) from None
 
 
 def fetch(url: str, max_bytes: int, accept: str, seconds: float = FETCH_SECONDS) -> bytes:

@@ -50,6 +50,7 @@ class Discrepancy:
     path: str  # the archive path it concerns
     detail: str = ""
     key_id: str | None = None  # manifest_unpinned: the key that signs the manifest
+    reason: str | None = None  # bundle_rejected: the verdict's reason (unknown_key, ...)
 
     def line(self) -> str:
         return f"{self.code} {self.path} {self.detail}".rstrip()
@@ -183,9 +184,11 @@ class Audit:
         """Each key's committed log, as the manifests ``run()`` verified give it."""
         return logs_of(self._log_parts)
 
-    def _found(self, code: Finding, path: str, detail: str = "", key_id: str | None = None) -> Discrepancy:
+    def _found(
+        self, code: Finding, path: str, detail: str = "", key_id: str | None = None, reason: str | None = None
+    ) -> Discrepancy:
         self.counts.discrepancies[code] += 1
-        return Discrepancy(code, path, detail, key_id)
+        return Discrepancy(code, path, detail, key_id, reason)
 
     def _manifest(self, manifest: dict, objects: list[ObjectInfo]) -> Iterator[Discrepancy]:
         by_path = {entry.path: entry for entry in objects}
@@ -265,6 +268,7 @@ class Audit:
                 Finding.BUNDLE_REJECTED,
                 entry.path,
                 f"{verdict.reason} at {verdict.path or '<document>'}: {verdict.detail}",
+                reason=verdict.reason,
             )
 
     def _warc(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:

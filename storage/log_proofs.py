@@ -71,10 +71,10 @@ def current_log(store: ObjectStore, keyring: Keyring, log: KeyLog | None) -> tup
     return tree, note
 
 
-def prove_record(store: ObjectStore, keyring: Keyring, pith_number: str) -> dict:
+def prove_record(archive: CommittedArchive, pith_number: str) -> dict:
     """An inclusion proof (``pith.proof``) of the record's latest storage attestation
     against the newest checkpoint of its key; NotAttested or LogBroken when there is none."""
-    archive = CommittedArchive.read(store, keyring)
+    store, keyring = archive.store, archive.keyring
     event_id, run_id = _latest_attestation(archive, suffix_of(pith_number))
     signers = {m["run_id"]: m["signature"]["key_id"] for m in archive.manifests}
     log = key_logs(archive.manifests).get(signers.get(run_id, ""))

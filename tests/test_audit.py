@@ -224,6 +224,30 @@ def test_the_command_on_s3_and_its_usage_errors(
     assert run_cli("audit", str(tmp_path), "--no-default-keys").returncode == 2
 
 
+def test_findings_alike_are_told_once_with_their_fix(tmp_path, corpus_dir, corpus_keyring, test_signer):
+    """The registry key not pinned: every bundle is unknown_key. The first is shown where
+    it is found, then one line gives the count and the fix; -v and --json keep a line
+    each, and the exit status is the same."""
+    store = LocalStore(tmp_path / "archive")
+    raws = [raw for raw in corpus_raws(corpus_dir).values() if b"pith-test-corpus-" in raw][:12]
+    write_run(store, test_signer, corpus_keyring, raws)
+    key = tmp_path / "archive-key.json"
+    key.write_text(json.dumps(test_signer.public_document()))
+    args = ["audit", store.root, "--no-default-keys", "--keyring", key]
+    grouped = run_cli(*args)
+    assert grouped.returncode == 1
+    first, told, summary = grouped.stdout.splitlines()
+    assert first.startswith("bundle_rejected raw/bundles/") and " unknown_key at " in first
+    fix = "pin it with --keyring FILE (a keyring holding that key, its fingerprint checked out of band)"
+    assert told == f"12 bundles signed by a key not pinned ({first.split(' ', 2)[2]}): {fix}; -v lists each"
+    assert summary.startswith("12 discrepancies (bundle_rejected 12) in 1 manifests")
+    each = run_cli(*args, "-v")
+    assert each.returncode == 1 and each.stdout.count("bundle_rejected raw/bundles/") == 12
+    assert told.removesuffix("; -v lists each") in each.stdout.splitlines()
+    as_json = [json.loads(line) for line in run_cli(*args, "--json").stdout.splitlines()]
+    assert [line.get("reason") for line in as_json[:-1]] == ["unknown_key"] * 12 and "summary" in as_json[-1]
+
+
 # --- nothing is not clean --------------------------------------------------------------
 
 READERS = {  # a command that reads an archive, and what it is asked to do

@@ -403,3 +403,32 @@ def test_json_that_claims_to_be_a_bundle_is_judged_not_skipped(tmp_path):
     assert result.returncode == 1
     assert result.stdout.count("REJECTED") == 2 and "schema_violation" in result.stdout
     assert result.stdout.splitlines()[-1] == "0 verified, 2 rejected"
+
+
+def test_rejections_alike_are_told_once_with_their_fix(tmp_path, corpus_dir, test_signer):
+    """The corpus's bundles with neither of its registry keys pinned (the test corpus's
+    and the real registry's): the first rejection of each key is shown, then one line
+    per key with the count and the fix, before the count; -v and --json list each;
+    exit 1 alike."""
+    key = tmp_path / "other-key.json"
+    key.write_text(json.dumps(test_signer.public_document()))
+    bundles = corpus_dir / BUNDLES_DIR
+    total = len(list(bundles.glob("*.bundle.json")))
+    fix = "pin it with --keyring FILE (a keyring holding that key, its fingerprint checked out of band)"
+    args = ["verify", bundles, "--no-default-keys", "--keyring", key]
+    for quiet in ([], ["-q"]):
+        grouped = run_cli(*args, *quiet)
+        assert grouped.returncode == 1
+        *firsts, told_corpus, told_real, summary = grouped.stdout.splitlines()
+        assert len(firsts) == 2 and all(line.startswith("REJECTED    pith:") for line in firsts)
+        assert told_corpus == (
+            f"{total - 3} bundles signed by a key not pinned (unknown_key at events[0].payload.receipt.key_id: "
+            f"'pith-test-corpus-7' is not pinned): {fix}; -v lists each"
+        )
+        assert told_real.startswith("3 bundles signed by a key not pinned (") and "'pith-v1-2026-05'" in told_real
+        assert summary == f"0 verified, {total} rejected"
+    each = run_cli(*args, "-v")
+    assert each.returncode == 1 and each.stdout.count("REJECTED    pith:") == total
+    assert f"{total - 3} bundles signed by a key not pinned (" in each.stdout and "-v lists each" not in each.stdout
+    as_json = run_cli(*args, "--json")
+    assert as_json.returncode == 1 and len(as_json.stdout.splitlines()) == total

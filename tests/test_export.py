@@ -226,18 +226,47 @@ def test_every_format_refuses_alike_what_does_not_verify_under_the_pinned_keys(t
     [line] = refusals  # the one check: the same bundle named the same way by every format
     assert line.startswith("Error: raw/bundles/") and "does not verify (unknown_key at " in line, line
     made = run_cli("export", archive, *targets["wacz"])
-    assert made.returncode == 0 and f"({len(suffixes)} verified bundles," in made.stdout, made.output
+    assert made.returncode == 0 and f"({len(suffixes)} bundles inside, " in made.stdout, made.output
+
+
+@pytest.mark.slow
+def test_export_and_verify_count_a_wacz_alike(tmp_path, monkeypatch):
+    """The demo run twice: its second run fetches the 3 records again, unchanged, and
+    writes revisit records (naming the first run's). The export and `verify` give the
+    same count of bundles inside, and the export says how many pages list them."""
+    for _ in range(2):
+        run_cli_crawl(tmp_path, logged=False).check()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the demo's archiver key
+    archive, wacz = tmp_path / "archive", tmp_path / "out.wacz"
+    made = run_cli("export", archive, "--format", "wacz", "--to", wacz, "--with-raw")
+    assert made.returncode == 2 and made.stderr == (
+        "Error: --with-raw: only with --format parquet (a WACZ holds the bundles as fetched, in its WARC files)\n"
+    )
+    made = run_cli("export", archive, "--format", "wacz", "--to", wacz).check()
+    assert "WARC files (3 bundles inside, 6 pages, " in made.stdout, made.output
+    verified = run_cli("verify", wacz).check()
+    assert f"VERIFIED    wacz  {wacz}  3 bundles inside\n" in verified.stdout
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "give either --bag OUT or --format parquet|release --to DEST"),
-        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet|release --to DEST"),
+        ([], "give either --bag OUT or --format parquet|release|wacz --to DEST"),
+        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet|release|wacz --to DEST"),
         (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
-        (["--bag", "b", "--with-raw"], "--with-raw goes with --to"),
+        (["--bag", "b", "--with-raw"], "--with-raw: only with --format parquet (a bag always holds the raw bundles)"),
+        (["--format", "release", "--to", "d", "--with-raw"], "--with-raw: only with --format parquet (a release"),
+        (["--to", "d", "--since", "x"], "--since: only with --format release (a previous release) or wacz"),
+        (["--bag", "b", "--since", "x"], "--since: only with --format release"),
+        (["--to", "d", "--source-organization", "Us"], "--source-organization: only with --bag"),
+        (["--format", "wacz", "--to", "x.wacz", "--source-organization", "Us"], "--source-organization: only with"),
+        (["--bag", "b", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3:// locations"),
     ],
 )
 def test_export_usage_errors(tmp_path, args, message):
+    """One line each, exit 2, before the archive is read (an option that does not apply
+    is refused, never silently ignored)."""
     result = run_cli("export", str(tmp_path), *args)
-    assert result.returncode == 2 and message in result.output
+    assert result.returncode == 2 and result.stdout == "", result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: {message}"), line

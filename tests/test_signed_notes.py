@@ -352,7 +352,9 @@ def test_an_archive_that_cannot_prove_says_so_in_one_escaped_line(archive):
     (``archive_reading.reading``): nothing attested is exit 1, its text escaped like
     every other one-line error, since it quotes what the user typed."""
     folder, _, _ = archive
-    result = run_cli("prove", "--trust-archive-keys", folder, "pith:2026:AAAAAAAA\x1b[2J")
+    result = run_cli("prove", "--trust-archive-keys", folder, "10.1234/x\x1b[2J")  # a DOI no record has
     assert result.returncode == 1 and not result.stdout, result.output
-    assert "holds no storage attestation of AAAAAAAA\\u001b[2J" in result.stderr and "\x1b" not in result.stderr
+    assert "holds no record named 10.1234/x\\u001b[2J" in result.stderr and "\x1b" not in result.stderr
+    result = run_cli("prove", "--trust-archive-keys", folder, "pith:2026:AAAAAAAA\x1b[2J")  # no record's name
+    assert result.returncode == 2 and "AAAAAAAA\\x1b[2J' is not a Pith number" in result.stderr, result.output
     assert run_cli("checkpoint", "--trust-archive-keys", folder, "--key", "nobody").returncode == 1

@@ -188,3 +188,12 @@ def test_a_forged_bundle_inside_a_signed_wacz_is_rejected(tmp_path, contents, re
     assert result.returncode == 1, result.output
     assert f"{wacz}#{WARC}@0" in result.stdout and "REJECTED    pith:" in result.stdout
     assert result.stdout.splitlines()[-1] == "1 verified, 1 rejected"  # the package holds; its bundle does not
+
+
+@pytest.mark.slow  # the moto server
+def test_a_wacz_on_s3_verifies_as_the_file_does(tmp_path, contents, machine_key, s3_client, s3_bucket, s3_endpoint):
+    wacz = package(tmp_path / "x.wacz", contents)
+    s3_client.upload_file(str(wacz), s3_bucket, "exports/x.wacz")
+    remote = run_cli("verify", f"s3://{s3_bucket}/exports/x.wacz", "--s3-endpoint-url", s3_endpoint)
+    assert remote.returncode == 0, remote.output
+    assert remote.stdout == run_cli("verify", wacz).stdout.replace(str(wacz), f"s3://{s3_bucket}/exports/x.wacz")

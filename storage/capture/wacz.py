@@ -62,7 +62,8 @@ class WaczError(ValueError):
 class WaczSummary:
     destination: str
     warcs: int
-    pages: int
+    pages: int  # a page per capture of a verified bundle
+    bundles: int  # of them, those whose record holds the bundle (not a revisit): what `verify` finds inside
     bytes: int
 
 
@@ -85,24 +86,27 @@ def _listed(manifests: list[dict], keep: Callable[[dict], bool]) -> list[ObjectI
     return sorted(seen.values(), key=lambda info: info.path)
 
 
-def _pages(archive: CommittedArchive, manifests: list[dict]) -> tuple[list[dict], set[str | None]]:
-    """A page per verified bundle capture (what a replay tool lists first), and the
-    bundle versions they capture (each verified again before the package is made)."""
+def _pages(archive: CommittedArchive, manifests: list[dict]) -> tuple[list[dict], set[str | None], int]:
+    """A page per verified bundle capture (what a replay tool lists first), the bundle
+    versions they capture (each verified again before the package is made), and how
+    many captures hold the bundle itself (a revisit record names an earlier one)."""
     paths = {entry["path"] for manifest in manifests for entry in manifest["objects"]}
-    pages, versions = [], set()
+    pages, versions, inside = [], set(), 0
     for info in archive.table_files("captures"):
         if info.path not in paths:
             continue
         for batch in table_batches(
-            archive.store, info, ["url", "fetch_time", "pith_number", "bundle_sha256", "status"]
+            archive.store, info, ["url", "fetch_time", "pith_number", "bundle_sha256", "status", "warc_record_type"]
         ):
             for row in batch.to_pylist():
                 if row.get("status") == "verified":
+                    inside += row.get("warc_record_type") != "revisit"
                     stamp = row["fetch_time"].strftime("%Y-%m-%dT%H:%M:%SZ")
                     pages.append({"url": row["url"], "ts": stamp, "title": row["pith_number"]})
                     versions.add(row.get("bundle_sha256"))
     pages.sort(key=lambda page: (page["ts"], page["url"]))
-    return [{"id": hashlib.sha256(f"{p['ts']} {p['url']}".encode()).hexdigest()[:16], **p} for p in pages], versions
+    ids = [{"id": hashlib.sha256(f"{p['ts']} {p['url']}".encode()).hexdigest()[:16], **p} for p in pages]
+    return ids, versions, inside
 
 
 def _merge_indexes(files: list[Path], out: Path) -> None:
@@ -156,7 +160,7 @@ def write_wacz(
     warcs = [info for info in warcs if info.path.endswith(".warc.gz")]
     if not warcs:
         raise WaczError(f"{store.uri}: the runs asked for hold no WARC file (crawled with --no-warc?)")
-    pages, versions = _pages(archive, manifests)
+    pages, versions, inside = _pages(archive, manifests)
     check_included(archive, versions)  # before anything is written: a page is a verified bundle
     created = utc_now()
     with tempfile.TemporaryDirectory(prefix="pith-wacz-") as folder:
@@ -197,4 +201,4 @@ def write_wacz(
         dest.put_file(name, local)
         dest.flush()
     logger.info("wrote %s/%s: %d WARC files, %d pages", dest.uri, name, len(warcs), len(pages))
-    return WaczSummary(f"{dest.uri.rstrip('/')}/{name}", len(warcs), len(pages), size)
+    return WaczSummary(f"{dest.uri.rstrip('/')}/{name}", len(warcs), len(pages), inside, size)

@@ -1,0 +1,41 @@
+"""Options that do not apply are refused, never silently ignored: one line naming the
+option and why, exit 2, before anything is read or fetched (export's are in
+tests/test_export.py)."""
+
+import pytest
+
+from tests.plugins.cli import run_cli
+
+REAL = "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
+
+
+@pytest.fixture
+def proof(tmp_path):
+    path = tmp_path / "proof.json"
+    path.write_text("{}")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["verify", "--policy", "logs.policy", "x.json"], "--policy: only with --proof FILE"),
+        (["verify", "--proof", "{proof}", "--max-bytes", "9"], "--max-bytes: for the documents verified"),
+        (["verify", "--proof", "{proof}", "-j", "2", "--max-depth", "9"], "--max-depth and --jobs: for the documents"),
+        (["verify", "--proof", "{proof}", "--policy", "p", "--keyring", "{proof}"], "--keyring: not with --policy"),
+        (["verify", "x.json", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
+        (["audit", "{tmp}", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
+        (["prove", "{tmp}", REAL, "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to"),
+        (["prove", "{tmp}", REAL, "--json", "--format", "text"], "--json is --format json"),
+        (["crawl", "--out", "{tmp}", "--no-follow", "--max-depth", "2", REAL], "--max-depth counts link hops"),
+        (["crawl", "--out", "{tmp}", "--check-state", "--check-state-sample", "5%", REAL], "--check-state checks"),
+    ],
+)
+def test_an_option_that_does_not_apply_is_one_line_and_exit_2(tmp_path, proof, args, said):
+    args = [arg.replace("{proof}", proof).replace("{tmp}", str(tmp_path)) for arg in args]
+    if args[0] == "crawl":
+        args[1:1] = ["--resolver", "http://127.0.0.1:1"]  # refused before any request
+    result = run_cli(*args)
+    assert result.returncode == 2 and result.stdout == "", result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: {said}"), line
