@@ -86,8 +86,8 @@ LINKS = {  # the corpus kinds --links may name: where records name one another
     "bundles": "bundles (each names the records it cites and those citing it)",
 }
 # the baseline gets the one middleware that only removes Scrapy's charset sniffing of
-# JSON (see crawler.middlewares.JsonCharsetMiddleware), so it is not slowed by it
-PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.JsonCharsetMiddleware": 595}}
+# JSON (see crawler.downloading.json_charset.JsonCharsetMiddleware), so it is not slowed by it
+PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.downloading.json_charset.JsonCharsetMiddleware": 595}}
 
 
 def tree(pid: int) -> list[int]:

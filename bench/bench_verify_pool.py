@@ -1,8 +1,8 @@
 """Threads or processes for verification beside a busy crawl thread: a model of the crawl
 in which one thread spends a fixed CPU time per bundle (Scrapy's own work) and each
-bundle is parsed and verified (crawler.verify_worker.BundleChecker) either inline, in a
+bundle is parsed and verified (crawler.verifying.verify_worker.BundleChecker) either inline, in a
 thread pool, in a ``concurrent.futures`` process pool (the baseline: how the crawl
-handed bundles over before), or by ``crawler.verifier.Verifier``'s worker process over
+handed bundles over before), or by ``crawler.verifying.verifier.Verifier``'s worker process over
 its socket, as the crawl runs it now; at most 64 in flight.
 
     python bench/bench_verify_pool.py --corpus DIR [--bundles 3000] [--scrapy-us 1500] [--rounds 2]
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawler.verifier import Verifier  # noqa: E402
-from crawler.verify_worker import BundleChecker  # noqa: E402
+from crawler.verifying.verifier import Verifier  # noqa: E402
+from crawler.verifying.verify_worker import BundleChecker  # noqa: E402
 from pith.keyring import Keyring  # noqa: E402
 from pith.parse import Limits  # noqa: E402
 

@@ -10,7 +10,7 @@ from pith.verify import Verdict
 @dataclass
 class BundleItem:
     """A fetched bundle: ``body`` is the exact response body, ``verdict`` what the
-    spider's verifier (crawler.verifier) made of it."""
+    spider's verifier (crawler.verifying.verifier) made of it."""
 
     url: str
     body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes

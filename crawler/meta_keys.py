@@ -15,12 +15,12 @@ class Meta:
     TASK: Final = "pith_task"  # the frontier task the request opens or continues (crawler.frontier)
     TRIED: Final = "pith_tried"  # sources a record's bundle was requested from, the current one last
     TEMPLATE: Final = "pith_template"  # which URL template built it, to learn a redirect from
-    CONDITIONAL: Final = "pith_conditional"  # send the archived validators (crawler.middlewares)
+    CONDITIONAL: Final = "pith_conditional"  # send the archived validators (crawler.downloading.conditional)
     ALIAS: Final = "pith_alias"  # an alias seed's alias
     BUNDLE_FAILED: Final = "pith_bundle_failed"  # a page requested after its record's bundle failed
-    CROSS_CHECK: Final = "pith_cross_check"  # a copy fetched to compare sources (crawler.cross_check)
-    EXPECTED_STATE: Final = "pith_expected_state"  # the state a state.json must match (crawler.state_check)
-    DEADLINE: Final = "pith_deadline"  # time.monotonic() by which a request and its retries end (crawler.robots)
+    CROSS_CHECK: Final = "pith_cross_check"  # a copy fetched to compare sources (crawler.spider_mixins.cross_check)
+    EXPECTED_STATE: Final = "pith_expected_state"  # what a state.json must match (crawler.spider_mixins.state_check)
+    DEADLINE: Final = "pith_deadline"  # time.monotonic() when a request and retries end (crawler.downloading.robots)
 
 
 def take_opening(request: Request) -> tuple[str, int] | None:

@@ -45,7 +45,7 @@ AUTOTHROTTLE_MAX_DELAY = 30.0
 AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
-DOWNLOADER = "crawler.downloader.CappedDownloader"  # Scrapy 2.19 does not enforce the cap above
+DOWNLOADER = "crawler.downloading.downloader.CappedDownloader"  # Scrapy 2.19 does not enforce the cap above
 # Each callback yields one to three outputs, and Scrapy starts CONCURRENT_ITEMS tasks
 # per callback to process them: the default 100 costs more than verifying a bundle.
 CONCURRENT_ITEMS = 8
@@ -58,7 +58,7 @@ REDIRECT_MAX_TIMES = 5
 RETRY_ENABLED = True
 RETRY_TIMES = 4
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
-PITH_ROBOTSTXT_DEADLINE = 10.0  # seconds a robots.txt request may take, retries included (crawler.robots)
+PITH_ROBOTSTXT_DEADLINE = 10.0  # seconds a robots.txt request may take, retries included (crawler.downloading.robots)
 PITH_RETRY_BACKOFF_BASE = 0.5
 PITH_RETRY_BACKOFF_MAX = 30.0
 PITH_RETRY_AFTER_MAX = 120.0
@@ -66,15 +66,17 @@ PITH_RETRY_AFTER_MAX = 120.0
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
-    "crawler.spread.SourceSlots": 40,  # each source (host:port) its own download slot
+    "crawler.downloading.spread.SourceSlots": 40,  # each source (host:port) its own download slot
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "crawler.robots.SourceRobots": 100,  # Scrapy's, with each source's robots.txt asked up front, to a deadline
-    "crawler.middlewares.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
-    "crawler.middlewares.BackoffRetryMiddleware": 550,
-    "crawler.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
-    "crawler.middlewares.ConditionalRequestMiddleware": 560,
-    "crawler.middlewares.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
-    "crawler.warc.WarcRecorder": 950,  # with PITH_WARC and CrawlArchive: first to see a response, as received
+    "crawler.downloading.robots.SourceRobots": 100,  # Scrapy's, each source's robots.txt asked up front, to a deadline
+    "crawler.downloading.on_site.OnSiteMiddleware": 50,  # redirects never leave the crawl's hosts
+    "crawler.downloading.unreachable.UnreachableSources": 545,  # the errors the retries gave up on, by source
+    "crawler.downloading.retries.BackoffRetryMiddleware": 550,
+    "crawler.spider_mixins.cross_check.CrossCheckSample": 555,  # with PITH_CROSS_CHECK; before the conditional requests
+    "crawler.downloading.conditional.ConditionalRequestMiddleware": 560,
+    "crawler.downloading.json_charset.JsonCharsetMiddleware": 595,  # after HttpCompression (590) in the response path
+    # with PITH_WARC and CrawlArchive: first to see a response, as received
+    "crawler.downloading.warc_recorder.WarcRecorder": 950,
 }
 
 ITEM_PIPELINES = {
@@ -90,13 +92,13 @@ ADDONS = {
 
 EXTENSIONS = {
     "crawler.frontier.Frontier": 0,  # PITH_FRONTIER set: the crawl's handle on the shared frontier
-    "crawler.crawl_archive.CrawlArchive": 0,  # PITH_ARCHIVE set: the archive and WARC writers
-    "crawler.progress.Progress": 500,
-    "crawler.statsfile.StatsFile": 510,
-    "crawler.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
-    "crawler.key_watch.SigningKeyWatch": 100,
-    "crawler.collector.CollectorThreshold": 0,
-    "crawler.ledger.RecordLedger": 0,
+    "crawler.extensions.crawl_archive.CrawlArchive": 0,  # PITH_ARCHIVE set: the archive and WARC writers
+    "crawler.extensions.progress.Progress": 500,
+    "crawler.extensions.statsfile.StatsFile": 510,
+    "crawler.scheduling.jobdir.JobdirGuard": 0,  # a --jobdir left by a killed crawl is reset, not half-resumed
+    "crawler.extensions.key_watch.SigningKeyWatch": 100,
+    "crawler.extensions.collector.CollectorThreshold": 0,
+    "crawler.extensions.record_ledger.RecordLedger": 0,
 }
 
 # Ours.
@@ -115,8 +117,10 @@ PITH_CROSS_CHECK = 0  # records (the first N bundles per worker) also fetched fr
 # compared for split views (--cross-check); 0: none
 PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, wrong record, stale, forked, failed) a mirror may serve before
 # it gets no more requests
-PITH_MIRROR_HOLD_BACK = 2  # bundle requests in flight to a mirror until it has served good copies (crawler.spread)
-SCHEDULER = "crawler.local_scheduler.LocalScheduler"  # records wait on disk (PITH_FRONTIER: FrontierScheduler)
+# bundle requests in flight to a mirror until it has served good copies (crawler.downloading.spread)
+PITH_MIRROR_HOLD_BACK = 2
+# records wait on disk (PITH_FRONTIER: FrontierScheduler)
+SCHEDULER = "crawler.scheduling.local_scheduler.LocalScheduler"
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"  # "auto" (a live line on a terminal), "log", or "off"

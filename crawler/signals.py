@@ -25,7 +25,7 @@ interim_committed = object()
 # the archive refused a verified copy fetched from ``url`` as its record's current version:
 # ``relation`` says why, "stale" (older than the version it holds) or "forked" (from it)
 version_refused = object()
-# the crawl started a record's work (``suffix``): it must end accounted for (crawler.ledger)
+# the crawl started a record's work (``suffix``): it must end accounted for (crawler.extensions.record_ledger)
 record_opened = object()
 # a record ended with no item to say how (``suffix``, ``outcome``: "unchanged", "forbidden")
 record_settled = object()

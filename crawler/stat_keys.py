@@ -18,7 +18,7 @@ class Stat:
     REQUESTS_HELD_MAX: Final = "pith/requests_held_max"  # in the local scheduler's memory at once
     RECORDS_TAKEN_BEFORE: Final = "pith/records_taken_before"
     RECORDS_SKIPPED_MAX_RECORDS: Final = "pith/records_skipped_max_records"
-    RECORDS_UNACCOUNTED: Final = "pith/records_unaccounted"  # opened, never settled (crawler.ledger)
+    RECORDS_UNACCOUNTED: Final = "pith/records_unaccounted"  # opened, never settled (crawler.extensions.record_ledger)
     SITEMAPS_SKIPPED_MAX_RECORDS: Final = "pith/sitemaps_skipped_max_records"
     BUNDLES_FETCHED: Final = "pith/bundles_fetched"
     PAGES_FETCHED: Final = "pith/pages_fetched"
@@ -27,7 +27,8 @@ class Stat:
     REQUESTS_PER_RECORD: Final = "pith/requests_per_record"
     REDIRECTS_LEARNT: Final = "pith/redirects_learnt"
     RETRY_AFTER_HONOURED: Final = "pith/retry_after_honoured"
-    REQUESTS_DROPPED: Final = "pith/requests_dropped"  # in flight when the crawl stopped at once (crawler.downloader)
+    # in flight when the crawl stopped at once (crawler.downloading.downloader)
+    REQUESTS_DROPPED: Final = "pith/requests_dropped"
     ROBOTS_FORBIDDEN: Final = "pith/robots_forbidden"
     # what went wrong fetching
     SEEDS_UNRESOLVED: Final = "pith/seeds_unresolved"
@@ -60,7 +61,7 @@ class Stat:
     ELAPSED_SECONDS: Final = "pith/elapsed_seconds"
     JOBDIR_RESET: Final = "pith/jobdir_reset"
     STOPPED_BY: Final = "pith/stopped_by"  # the signal that stopped the crawl: SIGINT or SIGTERM
-    # the WARC files (crawler.warc)
+    # the WARC files (crawler.downloading.warc_recorder)
     WARC_RESPONSES: Final = "pith/warc_responses"
     WARC_FAILURES: Final = "pith/warc_failures"
     WARC_UNRECORDED: Final = (
@@ -68,7 +69,7 @@ class Stat:
     )
     WARC_ERRORS: Final = "pith/warc_errors"  # exchanges no WARC file holds
     WARC_STOPPED: Final = "pith/warc_stopped"  # why the WARC writer stopped before the crawl ended
-    # several sources (crawler.spread, crawler.cross_check)
+    # several sources (crawler.downloading.spread, crawler.spider_mixins.cross_check)
     MIRROR_FALLBACKS: Final = "pith/mirror_fallbacks"
     MIRROR_REFETCHES: Final = "pith/mirror_refetches"
     MIRRORS_DEMOTED: Final = "pith/mirrors_demoted"
@@ -94,9 +95,14 @@ class StatFamily:
     ANNOUNCED_UNPINNED: Final = "pith/announced_keys/unpinned/"  # <key id>: its fingerprint
     CROSS_CHECK: Final = "pith/cross_check/"  # <relation>: same, extends, fork
     CACHE_DROPPED: Final = "pith/cache_dropped/"  # <cache>: validators, job, frontier
-    HOSTS: Final = "pith/hosts/"  # <host:port>/<what>: requests, records, demoted, or a bad copy (crawler.spread.BAD)
-    RECORDS: Final = "pith/records/"  # <outcome>: archived, unchanged, rejected, failed, forbidden (crawler.ledger)
+    # <host:port>/<what>: requests, records, demoted, or a bad copy (crawler.downloading.spread.BAD)
+    HOSTS: Final = "pith/hosts/"
+    # <outcome>: archived, unchanged, rejected, failed, forbidden (crawler.extensions.record_ledger)
+    RECORDS: Final = "pith/records/"
     FRONTIER_REFUSED: Final = "pith/frontier_refused/"  # <reason>
+    UNREACHABLE: Final = (
+        "pith/unreachable/"  # <host:port>: why it could not be reached (crawler.downloading.unreachable)
+    )
 
 
 def read_family(stats: dict, family: str) -> dict:
@@ -160,6 +166,8 @@ class CrawlStats:
     requests_dropped: int = 0
     warc_not_recorded: int = 0  # exchanges no WARC file holds
     warc_stopped: str | None = None  # why the WARC writer stopped
+    forbidden: int = 0  # records robots.txt forbids
+    unreachable: dict[str, str] = field(default_factory=dict)  # host:port -> the last download error's cause
 
     @classmethod
     def of(cls, stats: dict) -> "CrawlStats":
@@ -202,6 +210,8 @@ class CrawlStats:
             requests_dropped=count(Stat.REQUESTS_DROPPED),
             warc_not_recorded=count(Stat.WARC_ERRORS),
             warc_stopped=stats.get(Stat.WARC_STOPPED),
+            forbidden=count(Stat.ROBOTS_FORBIDDEN),
+            unreachable=read_family(stats, StatFamily.UNREACHABLE),
         )
 
     @property

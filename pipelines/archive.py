@@ -1,6 +1,6 @@
 """Archive what the verification pipeline judged: verified bundles as raw bytes and
 table rows, rejected ones in quarantine, failures as rows, each written into the crawl's
-archive (``crawler.crawl_archive``, an extension, which also commits). Storage work
+archive (``crawler.extensions.crawl_archive``, an extension, which also commits). Storage work
 runs off the reactor thread."""
 
 import logging
@@ -18,7 +18,7 @@ from scrapy.utils.asyncio import run_in_thread
 from twisted.python.failure import Failure
 
 from crawler import signals as pith_signals
-from crawler.crawl_archive import CrawlArchive, when
+from crawler.extensions.crawl_archive import CrawlArchive, when
 from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat

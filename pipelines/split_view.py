@@ -1,4 +1,4 @@
-"""Compare the verified copies of a cross-checked record (``crawler.cross_check``)
+"""Compare the verified copies of a cross-checked record (``crawler.spider_mixins.cross_check``)
 that different sources served, and flag a copy that forks from another (a split
 view) so that the archive keeps it as evidence under reason ``equivocation``.
 

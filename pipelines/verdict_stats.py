@@ -1,4 +1,4 @@
-"""Count and log the verdict the spider's verifier (crawler.verifier) gave each bundle."""
+"""Count and log the verdict the spider's verifier (crawler.verifying.verifier) gave each bundle."""
 
 import logging
 import re
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 class VerdictStatsPipeline:
     """Counts verdicts in the crawl stats (``pith/verified``, ``pith/rejected``,
     ``pith/rejected/<reason>``; a copy of another record than the one asked for is
-    rejected ``wrong_record`` by the spider, crawler.identity), names each rejection in the
+    rejected ``wrong_record`` by the spider, crawler.verifying.identity), names each rejection in the
     log before the archive pipeline quarantines the bundle, and counts what an
     operator must act on when the registry changes: ``pith/merge_inferred[/<type>]``,
     ``pith/unknown_keys/<key_id>``, ``pith/unsupported_versions/<member>=<value>``."""

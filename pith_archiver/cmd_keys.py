@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from crawler.key_watch import announced_keys
+from crawler.extensions.key_watch import announced_keys
 from pith.keyring import REGISTRY, REGISTRY_KEY, Keyring, KeyringError, instant, key_from_entry
 from pith.parse import parse
 from pith.reasons import Reason, Rejected

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from crawler.verify_worker import available_cores
+from crawler.verifying.verify_worker import available_cores
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
@@ -19,7 +19,7 @@ from storage.serving.archive_source import ArchiveSource, NothingServable
 from storage.serving.limits import CONNECTION_CAP, ServerLimits
 from storage.serving.resolver import SiteOptions
 from storage.serving.runner import serve_until_signalled
-from storage.serving.server import MirrorServer
+from storage.serving.server import RENEW_SECONDS, MirrorServer
 from storage.serving.source import BundleCheck, CorpusDirectory, NoBundleFiles, NothingToServe, RecordSource
 
 from .archive_reading import (
@@ -187,8 +187,17 @@ def listen_options(command: Command) -> Command:
 @click.argument("directory")
 @trust_options
 @listen_options
+@click.option(
+    "--reread-every",
+    type=click.FloatRange(0),
+    default=RENEW_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="An archive's manifests are listed again at most this often, as requests come; runs committed "
+    "since are read and served once read.",
+)
 @verbosity_options
-def serve(directory: str, trust: Trust, listening: Listening, verbosity: int) -> None:
+def serve(directory: str, trust: Trust, listening: Listening, reread_every: float, verbosity: int) -> None:
     """Serve DIRECTORY in Pith's resolver layout: a corpus or a folder of
     <SUFFIX>.bundle.json files, every bundle verified at startup, or an archive (a
     folder with manifests/, or s3://bucket/prefix), whose committed current version of
@@ -198,9 +207,10 @@ def serve(directory: str, trust: Trust, listening: Listening, verbosity: int) ->
     first line, then serves until SIGINT or SIGTERM. -v logs startup, -vv every
     request. Exit 2 on usage or configuration errors and when nothing could be served,
     4 when the archive cannot be read or DIRECTORY holds neither an archive nor a
-    bundle file."""
+    bundle file. An archive is also a ResourceSync source: its Source Description is
+    at /.well-known/resourcesync (docs/SERVING.md)."""
     log_to_stderr(verbosity)
-    listening.serve(open_source(directory, trust))
+    listening.serve(open_source(directory, trust), renew_every=reread_every)
 
 
 def open_source(directory: str, trust: Trust) -> RecordSource:

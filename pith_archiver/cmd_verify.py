@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import click
 
-from crawler.verify_worker import available_cores
+from crawler.verifying.verify_worker import available_cores
 from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from crawler.spread import BAD
+from crawler.downloading.spread import BAD
 from crawler.stat_keys import CrawlStats, Stat, StatFamily, read_family
 
 from .exit_status import ExitStatus, worst
@@ -66,11 +66,7 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         return CrawlOutcome(ExitStatus.OK, "the resumed job had nothing left to fetch", failures, rejections)
     if not crawl.reached:
         statuses.append(ExitStatus.FAILED)
-        whys.append(
-            "no bundle could be fetched, nothing committed: is the resolver reachable?"
-            if failed or not crawl.records_found
-            else "no bundle was fetched, nothing committed"
-        )
+        whys.append(nothing_fetched(crawl))
     elif failed_commit:
         statuses.append(ExitStatus.FAILED)
         whys.append(failed_commit)
@@ -99,6 +95,20 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
     return CrawlOutcome(status, "; ".join(whys) or "done", failures, rejections)
 
 
+def nothing_fetched(crawl: CrawlStats) -> str:
+    """Why a crawl reached no bundle: each source it could not reach, with the cause."""
+    if crawl.unreachable:
+        return f"no bundle could be fetched, nothing committed: could not reach {unreachable(crawl)}"
+    if crawl.failed or not crawl.records_found:
+        return "no bundle could be fetched, nothing committed: is the resolver reachable?"
+    return "no bundle was fetched, nothing committed"
+
+
+def unreachable(crawl: CrawlStats) -> str:
+    """``host:port (cause)`` of each source a download failed at, after its retries."""
+    return ", ".join(f"{host} ({cause})" for host, cause in sorted(crawl.unreachable.items()))
+
+
 def stop_status(crawl: CrawlStats) -> ExitStatus | None:
     """130, or 143 for SIGTERM, when a signal stopped the crawl (``crawl_stop``; for
     ``scrapy crawl``, Scrapy's own ``shutdown``); None when it was not stopped."""
@@ -123,6 +133,22 @@ def archived(crawl: CrawlStats) -> str:
     """The bundles archived new, counting only those a commit holds."""
     lost = f" ({crawl.uncommitted} more not committed)" if crawl.uncommitted else ""
     return f"archived {crawl.committed} new{lost}"
+
+
+def accounting(crawl: CrawlStats, stopped: bool) -> str:
+    """What became of every record found, in parts that add up to the records found:
+    archived new, unchanged (304, or already archived), rejected, failed; and, when
+    there were any, those robots.txt forbids, those unaccounted for, and those a stop
+    left unfetched."""
+    parts = [archived(crawl), f"{crawl.unchanged} unchanged", f"{crawl.rejected} rejected", f"{crawl.failed} failed"]
+    if crawl.forbidden:
+        parts.append(f"{crawl.forbidden} forbidden by robots.txt")
+    if crawl.unaccounted:
+        parts.append(f"{crawl.unaccounted} unaccounted for")
+    settled = crawl.archived + crawl.unchanged + crawl.rejected + crawl.failed + crawl.forbidden + crawl.unaccounted
+    if stopped and crawl.records_found > settled:
+        parts.append(f"{crawl.records_found - settled} not fetched (stopped)")
+    return ", ".join(parts)
 
 
 def warc_loss(crawl: CrawlStats) -> str:
@@ -186,17 +212,19 @@ def cache_note(stats: dict) -> str:
 
 def hosts_line(stats: dict) -> str:
     """Requests and records per source, when the crawl spread over more than one
-    (crawler.spread); "" otherwise."""
+    (crawler.downloading.spread), with why a source could not be reached; "" otherwise."""
     hosts: dict[str, dict] = {}
     for key, value in read_family(stats, StatFamily.HOSTS).items():
         host, _, what = key.rpartition("/")
         hosts.setdefault(host, {})[what] = value
     if len(hosts) < 2:
         return ""
-    parts = []
+    parts, causes = [], read_family(stats, StatFamily.UNREACHABLE)
     for host, counts in sorted(hosts.items()):
         bad = ", ".join(
-            [f"{what} {counts[what]}" for what in BAD if counts.get(what)] + ["demoted"] * bool(counts.get("demoted"))
+            [f"{what} {counts[what]}" for what in BAD if counts.get(what)]
+            + ["demoted"] * bool(counts.get("demoted"))
+            + [f"last error: {causes[host]}"] * (host in causes)
         )
         parts.append(
             f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
@@ -223,10 +251,10 @@ def report(
     crawl = CrawlStats.of(stats)
     result = outcome(crawl, budget, shared)
     per_record = f" ({crawl.requests / crawl.reached:.2f} per record)" if crawl.reached else ""
+    records = accounting(crawl, result.status in STOPPED)
     line = (
-        f"{result.status.name.lower()} (exit {int(result.status)}): {archived(crawl)}, "
-        f"{crawl.unchanged} unchanged, {crawl.rejected} rejected, "
-        f"{crawl.failed} failed, {crawl.requests} requests{per_record}"
+        f"{result.status.name.lower()} (exit {int(result.status)}): {records} "
+        f"(of {crawl.records_found} found), {crawl.requests} requests{per_record}"
     )
     if crawl.equivocations:
         line += f", {crawl.equivocations} split views"
@@ -236,22 +264,20 @@ def report(
             line += "; registry changed: " + ", ".join(changes)
         if cache_note(stats):
             line += f"; {cache_note(stats)}"
-        if crawl.unaccounted:
-            line += f"; records unaccounted for: {crawl.unaccounted}"
+        if crawl.unreachable and not crawl.reached:
+            line += f"; could not reach {unreachable(crawl)}"
         if crawl.warc_not_recorded:
             line += f"; {warc_loss(crawl)}"
         if result.status in STOPPED and resume:
             line += f"; resume with: {resume}"
         echo(line, err=result.status != ExitStatus.OK)
         return result.status
+    echo(f"\nrecords found {crawl.records_found}: {records}")
     echo(
-        f"\nrecords found {crawl.records_found}, bundles fetched {crawl.bundles_fetched}, "
-        f"verified {crawl.verified}, rejected {crawl.rejected}, unchanged {crawl.not_modified}, "
-        f"{archived(crawl)}, state mismatches {crawl.state_mismatch}"
+        f"bundles fetched {crawl.bundles_fetched}, verified {crawl.verified}, not modified (304) "
+        f"{crawl.not_modified}, state mismatches {crawl.state_mismatch}"
     )
     echo(f"requests {crawl.requests}{per_record}, retried {crawl.retries}, download errors {crawl.download_errors}")
-    if crawl.unaccounted:
-        echo(f"records unaccounted for: {crawl.unaccounted}")
     if result.failures:
         echo("fetch failures: " + _counts(result.failures))
     if result.rejections:

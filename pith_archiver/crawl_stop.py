@@ -7,7 +7,7 @@ since the last commit is lost (left as orphans for the audit). Ours, while Scrap
 1. Ctrl-C: Scrapy's graceful stop. No new request; those in flight finish, through
    their retries; what was archived is committed.
 2. Ctrl-C again, or SIGTERM: stop at once. The requests in flight are dropped
-   (``crawler.downloader``: back in the queue, so a ``--jobdir`` keeps them), what was
+   (``crawler.downloading.downloader``: back in the queue, so a ``--jobdir`` keeps them), what was
    archived is committed. Past ``PITH_STOP_GRACE`` seconds (a store that hangs), step 3.
 3. Another signal: exit now, without committing, one line saying how many bundles
    archived since the last commit are lost.
@@ -27,8 +27,8 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import deferred_from_coro
 
-from crawler.crawl_archive import CrawlArchive
-from crawler.downloader import CappedDownloader
+from crawler.downloading.downloader import CappedDownloader
+from crawler.extensions.crawl_archive import CrawlArchive
 from crawler.stat_keys import Stat
 
 from . import interrupts

@@ -9,7 +9,7 @@ set it, and bench/RESULTS.md has the figures.
   filesystems into a crawl.
 - ``root_log_level``: the root logger at the crawl's LOG_LEVEL while it runs.
 - The garbage collector's threshold is a Scrapy extension, so it lives with the
-  crawler: ``crawler.collector`` (``PITH_GC_THRESHOLD``).
+  crawler: ``crawler.extensions.collector`` (``PITH_GC_THRESHOLD``).
 """
 
 import ctypes

@@ -1,4 +1,4 @@
-"""The crawl's garbage collector threshold (crawler.collector): raised while the
+"""The crawl's garbage collector threshold (crawler.extensions.collector): raised while the
 engine runs, Python's own again after it, and left alone when switched off."""
 
 import gc
@@ -9,7 +9,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import crawler.settings as project_settings
-from crawler.collector import CollectorThreshold
+from crawler.extensions.collector import CollectorThreshold
 
 
 def collectors(**overrides) -> tuple:

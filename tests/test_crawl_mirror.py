@@ -224,7 +224,7 @@ def test_redirect_loop_and_oversize_end_as_named_failures(tmp_path, corpus_dir, 
 
 def test_the_per_host_cap_holds_without_a_download_delay(tmp_path, corpus_dir, corpus_catalog, mirror):
     """Scrapy 2.19 alone lets every queued request for a host go at once when no delay
-    is set (crawler/downloader.py): the mirror sees no more than the cap in flight."""
+    is set (crawler/downloading/downloader.py): the mirror sees no more than the cap in flight."""
     server = mirror(faults=FaultPlan(latency_ms=40))
     result = run_cli_crawl(
         tmp_path,

@@ -1,4 +1,4 @@
-"""Bundles parsed and verified in worker processes (crawler.verifier): the same verdicts,
+"""Bundles parsed and verified in worker processes (crawler.verifying.verifier): the same verdicts,
 rows and quarantine as in the crawl's own thread, and a worker killed mid-bundle loses
 nothing."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.verifier import Worker
-from crawler.verify_worker import BundleChecker, decode, encode_verdict
+from crawler.verifying.verifier import Worker
+from crawler.verifying.verify_worker import BundleChecker, decode, encode_verdict
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
@@ -110,11 +110,11 @@ def test_workers_and_the_crawl_thread_give_the_same_verdicts(tmp_path, static_si
 
 
 def verifier_processes(crawl_pid: int) -> list[int]:
-    """The crawl's verifier workers: its children hosting ``crawler.verify_worker``."""
+    """The crawl's verifier workers: its children hosting ``crawler.verifying.verify_worker``."""
     pids = []
     for task in os.listdir(f"/proc/{crawl_pid}/task"):
         pids += map(int, Path(f"/proc/{crawl_pid}/task/{task}/children").read_text().split())
-    return [pid for pid in pids if b"crawler.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [pid for pid in pids if b"crawler.verifying.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 @pytest.mark.slow

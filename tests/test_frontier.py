@@ -21,9 +21,6 @@ from scrapy.utils.test import get_crawler
 import crawler.frontier as frontier_package
 from crawler.crawl_config import CrawlConfig
 from crawler.frontier import (
-    CLAIMED,
-    FULL,
-    SEEN,
     Frontier,
     FrontierError,
     RefusedEntry,
@@ -35,6 +32,7 @@ from crawler.frontier import (
 )
 from crawler.frontier.client import worker_id
 from crawler.links import ResolverUrls
+from crawler.scheduling.claims import CLAIMED, FULL, SEEN
 from crawler.seeds import SeedList
 from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
@@ -60,7 +58,7 @@ def spider_tasks() -> tuple[PithSpider, list[scrapy.Request]]:
     """Every kind of request the spider queues in a shared frontier as a task."""
     config = CrawlConfig(SeedList(["1904.12043", "sitemap"]), "http://127.0.0.1:1", mirrors=("http://127.0.0.1:2/m",))
     spider = PithSpider(config)
-    spider.crawler = get_crawler(PithSpider)  # whose signals a record's opening is sent to (crawler.ledger)
+    spider.crawler = get_crawler(PithSpider)  # a record's opening is signalled (crawler.extensions.record_ledger)
     requests = [
         *spider.seed_requests(),
         spider.bundle_request(spider.resolver.base, REAL, 3),
@@ -78,7 +76,7 @@ def test_every_task_the_spider_queues_is_rebuilt_by_the_worker_as_it_was():
         entry = json.loads(data)
         assert set(entry) <= {"kind", "suffix", "alias", "depth", "base", "path"}  # names, never a request
         back, sent = spider.task_request(serializer.loads(data)).to_dict(spider=spider), request.to_dict(spider=spider)
-        if request.callback.__name__ == "parse_bundle":  # each worker picks the record's source (crawler.spread)
+        if request.callback.__name__ == "parse_bundle":  # each worker picks its source (crawler.downloading.spread)
             sources = {base: ResolverUrls(base).url("bundle_url", entry["suffix"]) for base in spider.sources}
             assert back["url"] == sources[back["meta"].pop("pith_tried")[-1]]
             del back["url"], sent["url"], sent["meta"]["pith_tried"]  # and whether it is retried there:

@@ -14,9 +14,9 @@ import pytest
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.test import get_crawler
 
+from crawler.downloading.spread import SourcePool
+from crawler.extensions.record_ledger import RecordLedger
 from crawler.items import BundleItem
-from crawler.ledger import RecordLedger
-from crawler.spread import SourcePool
 from crawler.stat_keys import CrawlStats, Stat
 from pith.verify import Status, Verdict
 from pith_archiver import FIXTURES

@@ -32,6 +32,17 @@ WINGS_MAY_IMPORT = {  # storage's wings: the wings each may import, besides its 
     "storage.syncing": {"storage.runtime", "storage.archive", "storage.capture", "storage.writing"},
 }
 MOST_MODULES_DIRECTLY_IN_STORAGE = 15
+CRAWLER_WINGS_MAY_IMPORT = {  # the crawler's wings: the wings each may import, besides its own and crawler/*.py
+    "crawler.scheduling": set(),
+    "crawler.verifying": set(),
+    "crawler.frontier": {"crawler.scheduling"},
+    "crawler.extensions": {"crawler.scheduling", "crawler.verifying", "crawler.frontier"},
+    "crawler.downloading": {"crawler.extensions"},
+    "crawler.spider_mixins": {"crawler.scheduling", "crawler.verifying", "crawler.downloading"},
+    "crawler.spiders": {"crawler.scheduling", "crawler.verifying", "crawler.downloading", "crawler.spider_mixins"},
+}
+MOST_MODULES_DIRECTLY_IN_CRAWLER = 15
+ONE_MACHINE_CRAWL = ("crawler.spiders", "crawler.spider_mixins", "crawler.scheduling")  # never the Redis frontier
 PRODUCT = sorted(set(MAY_IMPORT) - {"pith_testkit"})
 MODULE_NAME = re.compile(r"^pith_testkit(\.\w+)*(:\w+)?$")  # "pith_testkit.cli:main", as a lazy import takes it
 NO_FRAMEWORKS = {"scrapy", "twisted", "boto3", "botocore", "pyarrow", "click", "redis"}
@@ -63,8 +74,17 @@ def imported_packages(path: Path) -> set[str]:
     return {name.split(".")[0] for name in imported_modules(path) if name}
 
 
-def wing_of(module: str) -> str | None:
-    return next((wing for wing in WINGS_MAY_IMPORT if module == wing or module.startswith(wing + ".")), None)
+def wing_of(module: str, wings: dict[str, set[str]] = WINGS_MAY_IMPORT) -> str | None:
+    return next((wing for wing in wings if module == wing or module.startswith(wing + ".")), None)
+
+
+def crawler_modules_imported(path: Path, code: str | None = None) -> set[str]:
+    return {name for name in imported_modules(path, code) if name == "crawler" or name.startswith("crawler.")}
+
+
+def crawler_wings_imported(path: Path, code: str | None = None) -> set[str | None]:
+    """The crawler's wings a file imports (None: crawler's own modules)."""
+    return {wing_of(name, CRAWLER_WINGS_MAY_IMPORT) for name in crawler_modules_imported(path, code)}
 
 
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
@@ -101,6 +121,48 @@ def test_storage_holds_wings_and_few_modules_of_its_own():
     assert len(list((ROOT / "storage").glob("*.py"))) <= MOST_MODULES_DIRECTLY_IN_STORAGE
 
 
+@pytest.mark.parametrize("wing", sorted(CRAWLER_WINGS_MAY_IMPORT))
+def test_a_crawler_wing_imports_only_the_wings_it_may(wing):
+    """Inside the crawler: scheduling (the claims every scheduler makes) and verifying at
+    the bottom; the shared frontier claiming as scheduling does; the extensions (the
+    crawl's archive) on those; downloading, whose WARC recorder hands exchanges to the
+    archive; the spider's mixins and the spider on top. crawler's own modules (its
+    config, settings, signals, stat and meta keys, items, links, seeds) are every wing's."""
+    allowed = CRAWLER_WINGS_MAY_IMPORT[wing] | {wing, None}
+    wrong = {}
+    for path in sorted(ROOT.joinpath(*wing.split(".")).rglob("*.py")):
+        above = crawler_wings_imported(path) - allowed
+        if above:
+            wrong[str(path.relative_to(ROOT))] = sorted(map(str, above))
+    assert wrong == {}
+
+
+def test_the_crawlers_own_modules_import_no_wing():
+    """What every wing shares imports none of them."""
+    wrong = {
+        str(path.relative_to(ROOT)): crawler_wings_imported(path) - {None} for path in (ROOT / "crawler").glob("*.py")
+    }
+    assert {path: wings for path, wings in wrong.items() if wings} == {}
+
+
+def test_the_crawler_holds_wings_and_few_modules_of_its_own():
+    wings = {path.parent.name for path in (ROOT / "crawler").glob("*/__init__.py")}
+    assert {f"crawler.{name}" for name in wings} == set(CRAWLER_WINGS_MAY_IMPORT)
+    assert len(list((ROOT / "crawler").glob("*.py"))) <= MOST_MODULES_DIRECTLY_IN_CRAWLER
+
+
+@pytest.mark.parametrize("wing", ONE_MACHINE_CRAWL)
+def test_the_one_machine_crawl_imports_nothing_of_the_redis_frontier(wing):
+    """The spider, its mixins, the local scheduler and its seen-set claim with the
+    vocabulary of ``crawler.scheduling.claims``, which the frontier speaks too."""
+    wrong = [
+        str(path.relative_to(ROOT))
+        for path in sorted(ROOT.joinpath(*wing.split(".")).rglob("*.py"))
+        if "crawler.frontier" in crawler_wings_imported(path)
+    ]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("package", PRODUCT)
 def test_no_product_module_names_the_test_kit_to_import_it_later(package):
     named = [
@@ -131,6 +193,12 @@ def test_the_walker_sees_a_wing_imported_as_a_module_and_relatively():
     code = "from storage.capture import warc\nfrom ..writing.writer import ArchiveWriter\nfrom . import layout\n"
     found = {name for name in imported_modules(module, code) if name.startswith("storage")}
     assert {wing_of(name) for name in found} == {"storage.capture", "storage.writing", "storage.archive"}
+
+
+def test_the_walker_sees_the_crawlers_wings_and_its_own_modules():
+    module = ROOT / "crawler" / "spiders" / "pith.py"
+    code = "from ..frontier import Frontier\nfrom ..scheduling.claims import BUNDLE\nfrom .. import signals\n"
+    assert crawler_wings_imported(module, code) == {"crawler.frontier", "crawler.scheduling", None}
 
 
 def test_no_class_name_is_defined_in_two_product_modules():

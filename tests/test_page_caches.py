@@ -3,8 +3,8 @@ for their interim commit, the dedup history) holds its page cache to PAGE_CACHE_
 SQLite's 2 MiB: the tables outgrow either after a few thousand records, and what the
 caches hold counts in the crawl's peak memory."""
 
-from crawler.middlewares import ConditionalRequestMiddleware
-from crawler.seen import SeenStore
+from crawler.downloading.conditional import ConditionalRequestMiddleware
+from crawler.scheduling.seen import SeenStore
 from storage.archive import history
 from storage.runtime.page_cache import PAGE_CACHE_KIB
 

@@ -1,4 +1,4 @@
-"""A crawl spread over the resolver and its mirrors (crawler.spread): every record once,
+"""A crawl spread over the resolver and its mirrors (crawler.downloading.spread): every record once,
 each source its share, trust from the keyring alone (a mirror serving bad copies is
 counted, demoted, and its records had from another source). Real crawls, real servers."""
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from crawler.local_scheduler import TAKE
+from crawler.scheduling.local_scheduler import TAKE
 from pith.graph import names_every_citer
 from pith.keyring import Keyring
 from pith.parse import parse
@@ -17,7 +17,7 @@ from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
 # a bound that does not grow with the 1,000 records: one batch read from disk
-# (crawler.local_scheduler.TAKE) and the pages and states of the records in flight
+# (crawler.scheduling.local_scheduler.TAKE) and the pages and states of the records in flight
 HELD = 2 * TAKE
 
 

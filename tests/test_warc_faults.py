@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.verifier import SERVICE as VERIFIER_SERVICE
-from crawler.verify_worker import BundleChecker, decode
+from crawler.verifying.verifier import SERVICE as VERIFIER_SERVICE
+from crawler.verifying.verify_worker import BundleChecker, decode
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.shipped import real_bundles

@@ -9,7 +9,8 @@ nothing needs on top of them lives here too, one concern a module:
   is a few JSON fields the worker rebuilds its own request from; an entry that does
   not fit is refused by name and counted (``pith/frontier_refused/<reason>``).
 - **Claims** (``client``: ``Frontier.claim``). A record is claimed by suffix: the
-  first worker to see it takes it, every other one skips it.
+  first worker to see it takes it, every other one skips it (the vocabulary and the
+  claim loop are the local scheduler's too, ``crawler.scheduling.claims``).
 - **Tasks with owners** (``client``, ``queue``, ``scheduler``). Every shared request is
   a task (``meta[Meta.TASK]``, crawler.meta_keys). A worker takes a task over atomically as it pops it,
   and releases it only once its final archive manifest is committed (not at
@@ -38,9 +39,8 @@ scheduler and the archive pipeline reach it with ``crawler.get_extension(Frontie
 import importlib
 
 from .addon import FrontierAddon, check_url, frontier_settings
-from .client import CLAIMED, FULL, SEEN, Frontier, connect
+from .client import Frontier, connect
 from .errors import FrontierError, RefusedEntry, RequestNotSerializable, SigningKeyInUse
-from .serializer import BUNDLE, PAGE, record_task
 
 # built on scrapy-redis, loaded when Scrapy asks for them (PITH_FRONTIER set): a crawl
 # without a frontier never imports the Redis client (~6 MiB, ~0.1 s of start-up)
@@ -54,11 +54,6 @@ def __getattr__(name: str) -> type:
 
 
 __all__ = [
-    "BUNDLE",
-    "CLAIMED",
-    "FULL",
-    "PAGE",
-    "SEEN",
     "Frontier",
     "FrontierAddon",
     "FrontierError",
@@ -70,5 +65,4 @@ __all__ = [
     "check_url",
     "connect",
     "frontier_settings",
-    "record_task",
 ]

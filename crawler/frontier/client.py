@@ -23,11 +23,11 @@ from scrapy.exceptions import NotConfigured
 
 from .. import signals as pith_signals
 from ..crawl_config import crawl_config
+from ..scheduling.claims import BUNDLE, CLAIMED, FULL, PAGE, SEEN
 from ..stat_keys import StatFamily
 from ..worker import worker_name
 from .addon import check_url, dupefilter_key, queue_key
 from .errors import FrontierError, SigningKeyInUse
-from .serializer import BUNDLE, PAGE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
-
-CLAIMED, SEEN, FULL = "claimed", "seen", "full"
 
 _LUA = files(__package__) / "lua"
 
@@ -176,7 +174,9 @@ class Frontier:
         """A manifest of this worker's is committed: the claims now stand on it."""
         self.server.sadd(self.commits_key, run_id)
 
-    def claim(self, suffixes: Iterable[str], depth: int, page: bool, limit: int = 0) -> list[tuple[str, str]]:
+    def claim(
+        self, suffixes: Iterable[str], depth: int, limit: int = 0, *, page: bool = False
+    ) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED for the first
         worker to see it (its bundle task, and its page task when ``page``, now belong
         to this worker), SEEN after that, FULL once ``limit`` records are claimed."""

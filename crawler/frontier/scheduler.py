@@ -6,7 +6,6 @@ import heapq
 import itertools
 import logging
 import time
-from itertools import groupby
 from typing import Any, Self
 
 import redis
@@ -20,10 +19,11 @@ from scrapy_redis.scheduler import Scheduler
 from .. import signals as pith_signals
 from ..crawl_config import crawl_config
 from ..meta_keys import Meta, take_opening
+from ..scheduling.claims import BUNDLE, PAGE, Opening, claim_found
 from ..stat_keys import Stat
-from .client import CLAIMED, FULL, Frontier
+from .client import Frontier
 from .errors import FrontierError, RequestNotSerializable
-from .serializer import BUNDLE, KIND_OF, PAGE
+from .serializer import KIND_OF
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class FrontierScheduler(Scheduler):
         self.closing = False
         self.drained_since: float | None = None
         self.unreachable_since: float | None = None
-        self.found: list = []  # ((suffix, depth), request) of records named, not yet claimed
+        self.found: list[tuple[Opening, Request]] = []  # records named, not yet claimed, with their requests
         self.max_records = 0
 
     @classmethod
@@ -98,16 +98,8 @@ class FrontierScheduler(Scheduler):
         """Claim the records found since the last round trip: a record is this worker's
         when it is the first of all workers to name it (within --max-records)."""
         found, self.found = self.found, []
-        for depth, group in groupby(found, key=lambda entry: entry[0][1]):
-            named = list(group)
-            verdicts = dict(self.frontier.claim([suffix for (suffix, _), _ in named], depth, False, self.max_records))
-            for (suffix, _), request in named:
-                verdict = verdicts.pop(suffix, None)  # a record named twice is claimed once
-                if verdict == CLAIMED:
-                    self.stats.inc_value(Stat.RECORDS_FOUND)
-                    self._schedule(request)
-                elif verdict == FULL:
-                    self.stats.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
+        for request in claim_found(found, self.frontier, self.max_records, self.stats):
+            self._schedule(request)
 
     def records_full(self) -> bool:
         """--max-records reached across the workers: no record will be claimed any more."""

@@ -17,10 +17,9 @@ from scrapy import Request
 from pith.numbers import SUFFIX_RE
 
 from ..meta_keys import Meta
+from ..scheduling.claims import BUNDLE, PAGE
 from ..seeds import Seed, SeedError, parse_seed
 from .errors import RefusedEntry, RequestNotSerializable
-
-BUNDLE, PAGE = "b", "p"  # the record tasks: the spider rebuilds them from suffix and depth
 
 # kind -> (its task prefix, its fields). A base is one of the worker's own resolver and
 # mirrors, never a URL the entry chooses.
@@ -35,10 +34,6 @@ _ANY_FIELD = {"kind"}.union(*(fields for _, fields in KINDS.values()))
 MAX_ENTRY = 4096  # bytes: a task is a few names, the longest a sitemap path
 MAX_DEPTH = 100_000  # link hops from the seeds
 _SITEMAP_PATH = re.compile(r"/[!-~]*")  # printable ASCII from the base's root on
-
-
-def record_task(kind: str, suffix: str) -> str:
-    return f"{kind}:{suffix}"
 
 
 def check_task(entry: object) -> dict:

@@ -31,24 +31,24 @@ from pith.signing import utc_now
 
 from .. import signals as pith_signals
 from ..crawl_config import ARGUMENTS, CrawlConfig
-from ..cross_check import CrossCheck
+from ..downloading.spread import SourcePool
 from ..failures import describe, failed_request, forbidden_by_robots
-from ..frontier import BUNDLE, record_task
-from ..identity import bound
 from ..items import BundleItem, FetchFailureItem
 from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
 from ..meta_keys import Meta
+from ..scheduling.claims import BUNDLE, record_task
 from ..seeds import SeedError, alias_path
-from ..sitemaps import SitemapWalk
-from ..spread import SourcePool
+from ..spider_mixins.cross_check import CrossCheck
+from ..spider_mixins.sitemaps import SitemapWalk
+from ..spider_mixins.state_check import StateCheck
 from ..stat_keys import Stat, StatFamily
-from ..state_check import StateCheck
-from ..verifier import Verifier
+from ..verifying.identity import bound
+from ..verifying.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
 # Priorities: finish records before opening new ones, so memory and the frontier stay small.
-# (state.json: 30, crawler.state_check; sitemaps: 5, crawler.sitemaps)
+# (state.json: 30, crawler.spider_mixins.state_check; sitemaps: 5, crawler.spider_mixins.sitemaps)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
@@ -73,7 +73,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.pages = config.follow and not self.seeds.any_sitemap
         self.check_state = config.check_state
         self.unspread = config.cross_check
-        self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.spread)
+        self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.downloading.spread)
         self.aliases: dict[str, str] = {}  # suffix -> the alias seed the resolver resolved to it
 
     def allows_port(self, host: str, port: int) -> bool:
@@ -196,7 +196,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
 
     def record_request(self, suffix: str, depth: int) -> scrapy.Request:
         """A record's work starts from its bundle, from the source picked now; from
-        here on the record must end accounted for (crawler.ledger)."""
+        here on the record must end accounted for (crawler.extensions.record_ledger)."""
         self.crawler.signals.send_catch_log(pith_signals.record_opened, suffix=suffix)
         return self.bundle_request(self.source(), suffix, depth)
 
@@ -274,7 +274,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
                 Meta.TASK: record_task(BUNDLE, suffix),
                 Meta.TEMPLATE: "bundle_url",
                 # a mirror that fails falls back to the resolver at once: retrying a
-                # slow or broken mirror multiplies its cost (crawler.spread)
+                # slow or broken mirror multiplies its cost (crawler.downloading.spread)
                 "dont_retry": base != self.resolver.base and self.resolver.base not in tried,
             },
         )
@@ -336,10 +336,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         try:
-            verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifier)
+            verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifying.verifier)
         finally:  # outstanding until judged: a source is not given more while its copies await their verdict
             self.pool.done(meta[Meta.TRIED][-1])
-        # another record's bundle answers nothing (crawler.identity)
+        # another record's bundle answers nothing (crawler.verifying.identity)
         verdict = bound(verdict, suffix, self.aliases.get(suffix))
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(

@@ -3,6 +3,7 @@
 
 import base64
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -60,7 +61,7 @@ class S3Store(ObjectStore):
         return f"{self.prefix}/{path}" if self.prefix else path
 
     def _error(self, action: str, path: str, exc: Exception) -> StorageError:
-        return StorageError(f"{self.uri}: cannot {action} {path}: {exc}")
+        return StorageError(f"{self.uri}: cannot {action} {path}: {described(exc)}")
 
     def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
         checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
@@ -177,7 +178,25 @@ class S3Store(ObjectStore):
             }.get(code, exc)
             raise StorageError(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
         except BotoCoreError as exc:
-            raise StorageError(f"{self.uri}: {exc} (at {self.endpoint_url})") from None
+            raise StorageError(f"{self.uri}: {described(exc)} (at {self.endpoint_url})") from None
+
+
+def described(exc: Exception) -> str:
+    """botocore's error, and for an endpoint it could not connect to, why: botocore
+    names the URL but leaves out a refused connection or a name that does not resolve."""
+    from botocore.exceptions import ConnectionError as NoConnection
+
+    if not isinstance(exc, NoConnection):
+        return str(exc)
+    error = getattr(exc, "kwargs", {}).get("error")
+    root = error.__cause__ if error is not None and error.__cause__ is not None else error
+    if isinstance(root, ConnectionRefusedError):
+        return f"{exc}: connection refused"
+    if isinstance(root, socket.gaierror):
+        return f"{exc}: name does not resolve"
+    if isinstance(root, TimeoutError) or "timeout" in type(exc).__name__.lower():
+        return f"{exc}: timed out"
+    return f"{exc}: {root}" if root is not None else str(exc)
 
 
 def _create_only(params: dict[str, Any], **_: object) -> None:

@@ -7,7 +7,7 @@ any request, each attempt allowed DOWNLOAD_TIMEOUT. A mirror trickling its robot
 held the bundle requests sent to it, and so the crawl, for five timeouts (150 s). Here
 each source's robots.txt is asked for when the source joins the crawl, the spread sends
 no bundle request to a source whose robots.txt has not answered while another source
-can take it (``crawler.spread``), and all the attempts of a robots.txt request together
+can take it (``crawler.downloading.spread``), and all the attempts of a robots.txt request together
 get PITH_ROBOTSTXT_DEADLINE seconds. One not answered by then forbids nothing, as in
 Scrapy when it fails, and counts against its source as a bad copy.
 """
@@ -25,9 +25,9 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
-from . import signals as pith_signals
-from .crawl_config import is_pith_crawl
-from .meta_keys import Meta
+from .. import signals as pith_signals
+from ..crawl_config import is_pith_crawl
+from ..meta_keys import Meta
 
 
 def robots_url(base: str) -> str:

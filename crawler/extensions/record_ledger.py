@@ -24,9 +24,9 @@ from scrapy.statscollectors import StatsCollector
 
 from pith.numbers import suffix_of
 
-from . import signals as pith_signals
-from .items import BundleItem, FetchFailureItem
-from .stat_keys import Stat, StatFamily
+from .. import signals as pith_signals
+from ..items import BundleItem, FetchFailureItem
+from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 

@@ -24,15 +24,15 @@ from twisted.python.failure import Failure
 from pith.reasons import Reason
 from pith.signing import utc_now
 
-from .crawl_config import crawl_config
-from .failures import failed_request
-from .identity import bound
-from .items import BundleItem
-from .links import ResolverUrls, base_of
-from .meta_keys import Meta
-from .spread import SourcePool
-from .stat_keys import Stat
-from .verifier import Verifier
+from ..crawl_config import crawl_config
+from ..downloading.spread import SourcePool
+from ..failures import failed_request
+from ..items import BundleItem
+from ..links import ResolverUrls, base_of
+from ..meta_keys import Meta
+from ..stat_keys import Stat
+from ..verifying.identity import bound
+from ..verifying.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class CrossCheck:
         meta = response.meta
         self._stat(Stat.CROSS_CHECK_COPIES)
         fetched_at = utc_now()
-        verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifier)
+        verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifying.verifier)
         verdict = bound(verdict, meta[Meta.SUFFIX])  # another record's bundle is no copy of this one
         if not verdict.ok:
             self.pool.judged(response.url, verdict.reason if verdict.reason == Reason.WRONG_RECORD else "rejected")

@@ -15,13 +15,13 @@ from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
 
-from .failures import describe, failed_request
-from .identity import names
-from .items import StateCheckItem
-from .links import ResolverUrls, base_of
-from .meta_keys import Meta
-from .spread import SourcePool
-from .stat_keys import Stat
+from ..downloading.spread import SourcePool
+from ..failures import describe, failed_request
+from ..items import StateCheckItem
+from ..links import ResolverUrls, base_of
+from ..meta_keys import Meta
+from ..stat_keys import Stat
+from ..verifying.identity import names
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,11 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from .failures import describe, failed_request
-from .links import ResolverUrls, sitemap_locations, suffixes_in
-from .meta_keys import Meta
-from .stat_keys import Stat, StatFamily
+from ..failures import describe, failed_request
+from ..links import ResolverUrls, sitemap_locations, suffixes_in
+from ..meta_keys import Meta
+from ..scheduling.claims import RecordScheduler
+from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ class SitemapWalk:
     def _records_full(self) -> bool:
         """--max-records reached, as the crawl's scheduler (local or shared) counts it."""
         scheduler = self.crawler.engine.scheduler if self.crawler.engine is not None else None
-        records_full = getattr(scheduler, "records_full", None)
-        return records_full is not None and records_full()
+        return isinstance(scheduler, RecordScheduler) and scheduler.records_full()
 
     def next_sitemap(self) -> Iterator[scrapy.Request]:
         """The next sitemap of the walk, requested once the one before it is read: the

@@ -16,8 +16,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import create_looping_call
 
-from .crawl_config import pith_crawl_only
-from .stat_keys import Stat, fetch_failures
+from ..crawl_config import pith_crawl_only
+from ..stat_keys import Stat, fetch_failures
 
 logger = logging.getLogger(__name__)
 

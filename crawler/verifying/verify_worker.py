@@ -1,7 +1,7 @@
 """What a verifier process runs: parse a bundle's bytes and verify them (``pith`` only).
 
-Kept apart from ``crawler.verifier`` so that a worker process (``storage.runtime.child_process``
-hosting ``crawler.verify_worker:serve_verifier``, alone or beside the crawl's WARC
+Kept apart from ``crawler.verifying.verifier`` so that a worker process (``storage.runtime.child_process``
+hosting ``crawler.verifying.verify_worker:serve_verifier``, alone or beside the crawl's WARC
 writer) imports the protocol core and nothing of Scrapy: it starts fast and stays
 small (no multiprocessing, so no resource-tracker process beside it and no re-import
 of the command line). Its socket's first message is its keyring and limits, as JSON.

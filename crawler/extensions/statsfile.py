@@ -11,7 +11,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
-from .crawl_config import pith_crawl_only
+from ..crawl_config import pith_crawl_only
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ release it), so threads would slow Scrapy's thread rather than free it: the work
 to processes (bench/RESULTS.md, "Verification off the reactor"). Each worker has one
 socket to the crawl, read by the reactor itself: a bundle goes down it as its bytes and
 the verdict comes back as JSON, without its parsed tree, which the crawl rebuilds from
-the bytes it holds (``crawler.verify_worker``), so the crawl's thread spends ~0.15 ms
+the bytes it holds (``crawler.verifying.verify_worker``), so the crawl's thread spends ~0.15 ms
 per bundle instead of the whole check. At most ``IN_FLIGHT_PER_WORKER`` bundles per worker
 are under way; past that the spider's callback waits, its responses stay in Scrapy's
 scraper and the engine stops downloading until the workers catch up. A worker that
@@ -31,13 +31,13 @@ from pith.verify import Verdict
 from storage.capture.warc_process import WarcProcess
 from storage.runtime.child_process import FRAME, framed, start_child
 
-from . import signals as pith_signals
-from .stat_keys import Stat
+from .. import signals as pith_signals
+from ..stat_keys import Stat
 from .verify_worker import BundleChecker, available_cores, decode, restore
 
 logger = logging.getLogger(__name__)
 
-SERVICE = "crawler.verify_worker:serve_verifier"
+SERVICE = "crawler.verifying.verify_worker:serve_verifier"
 IN_FLIGHT_PER_WORKER = 32
 ATTEMPTS = 3  # workers a bundle may outlive before it is verified in the crawl's own thread
 STOP_WAIT = 5.0  # seconds a closing crawl waits for a worker to finish and exit

@@ -25,7 +25,7 @@ from scrapy.http.request import NO_CALLBACK
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from .stat_keys import Stat
+from ..stat_keys import Stat
 
 
 class CappedDownloader(Downloader):

@@ -2,7 +2,7 @@
 
 One ``ArchiveWriter`` (``storage.archive``) per crawl, reached by the components that
 write into it through ``crawler.get_extension(CrawlArchive)`` (as the frontier is): the
-archive pipeline adds the items to ``writer``, the WARC recorder (``crawler.warc``)
+archive pipeline adds the items to ``writer``, the WARC recorder (``crawler.downloading.warc_recorder``)
 hands each exchange to ``warc``. It commits a signed manifest every ``commit_every``
 bundles (an interim commit, while the crawl goes on) and at the end.
 
@@ -39,14 +39,14 @@ from storage.writing.table_writer import memory_pool
 from storage.writing.uploads import BoundedUploader
 from storage.writing.writer import ArchiveWriter
 
-from . import signals as pith_signals
-from .crawl_config import CrawlConfig, crawl_config
-from .frontier import Frontier
-from .jobdir import JobdirGuard
-from .stat_keys import PREFIX, Stat
-from .verifier import SERVICE as VERIFIER_SERVICE
-from .verifier import verifier_processes
-from .worker import worker_name
+from .. import signals as pith_signals
+from ..crawl_config import CrawlConfig, crawl_config
+from ..frontier import Frontier
+from ..scheduling.jobdir import JobdirGuard
+from ..stat_keys import PREFIX, Stat
+from ..verifying.verifier import SERVICE as VERIFIER_SERVICE
+from ..verifying.verifier import verifier_processes
+from ..worker import worker_name
 
 logger = logging.getLogger(__name__)
 

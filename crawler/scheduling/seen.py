@@ -2,7 +2,7 @@
 
 One row per record suffix (with the link depth it was found at) in SQLite, and a
 queue of the records taken but not yet requested, from which the local scheduler
-(``crawler.local_scheduler``) takes a few each time Scrapy's engine has room, so
+(``crawler.scheduling.local_scheduler``) takes a few each time Scrapy's engine has room, so
 neither the seen-set nor the crawl's frontier grows in memory with the records found.
 The database is in the job directory with ``--jobdir``, so a resumed crawl knows what
 it took and what still waits, else a temporary one that SQLite deletes when it closes.
@@ -21,7 +21,7 @@ from scrapy.utils.job import job_dir
 
 from storage.runtime.page_cache import PAGE_CACHE_KIB
 
-from .frontier import CLAIMED, FULL, SEEN
+from .claims import CLAIMED, FULL, SEEN
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class SeenStore:
     def open(self) -> int:
         """Open (or create) the database; how many records were taken before (a resumed job)."""
         self.db = sqlite3.connect(self.path)
-        self.db.execute("PRAGMA synchronous=OFF")  # a killed crawl resets its jobdir (crawler.jobdir)
+        self.db.execute("PRAGMA synchronous=OFF")  # a killed crawl resets its jobdir (crawler.scheduling.jobdir)
         self.db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS seen (suffix TEXT PRIMARY KEY, depth INTEGER) WITHOUT ROWID")
         self.db.execute("CREATE TABLE IF NOT EXISTS waiting (seq INTEGER PRIMARY KEY, suffix TEXT, depth INTEGER)")

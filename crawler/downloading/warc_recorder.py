@@ -33,9 +33,9 @@ from twisted.internet.defer import Deferred
 from storage.capture.warc import Exchange, FetchFailure
 from storage.capture.warc_process import WarcProcess
 
-from .crawl_archive import CrawlArchive
-from .crawl_config import crawl_config
-from .stat_keys import Stat
+from ..crawl_config import crawl_config
+from ..extensions.crawl_archive import CrawlArchive
+from ..stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.job import job_dir
 
-from . import signals as pith_signals
-from .crawl_config import pith_crawl_only
+from .. import signals as pith_signals
+from ..crawl_config import pith_crawl_only
+from ..stat_keys import Stat, StatFamily
 from .seen import FILE_NAME as SEEN_FILE
-from .stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 

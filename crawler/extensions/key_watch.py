@@ -19,9 +19,9 @@ from pith.keyring import Keyring, KeyringError, PinnedKey, key_from_entry
 from pith.parse import parse
 from pith.reasons import Rejected
 
-from .crawl_config import crawl_config, pith_crawl_only
-from .signals import operator_notice
-from .stat_keys import Stat, StatFamily
+from ..crawl_config import crawl_config, pith_crawl_only
+from ..signals import operator_notice
+from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 

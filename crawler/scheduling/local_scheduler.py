@@ -2,8 +2,8 @@
 
 A request that opens a record (``Meta.OPENS_RECORD``, set by the spider for every
 record a response names) is claimed here: the first time a record is named it waits,
-as a suffix and a depth, in the crawl's SeenStore (``crawler.seen``); every later time,
-and past ``--max-records``, it is dropped. Everything else (the record's page and
+as a suffix and a depth, in the crawl's SeenStore (``crawler.scheduling.seen``); every later time,
+and past ``--max-records``, it is dropped (``crawler.scheduling.claims``). Everything else (the record's page and
 state, retries, mirror fallbacks, sitemaps) is Scrapy's own scheduling. A waiting record
 becomes a request (``spider.record_request``, whose source is picked then, so spreading
 over mirrors follows each one's pace) only when Scrapy's queue is empty and the engine
@@ -14,7 +14,6 @@ requests in flight, not the records found. A crawl sharing a Redis frontier uses
 
 import logging
 from collections import deque
-from itertools import groupby
 from typing import Any, Protocol
 
 from scrapy import Request, Spider
@@ -22,11 +21,11 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from .crawl_config import crawl_config, is_pith_crawl
-from .frontier import CLAIMED, FULL
-from .meta_keys import take_opening
+from ..crawl_config import crawl_config, is_pith_crawl
+from ..meta_keys import take_opening
+from ..stat_keys import Stat
+from .claims import Opening, claim_found
 from .seen import SeenStore
-from .stat_keys import Stat
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class LocalScheduler(Scheduler):
         self.records = SeenStore()
         self.builder: RecordSpider | None = None  # the spider, which builds a record's request
         self.counts: StatsCollector | None = None
-        self.found: list[tuple[str, int]] = []  # named by responses, not yet claimed
+        self.found: list[tuple[Opening, None]] = []  # named by responses, not yet claimed
         self.ready: deque[tuple[str, int]] = deque()  # taken from SQLite, not yet requested
         self.max_records = 0
         self.held_max = 0  # the most requests held in memory at once
@@ -87,17 +86,13 @@ class LocalScheduler(Scheduler):
         opening = take_opening(request)
         if opening is None:
             return super().enqueue_request(request)
-        self.found.append(opening)  # claimed in one transaction with those found beside it
+        self.found.append((opening, None))  # claimed in one transaction with those found beside it
         return True
 
     def _claim(self) -> None:
+        """Claim the records found since: the seen-set queues those claimed (``take``)."""
         found, self.found = self.found, []
-        for depth, named in groupby(found, key=lambda record: record[1]):
-            for _, verdict in self.records.claim([suffix for suffix, _ in named], depth, self.max_records):
-                if self.counts is not None and verdict == CLAIMED:
-                    self.counts.inc_value(Stat.RECORDS_FOUND)
-                elif self.counts is not None and verdict == FULL:
-                    self.counts.inc_value(Stat.RECORDS_SKIPPED_MAX_RECORDS)
+        claim_found(found, self.records, self.max_records, self.counts)
 
     def next_request(self) -> Request | None:
         self._claim()

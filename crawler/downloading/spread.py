@@ -23,7 +23,7 @@ whose copy a mirror served bad, or failed, is fetched again from a source that h
 not served it yet.
 
 With robots.txt obeyed, each source's robots.txt is asked for as the source joins the
-crawl (``crawler.robots``), and every request to the source waits until it answers: a
+crawl (``crawler.downloading.robots``), and every request to the source waits until it answers: a
 source whose robots.txt has not answered yet gets no bundle request while another
 source can take it, and one whose robots.txt did not answer within its deadline has
 served one bad copy (``robots_failed``).
@@ -41,8 +41,8 @@ from scrapy.signalmanager import SignalManager
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
-from . import signals as pith_signals
-from .stat_keys import Stat, StatFamily
+from .. import signals as pith_signals
+from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 

@@ -1,105 +1,26 @@
-"""Downloader middlewares: polite retries, conditional re-fetching, and requests kept
-on the hosts the crawl was given."""
+"""Conditional re-fetching: the validators of documents an earlier run archived, sent
+again so that an unchanged document costs a 304."""
 
 import logging
-import random
 import sqlite3
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
-from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
-from scrapy.utils.asyncio import sleep
-from scrapy.utils.httpobj import urlparse_cached
 
 from storage.runtime.page_cache import PAGE_CACHE_KIB
 
-from . import signals as pith_signals
-from .crawl_config import crawl_config, is_pith_crawl, pith_crawl_only
-from .links import port_of
-from .meta_keys import Meta, time_left
-from .stat_keys import Stat, StatFamily
+from .. import signals as pith_signals
+from ..crawl_config import crawl_config
+from ..meta_keys import Meta
+from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
 
 WAITING_BATCH = 256  # validators of archived bundles written to the waiting table at once
-
-
-def retry_after_seconds(value: bytes | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    text = value.decode("latin-1").strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
-class BackoffRetryMiddleware(RetryMiddleware):
-    """Scrapy's retries, waiting before each one: the server's Retry-After on 429/503
-    when it sends one (capped by PITH_RETRY_AFTER_MAX), else exponential backoff with
-    jitter from PITH_RETRY_BACKOFF_BASE up to PITH_RETRY_BACKOFF_MAX seconds; a request
-    with a deadline (robots.txt, ``crawler.robots``) waits until then at most."""
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> RetryMiddleware:  # type: ignore[override]  # Scrapy's own for another spider
-        """Another spider gets Scrapy's retries, which this project's settings turn off."""
-        return super().from_crawler(crawler) if is_pith_crawl(crawler) else RetryMiddleware.from_crawler(crawler)
-
-    def __init__(self, settings: BaseSettings) -> None:
-        super().__init__(settings)
-        self.backoff_base = settings.getfloat("PITH_RETRY_BACKOFF_BASE")
-        self.backoff_max = settings.getfloat("PITH_RETRY_BACKOFF_MAX")
-        self.retry_after_max = settings.getfloat("PITH_RETRY_AFTER_MAX")
-
-    async def process_response(  # type: ignore[override]  # Scrapy awaits it
-        self, request: Request, response: Response, spider: Spider | None = None
-    ) -> Request | Response:
-        if request.meta.get("dont_retry") or response.status not in self.retry_http_codes:
-            return response
-        retry = get_retry_request(request, spider=self.crawler.spider, reason=f"HTTP {response.status}")  # type: ignore[arg-type]  # the spider is open
-        if retry is None:
-            return response
-        hinted = retry_after_seconds(response.headers.get(b"Retry-After")) if response.status in (429, 503) else None
-        if hinted is not None:
-            self.crawler.stats.inc_value(Stat.RETRY_AFTER_HONOURED)
-            await self._wait(request, min(hinted, self.retry_after_max))
-        else:
-            await self._wait(request, self._backoff(request))
-        return retry
-
-    async def process_exception(  # type: ignore[override]  # Scrapy awaits it
-        self, request: Request, exception: Exception, spider: Spider | None = None
-    ) -> Request | Response | None:
-        retry = super().process_exception(request, exception)
-        if retry is not None:
-            await self._wait(request, self._backoff(request))
-        return retry
-
-    def _backoff(self, request: Request) -> float:
-        attempt = request.meta.get("retry_times", 0)
-        return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not a secret
-
-    @staticmethod
-    async def _wait(request: Request, seconds: float) -> None:
-        """Wait ``seconds``, but never past the request's deadline (``Meta.DEADLINE``)."""
-        left = time_left(request)
-        seconds = seconds if left is None else min(seconds, left)
-        if seconds > 0:
-            await sleep(seconds)
 
 
 class ConditionalRequestMiddleware:
@@ -247,63 +168,3 @@ class ConditionalRequestMiddleware:
     def close(self, spider: Spider | None = None, reason: str | None = None) -> None:
         self.db.close()
         self.waiting.close()
-
-
-class JsonCharsetMiddleware:
-    """Declare UTF-8 on JSON responses that name no charset (RFC 8259: JSON is UTF-8).
-
-    Without it, Scrapy's decompression middleware copies ``response.encoding`` on every
-    compressed response, which for a charset-less ``application/json`` body runs a full
-    charset detection: milliseconds per bundle, more than verifying it. It sits just
-    before HttpCompressionMiddleware in the response path and never touches the body.
-    """
-
-    JSON_TYPES = (b"application/json", b"application/ld+json")
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> "JsonCharsetMiddleware":
-        pith_crawl_only(crawler)
-        return cls()
-
-    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
-        content_type = response.headers.get(b"Content-Type") or b""
-        if content_type.split(b";")[0].strip().lower() in self.JSON_TYPES and b"charset" not in content_type.lower():
-            response.headers[b"Content-Type"] = content_type + b"; charset=utf-8"
-        return response
-
-
-class OnSiteMiddleware(OffsiteMiddleware):
-    """Scrapy's offsite filter without its passes for ``dont_filter`` requests and for
-    ``meta["allow_offsite"]``.
-
-    The spider sets dont_filter on record requests (records are deduplicated by
-    suffix) and a redirect inherits it, so under Scrapy's rule a resolver could send
-    the crawl to any host it names: a cloud metadata address, a service on the
-    crawler's own network, whose answer would then be stored in quarantine. Only the
-    hosts of the crawl (``allowed_domains``) are fetched, whatever a request's meta
-    says: the spider never needs another, and meta is the one part of a request an
-    outsider could hope to shape. Requests are filtered as they are downloaded, not as
-    they are scheduled, so that a redirect dropped here reaches its errback and is
-    recorded as the record's failure instead of vanishing."""
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> OffsiteMiddleware:  # type: ignore[override]  # Scrapy's own for another spider
-        """Another spider gets Scrapy's offsite filter, which this project's settings turn off."""
-        return super().from_crawler(crawler) if is_pith_crawl(crawler) else OffsiteMiddleware.from_crawler(crawler)
-
-    def request_scheduled(self, request: Request, spider: Spider | None = None) -> None:
-        return None
-
-    def should_follow(self, request: Request, spider: Spider) -> bool:
-        """On a crawl host, and on its port (Scrapy compares host names only)."""
-        if not super().should_follow(request, spider):
-            return False
-        allows_port = getattr(spider, "allows_port", None)
-        parts = urlparse_cached(request)
-        return allows_port is None or allows_port(parts.hostname, port_of(parts))
-
-    def process_request(self, request: Request, spider: Spider | None = None) -> None:
-        spider = self.crawler.spider
-        if spider is not None and not self.should_follow(request, spider):
-            self.stats.inc_value("offsite/filtered")
-            raise IgnoreRequest(f"Filtered offsite request to {urlparse_cached(request).netloc!r}")

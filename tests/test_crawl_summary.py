@@ -1,0 +1,104 @@
+"""What a crawl's summary tells its user: every record found accounted for, in the full
+and the quiet form alike; a source that could not be reached named with its host and
+the cause in the last line; the embedded default honouring --stats-json and --log-file
+as any crawl does. All through the real command line, against real sockets."""
+
+import json
+import re
+
+import pytest
+
+from storage.archive.s3_store import S3Store
+from storage.archive.stores import StorageError
+from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
+
+REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
+ACCOUNTED = re.compile(r"archived (\d+) new, (\d+) unchanged, (\d+) rejected, (\d+) failed")
+
+
+def last_line(text: str) -> str:
+    return [line for line in text.splitlines() if line.strip()][-1]
+
+
+@pytest.mark.slow
+def test_the_demo_honours_stats_json_and_log_file_and_its_second_run_accounts_for_every_record(tmp_path):
+    first = run_cli("crawl", "--stats-json", "stats.json", "--log-file", "logs/demo.log", home=tmp_path).check()
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["pith/records_found"] == 3 and stats["pith/archived"] == 3
+    assert "Dumping Scrapy stats" in (tmp_path / "logs" / "demo.log").read_text()
+    assert "log: logs/demo.log" in first.stdout
+
+    again = run_cli("crawl", home=tmp_path).check()
+    found = re.search(r"records found (\d+): " + ACCOUNTED.pattern, again.stdout)
+    assert found, again.stdout
+    total, *parts = map(int, found.groups())
+    assert total == sum(parts) == 3 and parts == [0, 3, 0, 0]  # all three unchanged, none archived anew
+
+    quiet = run_cli("crawl", "-q", home=tmp_path).check()
+    counted = ACCOUNTED.search(quiet.stdout)
+    assert counted and [int(n) for n in counted.groups()] == [0, 3, 0, 0], quiet.stdout
+    assert "(of 3 found)" in quiet.stdout and len(quiet.stdout.splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quiet", [False, True], ids=["full", "quiet"])
+def test_a_resolver_refusing_connections_is_named_with_the_cause_in_the_last_line(tmp_path, refused_port, quiet):
+    resolver = f"127.0.0.1:{refused_port}"
+    args = ["-q"] * quiet + ["--resolver", f"http://{resolver}", "--out", "x", "-s", "RETRY_TIMES=0", REAL]
+    proc = run_cli("crawl", *args, home=tmp_path)
+    assert proc.returncode == 4, proc.stderr
+    assert f"{resolver} (connection refused)" in last_line(proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_resolver_whose_name_does_not_resolve_is_named_with_the_cause(tmp_path):
+    proc = run_cli(
+        "crawl", "--resolver", "http://nonexistent.invalid/", "--out", "x", "-s", "RETRY_TIMES=0", REAL, home=tmp_path
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert last_line(proc.stderr) == (
+        "failed (exit 4): no bundle could be fetched, nothing committed: "
+        "could not reach nonexistent.invalid (name does not resolve)"
+    )
+
+
+@pytest.mark.slow
+def test_a_mirror_refusing_connections_is_named_with_the_cause_among_the_sources(
+    tmp_path, corpus_dir, corpus_catalog, mirror, refused_port
+):
+    seeds = sorted(corpus_catalog.suffixes)[:6]
+    down = f"127.0.0.1:{refused_port}"
+    proc = run_cli_crawl(
+        tmp_path,
+        "--no-follow",
+        "--mirror",
+        f"http://{down}",
+        "-s",
+        "RETRY_TIMES=0",
+        *seeds,
+        resolver=mirror().url,
+        out="archive",
+        corpus=corpus_dir,
+        logged=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sources = next(line for line in proc.stdout.splitlines() if line.startswith("sources: "))
+    assert re.search(rf"{re.escape(down)} \d+ requests, 0 records \([^)]*last error: connection refused", sources), (
+        sources
+    )
+
+
+@pytest.mark.parametrize(
+    "endpoint, cause", [("refused", "connection refused"), ("nonexistent.invalid", "name does not resolve")]
+)
+def test_a_store_that_cannot_be_reached_is_named_with_the_cause(s3_env, refused_port, endpoint, cause):
+    host = f"127.0.0.1:{refused_port}" if endpoint == "refused" else endpoint
+    store = S3Store("bucket", "archive", endpoint_url=f"http://{host}", max_attempts=1)
+    with pytest.raises(StorageError) as raised:
+        store.probe()
+    assert host in str(raised.value) and cause in str(raised.value)
+    with pytest.raises(StorageError) as listing:
+        list(store.list("manifests/"))
+    assert host in str(listing.value) and cause in str(listing.value)
