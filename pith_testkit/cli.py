@@ -2,6 +2,7 @@
 runs the mirror with fault injection, over a folder, an archive or a virtual corpus."""
 
 import dataclasses
+import functools
 import tempfile
 from pathlib import Path
 
@@ -13,14 +14,71 @@ from pith_archiver.cli import LazyGroup
 from pith_archiver.cmd_serve import listen_options, open_source
 from pith_archiver.exit_status import ConfigError
 from pith_archiver.output import log_to_stderr, say, verbosity_options
+from storage.serving.resolver import SiteOptions
 from storage.serving.source import BUNDLES_DIR, KEYRING_NAME
 
 from .corpus import LINKS, generate_corpus
 from .faults import FaultPlan
 from .server import FaultyMirrorServer
+from .static import export_site
 from .virtual import VirtualCorpus
+from .weeks import DATES, Weeks
 
 FAULT_FIELDS = [f.name for f in dataclasses.fields(FaultPlan)]
+
+
+class Share(click.ParamType):
+    """A share of the records: ``1%`` or ``0.01``."""
+
+    name = "share"
+
+    def convert(self, value, param, ctx) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a share (1% or 0.01)", param, ctx)
+        if not 0 <= share <= 1:
+            self.fail(f"{value!r} is not between 0% and 100%", param, ctx)
+        return share
+
+
+def week_options(command):
+    """The registry week served (pith_testkit.weeks), handed to ``command`` as ``weeks``."""
+
+    @functools.wraps(command)
+    def with_weeks(*args, week, changed_per_week, dates, lying_share, **kwargs):
+        return command(*args, weeks=Weeks(week, changed_per_week, dates, lying_share), **kwargs)
+
+    for option in reversed(
+        [
+            click.option(
+                "--week",
+                type=click.IntRange(0),
+                default=0,
+                show_default=True,
+                help="The registry as it stands at the end of week N: each week, --changed-per-week of the "
+                "records gained a version (0: as first built).",
+            ),
+            click.option(
+                "--changed-per-week", type=Share(), default="1%", show_default=True, help="Records changed each week."
+            ),
+            click.option(
+                "--dates",
+                type=click.Choice(DATES),
+                default="honest",
+                show_default=True,
+                help="What the sitemaps' <lastmod> and the Change Lists say: the day each version was built, "
+                "the date before for --lying-share of the changed records (left out of the Change Lists), "
+                "or no date at all.",
+            ),
+            click.option("--lying-share", type=Share(), default="100%", show_default=True, help="With --dates lying."),
+        ]
+    ):
+        with_weeks = option(with_weeks)
+    return with_weeks
 
 
 @click.group(cls=LazyGroup, lazy_commands={}, context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,6 +126,30 @@ def generate(records, out, seed, base_url, links, verbosity):
     )
 
 
+@corpus.command()
+@click.option("--records", type=click.IntRange(1), required=True, help="How many records the registry holds.")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Where the site's files go.")
+@click.option("--base-url", required=True, help="The URL the static server will serve --out at, for the links.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Same seed, same bytes.")
+@week_options
+@click.option("--resourcesync", is_flag=True, help="Write the registry's ResourceSync documents too.")
+@click.option("--sitemap-page-size", type=click.IntRange(1), default=SiteOptions.sitemap_page_size, show_default=True)
+@verbosity_options
+def week(records, out, base_url, seed, weeks, resourcesync, sitemap_page_size, verbosity):
+    """Write week N of a registry that changes (`serve --virtual N --week N` serves the
+    same) as plain files for a static server: OUT/site/ (each bundle at
+    pith/<SUFFIX>/bundle.json, the sitemaps, with --resourcesync the ResourceSync
+    documents; each file's mtime its Last-Modified) and OUT/keyring.json. Written week
+    after week into one OUT, files that did not change are left as they were."""
+    log_to_stderr(verbosity)
+    source = VirtualCorpus(records, seed, base_url, weeks=weeks, resourcesync=resourcesync)
+    site = Path(out) / "site"
+    written = export_site(source, base_url, site, SiteOptions(sitemap_page_size=sitemap_page_size))
+    source.write_keyring(Path(out) / KEYRING_NAME)
+    say(f"week {weeks.week} of {records} records: {written} files written to {site}")
+    say(f"verify them with --keyring {out}/{KEYRING_NAME}")
+
+
 @main.command(epilog=TRUST_HELP)
 @click.argument("directory", required=False)
 @click.option(
@@ -110,6 +192,8 @@ def generate(records, out, seed, base_url, links, verbosity):
 @click.option("--trickle", type=click.FloatRange(0), default=0.0, help="Hostile: seconds between a bundle's bytes.")
 @click.option("--fault-paths", "paths", metavar="REGEX", help="Request faults only on paths matching this.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault rates and of --virtual.")
+@week_options
+@click.option("--resourcesync", is_flag=True, help="With --virtual: a ResourceSync source too, a Change List a week.")
 @verbosity_options
 def serve(
     directory,
@@ -117,6 +201,8 @@ def serve(
     keyring_out,
     trust,
     listening,
+    weeks,
+    resourcesync,
     verbosity,
     **faults,
 ):
@@ -131,10 +217,18 @@ def serve(
         plan = FaultPlan(**{field: faults[field] for field in FAULT_FIELDS if field in faults})
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    if keyring_out and not virtual:
-        raise ConfigError("--keyring-out goes with --virtual N")
+    virtual_only = {
+        "--keyring-out": keyring_out,
+        "--week and its options": weeks != Weeks(),
+        "--resourcesync": resourcesync,
+    }
+    given = [name for name, value in virtual_only.items() if value]
+    if given and not virtual:
+        raise ConfigError(f"{' and '.join(given)} {'goes' if len(given) == 1 else 'go'} with --virtual N")
     if virtual:
-        source, keyring_path = _virtual(virtual, faults["seed"], keyring_out, directory)
+        source, keyring_path = _virtual(
+            VirtualCorpus(virtual, faults["seed"], weeks=weeks, resourcesync=resourcesync), keyring_out, directory
+        )
     elif directory:
         source = open_source(directory, _with_corpus_keyring(directory, trust))
         keyring_path = None
@@ -156,12 +250,13 @@ def _with_corpus_keyring(directory: str, trust):
     return dataclasses.replace(trust, keyrings=(*trust.keyrings, str(carried)))
 
 
-def _virtual(records: int, seed: int, keyring_out, directory):
+def _virtual(source: VirtualCorpus, keyring_out, directory):
     """The --virtual corpus, and where its keyring was written."""
     if directory:
         raise ConfigError("give DIRECTORY or --virtual N, not both")
-    source = VirtualCorpus(records, seed)
-    path = keyring_out or str(Path(tempfile.gettempdir()) / f"pith-virtual-{records}-{seed}.keyring.json")
+    path = keyring_out or str(
+        Path(tempfile.gettempdir()) / f"pith-virtual-{len(source.catalog)}-{source.seed}.keyring.json"
+    )
     try:
         source.write_keyring(path)
     except OSError as exc:

@@ -4,6 +4,8 @@ The corpus generator uses it to mint test records, the tests use it to re-sign
 tampered bundles (so a check deeper than the signatures can be reached).
 """
 
+import copy
+
 from pith.canonical import canon_sha256
 from pith.events import new_event
 from pith.links import REGISTRY_BASE, links_for
@@ -120,3 +122,14 @@ def mint_bundle(
         "links": links_for(suffix, base),
     }
     return seal(bundle, signer, built_at)
+
+
+def with_snapshot(bundle: dict, signer: Signer, at: str) -> dict:
+    """The append-only successor of ``bundle``, as a registry rebuilds a record: every
+    event kept, a new graph snapshot (the last one's, with one more claim counted)
+    appended, built and signed at ``at``."""
+    last = next(event for event in reversed(bundle["events"]) if event["event_type"] == "graph_snapshot")
+    snapshot = copy.deepcopy(last["payload"])
+    snapshot["graph_snapshot"]["claims"]["count"] += 1
+    event = new_event(signer, "graph_snapshot", bundle["pith_number"], "graph", snapshot, at, at)
+    return seal({**bundle, "events": [*bundle["events"], event], "built_at": at}, signer, at)

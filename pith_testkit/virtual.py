@@ -36,8 +36,9 @@ from .corpus import (
     mint_planned,
     paper_for,
     planned_records,
-    record_times,
 )
+from .mint import with_snapshot
+from .weeks import ChangePlan, RegistryFeed, Weeks
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class _Suffixes(Sequence[str]):
 class VirtualCatalog:
     """The Catalog interface the resolver uses, computed from record indices."""
 
-    def __init__(self, seed: int, records: int):
+    def __init__(self, seed: int, records: int, weeks: Weeks = Weeks()):
         self.seed = seed
         self.numbers: list[str] = []
         self.papers, self.versions = array("I"), array("B")
@@ -84,7 +85,8 @@ class VirtualCatalog:
         signer = corpus_signer(seed)
         self.public_keys = [signer.public_document()]
         self.signing_key_id = signer.key_id
-        self.newest_epoch = NEWEST
+        self.plan = ChangePlan(seed, records, weeks)
+        self.newest_epoch = max(NEWEST, self.plan.newest.timestamp()) if weeks.week else NEWEST
         self._multiplier = next(m for m in range(7919, 7919 + records + 2) if gcd(m, max(records, 1)) == 1)
         self._inverse = pow(self._multiplier, -1, records) if records > 1 else 0
 
@@ -113,9 +115,12 @@ class VirtualCatalog:
         """Aliases are left out: the resolver reads them from the bundle, and ``resolve``
         finds records by alias without them."""
         i = self.index[suffix]
-        _, built_at = record_times(self.seed, i)
         return Entry(
-            self.numbers[i], built_at, self.versions[i], (), tuple(self.numbers[j][-26:] for j in self.cites_of(i))
+            self.numbers[i],
+            self.plan.built_at(i),
+            self.versions[i],
+            (),
+            tuple(self.numbers[j][-26:] for j in self.cites_of(i)),
         )
 
     def cited_by(self, suffix: str) -> list[str]:
@@ -145,15 +150,35 @@ class VirtualCatalog:
 
 
 class VirtualCorpus(RecordSource):
-    def __init__(self, records: int, seed: int = 1, base_url: str = REGISTRY_BASE, cache_size: int = 512):
+    """The records ``corpus generate --seed S`` plans, as they stand in ``weeks.week``
+    (pith_testkit.weeks); with ``resourcesync``, a ResourceSync source too."""
+
+    def __init__(
+        self,
+        records: int,
+        seed: int = 1,
+        base_url: str = REGISTRY_BASE,
+        cache_size: int = 512,
+        weeks: Weeks = Weeks(),
+        resourcesync: bool = False,
+    ):
         self.seed, self.base_url = seed, base_url
         self.signer = corpus_signer(seed)
-        self.catalog: VirtualCatalog = VirtualCatalog(seed, records)
+        self.catalog: VirtualCatalog = VirtualCatalog(seed, records, weeks)
+        plan = self.catalog.plan
+        self._feed = RegistryFeed(plan, self.catalog.numbers, self.catalog.index) if resourcesync else None
         self._minted = lru_cache(maxsize=cache_size)(self._mint)
-        logger.info("serving %d virtual records (seed %d)", records, seed)
+        logger.info("serving %d virtual records (seed %d, week %d)", records, seed, weeks.week)
 
     def bundle_bytes(self, suffix: str) -> bytes | None:
         return self._minted(suffix)
+
+    def listed_date(self, suffix: str) -> str | None:
+        listed = self.catalog.plan.listed_built_at(self.catalog.index[suffix])
+        return listed[:10] if listed else None
+
+    def sync_feed(self) -> RegistryFeed | None:
+        return self._feed
 
     def keyring_document(self) -> dict:
         """The keyring that verifies every bundle served."""
@@ -186,4 +211,6 @@ class VirtualCorpus(RecordSource):
             len(citers),
             self.base_url,
         )
+        for change in self.catalog.plan.of(i):
+            bundle = with_snapshot(bundle, self.signer, change.built_at)
         return compact_json(bundle)

@@ -34,9 +34,11 @@ from pith.parse import parse
 from pith.reasons import Rejected
 from pith.verify import verify_bundle
 from storage.archive import history, layout
+from storage.archive.manifest import present_runs
 from storage.archive.reader import CommittedArchive, read_entry, table_batches
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 
+from .archive_feed import ArchiveFeed, committed_runs
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
 from .source import RecordSource
 
@@ -90,6 +92,7 @@ class ArchiveSource(RecordSource):
         self.keyring = keyring
         self.remote = not store.uri.startswith("file:")
         self._verified: set[str] = set()  # raw sha256 of the bundles verified since startup
+        self._unreadable: frozenset[str] | None = None  # the manifests a renewal failed to read
         archive = CommittedArchive.read(store, keyring)
         self.versions = served_versions(archive)
         signed_by = _signed_by(archive, pa.array(sorted(v.bundle_sha256 for v in self.versions.values())))
@@ -131,8 +134,10 @@ class ArchiveSource(RecordSource):
             )
             for v in self.versions.values()
         }
-        self._raw = {suffix_of(v.pith_number): v.raw for v in self.versions.values()}
+        self.served = {suffix_of(v.pith_number): v for v in self.versions.values()}
         self.catalog = Catalog(entries, self._key_documents(by_bundle[b] for b in samples), most_used(signers))
+        self.present = manifests_present(archive)
+        self._feed = ArchiveFeed(store, committed_runs(archive), self.catalog.suffixes, self.served)
         logger.info(
             "serving %d records of %s (%d committed runs) after %.1f s",
             len(self.catalog),
@@ -140,6 +145,25 @@ class ArchiveSource(RecordSource):
             len(archive.manifests),
             time.monotonic() - started,
         )
+
+    def sync_feed(self) -> ArchiveFeed:
+        return self._feed
+
+    def renewed(self) -> "ArchiveSource | None":
+        """The archive read anew when its manifests changed since this read (a run
+        committed, or one removed); None while they are the same, or when the new read
+        fails (logged: the runs read before go on being served, and the same manifests
+        are not read again until they change once more)."""
+        present = frozenset[str]()
+        try:
+            present = present_runs(self.store)
+            if present in (self.present, self._unreadable):
+                return None
+            return ArchiveSource(self.store, self.keyring)
+        except StorageError as exc:
+            self._unreadable = present
+            logger.warning("%s: the new runs could not be read (%s); serving the runs read before", self.store.uri, exc)
+            return None
 
     def _key_documents(self, versions: Iterable[ArchivedVersion]) -> list[dict]:
         """The public key documents the sampled bundles carry, as a catalog lists them."""
@@ -159,9 +183,10 @@ class ArchiveSource(RecordSource):
         return Catalog.from_bundles(parsed()).public_keys
 
     def bundle_bytes(self, suffix: str) -> bytes | None:
-        entry = self._raw.get(suffix)
-        if entry is None:
+        version = self.served.get(suffix)
+        if version is None:
             return None
+        entry = version.raw
         try:
             data = read_entry(self.store, entry)
         except StorageError as exc:
@@ -184,6 +209,12 @@ class ArchiveSource(RecordSource):
 
 
 # --- the index, from the committed tables ----------------------------------------------
+
+
+def manifests_present(archive: CommittedArchive) -> frozenset[str]:
+    """The run ids of the manifests a read found, trusted or not (as ``present_runs`` lists them)."""
+    untrusted = (layout.manifest_run_id(read.path) for read in archive.untrusted)
+    return frozenset(run_id for run_id in (*(m["run_id"] for m in archive.manifests), *untrusted) if run_id)
 
 
 def served_versions(archive: CommittedArchive) -> dict[str, ArchivedVersion]:

@@ -3,7 +3,7 @@ and JSON-LD, the sitemap, robots.txt, the mirror manifest and the home page. Pur
 functions of their inputs, so the same record always renders the same bytes."""
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from xml.sax.saxutils import escape as xml_escape
 
@@ -107,17 +107,25 @@ def mirror_manifest(base: str, name: str, public_keys: list[dict]) -> dict:
     }
 
 
-def sitemap_urlset(suffixes: Iterable[str], catalog: CatalogView, base: str) -> str:
+def _lastmod(date: str | None) -> str:
+    return f"<lastmod>{xml_escape(date)}</lastmod>" if date else ""
+
+
+def sitemap_urlset(suffixes: Iterable[str], base: str, listed_date: Callable[[str], str | None]) -> str:
+    """The records' URLs, each with the ``<lastmod>`` ``listed_date`` gives it."""
     urls = "".join(
-        f"<url><loc>{xml_escape(links_for(s, base)['resolver'])}</loc>"
-        f"<lastmod>{catalog.entry(s).built_at[:10]}</lastmod></url>\n"
+        f"<url><loc>{xml_escape(links_for(s, base)['resolver'])}</loc>{_lastmod(listed_date(s))}</url>\n"
         for s in suffixes
     )
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n{urls}</urlset>\n'
 
 
-def sitemap_index(pages: int, base: str) -> str:
-    items = "".join(f"<sitemap><loc>{xml_escape(base)}/sitemap-{n}.xml</loc></sitemap>\n" for n in range(1, pages + 1))
+def sitemap_index(lastmods: Sequence[str | None], base: str) -> str:
+    """One ``<sitemap>`` per page, with the newest ``<lastmod>`` of its records."""
+    items = "".join(
+        f"<sitemap><loc>{xml_escape(base)}/sitemap-{n}.xml</loc>{_lastmod(lastmod)}</sitemap>\n"
+        for n, lastmod in enumerate(lastmods, 1)
+    )
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n{items}</sitemapindex>\n'
 
 

@@ -9,17 +9,21 @@ are the stored bytes, never re-serialized.
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from pith.links import links_for
 from pith.parse import parse
 from pith.reasons import Rejected
+from storage.publishing.resourcesync import WELL_KNOWN as WELL_KNOWN_RESOURCESYNC
 
 from . import pages
 from .http import Request, Response, redirect, text_response
 from .record import RecordView, compact_json
 from .source import RecordSource
+from .sync_site import PREFIX as SYNC_PREFIX
+from .sync_site import SyncSite
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ class ResolverSite:
         )
         if key_document is not None:
             self._static["/pith-signing-key.json"] = Response(200, key_document, JSON, newest, document="signing_key")
+        feed = source.sync_feed()
+        self._sync = SyncSite(feed, self.catalog, self.base, options.sitemap_page_size, newest) if feed else None
         self._record_document = lru_cache(maxsize=options.cache_size)(self._render)
         self._sitemap = lru_cache(maxsize=8)(self._render_sitemap)
 
@@ -91,6 +97,8 @@ class ResolverSite:
         if path == "/resolve":
             suffix = self.catalog.resolve(request.query.get("id", ""))
             return redirect(links_for(suffix, self.base)["resolver"]) if suffix else NOT_FOUND
+        if path == WELL_KNOWN_RESOURCESYNC or path.startswith(SYNC_PREFIX):
+            return self._sync.respond(path) if self._sync else NOT_FOUND
         page = SITEMAP_PAGE_RE.match(path)
         if path == "/sitemap.xml" or page:
             return self._sitemap(int(page.group(1)) if page else 0)
@@ -141,16 +149,26 @@ class ResolverSite:
         return Response(200, body, HTML, modified, vary=("Accept",), record=suffix, document="page")
 
     # --- sitemap -----------------------------------------------------------------------
+    def is_slow(self, request: Request) -> bool:
+        """Whether answering may read much of the source (a server answers it off its loop)."""
+        return request.path.startswith(SYNC_PREFIX)
+
     def _render_sitemap(self, page: int) -> Response:
-        """Page 0 is /sitemap.xml: the urlset itself while it fits one page, else an index."""
+        """Page 0 is /sitemap.xml: the urlset itself while it fits one page, else an index
+        giving each page the newest ``<lastmod>`` of its records. A page's Last-Modified
+        is when the newest of its records was built."""
         size, suffixes = self.options.sitemap_page_size, self.catalog.suffixes
         pages_needed = max(1, math.ceil(len(suffixes) / size))
-        if page == 0 and pages_needed == 1:
-            text = pages.sitemap_urlset(suffixes, self.catalog, self.base)
-        elif page == 0:
-            text = pages.sitemap_index(pages_needed, self.base)
-        elif pages_needed > 1 and page <= pages_needed:
-            text = pages.sitemap_urlset(suffixes[(page - 1) * size : page * size], self.catalog, self.base)
+        if page == 0 and pages_needed > 1:
+            dates = [self._newest_date(suffixes[n * size : (n + 1) * size]) for n in range(pages_needed)]
+            text, built = pages.sitemap_index(dates, self.base), self.catalog.newest_epoch
+        elif page == 0 or (pages_needed > 1 and page <= pages_needed):
+            listed = suffixes[(page - 1) * size : page * size] if page else suffixes
+            text = pages.sitemap_urlset(listed, self.base, self.source.listed_date)
+            built = max((self.catalog.entry(s).built_at_epoch for s in listed), default=0.0)
         else:
             return NOT_FOUND
-        return Response(200, text.encode("utf-8"), XML, self.catalog.newest_epoch or None, document="sitemap")
+        return Response(200, text.encode("utf-8"), XML, built or None, document="sitemap")
+
+    def _newest_date(self, suffixes: Sequence[str]) -> str | None:
+        return max(filter(None, map(self.source.listed_date, suffixes)), default=None)

@@ -11,6 +11,7 @@ garbage gets a 4xx answer and a closed connection, never a traceback in the log.
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 LINGER_SECONDS = 2.0
 BUSY_LINGER_SECONDS = 0.5
+RENEW_SECONDS = 5.0  # how often a running mirror asks its source whether it changed
 _BAD_REQUEST = Request("GET", "/", "/", {}, "HTTP/1.1", {"connection": "close"})
 
 
@@ -239,7 +241,10 @@ class HttpServer:
 
 class MirrorServer(HttpServer):
     """Serves a RecordSource in the resolver layout; links in documents use
-    ``public_url`` when given, else ``url``."""
+    ``public_url`` when given, else ``url``. Left running, it asks its source at most
+    every ``renew_every`` seconds, as requests come, whether what it serves changed (an
+    archive's new runs): a source read anew is swapped in once read, the requests in
+    between answered from the one before."""
 
     def __init__(
         self,
@@ -250,21 +255,52 @@ class MirrorServer(HttpServer):
         options: SiteOptions = SiteOptions(),
         log_size: int = 100_000,
         limits: ServerLimits | None = None,
+        renew_every: float = RENEW_SECONDS,
     ):
         super().__init__(host, port, log_size, limits)
         self.source, self.public_url, self.options = source, public_url, options
         self.resolver: ResolverSite | None = None
+        self.renew_every = renew_every
+        self._checked = time.monotonic()
+        self._renewing: asyncio.Task | None = None
 
     async def start(self) -> str:
         url = await super().start()
-        self.resolver = ResolverSite(self.source, self.public_url or url, self.options)
+        self.switch_to(self.source)
         logger.info("mirror of %d records listening on %s", len(self.source.catalog), url)
         return url
+
+    def switch_to(self, source: RecordSource) -> None:
+        """Serve ``source`` from now on (the documents cached of the one before dropped)."""
+        if self.url is None:
+            raise RuntimeError("a mirror switches sources once started")
+        self.source, self.resolver = source, ResolverSite(source, self.public_url or self.url, self.options)
+
+    async def close(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+        await super().close()
 
     async def _route(self, request: Request) -> Response:
         resolver = self.resolver
         if resolver is None:
             raise RuntimeError("the mirror answers requests once started")
-        if self.source.remote:  # a slow store must not stall every other client
+        self._renew_when_due()
+        if self.source.remote or resolver.is_slow(request):  # a slow read must not stall every other client
             return await asyncio.to_thread(resolver.respond, request)
         return resolver.respond(request)
+
+    def _renew_when_due(self) -> None:
+        now = time.monotonic()
+        if self._renewing is None and now - self._checked >= self.renew_every:
+            self._checked = now
+            self._renewing = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        try:
+            renewed = await asyncio.to_thread(self.source.renewed)
+            if renewed is not None:
+                self.switch_to(renewed)
+                logger.info("now serving %d records: the source changed", len(renewed.catalog))
+        finally:
+            self._renewing = None

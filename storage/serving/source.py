@@ -25,12 +25,16 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pith.numbers import SUFFIX_RE
 from pith.parse import parse
 from pith.reasons import Rejected
 
 from .catalog import Catalog, CatalogView
+
+if TYPE_CHECKING:
+    from .sync_site import SyncFeed
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,20 @@ class RecordSource(ABC):
     @abstractmethod
     def bundle_bytes(self, suffix: str) -> bytes | None:
         """The stored bytes of a catalogued record's bundle, unchanged; None if it vanished."""
+
+    def listed_date(self, suffix: str) -> str | None:
+        """The ``<lastmod>`` a sitemap gives a catalogued record: the day its bundle was
+        built (None: no date)."""
+        return self.catalog.entry(suffix).built_at[:10] or None
+
+    def sync_feed(self) -> "SyncFeed | None":
+        """What the source publishes over ResourceSync; None: it publishes nothing."""
+        return None
+
+    def renewed(self) -> "RecordSource | None":
+        """The source read anew when what it serves changed since it was read (a server
+        left running swaps it in); None while nothing changed. May block on I/O."""
+        return None
 
 
 class CorpusDirectory(RecordSource):
