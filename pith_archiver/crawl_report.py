@@ -224,7 +224,7 @@ def hosts_line(stats: dict) -> str:
         bad = ", ".join(
             [f"{what} {counts[what]}" for what in BAD if counts.get(what)]
             + ["demoted"] * bool(counts.get("demoted"))
-            + [f"last error: {causes[host]}"] * (host in causes)
+            + ([f"last error: {causes[host]}"] if host in causes else [])
         )
         parts.append(
             f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
@@ -236,6 +236,25 @@ def hosts_line(stats: dict) -> str:
 
 def _counts(reasons: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+
+
+def quiet_notes(stats: dict, status: ExitStatus, resume: str) -> str:
+    """What the quiet summary adds after the counts, each note short; the resume
+    command last, so that the line ends with it."""
+    crawl = CrawlStats.of(stats)
+    notes = []
+    changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
+    if changes:
+        notes.append("registry changed: " + ", ".join(changes))
+    if cache_note(stats):
+        notes.append(cache_note(stats))
+    if crawl.unreachable and not crawl.reached:
+        notes.append(f"could not reach {unreachable(crawl)}")
+    if crawl.warc_not_recorded:
+        notes.append(warc_loss(crawl))
+    if status in STOPPED and resume:
+        notes.append(f"resume with: {resume}")
+    return "".join(f"; {note}" for note in notes)
 
 
 def report(
@@ -253,24 +272,13 @@ def report(
     per_record = f" ({crawl.requests / crawl.reached:.2f} per record)" if crawl.reached else ""
     records = accounting(crawl, result.status in STOPPED)
     line = (
-        f"{result.status.name.lower()} (exit {int(result.status)}): {records} "
-        f"(of {crawl.records_found} found), {crawl.requests} requests{per_record}"
+        f"{result.status.name.lower()} (exit {int(result.status)}): {records}, "
+        f"of {crawl.records_found} found; {crawl.requests} requests{per_record}"
     )
     if crawl.equivocations:
         line += f", {crawl.equivocations} split views"
     if verbosity <= QUIET:
-        changes = [change.split(":", 1)[0] for change in registry_changes(stats)]
-        if changes:
-            line += "; registry changed: " + ", ".join(changes)
-        if cache_note(stats):
-            line += f"; {cache_note(stats)}"
-        if crawl.unreachable and not crawl.reached:
-            line += f"; could not reach {unreachable(crawl)}"
-        if crawl.warc_not_recorded:
-            line += f"; {warc_loss(crawl)}"
-        if result.status in STOPPED and resume:
-            line += f"; resume with: {resume}"
-        echo(line, err=result.status != ExitStatus.OK)
+        echo(line + quiet_notes(stats, result.status, resume), err=result.status != ExitStatus.OK)
         return result.status
     echo(f"\nrecords found {crawl.records_found}: {records}")
     echo(

@@ -38,7 +38,7 @@ def test_the_demo_honours_stats_json_and_log_file_and_its_second_run_accounts_fo
     quiet = run_cli("crawl", "-q", home=tmp_path).check()
     counted = ACCOUNTED.search(quiet.stdout)
     assert counted and [int(n) for n in counted.groups()] == [0, 3, 0, 0], quiet.stdout
-    assert "(of 3 found)" in quiet.stdout and len(quiet.stdout.splitlines()) == 1
+    assert ", of 3 found; " in quiet.stdout and len(quiet.stdout.splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -16,8 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MOST_LINES_PER_MODULE = 450
 MOST_LINES_PER_FUNCTION = 60
 SHORT_FUNCTIONS_IN = ("storage/writing",)
-# pith_archiver's cmd_crawl and demo still import each other: it joins once they no longer do
-NOT_YET_WITHOUT_CIRCLES = {"pith_archiver"}
 
 
 def product_packages() -> list[str]:
@@ -99,7 +97,7 @@ def test_no_function_in_storage_writing_is_over_60_lines(folder):
     assert found == {}
 
 
-@pytest.mark.parametrize("package", sorted(set(product_packages()) - NOT_YET_WITHOUT_CIRCLES))
+@pytest.mark.parametrize("package", product_packages())
 def test_no_circle_of_imports(package):
     """Lazy imports (inside a function) count: a circle is one however late it closes."""
     modules = modules_of(package)
