@@ -64,13 +64,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the test kit (used from the checkout) and the benches
 
-import nginx  # noqa: E402  (bench/nginx.py)
 import system_packages  # noqa: E402
 from bench_verify import machine  # noqa: E402
 from scrapy.settings import default_settings  # noqa: E402
 from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 
 from pith.keyring import REGISTRY_KEY  # noqa: E402
+from pith_testkit import nginx  # noqa: E402
 
 SETTINGS = {
     "AUTOTHROTTLE_ENABLED": False,
@@ -175,7 +175,9 @@ def start_server(kind: str, corpus: Path, site: Path, virtual: int = 0) -> tuple
     """A mirror process: its URL and the keyring that verifies what it serves (with
     ``virtual``, ``site`` is where the test kit's ``serve --virtual`` writes that keyring)."""
     if kind == "nginx":
-        server, [url] = nginx.start([site], site.parent / f"nginx-{site.name}")
+        server, [url] = nginx.start(
+            [site], site.parent / f"nginx-{site.name}", system_packages.ensure("nginx", "nginx-light")
+        )
         return server, url, corpus / "keyring.json"
     if kind == "static":
         port = nginx.free_port()

@@ -24,8 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import nginx  # noqa: E402  (bench/nginx.py)
+import system_packages  # noqa: E402
 from bench_crawl import corpus_of, ours  # noqa: E402
+
+from pith_testkit import nginx  # noqa: E402
 
 REGISTRY = 1_500_000
 
@@ -45,7 +47,7 @@ def main():
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
     polite = ["-s", f"DOWNLOAD_DELAY={args.delay}", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1"]
     bundles = ["--no-follow", "--seeds-file", str(seeds), *polite]
-    server, urls = nginx.start([site] * 3, workdir / "nginx-mirrors")
+    server, urls = nginx.start([site] * 3, workdir / "nginx-mirrors", system_packages.ensure("nginx", "nginx-light"))
     runs: dict[str, list] = {"one source": [], "three sources": []}
     try:
         for _ in range(args.rounds):

@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import bench_crawl  # noqa: E402  (bench/bench_crawl.py)
-import nginx  # noqa: E402
+import system_packages  # noqa: E402
+
+from pith_testkit import nginx  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -74,7 +76,7 @@ def main() -> None:
     corpus, site, suffixes = bench_crawl.corpus_of(args.records, workdir)
     seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))
-    server, (url,) = nginx.start([site], workdir / "nginx-cpu")
+    server, (url,) = nginx.start([site], workdir / "nginx-cpu", system_packages.ensure("nginx", "nginx-light"))
     urls = bench_crawl.bundle_urls(url, suffixes, workdir)
     sets = [a for pair in args.set for a in ("-s", pair)]
     settings = [a for name, value in bench_crawl.SETTINGS.items() for a in ("-s", f"{name}={value}")]

@@ -15,9 +15,10 @@ pytest_plugins = [
     "tests.plugins.faults",
     "tests.plugins.redis",
     "tests.plugins.listener",
+    "tests.plugins.nginx",
 ]
 
-SERVER_FIXTURES = {"redis_server", "s3_endpoint"}  # session fixtures that start a server process
+SERVER_FIXTURES = {"redis_server", "s3_endpoint", "nginx"}  # session fixtures that start a server process
 
 
 def pytest_collection_modifyitems(items):
