@@ -16,7 +16,7 @@ reads a page and a bundle per record (two requests). ``--links bundles`` mints b
 that name the records they cite and those citing them, as the test kit does by default:
 about one request per record. Corpora are kept in ``--workdir`` by size and kind
 (``corpus-N-links-pages``).
-Three mirrors, each in its own process: ``nginx`` (the default; bench/nginx.py,
+Three mirrors, each in its own process: ``nginx`` (the default; pith_testkit/nginx.py,
 installed from the distribution's packages when missing) and ``static``, ``python -m
 http.server``, both over the corpus laid out as plain files (bench/static_site.py: no
 gzip, a redirect per directory URL; nginx sends ETag and Last-Modified, http.server

@@ -4,7 +4,7 @@ politeness, in the same run, alternated, medians of the rounds.
 
     python bench/bench_mirrors.py --records 3000 --delay 0.02 --rounds 3
 
-Three nginx servers (bench/nginx.py) serve one static copy of the corpus
+Three nginx servers (pith_testkit/nginx.py) serve one static copy of the corpus
 (bench/static_site.py) on three ports. Politeness is the crawler's own, per host (a
 Scrapy download slot per source): ``DOWNLOAD_DELAY`` seconds between requests to one
 host (randomised 0.5-1.5x, as Scrapy does) and one request in flight per host, the way a
