@@ -349,3 +349,19 @@ def test_a_stale_mirror_is_counted_against_it_and_the_newer_versions_stay_curren
         if r["accepted_as_current"]
     }
     assert current == newer
+
+
+@pytest.mark.slow
+def test_a_mirror_whose_robots_txt_forbids_the_records_leaves_them_to_the_resolver(tmp_path, corpus_dir, mirror, seeds):
+    """robots.txt is that source's policy: a record it forbids is fetched from another
+    source, never counted as forbidden while one allows it, and the mirror is not
+    demoted for it (its policy is not a bad copy)."""
+    resolver, polite = mirror(), mirror(disallow=("/pith/",))
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", polite.url)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert archived(tmp_path) == set(seeds)
+    accounted(result, SEEDS)
+    assert result.stat("records/archived") == SEEDS
+    assert result.stat("robots_forbidden") == 0
+    assert result.stats.get("robotstxt/forbidden", 0) >= 1  # asked of the mirror, refused by its robots.txt
+    assert host_stat(result, polite.url, "demoted") == 0

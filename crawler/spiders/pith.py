@@ -401,12 +401,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         request = failed_request(failure)
         meta = request.meta
         self.pool.done(meta[Meta.TRIED][-1])
-        if forbidden_by_robots(failure):  # a policy, not a failure
+        forbidden = forbidden_by_robots(failure)  # a policy of that source, not a bad copy
+        if not forbidden:
+            self.pool.judged(meta[Meta.TRIED][-1], "failed")  # a timeout or refused connection counts as a bad copy
+        other = self.pool.pick(meta[Meta.TRIED])
+        if forbidden and other is None:  # every source tried forbids it
             self._stat(Stat.ROBOTS_FORBIDDEN)
             self.settled(meta[Meta.SUFFIX], "forbidden")
             return
-        self.pool.judged(meta[Meta.TRIED][-1], "failed")  # a timeout or refused connection counts as a bad copy
-        other = self.pool.pick(meta[Meta.TRIED])
         if other is not None:
             self._stat(Stat.MIRROR_FALLBACKS)
             logger.info("bundle %s failed (%s); trying %s", request.url, describe(failure), other)
