@@ -4,6 +4,7 @@
 import base64
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,9 @@ from storage.archive.layout import check_path
 from storage.archive.stores import CHUNK, LocalPath, MiB, ObjectMissing, ObjectStore, StorageError, StoredObject
 
 logger = logging.getLogger(__name__)
+
+
+REACH_SECONDS = 5  # to connect to the endpoint, once, before a store's first operation
 
 
 class S3Store(ObjectStore):
@@ -47,15 +51,44 @@ class S3Store(ObjectStore):
         config = Config(
             retries={"mode": "adaptive", "max_attempts": max_attempts}, max_pool_connections=32
         )  # upload pool threads x multipart parts
-        self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
-        self.endpoint_url = self._client.meta.endpoint_url  # as resolved from the argument or the chain
+        self._boto = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+        self.endpoint_url = self._boto.meta.endpoint_url  # as resolved from the argument or the chain
         for operation in ("PutObject", "CompleteMultipartUpload"):
-            self._client.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
+            self._boto.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
+        self._reached = threading.Lock()
+        self._reachable = False
         self._transfer = TransferConfig(
             multipart_threshold=multipart_threshold,
             multipart_chunksize=multipart_chunksize,
             max_concurrency=max_concurrency,
         )
+
+    @property
+    def _client(self) -> Any:
+        """The client, once the endpoint was seen to answer: an endpoint that refuses
+        connections, or a name that does not resolve, fails the first operation at once,
+        not after the retries with backoff meant for a store that answered before."""
+        if not self._reachable:
+            with self._reached:
+                if not self._reachable:
+                    self._reach()
+                    self._reachable = True
+        return self._boto
+
+    def _reach(self) -> None:
+        """Whether the endpoint answers at all: one attempt, a short connect."""
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import ConnectionError as NoConnection
+
+        once = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=REACH_SECONDS)
+        try:
+            client = boto3.session.Session().client("s3", endpoint_url=self.endpoint_url, config=once)
+            client.head_bucket(Bucket=self.bucket)
+        except NoConnection as exc:
+            raise StorageError(f"{self.uri}: {described(exc)} (at {self.endpoint_url})") from None
+        except Exception:  # noqa: BLE001, S110 - it answered, or failed otherwise: the operation itself says how
+            pass
 
     def _key(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
