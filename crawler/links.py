@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from urllib.parse import ParseResult, SplitResult, urlsplit
 
 SUFFIX_IN_TEXT = re.compile(rb"(?:pith:\d{4}:|/pith/)([A-Z2-7]{26})(?![A-Z2-7])")
-SITEMAP_LOC = re.compile(rb"<loc>\s*([^<\s]+)\s*</loc>")
+SITEMAP_ENTRY = re.compile(
+    rb"<loc>\s*([^<\s]+)\s*</loc>\s*(?:<lastmod>\s*([^<\s]{1,40})\s*</lastmod>)?"
+)  # a <url> or <sitemap> entry: its location, and the <lastmod> that follows it
 
 DEFAULT_TEMPLATES = {
     "record_url": "/pith/{suffix}",
@@ -25,8 +27,12 @@ def suffixes_in(body: bytes) -> list[str]:
     return list(dict.fromkeys(m.decode("ascii") for m in SUFFIX_IN_TEXT.findall(body)))
 
 
-def sitemap_locations(body: bytes) -> list[str]:
-    return [m.decode("utf-8", "replace") for m in SITEMAP_LOC.findall(body)]
+def sitemap_entries(body: bytes) -> list[tuple[str, str | None]]:
+    """Each entry's location and ``<lastmod>`` (None when it gives none after it)."""
+    return [
+        (loc.decode("utf-8", "replace"), lastmod.decode("ascii", "replace") if lastmod else None)
+        for loc, lastmod in SITEMAP_ENTRY.findall(body)
+    ]
 
 
 def base_of(url: str) -> str:

@@ -5,7 +5,8 @@
 # manifest the archive holds. The archive is the truth: state kept outside it (the
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
-# ``warc``: its WARC writer (None with --no-warc), whose process hosts the verifier.
+# ``warc``: its WARC writer (None with --no-warc), whose process hosts the verifier;
+# ``writer``: the archive writer, whose held versions a scheduled re-run asks again by.
 archive_opened = object()
 # the crawl's archive (CrawlArchive) committed the final manifest, whose run id is ``run_id``
 archive_committed = object()
@@ -35,3 +36,6 @@ source_added = object()
 robots_awaited = object()
 # the robots.txt of a source (``base``) answered (``fetched`` True), or did not within its deadline
 robots_answered = object()
+# a source's listed dates were found lying (``base``): from now on every record it lists is asked
+# again, and the listings read so far are read again (crawler.scheduling.freshness)
+dates_distrusted = object()

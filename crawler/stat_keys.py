@@ -20,6 +20,16 @@ class Stat:
     RECORDS_SKIPPED_MAX_RECORDS: Final = "pith/records_skipped_max_records"
     RECORDS_UNACCOUNTED: Final = "pith/records_unaccounted"  # opened, never settled (crawler.extensions.record_ledger)
     SITEMAPS_SKIPPED_MAX_RECORDS: Final = "pith/sitemaps_skipped_max_records"
+    # a scheduled re-run (crawler.scheduling.freshness): held records its listing dates as
+    # unchanged, not asked; sitemaps whose index date did not move, not read; the sample and
+    # the records past PITH_RECHECK_AFTER_DAYS asked again; sampled records found changed
+    # although dated unchanged; 1 when the source's dates are not trusted
+    SKIPPED_BY_DATE: Final = "pith/records_skipped_by_date"
+    SITEMAPS_UNCHANGED: Final = "pith/sitemaps_unchanged"
+    RECHECK_SAMPLE: Final = "pith/recheck_sample"
+    RECHECK_DUE: Final = "pith/recheck_due"
+    LASTMOD_LIES: Final = "pith/lastmod_lies"
+    LASTMOD_DISTRUSTED: Final = "pith/lastmod_distrusted"
     BUNDLES_FETCHED: Final = "pith/bundles_fetched"
     PAGES_FETCHED: Final = "pith/pages_fetched"
     NOT_MODIFIED: Final = "pith/not_modified"

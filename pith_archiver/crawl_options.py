@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.crawl_config import DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.seeds import SeedError, SeedList
-from crawler.settings import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS
+from crawler.settings import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS, PITH_RECHECK_AFTER_DAYS
 from storage.archive.signing_key import default_key_path
 
 from .crawl_report import FailureBudget
@@ -30,7 +30,10 @@ from .run_hooks import RunHooks
 # the crawl command's help, in sections (click lists every option in one); by parameter name
 SECTIONS = (
     ("What to crawl", ("seeds_file", "resolver", "mirrors", "mirrors_from_registry", "allow_hosts", "from_archive")),
-    ("How far", ("max_records", "max_depth", "no_follow", "check_state", "check_state_sample", "cross_check")),
+    (
+        "How far",
+        ("max_records", "max_depth", "no_follow", "check_state", "check_state_sample", "cross_check", "recheck_after"),
+    ),
     ("Trust", ("keyrings", "no_default_keys", "archive_keyrings", "signing_key")),
     ("The archive", ("archive", "s3_endpoint_url", "commit_every", "no_warc", "log_origin", "witness_policy")),
     ("Running", ("jobdir", "frontier", "worker", "verify_workers", "max_failures", "settings")),
@@ -145,6 +148,14 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Also fetch the first N records from every mirror and compare the copies: a fork (a split "
             "view) is kept as evidence, flagged equivocation, and exits 1.",
         ),
+        click.option(
+            "--recheck-after",
+            type=click.FloatRange(0),
+            default=None,
+            metavar="DAYS",
+            help="A re-run skips held records its sitemaps date as unchanged, but asks again (conditionally) any "
+            f"not confirmed for DAYS (default: {PITH_RECHECK_AFTER_DAYS:g}; 0: every record, dates ignored).",
+        ),
         click.option("--allow-host", "allow_hosts", multiple=True, help="Another host the crawl may fetch from."),
         click.option(
             "--from-archive",
@@ -221,6 +232,7 @@ class CrawlOptions:
     check_state: bool
     check_state_sample: str | None
     cross_check: int | None
+    recheck_after: float | None
     keyrings: tuple[str, ...]
     no_default_keys: bool
     archive_keyrings: tuple[str, ...]
@@ -267,6 +279,8 @@ def config_of(options: CrawlOptions, settings: BaseSettings) -> CrawlConfig:
         tuned["check_state"] = 1.0 if options.check_state or sample is None else _share(sample)
     if options.cross_check is not None:
         tuned["cross_check"] = options.cross_check
+    if options.recheck_after is not None:
+        tuned["recheck_after_days"] = options.recheck_after
     if options.commit_every is not None:
         tuned["commit_every"] = options.commit_every
     if options.no_warc:

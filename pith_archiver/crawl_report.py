@@ -203,6 +203,27 @@ CACHES = {
 }
 
 
+def dates_line(stats: dict) -> str:
+    """What the listing's dates saved, or that they were not trusted (one line; "" in a
+    run that did not use them: a first run, no sitemap, or no dates)."""
+    skipped = stats.get(Stat.SKIPPED_BY_DATE, 0)
+    checked = stats.get(Stat.RECHECK_SAMPLE, 0) + stats.get(Stat.RECHECK_DUE, 0)
+    if stats.get(Stat.LASTMOD_DISTRUSTED):
+        lies = stats.get(Stat.LASTMOD_LIES, 0)
+        return (
+            "dates not trusted: the resolver's sitemaps dated "
+            + (f"{lies} changed records as unchanged" if lies else "changed records as unchanged in an earlier run")
+            + "; every record was asked again (conditionally), as later runs will be until one that asks every "
+            "record finds the dates honest"
+        )
+    if skipped:
+        return (
+            f"dates trusted: {skipped} held records their sitemaps date as unchanged were not asked; "
+            f"{checked} asked again to check the dates, none found changed"
+        )
+    return ""
+
+
 def cache_note(stats: dict) -> str:
     """One line when state kept outside the archive (a cache of it) did not match the
     archive and was dropped, so its records were crawled again; "" when it matched."""
@@ -248,6 +269,8 @@ def quiet_notes(stats: dict, status: ExitStatus, resume: str) -> str:
         notes.append("registry changed: " + ", ".join(changes))
     if cache_note(stats):
         notes.append(cache_note(stats))
+    if stats.get(Stat.LASTMOD_DISTRUSTED):
+        notes.append("dates not trusted: every record asked again")
     if crawl.unreachable and not crawl.reached:
         notes.append(f"could not reach {unreachable(crawl)}")
     if crawl.warc_not_recorded:
@@ -301,6 +324,8 @@ def report(
         echo(line)
     if cache_note(stats):
         echo(cache_note(stats))
+    if dates_line(stats):
+        echo(dates_line(stats))
     if hosts_line(stats):
         echo(hosts_line(stats))
     manifest, interim = crawl.manifest, crawl.interim_commits

@@ -137,6 +137,7 @@ class CrawlArchive:
             committed=self.writer.committed_runs,
             present=self.writer.present_runs,
             warc=self.writer.warc,
+            writer=self.writer,
         )
 
     def stop(self, exc: StorageError) -> None:

@@ -1,20 +1,28 @@
 """Walking a resolver's sitemaps: an index's children one at a time, so that the walk
-stops fetching as soon as --max-records is reached (a spider mixin of ``pith``)."""
+stops fetching as soon as --max-records is reached (a spider mixin of ``pith``).
+
+In a scheduled re-run the listing's dates decide what is asked (crawler.scheduling.freshness):
+an index's child whose date did not move since a committed run read it is not read, a
+held record dated unchanged is not asked, the run's recheck sample is asked with the
+first sitemap, and when the dates are found lying every sitemap is read again."""
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.python.failure import Failure
 
 from ..failures import describe, failed_request
-from ..links import ResolverUrls, sitemap_locations, suffixes_in
+from ..links import ResolverUrls, sitemap_entries, suffixes_in
 from ..meta_keys import Meta
 from ..scheduling.claims import RecordScheduler
+from ..scheduling.freshness import Freshness
+from ..seeds import SeedList
 from ..stat_keys import Stat, StatFamily
 
 logger = logging.getLogger(__name__)
@@ -27,6 +35,7 @@ class SitemapWalk:
 
     crawler: Crawler
     resolver: ResolverUrls
+    seeds: SeedList
     state: dict  # kept across a --jobdir resume (Scrapy's SpiderState)
     record_requests: Callable[..., Iterator[scrapy.Request]]
     _stat: Callable[..., None]
@@ -43,19 +52,53 @@ class SitemapWalk:
             meta={Meta.TASK: f"sitemap:{url}"} if seed else {},
         )
 
-    def parse_sitemap(self, response: Response) -> Iterator[scrapy.Request]:
+    @property
+    def freshness(self) -> Freshness | None:
+        """The crawl's judge of what changed, when it has one (an archive, a state folder)."""
+        extensions = self.crawler.extensions.middlewares if self.crawler.extensions is not None else ()
+        return next((e for e in extensions if isinstance(e, Freshness)), None)
+
+    async def parse_sitemap(self, response: Response) -> AsyncIterator[scrapy.Request]:
+        freshness = self.freshness
+        if freshness is not None:
+            await maybe_deferred_to_future(freshness.ready)  # the archive's held versions read
+        self.state.setdefault("sitemaps_read", set()).add(response.url)
         records, listed = [], self.state.setdefault("sitemaps_listed", set())
-        for location in sitemap_locations(response.body):
+        for location, lastmod in sitemap_entries(response.body):
             path = urlsplit(location).path
             if path.endswith(".xml"):  # a sitemap index: walk the child on the resolver in use
                 child = self.resolver.base + path
                 if child not in listed:  # an index listing itself, or a child twice, is walked once
                     listed.add(child)
+                    if freshness is not None and freshness.sitemap_unchanged(child, lastmod):
+                        self._stat(Stat.SITEMAPS_UNCHANGED)
+                        continue
+                    if freshness is not None:
+                        freshness.remember_sitemap(child, lastmod)
                     self.sitemap_walk.append(child)
             else:
-                records += suffixes_in(path.encode())
-        yield from self.record_requests(records, 0)
-        yield from self.next_sitemap()
+                records += [s for s in suffixes_in(path.encode()) if freshness is None or freshness.wants(s, lastmod)]
+        if freshness is not None and not self.state.get("sample_asked"):
+            self.state["sample_asked"] = True  # once a run, a resumed one too
+            records += freshness.sample()
+        for request in self.record_requests(records, 0):
+            yield request
+        for request in self.next_sitemap():
+            yield request
+
+    def not_left_to_sitemaps(self, suffixes: list[str]) -> list[str]:
+        """Of the records a bundle links to, those to ask now: in a re-run walking the
+        sitemaps, a held record is asked when its sitemap dates it changed."""
+        freshness = self.freshness if self.seeds.any_sitemap else None
+        return suffixes if freshness is None else [s for s in suffixes if not freshness.held(s)]
+
+    def reread_sitemaps(self, base: str) -> None:
+        """The dates were found lying: read every sitemap again (its records not asked
+        yet are asked now; those asked already are claimed, not asked twice)."""
+        read = self.state.get("sitemaps_read", set()) | self.state.get("sitemaps_listed", set())
+        pending = set(self.sitemap_walk)
+        for url in sorted(read - pending):
+            self.crawler.engine.crawl(self.sitemap_request(url, seed=False))
 
     @property
     def sitemap_walk(self) -> deque:

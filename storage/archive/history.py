@@ -207,6 +207,13 @@ class History:
         for number, bundle in self.db.execute("SELECT number, bundle FROM current ORDER BY number"):
             yield number, bundle.hex()
 
+    def current_dates(self) -> Iterator[tuple[str, bytes, int, int]]:
+        """``(pith_number, bundle digest, built_at, fetched_at)`` of every record's current
+        version, the times in microseconds since the epoch (``built_at`` the earliest
+        time when the bundle gave none): what a scheduled re-run asks again by."""
+        self._write_waiting()
+        yield from self.db.execute("SELECT number, bundle, built_at, fetched_at FROM current")
+
     def look_up(self, pith_number: str, bundle_sha256: str) -> tuple[bool, CurrentVersion | None]:
         """Whether this bundle version is archived, and the record's current version:
         what a new version is judged by. The database is asked (in one statement) only

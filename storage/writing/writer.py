@@ -25,7 +25,7 @@ then on and ``commit`` raises instead of writing a manifest.
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
@@ -381,6 +381,12 @@ class ArchiveWriter:
         refreshed) into the history used for dedup: before redoing a dead worker's
         tasks, whose interim commits may already hold some of them. Returns how many."""
         return self._history.refresh(self._lock)
+
+    def held_versions(self) -> Iterator[tuple[str, bytes, int, int]]:
+        """The current version of every record the archive holds (``History.current_dates``),
+        for the crawl to ask only what may have changed; the history is held until read."""
+        with self._lock:
+            yield from self._history.history.current_dates()
 
     # --- internals -------------------------------------------------------------
     def _new_run(self, run_id: layout.RunId | None = None) -> OpenRun:

@@ -1,0 +1,82 @@
+"""A weekly run against a registry that changes (issue 47): what each run costs the
+registry (requests, counted in nginx's own access log) and how long it takes.
+
+One virtual registry of N records (the test kit's, 1% changed a week), exported week by
+week as plain files and served by nginx, crawled from its sitemaps into one archive with
+the defaults users get (WARC on): the first run (week 0), a week with honest dates
+(week 1), today's full conditional sweep of the same week (``--recheck-after 0``: every
+held record asked, dates ignored), and a week whose changed records kept their old
+dates (week 2, ``--dates lying``). Peak RSS is summed over every process a run starts.
+
+    python bench/bench_weekly.py --records 100000
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import system_packages  # noqa: E402
+from bench_crawl import run  # noqa: E402
+
+from pith_testkit import nginx  # noqa: E402
+
+
+def export(records: int, week: int, dates: str, out: Path, base: str) -> float:
+    started = time.monotonic()
+    command = [sys.executable, "-m", "pith_testkit", "corpus", "week", "--records", str(records), "--week", str(week)]
+    command += ["--changed-per-week", "1%", "--dates", dates, "--out", str(out), "--base-url", base, "-q"]
+    subprocess.run(command, check=True, cwd=ROOT)  # noqa: S603 - our own test kit
+    return time.monotonic() - started
+
+
+def crawl(base: str, registry: Path, archive: Path, home: Path, log: Path, *extra: str) -> dict:
+    log.write_text("")
+    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", base, "sitemap", "--out", str(archive)]
+    command += ["--keyring", str(registry / "keyring.json"), "--no-default-keys", "-q", *extra]
+    elapsed, rss, _, cpu = run(command, {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")})
+    lines = log.read_text().splitlines()
+    return {
+        "requests": len(lines),
+        "bundles 200": sum(1 for line in lines if line.endswith("/bundle.json 200")),
+        "bundles 304": sum(1 for line in lines if line.endswith("/bundle.json 304")),
+        "seconds": round(elapsed, 1),
+        "cpu": round(cpu, 1),
+        "peak RSS MiB": rss,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-weekly-"))
+    registry, log = work / "registry", work / "access.log"
+    (registry / "site").mkdir(parents=True, exist_ok=True)
+    server, [base] = nginx.start(
+        [registry / "site"], work / "nginx", system_packages.ensure("nginx", "nginx-light"), access_log=log
+    )
+    try:
+        runs = [("first run (week 0)", 0, "honest", ()), ("honest dates (week 1)", 1, "honest", ())]
+        runs += [("full conditional sweep (week 1)", 1, "honest", ("--recheck-after", "0"))]
+        runs += [("lying dates (week 2)", 2, "lying", ())]
+        print(f"{args.records} records, 1% changed a week; nginx at {base}; work in {work}", flush=True)
+        for name, week, dates, extra in runs:
+            written = export(args.records, week, dates, registry, base)
+            figures = crawl(base, registry, work / "archive", work, log, *extra)
+            print(f"| {name} | " + " | ".join(f"{v}" for v in figures.values()) + f" | export {written:.0f} s |")
+            print("   " + ", ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
