@@ -30,6 +30,9 @@ class Stat:
     RECHECK_DUE: Final = "pith/recheck_due"
     LASTMOD_LIES: Final = "pith/lastmod_lies"
     LASTMOD_DISTRUSTED: Final = "pith/lastmod_distrusted"
+    CHANGE_LISTS_READ: Final = "pith/change_lists_read"  # ResourceSync Change List pages read instead of sitemaps
+    CHANGES_IGNORED: Final = "pith/changes_ignored"  # their entries that name no record, or a deletion
+    CHANGE_LISTS_UNREAD: Final = "pith/change_lists_unread"  # 1: published, but not read (the sitemaps were)
     BUNDLES_FETCHED: Final = "pith/bundles_fetched"
     PAGES_FETCHED: Final = "pith/pages_fetched"
     NOT_MODIFIED: Final = "pith/not_modified"

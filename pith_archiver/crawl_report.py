@@ -211,14 +211,15 @@ def dates_line(stats: dict) -> str:
     if stats.get(Stat.LASTMOD_DISTRUSTED):
         lies = stats.get(Stat.LASTMOD_LIES, 0)
         return (
-            "dates not trusted: the resolver's sitemaps dated "
+            "dates not trusted: the resolver's sitemaps or Change Lists dated "
             + (f"{lies} changed records as unchanged" if lies else "changed records as unchanged in an earlier run")
             + "; every record was asked again (conditionally), as later runs will be until one that asks every "
             "record finds the dates honest"
         )
     if skipped:
         return (
-            f"dates trusted: {skipped} held records their sitemaps date as unchanged were not asked; "
+            f"dates trusted: {skipped} held records the resolver's sitemaps or Change Lists date as unchanged "
+            "were not asked; "
             f"{checked} asked again to check the dates, none found changed"
         )
     return ""

@@ -24,12 +24,12 @@ RECORDS = 2000
 class Registry:
     """One registry's weeks, exported into one folder that nginx serves."""
 
-    def __init__(self, root: Path, base: str, weeks: Weeks, records: int = RECORDS):
-        self.root, self.base, self.weeks, self.records = root, base, weeks, records
+    def __init__(self, root: Path, base: str, weeks: Weeks, resourcesync: bool = False):
+        self.root, self.base, self.weeks, self.resourcesync = root, base, weeks, resourcesync
 
     def week(self, week: int) -> None:
         weeks = Weeks(week, self.weeks.changed, self.weeks.dates, self.weeks.lying)
-        source = VirtualCorpus(self.records, 1, self.base, weeks=weeks)
+        source = VirtualCorpus(RECORDS, 1, self.base, weeks=weeks, resourcesync=self.resourcesync)
         export_site(source, self.base, self.root / "site", SiteOptions())
         source.write_keyring(self.root / KEYRING_NAME)
 
@@ -56,10 +56,10 @@ def current(archive: Path) -> dict[str, str]:
 
 @pytest.fixture
 def registry(tmp_path, nginx):
-    def make(weeks: Weeks) -> tuple[Registry, Path]:
+    def make(weeks: Weeks, resourcesync: bool = False) -> tuple[Registry, Path]:
         log = tmp_path / "access.log"
         base = nginx(tmp_path / "registry" / "site", access_log=log)
-        return Registry(tmp_path / "registry", base, weeks), log
+        return Registry(tmp_path / "registry", base, weeks, resourcesync), log
 
     return make
 
@@ -78,7 +78,7 @@ def test_a_week_with_honest_dates_costs_what_changed(tmp_path, registry):
     reg, log = registry(Weeks(changed=0.01, dates="honest"))
     reg.week(0)
     first, requests = crawl(tmp_path, reg, log)
-    assert len(requests) == RECORDS + 4  # robots, the mirror list, the signing key, the sitemap
+    assert len(requests) == RECORDS + 5  # robots, the mirror list, the signing key, ResourceSync (404), the sitemap
     assert current(tmp_path / "archive") == reg.served()
 
     reg.week(1)
@@ -94,6 +94,32 @@ def test_a_week_with_honest_dates_costs_what_changed(tmp_path, registry):
     assert "dates trusted: " in second.stdout and "were not asked" in second.stdout
     fetched = {line.split("/")[2] for line in requests if line.endswith("/bundle.json 200")}
     assert fetched == changed  # the sample heard 304: nothing else was fetched whole
+    assert "GET /.well-known/resourcesync 404" in requests  # no Change Lists: the sitemap was read
+    assert "GET /sitemap.xml 200" in requests
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dates", ["honest", "lying"])
+def test_a_resolver_publishing_change_lists_is_read_by_them(tmp_path, registry, dates):
+    """With ResourceSync, a re-run reads the Change Lists, not the sitemaps; records a
+    lying Change List leaves out are found by the sample, and every record is then asked."""
+    reg, log = registry(Weeks(changed=0.01 if dates == "honest" else 0.10, dates=dates), resourcesync=True)
+    reg.week(0)
+    crawl(tmp_path, reg, log)
+    reg.week(1)
+    changed = {s for s, sha in reg.served().items() if current(tmp_path / "archive")[s] != sha}
+    result, requests = crawl(tmp_path, reg, log)
+    assert current(tmp_path / "archive") == reg.served()  # every new version archived
+    listing = [line for line in requests if "/pith/" not in line]
+    assert "GET /resourcesync/changelist.xml 200" in listing
+    if dates == "honest":
+        assert "GET /sitemap.xml 200" not in listing and result.stat("change_lists_read") == 1
+        assert len(requests) <= 1.05 * len(changed) + 0.02 * RECORDS + len(listing) + 10, len(requests)
+        assert result.stat("lastmod_distrusted") == 0
+    else:
+        assert result.stat("lastmod_distrusted") == 1 and "dates not trusted: " in result.stdout
+        assert "GET /sitemap.xml 200" in listing  # every record asked, through the sitemap
+        assert sum(1 for line in requests if "/bundle.json" in line) == RECORDS
 
 
 @pytest.mark.slow

@@ -73,6 +73,14 @@ def listed_date(text: str | None) -> tuple[int, bool] | None:
     return _micros(when if when.tzinfo else when.replace(tzinfo=timezone.utc)), False
 
 
+def changed_since(listed: tuple[int, bool], then: tuple[int, bool]) -> bool:
+    """Whether a listed date (``listed_date``) is after ``then``; when either is a day
+    only, the same day counts as maybe changed."""
+    when, day_only = listed
+    reference, reference_day_only = then
+    return when >= reference - reference % _DAY_MICROS if day_only or reference_day_only else when > reference
+
+
 def bucket_of(suffix: str) -> int:
     """A record's place in the sample's rotation: stable across runs and machines."""
     return int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:7], "big")
@@ -209,11 +217,7 @@ class Freshness:
         if row is None or listed is None:
             return True  # not held (new to the archive), or no date: as a run without dates
         built, listed_then = row
-        when, day_only = listed
-        if listed_then is not None:
-            changed = lastmod != listed_then
-        else:
-            changed = when >= built - built % _DAY_MICROS if day_only else when > built
+        changed = lastmod != listed_then if listed_then is not None else changed_since(listed, (built, False))
         renewed = self.db.execute(
             "UPDATE held SET unchanged = ? WHERE suffix = ? RETURNING renewed", (not changed, suffix)
         ).fetchone()[0]
@@ -225,6 +229,35 @@ class Freshness:
             return True
         self.stats.inc_value(Stat.SKIPPED_BY_DATE)
         return False
+
+    def wants_change(self, suffix: str, moment: str | None) -> bool:
+        """Whether a Change List's entry must be asked: the record is not held, or the
+        change's moment (the resolver's clock) is after the one its listing gave when
+        the held version was last confirmed (never confirmed with a date: after it was
+        built). The newest moment named is kept as its listed date, as a sitemap's."""
+        listed = listed_date(moment)
+        row = self.db.execute("SELECT built, listed FROM held WHERE suffix = ?", (suffix,)).fetchone()
+        if row is None:
+            return True
+        kept = self.db.execute("SELECT lastmod FROM listed WHERE suffix = ?", (suffix,)).fetchone()
+        if listed is not None and (kept is None or listed[0] > (listed_date(kept[0]) or (0, False))[0]):
+            self.db.execute("INSERT OR REPLACE INTO listed VALUES (?, ?)", (suffix, moment))
+        built, listed_then = row
+        changed = listed is None or changed_since(listed, listed_date(listed_then) or (built, False))
+        if changed:
+            self.db.execute("UPDATE held SET unchanged = 0 WHERE suffix = ?", (suffix,))
+        return changed
+
+    def changes_read(self) -> int:
+        """Every Change List was read: the held records they did not name changed, by
+        their word. Those the sample found changed are lies. How many records it skips."""
+        self.db.execute("UPDATE held SET unchanged = 1 WHERE unchanged IS NULL")
+        for (suffix,) in self.db.execute("SELECT suffix FROM held WHERE unchanged = 1 AND renewed = 1").fetchall():
+            self._lied(suffix)
+        skipped = self.db.execute("SELECT COUNT(*) FROM held WHERE unchanged = 1").fetchone()[0]
+        if not self.distrusted:
+            self.stats.inc_value(Stat.SKIPPED_BY_DATE, skipped)
+        return skipped
 
     def held(self, suffix: str) -> bool:
         """Whether the archive holds the record: a link to it in a re-run walking the

@@ -21,16 +21,16 @@ from ..failures import describe, failed_request
 from ..links import ResolverUrls, sitemap_entries, suffixes_in
 from ..meta_keys import Meta
 from ..scheduling.claims import RecordScheduler
-from ..scheduling.freshness import Freshness
 from ..seeds import SeedList
 from ..stat_keys import Stat, StatFamily
+from .change_lists import ChangeListWalk
 
 logger = logging.getLogger(__name__)
 
 PRIORITY = 5  # after every record already found
 
 
-class SitemapWalk:
+class SitemapWalk(ChangeListWalk):
     """A mixin of the spider: what it needs of it is declared here."""
 
     crawler: Crawler
@@ -42,7 +42,13 @@ class SitemapWalk:
 
     def sitemap_request(self, url: str, seed: bool = True) -> scrapy.Request:
         """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
-        worker that read the index walks those itself, one by one (``next_sitemap``)."""
+        worker that read the index walks those itself, one by one (``next_sitemap``). A
+        seed in a re-run of one machine starts from the resolver's Change Lists."""
+        if seed and self.may_read_change_lists():
+            return self.listing_request(url)
+        return self.plain_sitemap_request(url, seed)
+
+    def plain_sitemap_request(self, url: str, seed: bool = True) -> scrapy.Request:
         return scrapy.Request(
             url,
             callback=self.parse_sitemap,
@@ -51,12 +57,6 @@ class SitemapWalk:
             dont_filter=not seed,
             meta={Meta.TASK: f"sitemap:{url}"} if seed else {},
         )
-
-    @property
-    def freshness(self) -> Freshness | None:
-        """The crawl's judge of what changed, when it has one (an archive, a state folder)."""
-        extensions = self.crawler.extensions.middlewares if self.crawler.extensions is not None else ()
-        return next((e for e in extensions if isinstance(e, Freshness)), None)
 
     async def parse_sitemap(self, response: Response) -> AsyncIterator[scrapy.Request]:
         freshness = self.freshness
@@ -96,9 +96,11 @@ class SitemapWalk:
         """The dates were found lying: read every sitemap again (its records not asked
         yet are asked now; those asked already are claimed, not asked twice)."""
         read = self.state.get("sitemaps_read", set()) | self.state.get("sitemaps_listed", set())
+        if not read and "sitemap_seed" in self.state:  # the Change Lists were read instead
+            read = {self.state["sitemap_seed"]}
         pending = set(self.sitemap_walk)
         for url in sorted(read - pending):
-            self.crawler.engine.crawl(self.sitemap_request(url, seed=False))
+            self.crawler.engine.crawl(self.plain_sitemap_request(url, seed=False))
 
     @property
     def sitemap_walk(self) -> deque:
@@ -117,7 +119,7 @@ class SitemapWalk:
             self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(self.sitemap_walk))
             self.sitemap_walk.clear()
         if self.sitemap_walk:
-            yield self.sitemap_request(self.sitemap_walk.popleft(), seed=False)
+            yield self.plain_sitemap_request(self.sitemap_walk.popleft(), seed=False)
 
     def sitemap_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
         self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap")
