@@ -1,18 +1,23 @@
 """A weekly run against a registry that changes (issue 47): what each run costs the
-registry (requests, counted in nginx's own access log) and how long it takes.
+registry (requests, counted in nginx's own access log and by the crawl) and how long it
+takes.
 
 One virtual registry of N records (the test kit's, 1% changed a week), exported week by
-week as plain files and served by nginx, crawled from its sitemaps into one archive with
-the defaults users get (WARC on): the first run (week 0), a week with honest dates
-(week 1), today's full conditional sweep of the same week (``--recheck-after 0``: every
-held record asked, dates ignored), and a week whose changed records kept their old
-dates (week 2, ``--dates lying``). Peak RSS is summed over every process a run starts.
+week as plain files and served by nginx, crawled from its sitemap into one archive with
+the defaults users get (WARC on) but AutoThrottle off, as the other crawl benches: the
+first run (week 0); a week with honest sitemap dates (week 1); today's full conditional
+sweep of the same week (``--recheck-after 0``: every held record asked, dates ignored); a
+week whose registry publishes ResourceSync Change Lists (week 2, ``--resourcesync``);
+and a week whose changed records kept their old dates (week 3, ``--dates lying``, no
+ResourceSync). Peak RSS is summed over every process a run starts.
 
     python bench/bench_weekly.py --records 100000
 """
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,25 +32,43 @@ from bench_crawl import run  # noqa: E402
 
 from pith_testkit import nginx  # noqa: E402
 
+# (what the run is, week exported, its dates, with ResourceSync, crawl options)
+RUNS = (
+    ("first run (week 0)", 0, "honest", False, ()),
+    ("honest sitemap dates (week 1)", 1, "honest", False, ()),
+    ("full conditional sweep (week 1)", 1, "honest", False, ("--recheck-after", "0")),
+    ("honest Change Lists (week 2)", 2, "honest", True, ()),
+    ("lying sitemap dates (week 3)", 3, "lying", False, ()),
+)
 
-def export(records: int, week: int, dates: str, out: Path, base: str) -> float:
+
+def export(records: int, week: int, dates: str, resourcesync: bool, out: Path, base: str) -> float:
+    """Week ``week`` written over the last (a week without ResourceSync publishes none)."""
     started = time.monotonic()
+    shutil.rmtree(out / "site" / "resourcesync", ignore_errors=True)
+    (out / "site" / ".well-known" / "resourcesync").unlink(missing_ok=True)
     command = [sys.executable, "-m", "pith_testkit", "corpus", "week", "--records", str(records), "--week", str(week)]
     command += ["--changed-per-week", "1%", "--dates", dates, "--out", str(out), "--base-url", base, "-q"]
+    command += ["--resourcesync"] if resourcesync else []
     subprocess.run(command, check=True, cwd=ROOT)  # noqa: S603 - our own test kit
     return time.monotonic() - started
 
 
-def crawl(base: str, registry: Path, archive: Path, home: Path, log: Path, *extra: str) -> dict:
+def crawl(base: str, registry: Path, work: Path, log: Path, *extra: str) -> dict:
     log.write_text("")
-    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", base, "sitemap", "--out", str(archive)]
-    command += ["--keyring", str(registry / "keyring.json"), "--no-default-keys", "-q", *extra]
-    elapsed, rss, _, cpu = run(command, {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")})
-    lines = log.read_text().splitlines()
+    stats = work / "stats.json"
+    command = [sys.executable, "-m", "pith_archiver", "crawl", "--resolver", base, "sitemap"]
+    command += ["--out", str(work / "archive"), "--keyring", str(registry / "keyring.json"), "--no-default-keys"]
+    command += ["-q", "--stats-json", str(stats), "-s", "AUTOTHROTTLE_ENABLED=false", *extra]
+    elapsed, rss, _, cpu = run(command, {**os.environ, "HOME": str(work), "XDG_CACHE_HOME": str(work / ".cache")})
+    lines, counts = log.read_text().splitlines(), json.loads(stats.read_text())
     return {
-        "requests": len(lines),
+        "requests": counts.get("downloader/request_count", 0),
+        "in nginx's log": len(lines),
         "bundles 200": sum(1 for line in lines if line.endswith("/bundle.json 200")),
         "bundles 304": sum(1 for line in lines if line.endswith("/bundle.json 304")),
+        "listing files": sum(1 for line in lines if "/pith/" not in line),
+        "distrusted": counts.get("pith/lastmod_distrusted", 0),
         "seconds": round(elapsed, 1),
         "cpu": round(cpu, 1),
         "peak RSS MiB": rss,
@@ -64,13 +87,10 @@ def main() -> None:
         [registry / "site"], work / "nginx", system_packages.ensure("nginx", "nginx-light"), access_log=log
     )
     try:
-        runs = [("first run (week 0)", 0, "honest", ()), ("honest dates (week 1)", 1, "honest", ())]
-        runs += [("full conditional sweep (week 1)", 1, "honest", ("--recheck-after", "0"))]
-        runs += [("lying dates (week 2)", 2, "lying", ())]
         print(f"{args.records} records, 1% changed a week; nginx at {base}; work in {work}", flush=True)
-        for name, week, dates, extra in runs:
-            written = export(args.records, week, dates, registry, base)
-            figures = crawl(base, registry, work / "archive", work, log, *extra)
+        for name, week, dates, resourcesync, extra in RUNS:
+            written = export(args.records, week, dates, resourcesync, registry, base)
+            figures = crawl(base, registry, work, log, *extra)
             print(f"| {name} | " + " | ".join(f"{v}" for v in figures.values()) + f" | export {written:.0f} s |")
             print("   " + ", ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
     finally:

@@ -99,6 +99,7 @@ EXTENSIONS = {
     "crawler.extensions.key_watch.SigningKeyWatch": 100,
     "crawler.extensions.collector.CollectorThreshold": 0,
     "crawler.extensions.record_ledger.RecordLedger": 0,
+    "crawler.scheduling.freshness.Freshness": 0,  # PITH_ARCHIVE and PITH_LISTED_DATES: a re-run asks what changed
 }
 
 # Ours.
@@ -121,6 +122,8 @@ PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, wrong record, stale, forke
 PITH_MIRROR_HOLD_BACK = 2
 # records wait on disk (PITH_FRONTIER: FrontierScheduler)
 SCHEDULER = "crawler.scheduling.local_scheduler.LocalScheduler"
+PITH_LISTED_DATES = True  # a re-run skips held records its listing dates as unchanged (crawler.scheduling.freshness)
+PITH_RECHECK_AFTER_DAYS = 30.0  # ... and asks again any record not confirmed for this many days
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)
 PITH_PROGRESS = "auto"  # "auto" (a live line on a terminal), "log", or "off"

@@ -1,13 +1,12 @@
 """The ``pith`` spider: from seeds, walk a resolver's links to every reachable bundle.
 
-Per record it fetches the bundle (the payload, handed to the pipelines with its exact
-bytes) and reads every record it names (graph references, citations, links). The
-record page, whose "cited by" links name records the bundle may not, is fetched only
-when following links, with no sitemap seed (a sitemap lists every record already),
-and when the bundle does not itself name every record citing it. The state document
-is fetched only for the share of records PITH_CHECK_STATE asks (it is signed inside
-the bundle already). A URL template that the resolver redirects is learnt from the
-first redirect, so later URLs are built final and cost no redirect hop.
+Per record it fetches the bundle (the payload, handed to the pipelines with its exact bytes)
+and reads every record it names (graph references, citations, links). The record page, whose
+"cited by" links name records the bundle may not, is fetched only when following links, with
+no sitemap seed (a sitemap lists every record already), and when the bundle does not itself
+name every record citing it. The state document is fetched only for the share of records
+PITH_CHECK_STATE asks (it is signed inside the bundle already). A URL template the resolver
+redirects is learnt from the first redirect, so later URLs are built final (no redirect hop).
 """
 
 import logging
@@ -47,9 +46,8 @@ from ..verifying.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
-# Priorities: finish records before opening new ones, so memory and the frontier stay small.
-# (state.json: 30, crawler.spider_mixins.state_check; sitemaps: 5, crawler.spider_mixins.sitemaps)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
+# finish records before opening new ones, so memory and the frontier stay small (state.json: 30, sitemaps: 5)
 PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
 
 
@@ -123,6 +121,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         spider.verifier = Verifier.for_crawl(crawler, config.keyring)
         crawler.signals.connect(spider.count_sources, signal=signals.spider_opened)
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
+        crawler.signals.connect(spider.reread_sitemaps, signal=pith_signals.dates_distrusted)
         return spider
 
     def count_sources(self) -> None:
@@ -136,10 +135,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         the crawl to the resolver (robots.txt, sitemaps, pages, retries, redirects)."""
         stats = self.crawler.stats
         records = stats.get_value(Stat.BUNDLES_FETCHED, 0) + stats.get_value(Stat.NOT_MODIFIED, 0)
+        requests = stats.get_value("downloader/request_count", 0)
         if records:
-            stats.set_value(
-                Stat.REQUESTS_PER_RECORD, round(stats.get_value("downloader/request_count", 0) / records, 3)
-            )
+            stats.set_value(Stat.REQUESTS_PER_RECORD, round(requests / records, 3))
 
     # --- start -------------------------------------------------------------------
     async def start(self) -> AsyncIterator[scrapy.Request]:
@@ -253,7 +251,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
     def records_in(self, body: bytes, depth: int) -> Iterator[scrapy.Request]:
         if not self.config.follow or (0 <= self.config.max_depth < depth):
             return
-        yield from self.record_requests(suffixes_in(body), depth)
+        yield from self.record_requests(self.not_left_to_sitemaps(suffixes_in(body)), depth)
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried: Iterable[str] = ()) -> scrapy.Request:
         resolver = ResolverUrls(base, self.resolver.templates)
