@@ -78,7 +78,7 @@ def test_a_week_with_honest_dates_costs_what_changed(tmp_path, registry):
     reg, log = registry(Weeks(changed=0.01, dates="honest"))
     reg.week(0)
     first, requests = crawl(tmp_path, reg, log)
-    assert len(requests) == RECORDS + 5  # robots, the mirror list, the signing key, ResourceSync (404), the sitemap
+    assert len(requests) == RECORDS + 4  # robots, the mirror list, the signing key, the sitemap: a first run
     assert current(tmp_path / "archive") == reg.served()
 
     reg.week(1)

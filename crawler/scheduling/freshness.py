@@ -103,6 +103,7 @@ class Freshness:
         self.source = source
         self.recheck_after = int(recheck_after_days * _DAY_MICROS)
         self.stats = stats
+        self.rerun = self.state_path.exists()  # a run before this one committed here
         self.state: dict[str, Any] = self._read_state()
         self.distrusted = source in self.state["distrusted"]
         self.swept = self.distrusted  # a run that asks every record: it may clear the distrust

@@ -101,6 +101,8 @@ class ChangeListWalk:
         freshness = self.freshness
         if freshness is None or self.crawler.settings.get("PITH_FRONTIER"):
             return False
+        if not freshness.rerun:  # no run committed here before: a first run
+            return False
         return not freshness.ready.called or (freshness.held_count > 0 and not freshness.distrusted)
 
     def listing_request(self, sitemap: str) -> scrapy.Request:
