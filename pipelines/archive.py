@@ -23,7 +23,6 @@ from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat
 from pipelines.verdict_record import verdict_fields
-from pith.canonical import sha256_hex
 from pith.verify import Verdict
 from storage.archive import layout
 from storage.archive.stores import StorageError
@@ -95,7 +94,7 @@ class ArchivePipeline:
 
     async def _bundle(self, item: BundleItem) -> None:
         verdict = item.verdict
-        raw_sha256 = sha256_hex(item.body)  # once: the archive, its WARC record and the path all name it
+        raw_sha256 = item.raw_sha256  # the archive, its WARC record and the path all name it
         refused: list[str] = []  # "stale" or "forked", when the archive does not make it current
         add: Callable[..., Future]
         if verdict.ok:
@@ -131,7 +130,8 @@ class ArchivePipeline:
 
     def _from_a_mirror(self, url: str) -> bool:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
-        return base_of(url) in getattr(self.crawler.spider, "fallbacks", ())
+        mirrors = getattr(self.crawler.spider, "fallbacks", ())
+        return bool(mirrors) and base_of(url) in mirrors  # a crawl of the resolver alone parses no URL
 
     def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, layout.RunId]:
         """Add a bundle; the run it went into, read at once in the same thread (an

@@ -9,7 +9,6 @@ from pith.canonical import canon
 from pith.split_view import Equivocation
 from pith.verify import Verdict
 from storage.archive import layout
-from storage.archive.history import Judgement
 
 
 def verified_bundle(verdict: Verdict) -> dict[str, Any]:
@@ -180,53 +179,6 @@ def attestation_row(event: dict[str, Any]) -> dict[str, Any]:
         "prev_event": event["prev_event"],
         "run_id": payload["run_id"],
     }
-
-
-def verified_rows(
-    verdict: Verdict,
-    judged: Judgement,
-    *,
-    url: str,
-    raw_sha256: str,
-    size: int,
-    raw_path: str | None,
-    fetched_at: datetime,
-    run_id: str,
-) -> list[tuple[str, dict[str, Any]]]:
-    """The rows of a verified version the archive adds, as (table, row), as ``judged``
-    against the record's current version: its ``verifications`` row and, unless it
-    was archived before (``raw_path`` None), its ``records`` row and its ``events``
-    and ``aliases`` rows."""
-    verdict, duplicate = judged.verdict(verdict), raw_path is None
-    rows = [
-        (
-            "verifications",
-            verification_row(
-                verdict,
-                url=url,
-                raw_sha256=raw_sha256,
-                size=size,
-                raw_path=raw_path,
-                fetched_at=fetched_at,
-                run_id=run_id,
-                duplicate=duplicate,
-                equivocation=judged.equivocation,
-            ),
-        )
-    ]
-    if not duplicate:
-        record = record_row(
-            verdict,
-            raw_sha256=raw_sha256,
-            url=url,
-            fetched_at=fetched_at,
-            run_id=run_id,
-            accepted_as_current=judged.objection is None,
-        )
-        rows.append(("records", record))
-        rows += [("events", row) for row in event_rows(verdict, run_id=run_id)]
-        rows += [("aliases", row) for row in alias_rows(verdict, run_id=run_id)]
-    return rows
 
 
 def verification_row(

@@ -27,6 +27,8 @@ from storage.writing.uploads import BoundedUploader
 
 logger = logging.getLogger(__name__)
 
+UPLOAD_BATCH = 16  # objects an upload job of ``submit_all`` stores
+
 
 class RunFailure:
     """The first failure of a run's writes, kept so that every later step refuses."""
@@ -84,6 +86,13 @@ class OpenRun:
         future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing, owed)
         self._track(future)
         return future
+
+    def submit_all(self, objects: list[tuple[str, bytes, Stored]]) -> None:
+        """Store each of ``objects`` (path, data, the version owed an attestation),
+        UPLOAD_BATCH to an upload job: a thread's wake-up and a future for several."""
+        for start in range(0, len(objects), UPLOAD_BATCH):
+            batch = objects[start : start + UPLOAD_BATCH]
+            self._track(self._uploader.submit(sum(len(data) for _, data, _ in batch), self._put_all, batch))
 
     def submit_job(self, fn: Callable[..., Iterable[ObjectInfo]], *args: Any) -> Future:
         """Run ``fn(*args)`` on the uploader and list every ObjectInfo it returns: a job
@@ -165,6 +174,10 @@ class OpenRun:
             self._failure.record(exc)
             raise
         return self.ledger.record(info, owed, utc_now() if owed else None)
+
+    def _put_all(self, objects: list[tuple[str, bytes, Stored]]) -> None:
+        for path, data, owed in objects:
+            self._put_bytes(path, data, False, owed)
 
     def _run_job(self, fn: Callable[..., Iterable[ObjectInfo]], args: tuple) -> list[ObjectInfo]:
         try:

@@ -62,6 +62,36 @@ class RollPolicy:
                 raise ValueError(f"RollPolicy.{name} must be at least 1, not {value}")
 
 
+class RowEncoder:
+    """Rows of one table as spool lines: a row's partition directory, and its JSON object
+    (times as ISO 8601) without the partition column, which is in the path."""
+
+    def __init__(self, table: str) -> None:
+        self.partition = layout.TABLE_PARTITIONS[table]
+        self._dirs: dict[tuple[type, object], str] = {}  # partition value: its directory
+
+    def encode(self, row: dict) -> tuple[str, bytes]:
+        """The row's partition directory and spool line; TypeError when a value cannot be kept."""
+        partition, head = self.head(row)
+        return partition, head + b"}\n"
+
+    def head(self, row: dict) -> tuple[str, bytes]:
+        """The row's partition directory and its JSON object left open (no closing brace):
+        ``close_line`` adds the columns only the archive writer knows."""
+        value = row.get(self.partition)
+        key = (value.__class__, value)  # True and 1 are equal keys, not one directory
+        partition = self._dirs.get(key)
+        if partition is None:
+            partition = self._dirs[key] = layout.partition_dir(self.partition, value)
+        return partition, orjson.dumps({name: cell for name, cell in row.items() if name != self.partition})[:-1]
+
+
+def close_line(head: bytes, tail: bytes) -> bytes:
+    """A spool line of a row ``RowEncoder.head`` left open and ``tail``, more columns as
+    an object's members and its closing brace (``orjson.dumps(columns)[1:]``)."""
+    return head + (tail if head == b"{" or tail == b"}" else b"," + tail) + b"\n"
+
+
 @dataclass
 class _Spool:
     """One partition's spooled rows: its JSON lines on disk, and the longest of them."""
@@ -88,24 +118,16 @@ class TableWriter:
         self.table = table
         self.run_id = layout.check_run_id(run_id)
         self.policy = policy
-        self._partition = layout.TABLE_PARTITIONS[table]
+        self.encoder = RowEncoder(table)
         self._emit = emit
         self._spool_dir = Path(spool_dir or tempfile.gettempdir())
         self._spools: dict[str, _Spool] = {}  # partition directory: its spool, in the order first seen
-        self._dirs: dict[tuple[type, object], str] = {}  # partition value: its directory
         self._sealed = False
         self._seq = 0  # the run's files of this table, numbered
 
     def encode(self, row: dict) -> tuple[str, bytes]:
-        """A row as its partition directory and its spool line (times as ISO 8601, the
-        partition column left out: it is in the path); TypeError when a value cannot be kept."""
-        value = row.get(self._partition)
-        key = (value.__class__, value)  # True and 1 are equal keys, not one directory
-        partition = self._dirs.get(key)
-        if partition is None:
-            partition = self._dirs[key] = layout.partition_dir(self._partition, value)
-        line = orjson.dumps({name: cell for name, cell in row.items() if name != self._partition}) + b"\n"
-        return partition, line
+        """A row as its partition directory and its spool line (``RowEncoder.encode``)."""
+        return self.encoder.encode(row)
 
     def append(self, encoded: tuple[str, bytes]) -> None:
         """Spool a row ``encode`` made."""

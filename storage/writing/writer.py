@@ -25,7 +25,7 @@ then on and ``commit`` raises instead of writing a manifest.
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
@@ -38,16 +38,17 @@ from pith.signing import Signer
 from pith.split_view import Equivocation
 from pith.verify import Status, Verdict
 from storage.archive import layout
-from storage.archive.history import event_digest, judge
+from storage.archive.history import Judgement, judge
 from storage.archive.history_loader import HistoryLoader
 from storage.archive.manifest import Committed, read_committed
-from storage.archive.rows import timestamp, verification_row, verified_bundle, verified_rows
+from storage.archive.rows import verification_row
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 from storage.capture.warc import WarcPolicy
 from storage.capture.warc_process import WarcProcess, recent_payloads, store_warc
 from storage.transparency.attestations import Stored
 from storage.writing.commit import RunCommitter
 from storage.writing.open_run import OpenRun, RunFailure
+from storage.writing.prepared import Prepared, prepare
 from storage.writing.spool import Spool
 from storage.writing.table_writer import RollPolicy
 from storage.writing.uploads import BoundedUploader
@@ -77,25 +78,6 @@ def quarantine_sidecar(verdict: Verdict, raw_sha256: str, size: int) -> bytes:
         )
         + b"\n"
     )
-
-
-def _version_of(verdict: Verdict) -> tuple[str, str, str, frozenset[bytes], datetime | None]:
-    """What the history judges a verified version by: its record, bundle and canonical
-    digests, its events' digests and when it was built."""
-    number, bundle, canonical = verdict.pith_number, verdict.bundle_sha256, verdict.canonical_sha256
-    if number is None or bundle is None or canonical is None:
-        raise ValueError("a verified verdict names its record and hashes")
-    parsed = verified_bundle(verdict)
-    events = frozenset(event_digest(event["event_id"]) for event in parsed["events"])
-    return number, bundle, canonical, events, timestamp(parsed.get("built_at"))
-
-
-def _append_all(open_run: OpenRun, rows: list[tuple[str, dict]]) -> None:
-    """Add ``rows`` (table, row) to the run's tables, every one encoded first: a
-    bundle that cannot be tabled changes nothing."""
-    lines = [(open_run.tables[table], open_run.tables[table].encode(row)) for table, row in rows]
-    for writer, line in lines:
-        writer.append(line)
 
 
 def _done(value: ObjectInfo | None) -> "Future[ObjectInfo | None]":
@@ -189,55 +171,82 @@ class ArchiveWriter:
         forks_are_split_views: bool = False,
         raw_sha256: str | None = None,
     ) -> "Future[ObjectInfo | None]":
-        """Archive a verified bundle version. The future gives the raw object's
-        ObjectInfo once stored, or None when the version was archived before. A
-        version that is not append-only is stored but not made current (reason
-        ``not_append_only``), and ``on_objection`` is told at once how it relates to
-        the current version: "stale" (older) or "forked" (each lacks events of the
-        other); a pith.split_view.Equivocation flags it ``equivocation``, and so does a
-        fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
-        several sources: it shows another history than the one the archive holds).
-        ``raw_sha256``: the bytes' digest, when the caller has it already."""
+        """Archive a verified bundle version (``add_prepared``); ``raw_sha256``: the
+        bytes' digest, when the caller has it already."""
         if not verdict.ok:
             raise ValueError("add_verified takes verified verdicts; use add_rejected")
+        prepared = prepare(verdict, raw_sha256 or sha256_hex(raw), len(raw))
+        return self.add_prepared(raw, prepared, url, fetched_at, equivocation, on_objection, forks_are_split_views)
+
+    def add_prepared(
+        self,
+        raw: bytes,
+        prepared: Prepared,
+        url: str,
+        fetched_at: datetime,
+        equivocation: Equivocation | None = None,
+        on_objection: Callable[[str], None] | None = None,
+        forks_are_split_views: bool = False,
+    ) -> "Future[ObjectInfo | None]":
+        """Archive a verified bundle version, ``prepared`` where it was verified. The
+        future gives the raw object's ObjectInfo once stored, or None when the version
+        was archived before. A version that is not append-only is stored but not made
+        current (reason ``not_append_only``), and ``on_objection`` is told at once how it
+        relates to the current version: "stale" (older) or "forked" (each lacks events of
+        the other); a pith.split_view.Equivocation flags it ``equivocation``, and so does
+        a fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
+        several sources: it shows another history than the one the archive holds)."""
         self._check_usable()
-        raw_sha256 = raw_sha256 or sha256_hex(raw)
-        number, bundle, canonical, events, built_at = _version_of(verdict)
-        # one hold: the history's answer stands until the version is in it, the run's tables and its uploads
         with self._lock:
-            open_run, history = self._run(), self._history.history
-            duplicate, current = history.look_up(number, bundle)
-            judged = judge(current, bundle, events, built_at, fetched_at, url, equivocation, forks_are_split_views)
-            objection = judged.objection
-            raw_path = None if duplicate else layout.raw_bundle(raw_sha256)
-            rows = verified_rows(
-                verdict,
-                judged,
-                url=url,
-                raw_sha256=raw_sha256,
-                size=len(raw),
-                raw_path=raw_path,
-                fetched_at=fetched_at,
-                run_id=open_run.run_id,
-            )
-            _append_all(open_run, rows)
-            if objection is not None:
-                self._count(open_run, Reason.NOT_APPEND_ONLY)
-            if raw_path is None:  # a duplicate
-                self._count(open_run, "duplicates")
-                stored = _done(None)
-            else:
-                history.add(number, bundle, events, built_at, fetched_at, current=objection is None)
-                self._count(open_run, "verified")
-                owed = Stored(number, bundle, canonical, raw_path, raw_sha256, len(raw))
-                stored = open_run.submit(raw_path, raw, owed=owed)
+            open_run = self._run()
+            judged, upload = self._admit(open_run, raw, prepared, url, fetched_at, equivocation, forks_are_split_views)
+            stored = _done(None) if upload is None else open_run.submit(upload[0], upload[1], owed=upload[2])
         if judged.relation is not None and on_objection is not None:
             on_objection(judged.relation)
+        return stored
+
+    def add_prepared_all(self, versions: Iterable[tuple[bytes, Prepared, str]], fetched_at: datetime) -> None:
+        """Archive verified versions, ``(raw, prepared, url)`` each, as ``add_prepared``
+        does (no split views) in one hold of the lock, their raw objects stored a few
+        to an upload job: a handoff between threads for several, not for each."""
+        self._check_usable()
+        with self._lock:
+            open_run = self._run()
+            uploads = [self._admit(open_run, raw, prepared, url, fetched_at)[1] for raw, prepared, url in versions]
+            open_run.submit_all([upload for upload in uploads if upload is not None])
+
+    def _admit(
+        self,
+        open_run: OpenRun,
+        raw: bytes,
+        prepared: Prepared,
+        url: str,
+        fetched_at: datetime,
+        equivocation: Equivocation | None = None,
+        forks_are_split_views: bool = False,
+    ) -> tuple[Judgement, tuple[str, bytes, Stored] | None]:
+        """Judge a version against its record's history, and add it to the history and
+        the run's tables (under the lock: the history's answer stands until the version is
+        in both). Returns the judgement, and what to store unless it is a duplicate."""
+        number, bundle, events, built_at = prepared.version
+        history = self._history.history
+        duplicate, current = history.look_up(number, bundle)
+        judged = judge(current, bundle, events, built_at, fetched_at, url, equivocation, forks_are_split_views)
+        raw_path = None if duplicate else layout.raw_bundle(prepared.raw_sha256)
+        for table, line in prepared.lines(open_run.run_id, judged, url, fetched_at, raw_path):  # all encoded first
+            open_run.tables[table].append(line)
+        objection = judged.objection
         if objection is not None:
+            self._count(open_run, Reason.NOT_APPEND_ONLY)
             logger.warning(
                 "%s: version %s is not append-only (%s): kept as evidence, not current", number, bundle, objection
             )
-        return stored
+        if raw_path is None:
+            self._count(open_run, "duplicates")
+            return judged, None
+        history.add(number, bundle, events, built_at, fetched_at, current=objection is None)
+        self._count(open_run, "verified")
+        return judged, (raw_path, raw, prepared.stored(raw_path))
 
     def add_rejected(
         self, raw: bytes, verdict: Verdict, url: str, fetched_at: datetime, raw_sha256: str | None = None

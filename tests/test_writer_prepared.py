@@ -1,0 +1,142 @@
+"""Versions prepared where they were verified (``storage.writing.prepared``, a sync's
+worker processes) and archived in batches (``ArchiveWriter.add_prepared_all``) give
+the archive the very rows, raw objects and attestations that versions verified and
+archived one by one give it; a version twice in a batch is stored once."""
+
+import json
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
+
+import pytest
+
+from pith.canonical import sha256_hex
+from pith.keyring import Keyring
+from pith.verify import verify_bundle
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.history import Judgement
+from storage.archive.layout import TABLE_NAMES
+from storage.archive.rows import alias_rows, event_rows, record_row, verification_row
+from storage.writing.prepared import Prepared, prepare
+from storage.writing.table_writer import RowEncoder, close_line
+from storage.writing.writer import ArchiveWriter
+from tests.plugins.archives import corpus_raws, tampered
+from tests.plugins.faults import audit_archive
+from tests.plugins.tables import read_rows
+
+FETCHED = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)
+RUN = "20261128T120000Z-w0-0123abcd"
+_keyring: Keyring | None = None
+
+
+def _start(keyring: Keyring) -> None:
+    global _keyring
+    _keyring = keyring
+
+
+def _prepared_here(raw: bytes) -> Prepared:
+    """What a verifying process hands over (it crosses as a pickle)."""
+    assert _keyring is not None
+    return prepare(verify_bundle(raw, _keyring), sha256_hex(raw), len(raw))
+
+
+def _rows(folder, table: str) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in read_rows(folder, table))
+
+
+@pytest.mark.slow
+def test_versions_prepared_in_other_processes_archive_as_versions_verified_here(
+    tmp_path, corpus_dir, corpus_keyring, test_signer, test_keyring
+):
+    raws = list(corpus_raws(corpus_dir).values())
+    one_by_one = ArchiveWriter(LocalStore(tmp_path / "one-by-one"), test_signer, run_id=RUN).open()
+    for number, raw in enumerate(raws):
+        one_by_one.add_verified(raw, verify_bundle(raw, corpus_keyring), f"http://peer/{number}", FETCHED)
+    one_by_one.commit()
+
+    with ProcessPoolExecutor(2, initializer=_start, initargs=(corpus_keyring,)) as pool:
+        prepared = list(pool.map(_prepared_here, raws))
+    batched = ArchiveWriter(LocalStore(tmp_path / "batched"), test_signer, run_id=RUN).open()
+    batched.add_prepared_all(
+        [(raw, version, f"http://peer/{number}") for number, (raw, version) in enumerate(zip(raws, prepared))], FETCHED
+    )
+    batched.commit()
+
+    for table in TABLE_NAMES:
+        if table not in ("attestations", "captures"):  # attestations: signed when each is stored
+            assert _rows(tmp_path / "batched", table) == _rows(tmp_path / "one-by-one", table), table
+    attested = read_rows(tmp_path / "batched", "attestations", columns=["pith_number", "raw_sha256"])
+    assert sorted((row["pith_number"], row["raw_sha256"]) for row in attested) == sorted(
+        (version.verdict.pith_number, version.raw_sha256) for version in prepared
+    )
+    check = audit_archive(LocalStore(tmp_path / "batched"), test_keyring, corpus_keyring)
+    assert check.discrepancies == [] and len(check.records) == len(raws)
+
+
+@pytest.mark.parametrize("current", [True, False])
+def test_prepared_lines_are_the_rows_the_archive_builds(
+    current, corpus_dir, corpus_keyring, real_raw, registry_keyring
+):
+    """Each line holds what ``storage.archive.rows`` builds for the version, whole."""
+    judged = Judgement() if current else Judgement(objection="built before the current version")
+    keyrings = [(raw, corpus_keyring) for raw in corpus_raws(corpus_dir).values()]
+    for raw, keyring in keyrings + [(raw, registry_keyring) for raw in real_raw.values()]:
+        verdict, digest = verify_bundle(raw, keyring), sha256_hex(raw)
+        path = layout.raw_bundle(digest)
+        expected = [
+            ("verifications", verification_row(
+                judged.verdict(verdict), url="u", raw_sha256=digest, size=len(raw), raw_path=path,
+                fetched_at=FETCHED, run_id=RUN,
+            )),
+            ("records", record_row(
+                verdict, raw_sha256=digest, url="u", fetched_at=FETCHED, run_id=RUN, accepted_as_current=current
+            )),
+            *[("events", row) for row in event_rows(verdict, run_id=RUN)],
+            *[("aliases", row) for row in alias_rows(verdict, run_id=RUN)],
+        ]  # fmt: skip
+        lines = prepare(verdict, digest, len(raw)).lines(RUN, judged, "u", FETCHED, path)
+        assert [(table, partition, json.loads(line)) for table, (partition, line) in lines] == [
+            (table, partition, json.loads(line)) for table, (partition, line) in _encoded(expected)
+        ]
+
+
+def _encoded(rows: list[tuple[str, dict]]) -> list[tuple[str, tuple[str, bytes]]]:
+    return [(table, RowEncoder(table).encode(row)) for table, row in rows]
+
+
+def test_a_version_twice_in_a_batch_is_stored_once(tmp_path, corpus_dir, corpus_keyring, test_signer):
+    raw = next(iter(corpus_raws(corpus_dir).values()))
+    version = prepare(verify_bundle(raw, corpus_keyring), sha256_hex(raw), len(raw))
+    writer = ArchiveWriter(LocalStore(tmp_path / "archive"), test_signer, run_id=RUN).open()
+    writer.add_prepared_all([(raw, version, "http://a/"), (raw, version, "http://b/")], FETCHED)
+    writer.commit()
+    assert writer.counts() == {"verified": 1, "duplicates": 1}
+    rows = read_rows(tmp_path / "archive", "verifications", columns=["url", "duplicate", "raw_path"])
+    assert sorted((row["url"], row["duplicate"], row["raw_path"]) for row in rows) == [
+        ("http://a/", False, layout.raw_bundle(sha256_hex(raw))),
+        ("http://b/", True, None),
+    ]
+    assert len(read_rows(tmp_path / "archive", "records")) == 1
+
+
+def test_only_a_verified_verdict_is_prepared(corpus_dir, corpus_keyring):
+    raw = tampered(next(iter(corpus_raws(corpus_dir).values())))
+    verdict = verify_bundle(raw, corpus_keyring)
+    assert not verdict.ok
+    with pytest.raises(ValueError, match="only a verified verdict"):
+        prepare(verdict, sha256_hex(raw), len(raw))
+
+
+@pytest.mark.parametrize(
+    ("row", "tail", "line"),
+    [
+        ({"year": 2024}, b'"run_id":"r"}', b'{"run_id":"r"}\n'),  # the partition column only: nothing left open
+        ({"year": 2024, "title": "t"}, b'"run_id":"r"}', b'{"title":"t","run_id":"r"}\n'),
+        ({"year": 2024, "title": "t"}, b"}", b'{"title":"t"}\n'),
+        ({"year": 2024}, b"}", b"{}\n"),
+    ],
+)
+def test_a_row_left_open_is_closed_into_one_json_object(row, tail, line):
+    partition, head = RowEncoder("records").head(row)
+    assert partition == "year=2024" and close_line(head, tail) == line
+    assert json.loads(line) == {**{k: v for k, v in row.items() if k != "year"}, **json.loads(b"{" + tail)}
