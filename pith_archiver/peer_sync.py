@@ -2,13 +2,14 @@
 (``storage.syncing``) instead of crawling the registry, verifying on every core as
 ``verify --jobs`` does, and say what each of the peer's logs gave."""
 
+from crawler.settings import PITH_COMMIT_EVERY
 from pith.keyring import ARCHIVE, Keyring
 from pith.policy import Policy
 from storage.archive.manifest import committed_manifests
 from storage.archive.stores import StorageError
 from storage.capture.warc import WarcPolicy, software
 from storage.syncing.peers import HttpPeer, Peer, open_peer, warc_recorder
-from storage.syncing.sync import BundleCheck, PeerOutcome, PeerSync
+from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
 from .crawl_options import CrawlOptions
@@ -29,23 +30,26 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
     writer = _open_writer(options, peer)
     try:
-        with eager_map(BundleCheck(ring), available_cores()) as verify_map:
-            sync = PeerSync(peer, writer, peer_keys, verify_map, policy)
+        with eager_map(PeerChecks(ring, peer_keys), available_cores()) as check_map:
+            commit_every = PITH_COMMIT_EVERY if options.commit_every is None else options.commit_every
+            sync = PeerSync(peer, writer, peer_keys, check_map, policy, commit_every)
             outcomes = sync.run(committed_manifests(writer.store, Keyring([writer.signer.pinned()])))
     except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
         writer.abort()
         status = interrupted_status(exc)
-        say(f"{status.name.lower()}: nothing committed; the same command starts the sync again", err=True)
+        say(f"{status.name.lower()}: the run under way not committed; the same command starts the sync again", err=True)
         return status
+    except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
+        writer.abort()
+        raise RunFailed(f"--out: {exc}") from None
     except BaseException:
         writer.abort()
         raise
     if not outcomes:
         writer.abort()
         raise RunFailed(f"--from-archive {peer.uri}: it publishes no log of a pinned archive key")
-    params = {"from_archive": {"source": peer.uri, "logs": [outcome.describe() for outcome in outcomes]}}
     try:
-        manifest = writer.commit(stats={"peer_reads": peer.reads}, params=params)
+        manifest = writer.commit(stats={"peer_reads": peer.reads}, params=sync.params())
     except StorageError as exc:
         raise RunFailed(f"--out: {exc}") from None
     for outcome in outcomes:

@@ -5,15 +5,17 @@ each a storage attestation signed by the peer's key, against the checkpoint's ro
 
 The new entries are spooled to a local file as they are checked (a few fields each),
 so the objects they name are fetched only once the whole log holds together, and
-memory stays flat with the log's size.
+memory stays flat with the log's size. Each entry's signature is checked on the
+verifying processes (``check_entry``), an entry bundle at a time, as the next is read.
 """
 
-import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
+
+import orjson
 
 from pith.attestation import read_attestation
 from pith.checkpoint import Checkpoint, open_checkpoint
@@ -50,6 +52,19 @@ class Attested:
     raw_path: str
     raw_sha256: str
     bundle_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """An entry of a peer's log as read from its tiles, to check (``check_entry``)."""
+
+    entry: bytes
+    index: int
+    origin: str
+    key_id: str
+
+
+EntryMap = Callable[[list[LogEntry]], Iterable[bytes]]  # check_entry of each, in order; under way once called
 
 
 @dataclass(frozen=True)
@@ -108,16 +123,21 @@ def resume_edge(peer: Peer, new: PeerCheckpoint, old: Checkpoint | None) -> Tile
     return edge
 
 
-def spool_entries(peer: Peer, new: PeerCheckpoint, edge: TileEdge, keys: Keyring) -> IO[bytes]:
-    """Read and check the entries past ``edge`` up to the new checkpoint; returns a
-    spool of them (``spooled`` reads it) once their root is the one it signs."""
+def spool_entries(peer: Peer, new: PeerCheckpoint, edge: TileEdge, check_map: EntryMap) -> IO[bytes]:
+    """Read the entries past ``edge`` up to the new checkpoint and check each
+    (``check_map``, one entry bundle while the next is read); returns a spool of them
+    (``spooled`` reads it) once their root is the one it signs."""
     spool = tempfile.TemporaryFile()
     read = _tile_reader(peer, new.key_id)
+    origin, key_id = new.checkpoint.origin, new.key_id
+    checked: Iterable[bytes] = ()
     try:
         for first, entries in entry_batches(edge.size, new.checkpoint.size, read):
-            for offset, entry in enumerate(entries):
-                spool.write(_attested(entry, first + offset, peer, new, keys) + b"\n")
+            under_way = check_map([LogEntry(entry, first + at, origin, key_id) for at, entry in enumerate(entries)])
             append(edge, entries)
+            spool.writelines(checked)
+            checked = under_way
+        spool.writelines(checked)
     except ValueError as exc:
         spool.close()
         raise PeerFailed(Finding.TILE_MISMATCH, str(exc)) from None
@@ -133,22 +153,26 @@ def spool_entries(peer: Peer, new: PeerCheckpoint, edge: TileEdge, keys: Keyring
 
 def spooled(spool: IO[bytes]) -> Iterator[Attested]:
     for line in spool:
-        yield Attested(*json.loads(line))
+        yield Attested(*orjson.loads(line))
 
 
-def _attested(entry: bytes, index: int, peer: Peer, new: PeerCheckpoint, keys: Keyring) -> bytes:
-    where = f"{new.checkpoint.origin}[{index}]"
+def check_entry(item: LogEntry, keys: Keyring) -> bytes:
+    """The spool line of an entry: a storage attestation signed by the log's key
+    (pinned in ``keys``), naming its raw object by its digest; else PeerFailed."""
+    where = f"{item.origin}[{item.index}]"
     try:
-        event = read_attestation(entry, keys, where)
+        event = read_attestation(item.entry, keys, where)
         payload = event["payload"]
-        if event["signer"].get("key_id") not in (None, new.key_id):
+        if event["signer"].get("key_id") not in (None, item.key_id):
             raise Rejected(Reason.WRONG_KEY_ROLE, f"{where}.signer", "signed by another key than the log's")
         if payload["raw_path"] != layout.raw_bundle(payload["raw_sha256"]):
             raise Rejected(Reason.ATTESTATION_MISMATCH, f"{where}.payload.raw_path", "not its raw_sha256's path")
+        fields = [item.index, event["subject_pith_number"], payload["raw_path"], payload["raw_sha256"]]
+        return orjson.dumps([*fields, payload["bundle_sha256"]]) + b"\n"
     except (Rejected, layout.LayoutError) as exc:
         raise PeerFailed(Finding.ATTESTATION_INVALID, str(exc)) from None
-    fields = [index, event["subject_pith_number"], payload["raw_path"], payload["raw_sha256"]]
-    return json.dumps([*fields, payload["bundle_sha256"]]).encode("utf-8")
+    except orjson.JSONEncodeError as exc:  # a lone surrogate in its record's name
+        raise PeerFailed(Finding.ATTESTATION_INVALID, f"{where}: {exc}") from None
 
 
 def _tile_reader(peer: Peer, key_id: str) -> Read:

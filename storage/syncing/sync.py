@@ -1,8 +1,11 @@
 """Copying a peer archive through its logs (``crawl --from-archive``): for each of the
 peer's pinned archive keys, its log is read and checked (``storage.syncing.peer_log``),
-then every raw object a new entry names is fetched, checked against the entry, the
-bundle verified under the registry keys on every core, and archived through this
-archive's own writer, as a crawl archives: its own attestations, its own log.
+then every raw object a new entry names is fetched, and archived through this
+archive's own writer, as a crawl archives: its own attestations, its own log. What
+needs only the bytes is done on every core (``PeerChecks``): each entry's signature;
+each object checked against its entry, its bundle verified under the registry keys and
+its table rows made (``storage.writing.prepared``), so this process gets the rows, not
+the parsed bundle, and writes them a batch at a time.
 
 Trusted from the peer: nothing but what its pinned key signed (checkpoint, entries)
 and the registry signed (bundles); its tables and manifests are never read. What a
@@ -15,12 +18,14 @@ under ``peers/<origin>/evidence/``.
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
+from pith.canonical import sha256_hex
 from pith.checkpoint import Checkpoint, parse_checkpoint
 from pith.keyring import Keyring
 from pith.policy import Policy
@@ -32,32 +37,70 @@ from storage.archive.reader import read_entry
 from storage.archive.stores import ObjectInfo, ObjectStore
 from storage.syncing.peer_log import (
     Attested,
+    LogEntry,
     PeerCheckpoint,
     PeerFailed,
+    check_entry,
     read_peer_checkpoint,
     resume_edge,
     spool_entries,
     spooled,
 )
 from storage.syncing.peers import Peer, PeerError
+from storage.writing.prepared import Prepared, prepare
 from storage.writing.writer import ArchiveWriter
 
 logger = logging.getLogger(__name__)
 
 PEERS = "peers"
 BATCH = 1024  # raw objects read, then verified on every core, at a time
-VerifyMap = Callable[[list[bytes]], Iterable[Verdict]]  # verdicts in order; under way once called
 Fetched = list[tuple[Attested, bytes, str]]  # entry, its raw object, the url the rows give
 
 
-class BundleCheck:
-    """``verify_bundle`` under one keyring, as a picklable callable for a process pool."""
+class CheckedObject(NamedTuple):
+    """What checking a fetched object found: its digest, its verdict (without the parsed
+    bundle) and, when it verified and is what its log entry attests, its version as
+    the archive writer takes it (``storage.writing.prepared``)."""
 
-    def __init__(self, keyring: Keyring) -> None:
+    raw_sha256: str
+    verdict: Verdict
+    prepared: Prepared | None
+
+
+CheckMap = Callable[[list[Any]], Iterable[Any]]  # a PeerChecks of each, in order; under way once called
+
+
+class PeerChecks:
+    """What a sync checks that needs no more than what it was given, as a picklable
+    callable for a process pool (on every core): a log entry (``peer_log.check_entry``,
+    under the peer's pinned keys), or an object fetched from the peer, as ``(raw, entry)``
+    (``check_object``)."""
+
+    def __init__(self, keyring: Keyring, peer_keys: Keyring) -> None:
         self.keyring = keyring
+        self.peer_keys = peer_keys
 
-    def __call__(self, raw: bytes) -> Verdict:
-        return verify_bundle(raw, self.keyring)
+    def __call__(self, item: LogEntry | tuple[bytes, Attested]) -> bytes | CheckedObject:
+        if isinstance(item, LogEntry):
+            return check_entry(item, self.peer_keys)
+        return self.check_object(*item)
+
+    def check_object(self, raw: bytes, entry: Attested) -> CheckedObject:
+        """``raw`` checked against its log entry, then verified under the registry's
+        keys and prepared for the writer: all of a record's work that needs its bytes."""
+        digest = sha256_hex(raw)
+        if digest != entry.raw_sha256:
+            detail = f"its sha256 is {digest}, log entry {entry.index} attests {entry.raw_sha256}"
+            verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "raw_sha256", detail, entry.pith_number)
+            return CheckedObject(digest, verdict, None)
+        verdict = verify_bundle(raw, self.keyring)
+        if verdict.ok and verdict.bundle_sha256 != entry.bundle_sha256:
+            detail = f"its bundle_sha256 is {verdict.bundle_sha256}, log entry {entry.index} attests another"
+            verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "bundle_sha256", detail)
+        if not verdict.ok:
+            return CheckedObject(digest, replace(verdict, bundle=None), None)
+        prepared = prepare(verdict, digest, len(raw))
+        return CheckedObject(digest, prepared.verdict, prepared)
 
 
 @dataclass
@@ -99,29 +142,53 @@ class PeerSync:
     peer: Peer
     writer: ArchiveWriter
     peer_keys: Keyring  # the peer's archive keys, pinned
-    verify_map: VerifyMap  # a BundleCheck on every core (the command's eager_map)
+    check_map: CheckMap  # PeerChecks on every core (the command's eager_map)
     policy: Policy | None = None
+    commit_every: int = 0  # an interim commit every N versions (0: none), as a crawl's
     outcomes: list[PeerOutcome] = field(default_factory=list)
+    _commits: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "pith-interim"), init=False)
+    _interim: "Future[str] | None" = field(default=None, init=False)  # the interim commit under way
 
     def run(self, manifests: list[dict]) -> list[PeerOutcome]:
         """Sync every log of the peer's pinned keys; ``manifests``: this archive's
         committed ones (where each origin's last synced checkpoint is)."""
         synced = last_synced(self.writer.store, manifests)
-        for key in self.peer_keys:
-            try:
-                new = read_peer_checkpoint(self.peer, key.key_id, self.peer_keys, self.policy)
-            except PeerFailed as exc:
-                self.outcomes.append(PeerOutcome("", key.key_id, failed=exc))
-                continue
-            if new is not None:
-                self.outcomes.append(self._sync_log(new, synced.get(new.checkpoint.origin)))
+        with self._commits:
+            for key in self.peer_keys:
+                try:
+                    new = read_peer_checkpoint(self.peer, key.key_id, self.peer_keys, self.policy)
+                except PeerFailed as exc:
+                    self.outcomes.append(PeerOutcome("", key.key_id, failed=exc))
+                    continue
+                if new is not None:
+                    self.outcomes.append(self._sync_log(new, synced.get(new.checkpoint.origin)))
+        if self._interim is not None:
+            self._interim.result()  # its failure is the sync's
         return self.outcomes
+
+    def params(self) -> dict[str, Any]:
+        """What a manifest of the sync says of it (``params.from_archive``): the logs synced so far."""
+        return {"from_archive": {"source": self.peer.uri, "logs": [outcome.describe() for outcome in self.outcomes]}}
+
+    def _commit_if_due(self) -> None:
+        """An interim commit, beside the sync, once ``commit_every`` versions wait (one at
+        a time): what a manifest lists, and what a crash loses, stay bounded. Only the
+        last run lists the peer's checkpoint as synced: a sync cut short starts again
+        from the one before, and what was committed counts as duplicates."""
+        if not self.commit_every or self.writer.pending_bundles() < self.commit_every:
+            return
+        if self._interim is not None:
+            if not self._interim.done():
+                return
+            self._interim.result()
+        self._interim = self._commits.submit(self.writer.commit_interim, {"peer_reads": self.peer.reads}, self.params())
 
     def _sync_log(self, new: PeerCheckpoint, old: tuple[Checkpoint, bytes] | None) -> PeerOutcome:
         origin = new.checkpoint.origin
         outcome = PeerOutcome(origin, new.key_id, old[0].size if old else 0, new.checkpoint.size)
         if old is not None and new.checkpoint == old[0]:
-            return outcome  # nothing new: not a tile read
+            self._synced(outcome, new)  # nothing new, not a tile read: the run says what it checked
+            return outcome
         try:
             edge = resume_edge(self.peer, new, old[0] if old else None)
         except PeerFailed as exc:
@@ -131,27 +198,32 @@ class PeerSync:
                     self.writer.add_object(evidence_path(origin, note), note)
             return outcome
         try:
-            spool = spool_entries(self.peer, new, edge, self.peer_keys)
+            spool = spool_entries(self.peer, new, edge, self.check_map)
         except PeerFailed as exc:
             outcome.failed = exc
             return outcome
         with spool:
-            under_way: tuple[Fetched, Iterable[Verdict]] | None = None
+            under_way: tuple[Fetched, Iterable[CheckedObject]] | None = None
             for batch in _batches(spooled(spool), BATCH):
                 fetched = self._fetch(batch, outcome)
-                verdicts = self.verify_map([raw for _, raw, _ in fetched])  # verified as the last is written
+                checked = self.check_map([(raw, entry) for entry, raw, _ in fetched])  # as the last is written
                 if under_way is not None:
                     self._archive(*under_way, outcome)
-                under_way = fetched, verdicts
+                under_way = fetched, checked
             if under_way is not None:
                 self._archive(*under_way, outcome)
         if not outcome.missing:  # else the next sync reads these entries again: a read may have failed in passing
-            outcome.checkpoint_path = synced_path(origin, new.checkpoint.size)
-            self.writer.add_object(outcome.checkpoint_path, new.note)
+            self._synced(outcome, new)
         return outcome
 
+    def _synced(self, outcome: PeerOutcome, new: PeerCheckpoint) -> None:
+        """List the peer's checkpoint as synced in this run (one already stored at its
+        size, the same tree, is listed again): where the next sync starts from."""
+        outcome.checkpoint_path = synced_path(outcome.origin, new.checkpoint.size)
+        self.writer.add_object(outcome.checkpoint_path, new.note)
+
     def _fetch(self, batch: list[Attested], outcome: PeerOutcome) -> Fetched:
-        """The objects ``batch`` names that match it; the others quarantined or failed."""
+        """The objects ``batch`` names that the peer gave; the others recorded as failed."""
         fetched: Fetched = []
         now = datetime.now(timezone.utc)
         for entry in batch:
@@ -162,29 +234,22 @@ class PeerSync:
                 outcome.missing += 1
                 self.writer.add_failure(url, Reason.FETCH_FAILED, str(exc), now, entry.pith_number, entry.raw_path)
                 continue
-            digest = hashlib.sha256(raw).hexdigest()
-            if digest != entry.raw_sha256:
-                outcome.quarantined += 1
-                detail = f"its sha256 is {digest}, log entry {entry.index} attests {entry.raw_sha256}"
-                verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "raw_sha256", detail, entry.pith_number)
-                self.writer.add_rejected(raw, verdict, url, now, digest)
-                continue
             fetched.append((entry, raw, url))
         return fetched
 
-    def _archive(self, fetched: Fetched, verdicts: Iterable[Verdict], outcome: PeerOutcome) -> None:
-        """Archive each fetched object as its verdict says: verified, or quarantined."""
+    def _archive(self, fetched: Fetched, checked: Iterable[CheckedObject], outcome: PeerOutcome) -> None:
+        """Archive each fetched object as checking it found: verified, or quarantined."""
         now = datetime.now(timezone.utc)
-        for (entry, raw, url), verdict in zip(fetched, verdicts, strict=True):
-            if verdict.ok and verdict.bundle_sha256 != entry.bundle_sha256:
-                detail = f"its bundle_sha256 is {verdict.bundle_sha256}, log entry {entry.index} attests another"
-                verdict = Verdict(Status.REJECTED, Reason.ATTESTATION_MISMATCH, "bundle_sha256", detail)
-            if verdict.ok:
-                outcome.archived += 1
-                self.writer.add_verified(raw, verdict, url, now, raw_sha256=entry.raw_sha256)
+        verified = []
+        for (_, raw, url), (digest, verdict, prepared) in zip(fetched, checked, strict=True):
+            if prepared is not None:
+                verified.append((raw, prepared, url))
             else:
                 outcome.quarantined += 1
-                self.writer.add_rejected(raw, verdict, url, now, entry.raw_sha256)
+                self.writer.add_rejected(raw, verdict, url, now, digest)
+        self.writer.add_prepared_all(verified, now)
+        outcome.archived += len(verified)
+        self._commit_if_due()
 
 
 def _batches(items: Iterator[Attested], size: int) -> Iterator[list[Attested]]:
