@@ -21,12 +21,33 @@ installed from the distribution's packages when missing) and ``static``, ``pytho
 http.server``, both over the corpus laid out as plain files (bench/static_site.py: no
 gzip, a redirect per directory URL; nginx sends ETag and Last-Modified, http.server
 Last-Modified only), and ``serve``, the project's mirror.
-Both crawlers get the same Scrapy settings (``SETTINGS``: AutoThrottle off, 32
-requests in flight, robots.txt on); ours keeps every other default (WARC on, the
-default verifier workers, conditional requests on), and each of its crawls is a first
-crawl into an empty archive with empty validators. The bare spider
-(bench/plain_spider.py) runs from a temporary folder outside the checkout, with
-``PLAIN_SETTINGS`` alone (it reports whether Scrapy saw a project; the bench checks).
+A fair baseline (issue 48): the bare spider (bench/plain_spider.py) pays no cost of
+transport the crawl avoids. It runs from a temporary folder outside the checkout, so
+that Scrapy finds no project (it reports whether it saw one; the bench checks), with
+``shared_settings()``: every Scrapy setting crawler/settings.py gives, read from it (so a
+setting the crawl gains reaches the baseline too), but for those naming the crawl's own
+components (``OWN``). Shared, as this tree has them: robots.txt obeyed
+(``ROBOTSTXT_OBEY``, each host's asked once, by Scrapy's middleware in the baseline
+and ours in the crawl), no cookies and no Referer (``COOKIES_ENABLED``,
+``REFERER_ENABLED`` off; the cookie middleware, the telnet console and the remote
+control not even loaded: ``DOWNLOADER_MIDDLEWARES_BASE``, ``EXTENSIONS_BASE``,
+``TELNETCONSOLE_ENABLED``, ``REMOTE_CONTROL_ENABLED``), the user agent, the download
+timeout, size limits, redirects and retries (``DOWNLOAD_TIMEOUT``,
+``DOWNLOAD_MAXSIZE``, ``DOWNLOAD_WARNSIZE``, ``REDIRECT_MAX_TIMES``, ``RETRY_*``),
+``CONCURRENT_ITEMS``, the AutoThrottle parameters; everything else Scrapy's defaults
+for both (the asyncio reactor, the HTTP/1.1 handler, DNS cache and timeout, HTTP
+compression, the memory-usage extension). Over both, the bench's ``SETTINGS``:
+AutoThrottle off, 32 requests in flight (32 a host), LOG_LEVEL WARNING. The crawl's
+process knobs, which change no request, the baseline gets too: the garbage
+collector's threshold (``crawler.extensions.collector``, ``PITH_GC_THRESHOLD``), the
+malloc arenas capped and the root logger at LOG_LEVEL (``pith_archiver.tuning``), and
+from ``serve``, the one mirror that compresses, the JSON charset middleware
+(crawler/downloading/json_charset.py, which spares Scrapy a charset detection on a
+decompressed body). Not shared: what is the crawl's own work
+(its scheduler and seen-set, downloader with the per-host cap enforced, middlewares,
+pipelines, extensions). Ours keeps every other default (WARC on, the default verifier
+workers, conditional requests on), and each of its crawls is a first crawl into an
+empty archive with empty validators.
 ``--runs`` picks what runs beside it: ``bundles`` fetches exactly the bare spider's URLs
 (seeds file, ``--no-follow``), ``sitemap`` is a first crawl from the mirror's sitemap,
 ``full`` the real job from one seed (links followed, record pages where the bundle does
@@ -69,25 +90,56 @@ from bench_verify import machine  # noqa: E402
 from scrapy.settings import default_settings  # noqa: E402
 from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 
+from crawler import settings as crawl_settings  # noqa: E402
 from pith.keyring import REGISTRY_KEY  # noqa: E402
 from pith_testkit import nginx  # noqa: E402
 
-SETTINGS = {
+SETTINGS = {  # over both crawlers' settings
     "AUTOTHROTTLE_ENABLED": False,
     "CONCURRENT_REQUESTS": 32,
     "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
     "LOG_LEVEL": "WARNING",
-    "ROBOTSTXT_OBEY": True,
-    "TELNETCONSOLE_ENABLED": False,
+}
+OURS = dict(SETTINGS)  # our crawls': SETTINGS and --set
+OWN = {  # the Scrapy settings of crawler/settings.py the baseline does not take: the crawl's own parts
+    "BOT_NAME",  # the project's (the bench checks the baseline ran under none)
+    "SPIDER_MODULES",
+    "NEWSPIDER_MODULE",
+    "ADDONS",
+    "DOWNLOADER",
+    "SCHEDULER",
+    "DOWNLOADER_MIDDLEWARES",
+    "ITEM_PIPELINES",
+    "EXTENSIONS",
 }
 RUNS = ("bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
 LINKS = {  # the corpus kinds --links may name: where records name one another
     "pages": "record pages only (the bundles name no other record, as the registry's)",
     "bundles": "bundles (each names the records it cites and those citing it)",
 }
-# the baseline gets the one middleware that only removes Scrapy's charset sniffing of
-# JSON (see crawler.downloading.json_charset.JsonCharsetMiddleware), so it is not slowed by it
-PLAIN_SETTINGS = {**SETTINGS, "DOWNLOADER_MIDDLEWARES": {"crawler.downloading.json_charset.JsonCharsetMiddleware": 595}}
+
+
+def shared_settings(compressing: bool = False) -> dict:
+    """The bare spider's settings: the crawl's Scrapy settings but ``OWN``, the
+    garbage collector's threshold with the extension that sets it, then ``SETTINGS``;
+    from a server ``compressing``, the JSON charset middleware (bench/plain_spider.py)."""
+    shared = {
+        name: value
+        for name, value in vars(crawl_settings).items()
+        if name.isupper() and hasattr(default_settings, name) and name not in OWN
+    }
+    collector = {"crawler.extensions.collector.CollectorThreshold": 0}
+    knobs = {
+        "EXTENSIONS": collector,
+        "PITH_GC_THRESHOLD": crawl_settings.PITH_GC_THRESHOLD,
+        "PLAIN_JSON_CHARSET": compressing,
+    }
+    return {**shared, **knobs, **SETTINGS}
+
+
+def differences(plain: dict) -> list[str]:
+    """The bare spider's settings that are not Scrapy's defaults (or not Scrapy's), by name."""
+    return sorted(name for name, value in plain.items() if getattr(default_settings, name, differences) != value)
 
 
 def tree(pid: int) -> list[int]:
@@ -215,7 +267,7 @@ def ours(
     env = {**(env or os.environ), "XDG_CACHE_HOME": str(cache)}
     if tree != ROOT:  # its own packages first, whatever the environment installed
         env["PYTHONPATH"] = str(tree)
-    sets = [arg for name, value in SETTINGS.items() for arg in ("-s", f"{name}={value}")]
+    sets = [arg for name, value in OURS.items() for arg in ("-s", f"{name}={value}")]
     elapsed, rss, pss, cpu = run(
         [
             sys.executable,
@@ -259,18 +311,24 @@ def bundle_urls(url: str, suffixes: list[str], workdir: Path) -> Path:
 
 
 @contextmanager
-def bare_spider(urls: Path, bodies: int, workdir: Path):
+def bare_spider(urls: Path, bodies: int, workdir: Path, compressing: bool = False):
     """The bare spider's command, environment and working folder, for one run: a new
     temporary folder outside the checkout and no Scrapy project variables, so that
     Scrapy finds no project (no scrapy.cfg, no crawler.settings) and runs with
-    ``PLAIN_SETTINGS`` alone. Afterwards the bench stops unless its report says so and
+    ``shared_settings(compressing)`` alone. Afterwards the bench stops unless its report says so and
     that it received all ``bodies``."""
     report = workdir / "plain-report.json"
     report.unlink(missing_ok=True)
     project_variables = ("SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT")
     env = {name: value for name, value in os.environ.items() if name not in project_variables}
-    env["PYTHONPATH"] = str(ROOT)  # for JsonCharsetMiddleware, the one component it takes from the checkout
-    cmd = [sys.executable, str(ROOT / "bench" / "plain_spider.py"), str(urls), json.dumps(PLAIN_SETTINGS), str(report)]
+    env["PYTHONPATH"] = str(ROOT)  # for the crawl's process knobs and the JSON charset middleware
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "plain_spider.py"),
+        str(urls),
+        json.dumps(shared_settings(compressing)),
+        str(report),
+    ]
     outside = Path(tempfile.mkdtemp(prefix="pith-bare-spider-"))
     try:
         yield cmd, env, outside
@@ -283,9 +341,9 @@ def bare_spider(urls: Path, bodies: int, workdir: Path):
         raise SystemExit(f"the bare spider received {seen['bodies']} bundles of {bodies}")
 
 
-def plain(urls: Path, bodies: int, workdir: Path) -> dict:
-    """One run of the bare spider over ``urls``."""
-    with bare_spider(urls, bodies, workdir) as (cmd, env, cwd):
+def plain(urls: Path, bodies: int, workdir: Path, compressing: bool) -> dict:
+    """One run of the bare spider over ``urls``, on a server ``compressing`` or not."""
+    with bare_spider(urls, bodies, workdir, compressing) as (cmd, env, cwd):
         elapsed, rss, pss, cpu = run(cmd, env, cwd=cwd)
     return {"time": elapsed, "rss": rss, "pss": pss, "cpu": cpu, "requests": bodies + 1, "records": bodies}
 
@@ -381,7 +439,7 @@ def compare(
         runs = {"plain": []}
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
-                runs["plain"].append(plain(urls, n, workdir))
+                runs["plain"].append(plain(urls, n, workdir, compressing=kind == "serve"))
                 for workers in pools if "bundles" in kinds else []:
                     label = "bundles" if workers is None else f"bundles-w{workers}"
                     extra = ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)]
@@ -498,11 +556,12 @@ def main():
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pith-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
-    SETTINGS.update(pair.split("=", 1) for pair in args.set)
+    OURS.update(pair.split("=", 1) for pair in args.set)
     host, started = machine(), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     changed = [f"--verify-workers {w}" for w in args.verify_workers] + [f"-s {pair}" for pair in args.set]
-    common = " ".join(f"{name}={value}" for name, value in PLAIN_SETTINGS.items() if name != "DOWNLOADER_MIDDLEWARES")
+    common = " ".join(f"{name}={value}" for name, value in SETTINGS.items())
     print(f"ours: {', '.join(changed) or 'the defaults'}; both crawlers: {common}", flush=True)
+    print(f"the bare spider, from crawler/settings.py: {' '.join(differences(shared_settings()))}", flush=True)
     pools = args.verify_workers or [None]
     for records in args.records:
         compare(records, args.links, args.server or ["nginx"], args.rounds, workdir, env, pools, args.runs.split(","))

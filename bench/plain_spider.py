@@ -3,7 +3,12 @@ URLs and throws the bodies away. Run as ``python bench/plain_spider.py URLS_FILE
 SETTINGS_JSON REPORT_JSON`` from a folder outside any Scrapy project; it exits after
 the last URL and writes REPORT_JSON: the bodies it received and what it ran under
 (whether Scrapy saw a project, the bot name), so the bench can check that the
-baseline ran with the settings it was given and none of the checkout's."""
+baseline ran with the settings it was given and none of the checkout's.
+
+It pays no cost the crawl avoids: besides the crawl's transport settings (given by the
+bench), it runs under the crawl's process knobs (``pith_archiver.tuning``: the malloc
+arenas capped, the root logger at LOG_LEVEL) and, with ``PLAIN_JSON_CHARSET`` set (a
+server that compresses), declares UTF-8 on JSON as the crawl does (``json_charset``)."""
 
 import json
 import sys
@@ -11,6 +16,23 @@ import sys
 import scrapy
 from scrapy.crawler import CrawlerProcess
 from scrapy.utils.project import inside_project
+
+from pith_archiver import tuning
+
+
+def json_charset() -> type:
+    """The crawl's JSON charset middleware, in a spider that is not the crawl's (which
+    it otherwise stays out of). Scrapy guesses a charset only on a body it decompressed,
+    so the bench asks for it only from a server that compresses: its module brings the
+    crawl's config with it (2.4 MiB)."""
+    from crawler.downloading.json_charset import JsonCharsetMiddleware
+
+    class JsonCharset(JsonCharsetMiddleware):
+        @classmethod
+        def from_crawler(cls, crawler) -> "JsonCharset":
+            return cls()
+
+    return JsonCharset
 
 
 class PlainSpider(scrapy.Spider):
@@ -42,6 +64,11 @@ class PlainSpider(scrapy.Spider):
 
 
 if __name__ == "__main__":
-    process = CrawlerProcess(json.loads(sys.argv[2]))
+    tuning.economise()  # before anything allocates, as the crawl's entry does
+    settings = json.loads(sys.argv[2])
+    if settings.pop("PLAIN_JSON_CHARSET", False):
+        settings["DOWNLOADER_MIDDLEWARES"] = {json_charset(): 595}  # where the crawl has it
+    process = CrawlerProcess(settings)
     process.crawl(PlainSpider, urls_file=sys.argv[1], report=sys.argv[3])
-    process.start()
+    with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
+        process.start()

@@ -14,6 +14,7 @@ class BundleItem:
 
     url: str
     body: bytes = field(repr=False)  # a log line about the item must not carry (hostile) megabytes
+    raw_sha256: str  # of ``body``, hashed where it was checked (off Scrapy's thread): its name in the archive
     fetched_at: str
     suffix: str | None  # the record the URL named, when it named one
     verdict: Verdict

@@ -38,6 +38,9 @@ DOWNLOADER_MIDDLEWARES_BASE = {
     k: v for k, v in default_settings.DOWNLOADER_MIDDLEWARES_BASE.items() if k not in _NEVER_LOADED
 }
 
+# Scrapy's in-memory stats, without its deprecation check on every attribute read
+STATS_CLASS = "crawler.stats_collector.PlainStatsCollector"
+
 # Politeness: adaptive delay, a per-host cap, bounded everything.
 AUTOTHROTTLE_ENABLED = True
 AUTOTHROTTLE_START_DELAY = 0.25

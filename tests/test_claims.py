@@ -9,7 +9,7 @@ from scrapy.utils.test import get_crawler
 from crawler.frontier.scheduler import FrontierScheduler
 from crawler.scheduling.claims import CLAIMED, FULL, SEEN, RecordScheduler, claim_found
 from crawler.scheduling.local_scheduler import LocalScheduler
-from crawler.scheduling.seen import SeenStore
+from crawler.scheduling.seen import BATCH, SeenStore
 from crawler.stat_keys import Stat
 
 A, B, C, D = (f"{letter * 26}" for letter in "ABCD")
@@ -42,3 +42,25 @@ def test_no_stats_claims_all_the_same(seen):
 def test_both_schedulers_answer_what_the_spider_asks(scheduler):
     """The sitemap walk stops at --max-records by asking the crawl's scheduler."""
     assert issubclass(scheduler, RecordScheduler)
+
+
+def test_the_seen_set_claims_a_large_batch_in_a_few_statements_as_it_would_one_by_one(seen):
+    """Past a lookup batch, records taken before (on either side of the batch's edge)
+    stay SEEN, the new ones are queued in the order named, and the limit holds; in a
+    handful of statements, not three a record (each would cost Scrapy's thread the GIL)."""
+    suffixes = [f"{index:026d}" for index in range(BATCH * 2 + 200)]
+    before = [suffixes[BATCH - 1], suffixes[BATCH], suffixes[-1]]
+    seen.claim(before, 0)
+    seen.take(10)
+    statements = []
+    seen.db.set_trace_callback(statements.append)
+    verdicts = seen.claim([*suffixes, suffixes[0]], 2, limit=len(suffixes) - 1)
+    seen.db.set_trace_callback(None)
+    batches = -(-len(suffixes) // BATCH)
+    assert len(statements) <= 3 * batches + 2, statements  # a look-up and two inserts a batch; one by one: 3,600
+    assert [suffix for suffix, _ in verdicts] == suffixes  # each once, in order
+    assert {suffix for suffix, verdict in verdicts if verdict == SEEN} == set(before)
+    assert [suffix for suffix, verdict in verdicts if verdict == FULL] == [suffixes[-2]]  # the one past the limit
+    new = [suffix for suffix in suffixes if suffix not in before][:-1]
+    assert seen.take(len(suffixes)) == [(suffix, 2) for suffix in new]
+    assert len(seen) == len(suffixes) - 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawler.verifying.verifier import Worker
-from crawler.verifying.verify_worker import BundleChecker, decode, encode_verdict
+from crawler.verifying.verify_worker import BundleChecker, Checked, decode, encode_verdict
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
@@ -171,12 +171,12 @@ def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the
         inferred_types=("correction", "timestamp_anchor"),
         merge_inferred_match=False,
     )
-    assert decode(encode_verdict(verdict, True)) == (verdict, True)
-    assert decode(encode_verdict(Verdict("rejected", "malformed_json"), False)) == (
-        Verdict("rejected", "malformed_json"),
-        False,
-    )
-    assert encode_verdict(replace(verdict, detail="a lone \ud800 surrogate"), True) == b""  # the crawl judges it itself
+    digest = hashlib.sha256(b"the bundle").hexdigest()
+    assert decode(encode_verdict(Checked(verdict, True, digest))) == (verdict, True, digest)
+    malformed = Checked(Verdict("rejected", "malformed_json"), False, digest)
+    assert decode(encode_verdict(malformed)) == malformed
+    lone = Checked(replace(verdict, detail="a lone \ud800 surrogate"), True, digest)
+    assert encode_verdict(lone) == b""  # the crawl judges it itself
 
 
 def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs_in(tmp_path, monkeypatch):
@@ -209,10 +209,13 @@ def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs
     async def check_all():
         worker = Worker(checker)
         try:
-            return [await worker.check(body) for body in bodies]
+            one_by_one = [await worker.check(body) for body in bodies]
+            together = await asyncio.gather(*(worker.check(body) for body in bodies))  # in flight at once
+            return one_by_one, together
         finally:
             worker.close()
 
-    expected = [(replace(verdict, bundle=None), parsed) for verdict, parsed in map(checker, bodies)]
-    assert [verdict.ok for verdict, _ in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
-    assert asyncio.run(check_all()) == expected
+    expected = [checked._replace(verdict=replace(checked.verdict, bundle=None)) for checked in map(checker, bodies)]
+    assert [checked.verdict.ok for checked in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
+    assert [checked.raw_sha256 for checked in expected] == [hashlib.sha256(body).hexdigest() for body in bodies]
+    assert asyncio.run(check_all()) == (expected, expected)

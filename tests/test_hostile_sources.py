@@ -5,6 +5,7 @@ unchanged, rejected or failed, never silently missing or archived under another
 record's name), a bad source is named and held back, and the exit status says what
 happened. Real crawls, real servers."""
 
+import hashlib
 import json
 import socket
 import time
@@ -264,6 +265,7 @@ def test_a_record_answered_by_another_is_unaccounted_for_and_fails_the_run(caplo
     item = BundleItem(
         url=f"http://m/pith/{asked}/bundle.json",
         body=b"{}",
+        raw_sha256=hashlib.sha256(b"{}").hexdigest(),
         fetched_at="2026-01-01T00:00:00Z",
         suffix=asked,
         verdict=Verdict(Status.VERIFIED, pith_number=f"pith:2019:{served}"),

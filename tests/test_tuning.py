@@ -9,15 +9,18 @@ import subprocess
 import sys
 
 import pytest
+from scrapy.utils.log import DEFAULT_LOGGING
 
 from pith_archiver.tuning import root_log_level
 
 
 @pytest.fixture
 def root_level():
-    before = logging.root.level
+    scrapy = logging.getLogger("scrapy")
+    before = logging.root.level, scrapy.level
     yield
-    logging.root.setLevel(before)
+    logging.root.setLevel(before[0])
+    scrapy.setLevel(before[1])
 
 
 def test_the_root_logger_has_the_crawls_level_while_it_runs_and_its_own_after(root_level):
@@ -29,6 +32,18 @@ def test_the_root_logger_has_the_crawls_level_while_it_runs_and_its_own_after(ro
         assert logging.root.level == logging.DEBUG
         raise KeyboardInterrupt
     assert logging.root.level == logging.NOTSET
+
+
+def test_scrapys_own_loggers_have_the_crawls_level_while_it_runs_and_their_own_after(root_level):
+    """Scrapy's logging configuration sets its own logger to DEBUG, so without the knob
+    each response's "Crawled" and each item's "Scraped from" record would be built."""
+    logging.getLogger("scrapy").setLevel(DEFAULT_LOGGING["loggers"]["scrapy"]["level"])  # as Scrapy configures it
+    scraper = logging.getLogger("scrapy.core.scraper")
+    assert scraper.isEnabledFor(logging.DEBUG)
+    with root_log_level("INFO"):
+        assert not scraper.isEnabledFor(logging.DEBUG)
+        assert scraper.isEnabledFor(logging.INFO)
+    assert scraper.isEnabledFor(logging.DEBUG)
 
 
 def test_a_crawl_keeps_numpy_pandas_and_remote_filesystems_out_of_pyarrow(tmp_path):

@@ -26,6 +26,7 @@ from .claims import CLAIMED, FULL, SEEN
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "pith-seen.sqlite3"  # in the job directory
+BATCH = 500  # records looked up or added in one statement (SQLite binds up to 32,766 values)
 
 
 class SeenStore:
@@ -60,21 +61,45 @@ class SeenStore:
 
     def claim(self, suffixes: Iterable[str], depth: int, limit: int = 0) -> list[tuple[str, str]]:
         """``(suffix, verdict)`` for each suffix once, in order: CLAIMED the first time
-        (and queued for ``take``), SEEN after that, FULL once ``limit`` records are taken."""
-        verdicts = []
+        (and queued for ``take``), SEEN after that, FULL once ``limit`` records are taken.
+        A few statements for the lot, not three a record: each statement on Scrapy's
+        thread hands the GIL to the crawl's other threads and waits to get it back."""
+        named = list(dict.fromkeys(suffixes))
+        verdicts: list[tuple[str, str]] = []
+        claimed: list[tuple[str, int]] = []
         with self.db:
-            for suffix in dict.fromkeys(suffixes):
-                if self.db.execute("SELECT 1 FROM seen WHERE suffix = ?", (suffix,)).fetchone():
+            seen = self._seen(named)
+            for suffix in named:
+                if suffix in seen:
                     verdicts.append((suffix, SEEN))
-                elif limit and self.count >= limit:
+                elif limit and self.count + len(claimed) >= limit:
                     verdicts.append((suffix, FULL))
                 else:
-                    self.db.execute("INSERT INTO seen VALUES (?, ?)", (suffix, depth))
-                    self.db.execute("INSERT INTO waiting (suffix, depth) VALUES (?, ?)", (suffix, depth))
-                    self.count += 1
-                    self.waiting += 1
+                    claimed.append((suffix, depth))
                     verdicts.append((suffix, CLAIMED))
+            self._insert("seen (suffix, depth)", claimed)
+            self._insert("waiting (suffix, depth)", claimed)
+        self.count += len(claimed)
+        self.waiting += len(claimed)
         return verdicts
+
+    def _seen(self, suffixes: list[str]) -> set[str]:
+        """Those of ``suffixes`` taken before, BATCH a statement."""
+        seen: set[str] = set()
+        for start in range(0, len(suffixes), BATCH):
+            batch = suffixes[start : start + BATCH]
+            marks = ", ".join("?" * len(batch))
+            rows = self.db.execute(f"SELECT suffix FROM seen WHERE suffix IN ({marks})", batch)  # noqa: S608 - placeholders only, values bound
+            seen.update(suffix for (suffix,) in rows)
+        return seen
+
+    def _insert(self, into: str, rows: list[tuple[str, int]]) -> None:
+        """``rows`` into ``into`` (a table and its two columns), BATCH a statement: one
+        statement of many rows, since ``executemany`` gives up the GIL for every row."""
+        for start in range(0, len(rows), BATCH):
+            batch = rows[start : start + BATCH]
+            values = ", ".join(["(?, ?)"] * len(batch))
+            self.db.execute(f"INSERT INTO {into} VALUES {values}", [value for row in batch for value in row])  # noqa: S608 - constant names, values bound
 
     def take(self, most: int) -> list[tuple[str, int]]:
         """Up to ``most`` claimed records not yet requested, ``(suffix, depth)`` each, the

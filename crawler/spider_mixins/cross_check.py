@@ -112,13 +112,14 @@ class CrossCheck:
         meta = response.meta
         self._stat(Stat.CROSS_CHECK_COPIES)
         fetched_at = utc_now()
-        verdict, _ = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifying.verifier)
-        verdict = bound(verdict, meta[Meta.SUFFIX])  # another record's bundle is no copy of this one
+        checked = await self.verifier.verify(response.body)  # as the first copy was (crawler.verifying.verifier)
+        verdict = bound(checked.verdict, meta[Meta.SUFFIX])  # another record's bundle is no copy of this one
         if not verdict.ok:
             self.pool.judged(response.url, verdict.reason if verdict.reason == Reason.WRONG_RECORD else "rejected")
         yield BundleItem(
             url=response.url,
             body=response.body,
+            raw_sha256=checked.raw_sha256,
             fetched_at=fetched_at,
             suffix=meta[Meta.SUFFIX],
             depth=meta[Meta.DEPTH],

@@ -334,14 +334,20 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         try:
-            verdict, parsed = await self.verifier.verify(response.body)  # off the reactor (crawler.verifying.verifier)
+            checked = await self.verifier.verify(response.body)  # off the reactor (crawler.verifying.verifier)
         finally:  # outstanding until judged: a source is not given more while its copies await their verdict
             self.pool.done(meta[Meta.TRIED][-1])
         # another record's bundle answers nothing (crawler.verifying.identity)
-        verdict = bound(verdict, suffix, self.aliases.get(suffix))
+        verdict, parsed = bound(checked.verdict, suffix, self.aliases.get(suffix)), checked.parsed
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
         item = BundleItem(
-            url=response.url, body=response.body, fetched_at=fetched_at, suffix=suffix, depth=depth, verdict=verdict
+            url=response.url,
+            body=response.body,
+            raw_sha256=checked.raw_sha256,
+            fetched_at=fetched_at,
+            suffix=suffix,
+            depth=depth,
+            verdict=verdict,
         )
         retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
         if retry is None:

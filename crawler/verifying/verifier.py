@@ -27,13 +27,12 @@ from scrapy.utils.asyncio import is_asyncio_available
 
 from pith.keyring import Keyring
 from pith.parse import Limits
-from pith.verify import Verdict
 from storage.capture.warc_process import WarcProcess
 from storage.runtime.child_process import FRAME, framed, start_child
 
 from .. import signals as pith_signals
 from ..stat_keys import Stat
-from .verify_worker import BundleChecker, available_cores, decode, restore
+from .verify_worker import BundleChecker, Checked, available_cores, decode, restore
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +85,8 @@ class Worker:
         reader, self._writer = await asyncio.open_unix_connection(sock=self._socket)
         self._reading = asyncio.ensure_future(self._read(reader))
 
-    async def check(self, raw: bytes) -> tuple[Verdict, bool] | None:
-        """The worker's verdict, or None when it could not send one back."""
+    async def check(self, raw: bytes) -> Checked | None:
+        """What the worker found, or None when it could not send it back."""
         if self._writer is None:
             await self._opening
         if not self.alive:
@@ -139,9 +138,9 @@ class Worker:
 
 
 class Verifier:
-    """``await verifier.verify(raw)``: the verdict on a bundle's bytes and whether they
-    parsed. Settings: PITH_KEYRINGS, PITH_DEFAULT_KEYS, PITH_VERIFY_WORKERS (0: in the
-    crawl's own thread)."""
+    """``await verifier.verify(raw)``: the verdict on a bundle's bytes, whether they
+    parsed and their SHA-256 (``Checked``). Settings: PITH_KEYRINGS, PITH_DEFAULT_KEYS,
+    PITH_VERIFY_WORKERS (0: in the crawl's own thread)."""
 
     def __init__(self, checker: BundleChecker, workers: int):
         self.checker = checker
@@ -161,7 +160,7 @@ class Verifier:
         crawler.signals.connect(verifier.close, signal=signals.spider_closed)
         return verifier
 
-    async def verify(self, raw: bytes) -> tuple[Verdict, bool]:
+    async def verify(self, raw: bytes) -> Checked:
         if self.workers and not self.running and not is_asyncio_available():
             logger.warning("PITH_VERIFY_WORKERS needs Scrapy's asyncio reactor: verifying in the crawl's thread")
             self.workers = 0
@@ -177,8 +176,7 @@ class Verifier:
                     continue
                 if answer is None:
                     break
-                verdict, parsed = answer
-                return restore(verdict, parsed, raw, self.checker.limits), parsed
+                return restore(answer, raw, self.checker.limits)
             else:
                 logger.warning(
                     "%d verifier processes died holding one bundle: verifying it in the crawl's thread", ATTEMPTS

@@ -10,9 +10,11 @@ of the command line). Its socket's first message is its keyring and limits, as J
 import os
 import socket
 from dataclasses import asdict, replace
+from typing import NamedTuple
 
 import orjson
 
+from pith.canonical import sha256_hex
 from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
@@ -31,21 +33,30 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+class Checked(NamedTuple):
+    """What checking a bundle's bytes found: the verdict, whether they parsed at all (the
+    spider reads links only from a body that did), and their SHA-256, which names them
+    in the archive (hashed where they are checked: in a worker, off Scrapy's thread)."""
+
+    verdict: Verdict
+    parsed: bool
+    raw_sha256: str
+
+
 class BundleChecker:
-    """The verdict on a bundle's exact bytes, and whether they parsed at all (the spider
-    reads links only from a body that did): the same in a worker as in the crawl's
-    own thread."""
+    """A bundle's exact bytes, checked: the same in a worker as in the crawl's own thread."""
 
     def __init__(self, keyring: Keyring, limits: Limits):
         self.keyring = keyring
         self.limits = limits
 
-    def __call__(self, raw: bytes) -> tuple[Verdict, bool]:
+    def __call__(self, raw: bytes) -> Checked:
+        raw_sha256 = sha256_hex(raw)
         try:
             document = parse(raw, self.limits)
         except Rejected as rejected:
-            return Verdict(Status.REJECTED, rejected.reason, rejected.path, rejected.detail), False
-        return verify_document(document.data, self.keyring, document.exact), True
+            return Checked(Verdict(Status.REJECTED, rejected.reason, rejected.path, rejected.detail), False, raw_sha256)
+        return Checked(verify_document(document.data, self.keyring, document.exact), True, raw_sha256)
 
     def configuration(self) -> bytes:
         """What a worker needs to build the same checker (``BundleChecker.configured``)."""
@@ -58,32 +69,33 @@ class BundleChecker:
         return cls(Keyring(key_from_entry(entry) for entry in settings["keys"]), Limits(**settings["limits"]))
 
 
-def encode_verdict(verdict: Verdict, parsed: bool) -> bytes:
-    """A verdict for the socket, as JSON (never pickle between the crawl and its
-    workers: a process that unpickles runs whatever it is sent), without its parsed tree, which the crawl
-    rebuilds from the bytes it holds (``restore``). ``b""`` when it cannot be written:
-    the crawl then judges the bundle itself."""
+def encode_verdict(checked: Checked) -> bytes:
+    """What checking found, for the socket, as JSON (never pickle between the crawl and
+    its workers: a process that unpickles runs whatever it is sent), without the verdict's
+    parsed tree, which the crawl rebuilds from the bytes it holds (``restore``). ``b""``
+    when it cannot be written: the crawl then judges the bundle itself."""
     try:
-        return orjson.dumps([parsed, replace(verdict, bundle=None)])
+        return orjson.dumps([checked.parsed, replace(checked.verdict, bundle=None), checked.raw_sha256])
     except orjson.JSONEncodeError:
         return b""
 
 
-def decode(answer: bytes) -> tuple[Verdict, bool]:
-    parsed, fields = orjson.loads(answer)
+def decode(answer: bytes) -> Checked:
+    parsed, fields, raw_sha256 = orjson.loads(answer)
     fields["inferred_types"] = tuple(fields["inferred_types"])
     fields["status"] = Status(fields["status"])
-    return Verdict(**fields), parsed
+    return Checked(Verdict(**fields), parsed, raw_sha256)
 
 
-def restore(verdict: Verdict, parsed: bool, raw: bytes, limits: Limits) -> Verdict:
+def restore(checked: Checked, raw: bytes, limits: Limits) -> Checked:
     """In the crawl: the parsed tree a worker's verdict came without, as the worker had
     it. A verified bundle read by the exact path is ``orjson.loads`` of its bytes (about
     a third of what unpickling the tree would cost); anything else is parsed again."""
-    if parsed and verdict.bundle is None:
+    verdict = checked.verdict
+    if checked.parsed and verdict.bundle is None:
         data = orjson.loads(raw) if verdict.ok and verdict.exact else parse(raw, limits).data
-        return replace(verdict, bundle=data if isinstance(data, dict) else None)
-    return verdict
+        return checked._replace(verdict=replace(verdict, bundle=data if isinstance(data, dict) else None))
+    return checked
 
 
 def serve_verifier(sock: socket.socket) -> None:
@@ -95,4 +107,4 @@ def serve_verifier(sock: socket.socket) -> None:
         return
     checker = BundleChecker.configured(configuration)
     for raw in incoming:
-        sock.sendall(framed(encode_verdict(*checker(raw))))
+        sock.sendall(framed(encode_verdict(checker(raw))))
