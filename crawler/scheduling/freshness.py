@@ -233,9 +233,9 @@ class Freshness:
 
     def wants_change(self, suffix: str, moment: str | None) -> bool:
         """Whether a Change List's entry must be asked: the record is not held, or the
-        change's moment (the resolver's clock) is after the one its listing gave when
-        the held version was last confirmed (never confirmed with a date: after it was
-        built). The newest moment named is kept as its listed date, as a sitemap's."""
+        change's moment (the resolver's clock) is after the held version was built and
+        after the date its listing gave when that version was last confirmed. The newest
+        moment named is kept as its listed date, as a sitemap's."""
         listed = listed_date(moment)
         row = self.db.execute("SELECT built, listed FROM held WHERE suffix = ?", (suffix,)).fetchone()
         if row is None:
@@ -244,7 +244,10 @@ class Freshness:
         if listed is not None and (kept is None or listed[0] > (listed_date(kept[0]) or (0, False))[0]):
             self.db.execute("INSERT OR REPLACE INTO listed VALUES (?, ?)", (suffix, moment))
         built, listed_then = row
-        changed = listed is None or changed_since(listed, listed_date(listed_then) or (built, False))
+        then = listed_date(listed_then)
+        changed = listed is None or (
+            changed_since(listed, (built, False)) and (then is None or changed_since(listed, then))
+        )
         if changed:
             self.db.execute("UPDATE held SET unchanged = 0 WHERE suffix = ?", (suffix,))
         return changed

@@ -107,7 +107,9 @@ class ChangeListWalk:
 
     def listing_request(self, sitemap: str) -> scrapy.Request:
         """The request a sitemap seed starts with: the resolver's Source Description
-        (its sitemap read instead when the Change Lists cannot be)."""
+        (its sitemap read instead when the Change Lists cannot be); once a run."""
+        if "sitemap_seed" in self.state:  # another sitemap seed, or a resumed run: read as it is
+            return self.plain_sitemap_request(sitemap)
         self.state["sitemap_seed"] = sitemap
         return self._document(self.resolver.base + WELL_KNOWN, self.parse_source_description, sitemap)
 
