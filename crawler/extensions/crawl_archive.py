@@ -41,7 +41,6 @@ from storage.writing.writer import ArchiveWriter
 
 from .. import signals as pith_signals
 from ..crawl_config import CrawlConfig, crawl_config
-from ..frontier import Frontier
 from ..scheduling.jobdir import JobdirGuard
 from ..stat_keys import PREFIX, Stat
 from ..verifying.verifier import SERVICE as VERIFIER_SERVICE
@@ -80,13 +79,10 @@ class CrawlArchive:
 
     def check_before_start(self) -> None:
         """What must hold before the scheduler opens (called once the extensions are
-        all made): this signing key is no other live worker's; a resumed job's queue
-        was built on runs the archive holds."""
-        store, signer = self.config.store, self.config.signer
-        assert store is not None and signer is not None  # noqa: S101 - checked when made
-        frontier = self.crawler.get_extension(Frontier)
-        if frontier is not None:  # before the engine opens: a refused worker starts nothing
-            frontier.sign_as(signer.key_id)
+        all made): a resumed job's queue was built on runs the archive holds. (That the
+        signing key is no other live worker's, the frontier checks as it is made.)"""
+        store = self.config.store
+        assert store is not None  # noqa: S101 - checked when made
         guard = self.crawler.get_extension(JobdirGuard)
         if guard is not None and guard.commits():  # a resumed job: before the scheduler opens its queue
             guard.check(present_runs(store))

@@ -121,13 +121,16 @@ class Frontier:
         url = settings.get("PITH_FRONTIER")
         if not url:
             raise NotConfigured("PITH_FRONTIER is not set")
+        config = crawl_config(crawler)
         frontier = cls(
             connect(url, settings.getdict("REDIS_PARAMS")),
             settings.get("PITH_FRONTIER_KEY") or "pith",
-            worker_id(crawl_config(crawler).worker),
+            worker_id(config.worker),
             settings.getfloat("PITH_FRONTIER_LEASE"),
             crawler.stats,
         )
+        if config.signer is not None:  # before the engine is made: a refused worker starts nothing
+            frontier.sign_as(config.signer.key_id)
         frontier.remember_commits()  # before the archive pipeline reads the archive
         crawler.signals.connect(frontier.check, signal=pith_signals.archive_opened)
         crawler.signals.connect(frontier.note_commit, signal=pith_signals.interim_committed)
