@@ -381,7 +381,7 @@ def archived_all(result: dict, records: int, label: str) -> dict:
     return result
 
 
-def corpus_of(records: int, links: str, workdir: Path) -> tuple[Path, Path, list[str]]:
+def corpus_of(records: int, workdir: Path, links: str = "pages") -> tuple[Path, Path, list[str]]:
     corpus, site = workdir / f"corpus-{records}-links-{links}", workdir / f"site-{records}-links-{links}"
     if not corpus.exists():
         subprocess.run(
@@ -417,7 +417,7 @@ def pool_args(workers) -> list[str]:
 def compare(
     records: int, links: str, servers: list[str], rounds: int, workdir: Path, env: dict, pools: list, kinds: list[str]
 ) -> None:
-    corpus, site, suffixes = corpus_of(records, links, workdir)
+    corpus, site, suffixes = corpus_of(records, workdir, links)
     print(
         f"corpus: {records} records signed with {minted_key(corpus)} (not the built-in registry key)"
         f" and the {len(suffixes) - records} real ones, --keyring {corpus / 'keyring.json'};"
