@@ -45,13 +45,17 @@ def ordered_map(function: Callable[[Any], Any], items: list, jobs: int) -> Itera
 def eager_map(function: Callable[[Any], Any], jobs: int) -> Iterator[Callable[[list], Iterator[Any]]]:
     """A map of ``function`` on ``jobs`` processes, started for the whole of a batch at
     once (the caller works meanwhile: a sync writes one batch as the next is verified),
-    results in order; one pool for every batch. ``function`` must pickle."""
+    results in order; one pool for every batch, its processes started on entry.
+    ``function`` must pickle."""
     if jobs <= 1:
         yield lambda items: map(function, items)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(function,)) as pool:
+        # every process forked now, from the caller as it is before its work grows it (an
+        # archive's history read later is not copied into each: their memory stays small)
+        pool.submit(int).result()
 
         def mapped(items: list) -> Iterator[Any]:
             size = max(1, min(MAX_CHUNK, len(items) // (jobs * IN_FLIGHT_PER_JOB)))

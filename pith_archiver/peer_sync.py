@@ -28,23 +28,27 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
 
     ring, peer, policy = _checked(options, source)
     peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
-    writer = _open_writer(options, peer)
-    try:
-        with eager_map(PeerChecks(ring, peer_keys), available_cores()) as check_map:
+    # the checking processes start before the archive is opened: they do not carry its history
+    with eager_map(PeerChecks(ring, peer_keys), available_cores()) as check_map:
+        writer = _open_writer(options, peer)
+        try:
             commit_every = PITH_COMMIT_EVERY if options.commit_every is None else options.commit_every
             sync = PeerSync(peer, writer, peer_keys, check_map, policy, commit_every)
             outcomes = sync.run(committed_manifests(writer.store, Keyring([writer.signer.pinned()])))
-    except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
-        writer.abort()
-        status = interrupted_status(exc)
-        say(f"{status.name.lower()}: the run under way not committed; the same command starts the sync again", err=True)
-        return status
-    except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
-        writer.abort()
-        raise RunFailed(f"--out: {exc}") from None
-    except BaseException:
-        writer.abort()
-        raise
+        except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
+            writer.abort()
+            status = interrupted_status(exc)
+            say(
+                f"{status.name.lower()}: the run under way not committed; the same command starts the sync again",
+                err=True,
+            )
+            return status
+        except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
+            writer.abort()
+            raise RunFailed(f"--out: {exc}") from None
+        except BaseException:
+            writer.abort()
+            raise
     if not outcomes:
         writer.abort()
         raise RunFailed(f"--from-archive {peer.uri}: it publishes no log of a pinned archive key")
