@@ -147,7 +147,7 @@ class PeerSync:
     commit_every: int = 0  # an interim commit every N versions (0: none), as a crawl's
     outcomes: list[PeerOutcome] = field(default_factory=list)
     _commits: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "pith-interim"), init=False)
-    _interim: "Future[str] | None" = field(default=None, init=False)  # the interim commit under way
+    _interim: "Future[str] | None" = field(default=None, init=False)  # the interim commit under way, if any.
 
     def run(self, manifests: list[dict]) -> list[PeerOutcome]:
         """Sync every log of the peer's pinned keys; ``manifests``: this archive's
