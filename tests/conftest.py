@@ -5,6 +5,8 @@ that needs a test server of its own process (Redis, the S3 server; marked here, 
 the fixtures it uses, so none can be forgotten), a real crawl, a served archive or a
 daemon in a subprocess, or that takes more than about a second."""
 
+import signal
+
 import pytest
 
 pytest_plugins = [
@@ -25,3 +27,12 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config):
+    """The commands the tests start take Ctrl-C as from a terminal. A suite run as a
+    background job (``cmd &``, ``nohup``) has SIGINT ignored, which its children would
+    inherit and, as nohup asks, keep ignoring (``pith_archiver.interrupts``); runs in
+    every xdist worker too."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
