@@ -33,14 +33,18 @@ def project_settings(overrides: dict | None = None) -> Settings:
     return settings
 
 
+def archive_location(archive: str) -> str:
+    """``--out`` as one string wherever the command runs: a URL, or a folder's absolute path."""
+    return archive if "://" in archive else str(Path(archive).absolute())
+
+
 def default_state_dir(archive: str, jobdir: str | None) -> str:
     """Where a crawl's own state (validators for conditional requests, logs) lives:
     beside the job, or in the user's cache keyed by the archive's location; never in
     the archive, which holds only what its manifests list."""
     if jobdir:
         return str(Path(jobdir) / "pith-state")
-    location = archive if "://" in archive else str(Path(archive).absolute())
-    key = hashlib.sha256(location.encode()).hexdigest()[:16]
+    key = hashlib.sha256(archive_location(archive).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return str(cache / "pith-archiver" / "state" / key)
 

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pith.keyring import REGISTRY_KEY
+from pith_archiver.demo import demo_port
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from tests.plugins.cli import isolated_home, run_cli
@@ -73,6 +75,24 @@ def test_the_next_steps_of_the_demo_into_a_folder_run_as_printed(tmp_path):
     assert audit.splitlines()[-1].startswith("clean: ") and ", 3 bundles," in audit
     assert re.search(r"│\s+2019 │\s+2 │", duckdb), duckdb  # the shipped records by year
     assert pyarrow.strip() == "3"
+
+
+@pytest.mark.slow
+def test_the_demo_run_again_asks_only_what_changed(tmp_path):
+    """The embedded mirror listens on the archive's own port, so a second run is a re-run
+    of the same resolver: every bundle answers 304, none is fetched whole. With that
+    port taken the demo still runs, on another."""
+    first = run_cli("crawl", home=tmp_path, timeout=300).check()
+    port = demo_port(str(tmp_path / "archive"))
+    assert f"embedded mirror: http://127.0.0.1:{port} " in first.stdout
+    assert "bundles fetched 3, verified 3, not modified (304) 0" in first.stdout
+    second = run_cli("crawl", home=tmp_path, timeout=300).check()
+    assert "bundles fetched 0, verified 0, not modified (304) 3" in second.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        third = run_cli("crawl", home=tmp_path, timeout=300).check()
+    assert f"127.0.0.1:{port} " not in third.stdout and "records found 3: archived 0 new, 3 unchanged" in third.stdout
 
 
 @pytest.mark.slow
