@@ -1,5 +1,6 @@
 """The nginx the tests serve static sites with answers as users' servers do."""
 
+import time
 import urllib.request
 
 
@@ -17,4 +18,7 @@ def test_nginx_serves_a_folder_with_validators_and_logs_each_request(nginx, tmp_
         raise AssertionError("a matching ETag must be answered 304")
     except urllib.error.HTTPError as answered:
         assert answered.code == 304
+    deadline = time.monotonic() + 10  # nginx logs a request once its answer is sent: a moment after the client has it
+    while len(log.read_text().splitlines()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert log.read_text().splitlines() == ["GET /pith/bundle.json 200", "GET /pith/bundle.json 304"]
