@@ -82,7 +82,8 @@ def test_a_week_with_honest_dates_costs_what_changed(tmp_path, registry):
     assert current(tmp_path / "archive") == reg.served()
 
     reg.week(1)
-    changed = {s for s, sha in reg.served().items() if current(tmp_path / "archive")[s] != sha}
+    held = current(tmp_path / "archive")
+    changed = {s for s, sha in reg.served().items() if held[s] != sha}
     assert len(changed) == RECORDS // 100
     second, requests = crawl(tmp_path, reg, log)
     assert current(tmp_path / "archive") == reg.served()  # every new version archived
@@ -107,7 +108,8 @@ def test_a_resolver_publishing_change_lists_is_read_by_them(tmp_path, registry, 
     reg.week(0)
     crawl(tmp_path, reg, log)
     reg.week(1)
-    changed = {s for s, sha in reg.served().items() if current(tmp_path / "archive")[s] != sha}
+    held = current(tmp_path / "archive")
+    changed = {s for s, sha in reg.served().items() if held[s] != sha}
     result, requests = crawl(tmp_path, reg, log)
     assert current(tmp_path / "archive") == reg.served()  # every new version archived
     listing = [line for line in requests if "/pith/" not in line]
