@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pith.reasons import Reason
 from pith.split_view import Equivocation
 from pith.verify import Verdict
+from storage.writing.prepared import Prepared
 
 
 @dataclass
@@ -22,6 +23,8 @@ class BundleItem:
     cross_check: bool = False  # one of a record's copies fetched from every source (--cross-check)
     answers: bool = True  # the record's answer; False: a copy kept as evidence only (a bad mirror's, a cross-check's)
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
+    key_ids: tuple[str, ...] = ()  # of its signatures (pith.verify.key_ids), for its WARC verdict record
+    prepared: Prepared | None = field(default=None, repr=False)  # verified: its rows, prepared where it was checked
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pipelines.verdict_record import verdict_fields
 from pith.verify import Verdict
 from storage.archive import layout
 from storage.archive.stores import StorageError
+from storage.writing.prepared import prepare
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def _raw_path(verdict: Verdict, raw_sha256: str, future: Future) -> str | None:
     if not verdict.ok:
         return layout.quarantined(raw_sha256)
     if future.done() and future.exception() is None and future.result() is None:
-        return None  # a duplicate: add_verified stored nothing
+        return None  # a duplicate: add_prepared stored nothing
     return layout.raw_bundle(raw_sha256)
 
 
@@ -99,15 +100,16 @@ class ArchivePipeline:
         add: Callable[..., Future]
         if verdict.ok:
             add = partial(
-                self.archive.writer.add_verified,
+                self.archive.writer.add_prepared,
                 equivocation=item.equivocation,
                 on_objection=refused.append,
                 forks_are_split_views=self._from_a_mirror(item.url),
-                raw_sha256=raw_sha256,
             )
+            prepared = item.prepared or prepare(verdict, raw_sha256, len(item.body))  # where it was checked, or here
+            args: tuple = (item.body, prepared, item.url, when(item.fetched_at))
         else:
             add = partial(self.archive.writer.add_rejected, raw_sha256=raw_sha256)
-        args = (item.body, verdict, item.url, when(item.fetched_at))
+            args = (item.body, verdict, item.url, when(item.fetched_at))
         # inline while the uploads keep up (a thread hop per bundle costs more than the
         # work); from a thread when add would wait for room, so the reactor never blocks
         room = self.archive.uploader.has_room(2 * len(item.body))
@@ -115,7 +117,8 @@ class ArchivePipeline:
         future.add_done_callback(partial(self._count, verdict.ok))
         warc = self.archive.warc
         if warc is not None:
-            warc.verdict(item.url, verdict_fields(verdict, raw_sha256, _raw_path(verdict, raw_sha256, future)))
+            raw_path = _raw_path(verdict, raw_sha256, future)
+            warc.verdict(item.url, verdict_fields(verdict, raw_sha256, raw_path, item.key_ids))
         if verdict.ok:
             self.crawler.signals.send_catch_log(pith_signals.bundle_archived, url=item.url, run_id=run_id)
         for relation in refused:
@@ -125,7 +128,9 @@ class ArchivePipeline:
                 logger.error("split view: %s serves a fork of the archive's current version of the record", item.url)
         # the bytes and parsed trees are stored or queued now: whatever still holds the
         # item (signals, loggers) must not keep ~100 KB of objects per bundle alive
-        item.verdict = replace(verdict, bundle=None)
+        if verdict.bundle is not None:
+            item.verdict = replace(verdict, bundle=None)
+        item.prepared = None
         self.archive.commit_if_due()
 
     def _from_a_mirror(self, url: str) -> bool:

@@ -380,6 +380,17 @@ def first_difference(expected: Any, found: Any, path: str = "") -> str:
     return path
 
 
+def key_ids(bundle: Any) -> tuple[str, ...]:
+    """The key ids of every signature in a parsed bundle, sorted (none when it did not parse)."""
+    if not isinstance(bundle, dict):
+        return ()
+    signed = [
+        bundle.get("bundle_signature"),
+        *(e.get("signature") for e in bundle.get("events") or [] if isinstance(e, dict)),
+    ]
+    return tuple(sorted({s["key_id"] for s in signed if isinstance(s, dict) and isinstance(s.get("key_id"), str)}))
+
+
 _MISSING = object()
 PATH_STEP = re.compile(r"([^.\[\]]+)|\[([0-9]+)\]")
 

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from crawler.verifying.verifier import Worker
-from crawler.verifying.verify_worker import BundleChecker, Checked, decode, encode_verdict
+from crawler.verifying.verify_worker import BundleChecker, Checked, decode, encode_verdict, restore
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
 from pith.verify import Verdict
 from pith_archiver import FIXTURES
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
+from storage.archive.history import Judgement
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.tables import read_rows
@@ -172,11 +173,32 @@ def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the
         merge_inferred_match=False,
     )
     digest = hashlib.sha256(b"the bundle").hexdigest()
-    assert decode(encode_verdict(Checked(verdict, True, digest))) == (verdict, True, digest)
+    assert decode(encode_verdict(Checked(verdict, True, digest))) == Checked(verdict, True, digest)
     malformed = Checked(Verdict("rejected", "malformed_json"), False, digest)
     assert decode(encode_verdict(malformed)) == malformed
     lone = Checked(replace(verdict, detail="a lone \ud800 surrogate"), True, digest)
     assert encode_verdict(lone) == b""  # the crawl judges it itself
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_verified_bundle_crosses_the_socket_prepared_for_the_archive_without_its_tree(name):
+    """What a worker sends of a real registry bundle is what the crawl's own thread would
+    have worked out from the parsed tree: the archive's rows, the signers, the citers."""
+    raw = (FIXTURES / f"{name}.bundle.json").read_bytes()
+    checked = BundleChecker(Keyring.default(), Limits())(raw)
+    assert checked.verdict.ok and checked.prepared is not None
+    received = decode(encode_verdict(checked))
+    assert received.verdict == replace(checked.verdict, bundle=None)
+    assert received.prepared == checked.prepared
+    assert received.prepared.events and received.key_ids == checked.key_ids != ()
+    assert received.names_every_citer == checked.names_every_citer
+    when = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    judged = Judgement()
+    assert received.prepared.lines("r1", judged, "http://mirror/", when, "raw/x") == checked.prepared.lines(
+        "r1", judged, "http://mirror/", when, "raw/x"
+    )
+    assert restore(received, raw, Limits(), tree=False).verdict.bundle is None  # not rebuilt unless read
+    assert restore(received, raw, Limits()).verdict == checked.verdict
 
 
 def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs_in(tmp_path, monkeypatch):
@@ -215,7 +237,7 @@ def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs
         finally:
             worker.close()
 
-    expected = [Checked(replace(c.verdict, bundle=None), c.parsed, c.raw_sha256) for c in map(checker, bodies)]
+    expected = [c._replace(verdict=replace(c.verdict, bundle=None)) for c in map(checker, bodies)]
     assert [checked.verdict.ok for checked in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
     assert [checked.raw_sha256 for checked in expected] == [hashlib.sha256(body).hexdigest() for body in bodies]
     assert asyncio.run(check_all()) == (expected, expected)

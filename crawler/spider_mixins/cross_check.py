@@ -126,6 +126,8 @@ class CrossCheck:
             cross_check=True,
             answers=False,  # the record's answer is its first copy
             verdict=verdict,
+            key_ids=checked.key_ids,
+            prepared=checked.prepared,
         )
 
     def copy_failed(self, failure: Failure) -> None:

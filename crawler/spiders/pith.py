@@ -22,7 +22,6 @@ from scrapy.exceptions import DownloadCancelledError
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from pith.graph import names_every_citer
 from pith.numbers import SUFFIX_RE
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
@@ -222,14 +221,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             meta={Meta.DEPTH: depth, Meta.ALIAS: alias, Meta.TASK: f"alias:{alias}"},
         )
 
-    def page_wanted(self, depth: int, bundle: dict | None = None) -> bool:
+    def page_wanted(self, depth: int, names_every_citer: bool = False) -> bool:
         """Whether a record's page could name records its bundle does not (the bundle
-        is None when it was not read: unchanged, unfetchable or unparseable)."""
-        return (
-            self.pages
-            and (self.config.max_depth < 0 or depth < self.config.max_depth)
-            and not names_every_citer(bundle)
-        )
+        ``names_every_citer`` when it was read and its citations are complete)."""
+        return self.pages and (self.config.max_depth < 0 or depth < self.config.max_depth) and not names_every_citer
 
     def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False) -> scrapy.Request:
         """``bundle_failed``: the record's bundle failed already, and the record is
@@ -334,12 +329,14 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
         try:
-            checked = await self.verifier.verify(response.body)  # off the reactor (crawler.verifying.verifier)
+            # off the reactor (crawler.verifying.verifier); the parsed tree only where it is read
+            tree = suffix in self.aliases or bool(self.check_state) or self.config.cross_check > 0
+            checked = await self.verifier.verify(response.body, tree)
         finally:  # outstanding until judged: a source is not given more while its copies await their verdict
             self.pool.done(meta[Meta.TRIED][-1])
         # another record's bundle answers nothing (crawler.verifying.identity)
         verdict, parsed = bound(checked.verdict, suffix, self.aliases.get(suffix)), checked.parsed
-        bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored
+        bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored (if read)
         item = BundleItem(
             url=response.url,
             body=response.body,
@@ -348,6 +345,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             suffix=suffix,
             depth=depth,
             verdict=verdict,
+            key_ids=checked.key_ids,
+            prepared=checked.prepared,
         )
         retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
         if retry is None:
@@ -377,7 +376,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             yield request
         for request in self.records_in(response.body, depth + 1):
             yield request
-        if self.page_wanted(depth, bundle):
+        if self.page_wanted(depth, checked.names_every_citer):
             yield self.page_request(suffix, depth, meta[Meta.TASK])
 
     def parse_page(self, response: Response) -> Iterator[scrapy.Request]:

@@ -4,9 +4,10 @@ Verifying a bundle is ~0.5 ms of Python that holds the GIL (only the Ed25519 che
 release it), so threads would slow Scrapy's thread rather than free it: the work goes
 to processes (bench/RESULTS.md, "Verification off the reactor"). Each worker has one
 socket to the crawl, read by the reactor itself: a bundle goes down it as its bytes and
-the verdict comes back as JSON, without its parsed tree, which the crawl rebuilds from
-the bytes it holds (``crawler.verifying.verify_worker``), so the crawl's thread spends ~0.15 ms
-per bundle instead of the whole check. At most ``IN_FLIGHT_PER_WORKER`` bundles per worker
+the verdict comes back as JSON, with the verified bundle's rows for the archive and
+without its parsed tree, which the crawl rebuilds from the bytes it holds only when it
+reads it (``crawler.verifying.verify_worker``), so the crawl's thread spends a few hundredths
+of a millisecond per bundle instead of the whole check. At most ``IN_FLIGHT_PER_WORKER`` bundles per worker
 are under way; past that the spider's callback waits, its responses stay in Scrapy's
 scraper and the engine stops downloading until the workers catch up. A worker that
 dies (killed, out of memory) takes nothing with it: another is started and its
@@ -160,7 +161,9 @@ class Verifier:
         crawler.signals.connect(verifier.close, signal=signals.spider_closed)
         return verifier
 
-    async def verify(self, raw: bytes) -> Checked:
+    async def verify(self, raw: bytes, tree: bool = True) -> Checked:
+        """``tree``: whether the caller reads a verified bundle's parsed tree (the
+        verdict's ``bundle``); without it a worker's verdict comes without one."""
         if self.workers and not self.running and not is_asyncio_available():
             logger.warning("PITH_VERIFY_WORKERS needs Scrapy's asyncio reactor: verifying in the crawl's thread")
             self.workers = 0
@@ -176,7 +179,7 @@ class Verifier:
                     continue
                 if answer is None:
                     break
-                return restore(answer, raw, self.checker.limits)
+                return restore(answer, raw, self.checker.limits, tree)
             else:
                 logger.warning(
                     "%d verifier processes died holding one bundle: verifying it in the crawl's thread", ATTEMPTS

@@ -1,10 +1,11 @@
-"""What a verifier process runs: parse a bundle's bytes and verify them (``pith`` only).
+"""What a verifier process runs: parse a bundle's bytes, verify them and, when they
+verify, prepare them for the archive writer (the protocol core and the writer's rows).
 
 Kept apart from ``crawler.verifying.verifier`` so that a worker process (``storage.runtime.child_process``
 hosting ``crawler.verifying.verify_worker:serve_verifier``, alone or beside the crawl's WARC
-writer) imports the protocol core and nothing of Scrapy: it starts fast and stays
-small (no multiprocessing, so no resource-tracker process beside it and no re-import
-of the command line). Its socket's first message is its keyring and limits, as JSON.
+writer) imports nothing of Scrapy and no pyarrow: it starts fast and stays small (no
+multiprocessing, so no resource-tracker process beside it and no re-import of the
+command line). Its socket's first message is its keyring and limits, as JSON.
 """
 
 import os
@@ -15,11 +16,13 @@ from typing import NamedTuple
 import orjson
 
 from pith.canonical import sha256_hex
+from pith.graph import names_every_citer
 from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
-from pith.verify import Status, Verdict, verify_document
+from pith.verify import Status, Verdict, key_ids, verify_document
 from storage.runtime.child_process import framed, messages
+from storage.writing.prepared import Prepared, prepare
 
 
 def available_cores() -> int:
@@ -36,11 +39,16 @@ def available_cores() -> int:
 class Checked(NamedTuple):
     """What checking a bundle's bytes found: the verdict, whether they parsed at all (the
     spider reads links only from a body that did), and their SHA-256, which names them
-    in the archive (hashed where they are checked: in a worker, off Scrapy's thread)."""
+    in the archive. Worked out where they are checked (in a worker, off Scrapy's thread),
+    with what the crawl would otherwise read from the parsed tree: a verified bundle's
+    rows for the archive, its signers for the WARC files, whether it names its citers."""
 
     verdict: Verdict
     parsed: bool
     raw_sha256: str
+    key_ids: tuple[str, ...] = ()  # of every signature in a bundle that parsed (pith.verify.key_ids)
+    names_every_citer: bool = False  # pith.graph.names_every_citer: its record page names no other record
+    prepared: Prepared | None = None  # a verified bundle, as the archive writer takes it
 
 
 class BundleChecker:
@@ -56,7 +64,11 @@ class BundleChecker:
             document = parse(raw, self.limits)
         except Rejected as rejected:
             return Checked(Verdict(Status.REJECTED, rejected.reason, rejected.path, rejected.detail), False, raw_sha256)
-        return Checked(verify_document(document.data, self.keyring, document.exact), True, raw_sha256)
+        data = document.data
+        verdict = verify_document(data, self.keyring, document.exact)
+        prepared = prepare(verdict, raw_sha256, len(raw)) if verdict.ok else None
+        complete = isinstance(data, dict) and names_every_citer(data)
+        return Checked(verdict, True, raw_sha256, key_ids(data), complete, prepared)
 
     def configuration(self) -> bytes:
         """What a worker needs to build the same checker (``BundleChecker.configured``)."""
@@ -72,27 +84,41 @@ class BundleChecker:
 def encode_verdict(checked: Checked) -> bytes:
     """What checking found, for the socket, as JSON (never pickle between the crawl and
     its workers: a process that unpickles runs whatever it is sent), without the verdict's
-    parsed tree, which the crawl rebuilds from the bytes it holds (``restore``). ``b""``
-    when it cannot be written: the crawl then judges the bundle itself."""
+    parsed tree, which the crawl rebuilds from the bytes it holds when it needs it
+    (``restore``). ``b""`` when it cannot be written: the crawl then judges the bundle itself."""
+    verdict, prepared = replace(checked.verdict, bundle=None), checked.prepared
     try:
-        return orjson.dumps([checked.parsed, replace(checked.verdict, bundle=None), checked.raw_sha256])
+        return orjson.dumps(
+            [
+                checked.parsed,
+                verdict,
+                checked.raw_sha256,
+                checked.key_ids,
+                checked.names_every_citer,
+                None if prepared is None else prepared.parts(),
+            ]
+        )
     except orjson.JSONEncodeError:
         return b""
 
 
 def decode(answer: bytes) -> Checked:
-    parsed, fields, raw_sha256 = orjson.loads(answer)
+    parsed, fields, raw_sha256, signers, complete, prepared = orjson.loads(answer)
     fields["inferred_types"] = tuple(fields["inferred_types"])
     fields["status"] = Status(fields["status"])
-    return Checked(Verdict(**fields), parsed, raw_sha256)
+    verdict = Verdict(**fields)
+    if prepared is not None:
+        prepared = Prepared.from_parts(prepared, verdict, raw_sha256)
+    return Checked(verdict, parsed, raw_sha256, tuple(signers), complete, prepared)
 
 
-def restore(checked: Checked, raw: bytes, limits: Limits) -> Checked:
+def restore(checked: Checked, raw: bytes, limits: Limits, tree: bool = True) -> Checked:
     """In the crawl: the parsed tree a worker's verdict came without, as the worker had
-    it. A verified bundle read by the exact path is ``orjson.loads`` of its bytes (about
-    a third of what unpickling the tree would cost); anything else is parsed again."""
+    it, for a rejected bundle (its stats name what it rejected) or when the caller reads
+    the ``tree`` of a verified one. A verified bundle read by the exact path is
+    ``orjson.loads`` of its bytes; anything else is parsed again."""
     verdict = checked.verdict
-    if checked.parsed and verdict.bundle is None:
+    if checked.parsed and verdict.bundle is None and (tree or not verdict.ok):
         data = orjson.loads(raw) if verdict.ok and verdict.exact else parse(raw, limits).data
         return checked._replace(verdict=replace(verdict, bundle=data if isinstance(data, dict) else None))
     return checked

@@ -48,6 +48,28 @@ class Prepared:
         number, bundle, canonical = self.verdict.pith_number, self.verdict.bundle_sha256, self.verdict.canonical_sha256
         return Stored(cast(str, number), cast(str, bundle), cast(str, canonical), raw_path, self.raw_sha256, self.size)
 
+    def parts(self) -> list:
+        """What a process that prepared it sends of it, as JSON values (never pickle
+        between a crawl and its workers): all but the verdict and the digest, which the
+        answer carries already (``from_parts``)."""
+        built_at = None if self.built_at is None else self.built_at.isoformat()
+        rows = [[table, partition, line.decode()] for table, partition, line in self.rows]
+        events = [event.hex() for event in self.events]
+        return [self.size, events, built_at, self.record[0], self.record[1].decode(), rows]
+
+    @classmethod
+    def from_parts(cls, parts: list, verdict: Verdict, raw_sha256: str) -> "Prepared":
+        size, events, built_at, partition, record, rows = parts
+        return cls(
+            verdict=verdict,
+            raw_sha256=raw_sha256,
+            size=size,
+            events=frozenset(bytes.fromhex(event) for event in events),
+            built_at=None if built_at is None else datetime.fromisoformat(built_at),
+            record=(partition, record.encode()),
+            rows=tuple((table, row_partition, line.encode()) for table, row_partition, line in rows),
+        )
+
     def lines(
         self, run_id: str, judged: Judgement, url: str, fetched_at: datetime, raw_path: str | None
     ) -> list[TableLine]:
