@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -199,6 +201,16 @@ def test_a_verified_bundle_crosses_the_socket_prepared_for_the_archive_without_i
     )
     assert restore(received, raw, Limits(), tree=False).verdict.bundle is None  # not rebuilt unless read
     assert restore(received, raw, Limits()).verdict == checked.verdict
+
+
+def test_a_worker_imports_neither_scrapy_nor_pyarrow():
+    """It starts fast and stays small: the rows it prepares need the writer's encoding only."""
+    code = (
+        "import sys, crawler.verifying.verify_worker; "
+        "print(sorted(m for m in ('scrapy', 'twisted', 'pyarrow', 'boto3') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert result.stdout == "[]\n", result.stdout + result.stderr
 
 
 def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs_in(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 The crawl moves GIL-bound work per record (verifying a bundle, writing its WARC
 records) to a child on the other core. A child hosts one or more *services*, each a
 function of ours taking a socket (``"package.module:function"``):
-``start_child(service, ...)`` runs ``python -P -m runtime.child_process FD=service ...``
+``start_child(service, ...)`` runs ``python -P -m storage.runtime.child_process FD=service ...``
 with the crawl's own import path (not the working folder's) and hands back the process
 and the crawl's end of each service's socket. The first service runs in the child's
 main thread and its end is the child's end; the others run in threads of their own.
