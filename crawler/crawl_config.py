@@ -22,20 +22,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
-from scrapy.settings import BaseSettings
-
 from pith.keyring import ARCHIVE, Keyring, KeyringError
 from pith.signing import Signer
 from storage.archive.open_store import open_store
 from storage.archive.signing_key import load_or_create
 from storage.archive.stores import ObjectStore
 
-from . import settings as defaults
+from . import defaults
 from .seeds import SeedList
 
-if TYPE_CHECKING:  # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+if TYPE_CHECKING:  # the command line builds a config without Scrapy (a sync from a peer runs none);
+    # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
     from storage.capture.warc import WarcPolicy
 
 DEFAULT_RESOLVER = "https://pith.science"
@@ -143,6 +143,8 @@ def pith_crawl_only(crawler: Crawler) -> None:
     """NotConfigured unless the pith spider crawls: another spider of the same Scrapy
     project runs as if this project's components were not there."""
     if not is_pith_crawl(crawler):
+        from scrapy.exceptions import NotConfigured  # inside a crawl: Scrapy is running
+
         raise NotConfigured(f"not the pith spider ({getattr(crawler.spider, 'name', None)!r})")
 
 

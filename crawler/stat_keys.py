@@ -96,6 +96,9 @@ class Stat:
     FRONTIER_RELEASED: Final = "pith/frontier_released"
 
 
+BAD_COPIES = ("rejected", "wrong_record", "stale", "forked", "failed", "robots_failed")  # a source's, by kind
+
+
 class StatFamily:
     """Keys that end in a name: a reason, a host, an event type."""
 
@@ -108,7 +111,7 @@ class StatFamily:
     ANNOUNCED_UNPINNED: Final = "pith/announced_keys/unpinned/"  # <key id>: its fingerprint
     CROSS_CHECK: Final = "pith/cross_check/"  # <relation>: same, extends, fork
     CACHE_DROPPED: Final = "pith/cache_dropped/"  # <cache>: validators, job, frontier
-    # <host:port>/<what>: requests, records, demoted, or a bad copy (crawler.downloading.spread.BAD)
+    # <host:port>/<what>: requests, records, demoted, or a bad copy (BAD_COPIES)
     HOSTS: Final = "pith/hosts/"
     # <outcome>: archived, unchanged, rejected, failed, forbidden (crawler.extensions.record_ledger)
     RECORDS: Final = "pith/records/"

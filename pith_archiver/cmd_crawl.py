@@ -7,7 +7,6 @@ import click
 
 from . import tuning
 from .crawl_options import CrawlOptions, SectionedCommand, crawl_option_list
-from .crawl_run import checked, crawl_with
 from .exit_status import EXIT_STATUS_HELP
 from .output import verbosity_options
 from .run_hooks import run_hook_options
@@ -39,4 +38,6 @@ def crawl(**given: Any) -> None:
         from .demo import run_demo
 
         sys.exit(run_demo(options))
+    from .crawl_run import checked, crawl_with  # Scrapy: only a crawl starts it
+
     sys.exit(crawl_with(checked(options)))

@@ -10,22 +10,24 @@ the component that reads it; the docs.
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from scrapy.settings import BaseSettings
 
 from crawler.crawl_config import DEFAULT_RESOLVER, CrawlConfig, tuned_by
+from crawler.defaults import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS, PITH_RECHECK_AFTER_DAYS
 from crawler.seeds import SeedError, SeedList
-from crawler.settings import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS, PITH_RECHECK_AFTER_DAYS
 from storage.archive.signing_key import default_key_path
 
 from .crawl_report import FailureBudget
 from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
-from .crawling import default_state_dir
 from .exit_status import ConfigError
 from .keyrings import build_keyring, keyring_options
 from .run_hooks import RunHooks
+from .state_dir import default_state_dir
+
+if TYPE_CHECKING:  # a sync from a peer checks its options without Scrapy
+    from scrapy.settings import BaseSettings
 
 # the crawl command's help, in sections (click lists every option in one); by parameter name
 SECTIONS = (
@@ -260,7 +262,7 @@ class CrawlOptions:
         return default_state_dir(self.archive, self.jobdir)
 
 
-def config_of(options: CrawlOptions, settings: BaseSettings) -> CrawlConfig:
+def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
     """The crawl's config, each part checked (a ConfigError, one line, before the first
     request); ``settings`` (the project's and ``-s``) give what no option does."""
     try:

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from crawler.downloading.spread import BAD
-from crawler.stat_keys import CrawlStats, Stat, StatFamily, read_family
+from crawler.stat_keys import BAD_COPIES, CrawlStats, Stat, StatFamily, read_family
 
 from .exit_status import ExitStatus, worst
 from .output import NORMAL, QUIET, echo
@@ -244,7 +243,7 @@ def hosts_line(stats: dict) -> str:
     parts, causes = [], read_family(stats, StatFamily.UNREACHABLE)
     for host, counts in sorted(hosts.items()):
         bad = ", ".join(
-            [f"{what} {counts[what]}" for what in BAD if counts.get(what)]
+            [f"{what} {counts[what]}" for what in BAD_COPIES if counts.get(what)]
             + ["demoted"] * bool(counts.get("demoted"))
             + ([f"last error: {causes[host]}"] if host in causes else [])
         )

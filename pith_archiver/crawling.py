@@ -4,7 +4,6 @@ Shared by ``pith-archiver crawl``, the embedded demo and the benchmarks, so ever
 in runs the same Scrapy configuration.
 """
 
-import hashlib
 import os
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -31,22 +30,6 @@ def project_settings(overrides: dict | None = None) -> Settings:
     for name, value in (overrides or {}).items():
         settings.set(name, value, priority="cmdline")
     return settings
-
-
-def archive_location(archive: str) -> str:
-    """``--out`` as one string wherever the command runs: a URL, or a folder's absolute path."""
-    return archive if "://" in archive else str(Path(archive).absolute())
-
-
-def default_state_dir(archive: str, jobdir: str | None) -> str:
-    """Where a crawl's own state (validators for conditional requests, logs) lives:
-    beside the job, or in the user's cache keyed by the archive's location; never in
-    the archive, which holds only what its manifests list."""
-    if jobdir:
-        return str(Path(jobdir) / "pith-state")
-    key = hashlib.sha256(archive_location(archive).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return str(cache / "pith-archiver" / "state" / key)
 
 
 def logging_settings(verbosity: int, progress: str, log_file: str | None, state_dir: str) -> dict:

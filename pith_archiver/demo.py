@@ -18,10 +18,10 @@ from storage.serving.source import CorpusDirectory
 
 from .crawl_options import CrawlOptions
 from .crawl_run import checked, crawl_with
-from .crawling import archive_location
 from .exit_status import ExitStatus
 from .next_steps import next_steps
 from .output import NORMAL, echo
+from .state_dir import archive_location
 
 DEMO_START = "sitemap"  # one seed that reaches every record served
 DEMO_PORTS = range(47000, 48000)  # the embedded mirror's, one for each archive

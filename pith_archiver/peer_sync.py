@@ -2,7 +2,7 @@
 (``storage.syncing``) instead of crawling the registry, verifying on every core as
 ``verify --jobs`` does, and say what each of the peer's logs gave."""
 
-from crawler.settings import PITH_COMMIT_EVERY
+from crawler.defaults import PITH_COMMIT_EVERY
 from pith.keyring import ARCHIVE, Keyring
 from pith.policy import Policy
 from storage.archive.manifest import committed_manifests

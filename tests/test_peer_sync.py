@@ -43,8 +43,9 @@ def peer(tmp_path, corpus_dir, corpus_keyring, peer_signer) -> Path:
     return folder
 
 
-def sync(tmp_path, source, corpus_dir, peer_signer, *more):
-    """``crawl --from-archive SOURCE --out tmp/copy``, trusting the corpus and the peer's key."""
+def sync(tmp_path, source, corpus_dir, peer_signer, *more, **run):
+    """``crawl --from-archive SOURCE --out tmp/copy``, trusting the corpus and the peer's key
+    (``run``: how ``run_cli`` runs it)."""
     key_doc = tmp_path / "peer-key.json"
     if not key_doc.exists():
         key_doc.write_text(json.dumps(peer_signer.pinned().document()))
@@ -62,6 +63,7 @@ def sync(tmp_path, source, corpus_dir, peer_signer, *more):
         "--signing-key",
         tmp_path / "own-key.json",
         *more,
+        **run,
     )
 
 
@@ -94,6 +96,17 @@ def test_a_folder_peer_is_copied_whole_byte_for_byte_and_audits_clean(tmp_path, 
     assert (tmp_path / "copy" / log["checkpoint"]).read_bytes() == (
         peer / layout.published_checkpoint(peer_signer.key_id)
     ).read_bytes()
+
+
+def test_a_sync_crawls_nothing_and_starts_neither_scrapy_nor_twisted(tmp_path, peer, corpus_dir, peer_signer):
+    """A sync verifies and writes: the crawl's machinery (~0.4 s of imports) is not started."""
+    result = sync(tmp_path, peer, corpus_dir, peer_signer, home=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    result.check(0)
+    imported = {
+        line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert {"pith_archiver.peer_sync", "pyarrow"} <= imported  # the imports are read
+    assert not {"scrapy", "twisted"} & imported
 
 
 def test_a_second_sync_reads_only_what_changed(tmp_path, peer, corpus_dir, corpus_keyring, peer_signer, monkeypatch):

@@ -42,11 +42,9 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
 from .. import signals as pith_signals
-from ..stat_keys import Stat, StatFamily
+from ..stat_keys import BAD_COPIES, Stat, StatFamily
 
 logger = logging.getLogger(__name__)
-
-BAD = ("rejected", "wrong_record", "stale", "forked", "failed", "robots_failed")
 
 
 def host_of(url: str) -> str:
@@ -155,7 +153,7 @@ class SourcePool:
         self.good[self._base(url)] += 1
 
     def judged(self, url: str, what: str) -> None:
-        """``url``'s source served a bad copy, or none (``what``: one of BAD)."""
+        """``url``'s source served a bad copy, or none (``what``: one of BAD_COPIES)."""
         base = self._base(url)
         self._count(base, what)
         if base == self.resolver or base in self.demoted:
@@ -169,7 +167,7 @@ class SourcePool:
                 "mirror %s demoted after %d bad copies (%s): no more bundle requests go to it",
                 base,
                 self.bad[base],
-                ", ".join(f"{k} {self._counted(base, k)}" for k in BAD),
+                ", ".join(f"{k} {self._counted(base, k)}" for k in BAD_COPIES),
             )
 
     def _base(self, url: str) -> str:
