@@ -249,7 +249,7 @@ def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs
         finally:
             worker.close()
 
-    expected = [c._replace(verdict=replace(c.verdict, bundle=None)) for c in map(checker, bodies)]
+    expected = [Checked(replace(c.verdict, bundle=None), *c[1:]) for c in map(checker, bodies)]
     assert [checked.verdict.ok for checked in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
     assert [checked.raw_sha256 for checked in expected] == [hashlib.sha256(body).hexdigest() for body in bodies]
     assert asyncio.run(check_all()) == (expected, expected)

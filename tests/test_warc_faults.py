@@ -158,8 +158,8 @@ def test_a_child_frozen_while_nothing_is_queued_is_killed_when_it_falls_silent()
     channel.settimeout(30)
     checker = BundleChecker(Keyring.default(), Limits())
     channel.sendall(framed(checker.configuration(), real_bundles()[0].read_bytes()))
-    verdict, parsed, _ = decode(next(messages(channel.makefile("rb"))))
-    assert verdict.ok and parsed, verdict  # the hosted verifier answers on its own socket
+    answer = decode(next(messages(channel.makefile("rb"))))
+    assert answer.verdict.ok and answer.parsed, answer.verdict  # the hosted verifier answers on its own socket
     assert child.gone is None
     os.kill(child.process.pid, signal.SIGSTOP)
     started = time.monotonic()
