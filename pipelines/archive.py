@@ -26,7 +26,6 @@ from pipelines.verdict_record import verdict_fields
 from pith.verify import Verdict
 from storage.archive import layout
 from storage.archive.stores import StorageError
-from storage.writing.prepared import prepare
 
 logger = logging.getLogger(__name__)
 
@@ -99,14 +98,15 @@ class ArchivePipeline:
         refused: list[str] = []  # "stale" or "forked", when the archive does not make it current
         add: Callable[..., Future]
         if verdict.ok:
+            if item.prepared is None:  # every verifier prepares what it verifies (crawler.verifying)
+                raise ValueError(f"{item.url}: a verified bundle item without its prepared rows")
             add = partial(
                 self.archive.writer.add_prepared,
                 equivocation=item.equivocation,
                 on_objection=refused.append,
                 forks_are_split_views=self._from_a_mirror(item.url),
             )
-            prepared = item.prepared or prepare(verdict, raw_sha256, len(item.body))  # where it was checked, or here
-            args: tuple = (item.body, prepared, item.url, when(item.fetched_at))
+            args: tuple = (item.body, item.prepared, item.url, when(item.fetched_at))
         else:
             add = partial(self.archive.writer.add_rejected, raw_sha256=raw_sha256)
             args = (item.body, verdict, item.url, when(item.fetched_at))

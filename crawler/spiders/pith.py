@@ -330,7 +330,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         fetched_at = utc_now()
         try:
             # off the reactor (crawler.verifying.verifier); the parsed tree only where it is read
-            tree = suffix in self.aliases or bool(self.check_state) or self.config.cross_check > 0
+            tree = suffix in self.aliases or self.config.check_state > 0 or self.config.cross_check > 0
             checked = await self.verifier.verify(response.body, tree)
         finally:  # outstanding until judged: a source is not given more while its copies await their verdict
             self.pool.done(meta[Meta.TRIED][-1])
