@@ -312,7 +312,7 @@ READING = {  # a command reading an archive whose store never answers, and its o
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-@pytest.mark.parametrize("command", [*READING, "verify"])
+@pytest.mark.parametrize("command", [*READING, "verify", "sync"])
 def test_a_command_waiting_on_the_network_ends_on_a_signal(
     tmp_path, corpus_dir, fault_proxy, s3_bucket, hostile_receiver, command, signum
 ):
@@ -321,9 +321,14 @@ def test_a_command_waiting_on_the_network_ends_on_a_signal(
         trust = ["--s3-endpoint-url", held.url, "--keyring", corpus_dir / KEYRING_NAME, "--trust-archive-keys"]
         args = [command, f"s3://{s3_bucket}/archive", *READING[command], *trust]
         asked = held.stalled.is_set
-    else:  # a bundle URL whose server never answers
+    else:  # a bundle URL, or a peer archive's checkpoint, whose server never answers
         silent = hostile_receiver("silent")
-        args = ["verify", f"{silent.url}/pith/{SEEDS[0]}/bundle.json"]
+        if command == "verify":
+            args = ["verify", f"{silent.url}/pith/{SEEDS[0]}/bundle.json"]
+        else:
+            peer_key = tmp_path / "peer-key.json"
+            peer_key.write_text(json.dumps(Signer.from_seed("a-peer", bytes(32)).pinned().document()))
+            args = ["crawl", "--from-archive", silent.url, "--out", "copy", "--keyring", peer_key]
         asked = lambda: silent.requests  # noqa: E731
     process = subprocess.Popen(
         [sys.executable, "-m", "pith_archiver", *map(str, args)],
