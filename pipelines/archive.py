@@ -105,14 +105,16 @@ class ArchivePipeline:
                 equivocation=item.equivocation,
                 on_objection=refused.append,
                 forks_are_split_views=self._from_a_mirror(item.url),
+                stored=item.stored,
             )
             args: tuple = (item.body, item.prepared, item.url, when(item.fetched_at))
         else:
             add = partial(self.archive.writer.add_rejected, raw_sha256=raw_sha256)
             args = (item.body, verdict, item.url, when(item.fetched_at))
         # inline while the uploads keep up (a thread hop per bundle costs more than the
-        # work); from a thread when add would wait for room, so the reactor never blocks
-        room = self.archive.uploader.has_room(2 * len(item.body))
+        # work) or there is nothing to upload (its verifier stored it); from a thread
+        # when add would wait for room, so the reactor never blocks
+        room = item.stored is not None or self.archive.uploader.has_room(2 * len(item.body))
         future, run_id = self._add(add, args) if room else await run_in_thread(self._add, add, args)
         future.add_done_callback(partial(self._count, verdict.ok))
         warc = self.archive.warc

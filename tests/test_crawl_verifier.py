@@ -24,8 +24,10 @@ from pith.parse import Limits
 from pith.verify import Verdict
 from pith_archiver import FIXTURES
 from pith_testkit.faults import FaultPlan
+from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.history import Judgement
+from storage.archive.stores import ObjectInfo, StorageError
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.tables import read_rows
@@ -253,3 +255,36 @@ def test_a_worker_checks_as_the_crawl_does_with_its_keys_whatever_folder_it_runs
     assert [checked.verdict.ok for checked in expected] == [True] * len(REAL) + [False] * (len(bodies) - len(REAL))
     assert [checked.raw_sha256 for checked in expected] == [hashlib.sha256(body).hexdigest() for body in bodies]
     assert asyncio.run(check_all()) == (expected, expected)
+
+
+def test_a_worker_stores_what_it_verifies_in_the_archive_folder_as_the_writer_would(tmp_path):
+    """Given the archive's folder, a worker stores each verified bundle's exact bytes at
+    their content address, create-only, and says so; a rejected bundle is left to the
+    crawl (quarantine), and bytes it cannot store come back as the store's error."""
+    checker = BundleChecker(Keyring.default(), Limits())
+    real = [(FIXTURES / f"{suffix}.bundle.json").read_bytes() for suffix in REAL]
+    bodies = [*real, tampered(real[0], CASES[0]), real[1]]  # the last: the same bytes again
+    clash = tmp_path / "clash"
+    LocalStore(clash).put_bytes(layout.raw_bundle(hashlib.sha256(real[0]).hexdigest()), b"other bytes")
+
+    async def check_all(folder: Path) -> list[Checked]:
+        worker = Worker(checker, folder=str(folder))
+        try:
+            return list(await asyncio.gather(*(worker.check(body) for body in bodies)))
+        finally:
+            worker.close()
+
+    answers = asyncio.run(check_all(tmp_path / "archive"))
+    for body, answer in zip(bodies, answers):
+        if not answer.verdict.ok:
+            assert answer.stored is None
+            continue
+        path = layout.raw_bundle(answer.raw_sha256)
+        assert answer.stored == ObjectInfo(path, hashlib.sha256(body).hexdigest(), len(body))
+        assert (tmp_path / "archive" / path).read_bytes() == body
+    assert [answer.verdict.ok for answer in answers] == [True] * len(REAL) + [False, True]
+    assert not (tmp_path / "archive" / "quarantine").exists()
+
+    first = asyncio.run(check_all(clash))[0]
+    assert isinstance(first.stored, StorageError)
+    assert layout.raw_bundle(first.raw_sha256) in str(first.stored)

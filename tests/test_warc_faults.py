@@ -311,3 +311,32 @@ def test_exchanges_missing_from_the_warc_files_make_a_done_run_partial(capsys):
     rejected = {**done, "pith/rejected": 1}
     assert report(rejected, "archive", (1.0, True)) == ExitStatus.REJECTED
     assert report({**done, "pith/warc_errors": 0}, "archive", (1.0, True)) == ExitStatus.OK
+
+
+def test_records_sent_at_once_and_records_queued_behind_a_full_socket_keep_their_order(tmp_path):
+    """A record goes down the child's socket from the caller's thread while nothing is
+    queued, and waits in the queue for the sender thread once the socket is full (a
+    child that stopped reading): either way the WARC file holds every record, in the
+    order the crawl sent them."""
+    signer = Signer.generate("test-archiver")
+    store = LocalStore(tmp_path / "archive")
+    policy = WarcPolicy(queue_bytes=64 * 1024)
+    writer = ArchiveWriter(store, signer, warc=policy, warc_info={"software": "test"}).open()
+    now = datetime.now(timezone.utc)
+    for index in range(5):  # a reading child: straight down the socket
+        assert writer.warc.record(exchange(index, now))
+    os.kill(writer.warc.pid, signal.SIGSTOP)
+    try:
+        count = 5
+        while writer.warc.record(exchange(count, now)):  # the socket's buffer fills, then the queue
+            count += 1
+        count += 1
+        for index in range(count, count + 5):  # behind the queue, never around it
+            writer.warc.record(exchange(index, now))
+    finally:
+        os.kill(writer.warc.pid, signal.SIGCONT)
+    writer.commit({}, {})
+    (manifest,) = committed_manifests(store, Keyring([signer.pinned()]))
+    (path,) = [entry["path"] for entry in manifest["objects"] if layout.is_warc(entry["path"])]
+    assert urls_in(tmp_path / "archive" / path) == [exchange(i, now).url for i in range(count + 5)]
+    assert writer.warc.lost == 0

@@ -17,6 +17,7 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.history import Judgement
 from storage.archive.layout import TABLE_NAMES
 from storage.archive.rows import alias_rows, event_rows, record_row, verification_row
+from storage.archive.stores import StorageError
 from storage.writing.prepared import Prepared, prepare
 from storage.writing.table_writer import RowEncoder, close_line
 from storage.writing.writer import ArchiveWriter
@@ -140,3 +141,57 @@ def test_a_row_left_open_is_closed_into_one_json_object(row, tail, line):
     partition, head = RowEncoder("records").head(row)
     assert partition == "year=2024" and close_line(head, tail) == line
     assert json.loads(line) == {**{k: v for k, v in row.items() if k != "year"}, **json.loads(b"{" + tail)}
+
+
+def test_a_version_its_verifier_stored_archives_as_one_the_writer_uploads(
+    tmp_path, real_raw, registry_keyring, test_signer, test_keyring
+):
+    """A crawl's verifier stores a verified bundle's bytes in the archive's folder itself
+    (``crawler.verifying.verify_worker``): the writer lists and attests that object as it
+    would one it uploaded, and the archive is the same; a second copy of the version is a
+    duplicate whatever its verifier found."""
+    uploaded = ArchiveWriter(LocalStore(tmp_path / "uploaded"), test_signer, run_id=RUN).open()
+    adopted = ArchiveWriter(LocalStore(tmp_path / "adopted"), test_signer, run_id=RUN).open()
+    verifiers = LocalStore(adopted.store.folder)  # a verifier's own store over the same folder
+    for suffix, raw in sorted(real_raw.items()):
+        prepared = prepare(verify_bundle(raw, registry_keyring), sha256_hex(raw), len(raw))
+        url = f"https://pith.science/pith/{suffix}/bundle.json"
+        assert uploaded.add_prepared(raw, prepared, url, FETCHED).result() is not None
+        info = verifiers.put_bytes(layout.raw_bundle(prepared.raw_sha256), raw)
+        assert adopted.add_prepared(raw, prepared, url, FETCHED, stored=info).result() == info
+        again = verifiers.put_bytes(layout.raw_bundle(prepared.raw_sha256), raw)  # the same bytes: the same object
+        assert adopted.add_prepared(raw, prepared, url + "?again", FETCHED, stored=again).result() is None
+        assert uploaded.add_prepared(raw, prepared, url + "?again", FETCHED).result() is None
+    uploaded.commit()
+    adopted.commit()
+    for table in TABLE_NAMES:
+        if table not in ("attestations", "captures"):  # attestations: signed when each is stored
+            assert _rows(tmp_path / "adopted", table) == _rows(tmp_path / "uploaded", table), table
+    for name in ("uploaded", "adopted"):
+        check = audit_archive(LocalStore(tmp_path / name), test_keyring, registry_keyring)
+        assert check.discrepancies == [] and len(check.records) == len(real_raw)
+        assert len(read_rows(tmp_path / name, "attestations", columns=["raw_sha256"])) == len(real_raw)
+
+
+@pytest.mark.parametrize("failure", ["not stored", "another object"])
+def test_a_version_its_verifier_could_not_store_fails_the_run(
+    failure, tmp_path, real_raw, registry_keyring, test_signer
+):
+    """What the verifier could not store, or stored as anything but the version's own
+    bytes at their address, fails the run as a failed upload does: nothing commits."""
+    (suffix, raw), (_, other) = sorted(real_raw.items())[:2]
+    writer = ArchiveWriter(LocalStore(tmp_path), test_signer, run_id=RUN).open()
+    prepared = prepare(verify_bundle(raw, registry_keyring), sha256_hex(raw), len(raw))
+    path = layout.raw_bundle(prepared.raw_sha256)
+    if failure == "not stored":
+        stored = StorageError(f"{writer.store.uri}: cannot write {path}: [Errno 28] No space left on device")
+    else:
+        stored = LocalStore(tmp_path).put_bytes(layout.raw_bundle(sha256_hex(other)), other)
+    future = writer.add_prepared(
+        raw, prepared, f"https://pith.science/pith/{suffix}/bundle.json", FETCHED, stored=stored
+    )
+    with pytest.raises(StorageError, match=path if failure == "another object" else "No space left"):
+        future.result()
+    with pytest.raises(StorageError):
+        writer.commit()
+    assert not (tmp_path / "manifests").exists() or not any((tmp_path / "manifests").iterdir())

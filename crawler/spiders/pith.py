@@ -347,6 +347,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             verdict=verdict,
             key_ids=checked.key_ids,
             prepared=checked.prepared,
+            stored=checked.stored,
         )
         retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
         if retry is None:

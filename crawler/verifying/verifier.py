@@ -19,6 +19,7 @@ import collections
 import logging
 import socket
 import subprocess
+from typing import TYPE_CHECKING
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
@@ -34,6 +35,9 @@ from storage.runtime.child_process import FRAME, framed, start_child
 from .. import signals as pith_signals
 from ..stat_keys import Stat
 from .verify_worker import BundleChecker, Checked, available_cores, decode, restore
+
+if TYPE_CHECKING:
+    from storage.writing.writer import ArchiveWriter
 
 logger = logging.getLogger(__name__)
 
@@ -64,13 +68,15 @@ class Worker:
     """One verifier and its socket: bundles in, verdicts out, in order. Its own process,
     or (``channel``) the verifier the crawl's WARC writer process hosts."""
 
-    def __init__(self, checker: BundleChecker, channel: socket.socket | None = None):
+    def __init__(self, checker: BundleChecker, channel: socket.socket | None = None, folder: str | None = None):
+        """``folder``: the archive's, where it stores what it verifies (``verify_worker``)."""
         if channel is None:
             process, (ours,) = start_child(SERVICE)
             self.process: subprocess.Popen | None = process
         else:
             self.process, ours = None, channel
-        configuration = checker.configuration()  # sent once it runs: a large keyring may not fit the socket's buffer
+        # sent once it runs: a large keyring may not fit the socket's buffer
+        configuration = checker.configuration(folder)
         try:
             ours.sendall(framed(configuration))
         except OSError:  # it died at once: its reader sees the socket closed, and another is started
@@ -150,6 +156,7 @@ class Verifier:
         self.running: list[Worker] = []
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
         self._hosted: socket.socket | None = None  # the verifier the WARC writer's process hosts, until used
+        self.folder: str | None = None  # the archive's folder, once it opens, when its workers may store there
 
     @classmethod
     def for_crawl(cls, crawler: Crawler, keyring: Keyring) -> "Verifier":
@@ -186,15 +193,18 @@ class Verifier:
                 )
         return self.checker(raw)
 
-    def adopt(self, warc: WarcProcess | None = None) -> None:
-        """The crawl's archive opened: its WARC writer's process hosts the first worker."""
+    def adopt(self, warc: WarcProcess | None = None, writer: "ArchiveWriter | None" = None) -> None:
+        """The crawl's archive opened: its WARC writer's process hosts the first worker,
+        and the workers store what they verify in the archive's folder, if it has one."""
         if warc is not None:
             self._hosted = warc.channel(SERVICE)
+        if writer is not None:
+            self.folder = writer.store.folder
 
     def _least_busy(self) -> Worker:
         if len(self.running) < self.workers:
             hosted, self._hosted = self._hosted, None
-            self.running.append(Worker(self.checker, hosted))
+            self.running.append(Worker(self.checker, hosted, self.folder))
             return self.running[-1]
         return min(self.running, key=lambda worker: len(worker.pending))
 

@@ -1,5 +1,9 @@
 """What a verifier process runs: parse a bundle's bytes, verify them and, when they
-verify, prepare them for the archive writer (the protocol core and the writer's rows).
+verify, prepare them for the archive writer (the protocol core and the writer's rows)
+and, in an archive kept in a local folder, store them there: the crawl's thread then
+neither writes nor hands over a bundle's bytes, whose file's system calls cost it
+more than all the rest of archiving them (bench/RESULTS.md, "Raw objects stored where
+they are verified").
 
 Kept apart from ``crawler.verifying.verifier`` so that a worker process (``storage.runtime.child_process``
 hosting ``crawler.verifying.verify_worker:serve_verifier``, alone or beside the crawl's WARC
@@ -21,6 +25,9 @@ from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
 from pith.verify import Status, Verdict, key_ids, verify_document
+from storage.archive import layout
+from storage.archive.folder_store import LocalStore
+from storage.archive.stores import ObjectInfo, StorageError
 from storage.runtime.child_process import framed, messages
 from storage.writing.prepared import Prepared, prepare
 
@@ -49,6 +56,7 @@ class Checked(NamedTuple):
     key_ids: tuple[str, ...] = ()  # of every signature in a bundle that parsed (pith.verify.key_ids)
     names_every_citer: bool = False  # pith.graph.names_every_citer: its record page names no other record
     prepared: Prepared | None = None  # a verified bundle, as the archive writer takes it
+    stored: ObjectInfo | StorageError | None = None  # where a worker stored its bytes, or why it could not
 
 
 class BundleChecker:
@@ -70,15 +78,41 @@ class BundleChecker:
         complete = isinstance(data, dict) and names_every_citer(data)
         return Checked(verdict, True, raw_sha256, key_ids(data), complete, prepared)
 
-    def configuration(self) -> bytes:
-        """What a worker needs to build the same checker (``BundleChecker.configured``)."""
+    def configuration(self, folder: str | None = None) -> bytes:
+        """What a worker needs to build the same checker (``BundleChecker.configured``),
+        and the archive ``folder`` it stores verified bytes in (None: it stores none)."""
         keys = [{**key.document(), "role": key.role} for key in self.keyring]
-        return orjson.dumps({"keys": keys, "limits": asdict(self.limits)})
+        return orjson.dumps({"keys": keys, "limits": asdict(self.limits), "folder": folder})
 
     @classmethod
     def configured(cls, configuration: bytes) -> "BundleChecker":
         settings = orjson.loads(configuration)
         return cls(Keyring(key_from_entry(entry) for entry in settings["keys"]), Limits(**settings["limits"]))
+
+
+def store_verified(store: LocalStore, checked: Checked, raw: bytes) -> Checked:
+    """A verified bundle's bytes stored at their content address, as the archive writer
+    would store them (create-only: the same bytes found there are the same object).
+    The writer lists the object only if the version is new to the archive."""
+    if checked.prepared is None:
+        return checked
+    try:
+        stored: ObjectInfo | StorageError = store.put_bytes(layout.raw_bundle(checked.raw_sha256), raw)
+    except StorageError as exc:
+        stored = exc
+    return checked._replace(stored=stored)
+
+
+def _stored_parts(stored: ObjectInfo | StorageError | None) -> list | str | None:
+    if isinstance(stored, ObjectInfo):
+        return [stored.path, stored.sha256, stored.size]
+    return None if stored is None else str(stored)
+
+
+def _stored(parts: list | str | None) -> ObjectInfo | StorageError | None:
+    if isinstance(parts, str):
+        return StorageError(parts)
+    return None if parts is None else ObjectInfo(*parts)
 
 
 def encode_verdict(checked: Checked) -> bytes:
@@ -96,6 +130,7 @@ def encode_verdict(checked: Checked) -> bytes:
                 checked.key_ids,
                 checked.names_every_citer,
                 None if prepared is None else prepared.parts(),
+                _stored_parts(checked.stored),
             ]
         )
     except orjson.JSONEncodeError:
@@ -103,13 +138,13 @@ def encode_verdict(checked: Checked) -> bytes:
 
 
 def decode(answer: bytes) -> Checked:
-    parsed, fields, raw_sha256, signers, complete, prepared = orjson.loads(answer)
+    parsed, fields, raw_sha256, signers, complete, prepared, stored = orjson.loads(answer)
     fields["inferred_types"] = tuple(fields["inferred_types"])
     fields["status"] = Status(fields["status"])
     verdict = Verdict(**fields)
     if prepared is not None:
         prepared = Prepared.from_parts(prepared, verdict, raw_sha256)
-    return Checked(verdict, parsed, raw_sha256, tuple(signers), complete, prepared)
+    return Checked(verdict, parsed, raw_sha256, tuple(signers), complete, prepared, _stored(stored))
 
 
 def restore(checked: Checked, raw: bytes, limits: Limits, tree: bool = True) -> Checked:
@@ -126,11 +161,17 @@ def restore(checked: Checked, raw: bytes, limits: Limits, tree: bool = True) -> 
 
 def serve_verifier(sock: socket.socket) -> None:
     """A worker's life: read its configuration, then bundles from ``sock``, answer each
-    with its encoded verdict, in order, until the crawl closes its end."""
+    with its encoded verdict (once a verified one is stored), in order, until the crawl
+    closes its end."""
     incoming = messages(sock.makefile("rb"))
     configuration = next(incoming, None)
     if configuration is None:  # the crawl closed before it began
         return
     checker = BundleChecker.configured(configuration)
+    folder = orjson.loads(configuration)["folder"]
+    store = None if folder is None else LocalStore(folder)
     for raw in incoming:
-        sock.sendall(framed(encode_verdict(checker(raw))))
+        checked = checker(raw)
+        if store is not None:
+            checked = store_verified(store, checked, raw)
+        sock.sendall(framed(encode_verdict(checked)))

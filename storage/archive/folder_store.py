@@ -56,13 +56,21 @@ class LocalStore(ObjectStore):
     A write is a handful of system calls, each of which gives up the GIL and takes it
     back from the crawl's thread: two upload threads keep up with a crawl, where four
     (or an fsync per file, which holds a thread and its queued bytes) cost the crawl
-    a fifth of its speed (bench/RESULTS.md, "Second round: WARC off Scrapy's thread")."""
+    a fifth of its speed (bench/RESULTS.md, "Second round: WARC off Scrapy's thread").
+    A crawl's verifier processes store the bundles they verify here themselves, each with
+    a store of its own over ``folder`` (``crawler.verifying.verify_worker``), and the
+    writer ``adopt``s what they stored. What is still written in this process, a
+    bundle-sized object, is written at once in the caller's thread: its few system calls
+    cost less there than in a thread, each of whose calls waits for the GIL the crawl
+    holds (bench/RESULTS.md, "Raw objects stored where they are verified")."""
 
     upload_threads = 2
+    inline_write_max = 256 * 1024
 
     def __init__(self, root: LocalPath) -> None:
         self.root = Path(root).absolute()
         self.uri = self.root.as_uri()
+        self.folder = str(self.root)
         self._unsynced_dirs: set[str] = set()
         self._unsynced_files: list[str] = []  # where the filesystem cannot be synced whole
         self._made: set[str] = set()  # folders known to exist
@@ -107,11 +115,22 @@ class LocalStore(ObjectStore):
                 os.unlink(temp)
         except OSError as exc:
             raise StorageError(f"{self.uri}: cannot write {path}: {exc}") from exc
+        self._written(target)
+        return True
+
+    def adopt(self, path: str) -> None:
+        target = f"{self.root}/{check_path(path)}"
+        folder = target.rpartition("/")[0]
+        self._note_made(folder)  # the folders the other process made go to the flush too
+        self._written(target)
+
+    def _written(self, target: str) -> None:
+        """A new object at ``target``: its folder's entry, and itself where the
+        filesystem cannot be synced whole, go to the next flush."""
         with self._lock:
-            self._unsynced_dirs.add(folder)
+            self._unsynced_dirs.add(target.rpartition("/")[0])
             if SYNCFS is None:
                 self._unsynced_files.append(target)
-        return True
 
     def _temp(self, folder: str) -> tuple[int, str]:
         while True:
@@ -124,6 +143,9 @@ class LocalStore(ObjectStore):
     def _make(self, folder: str) -> None:
         """Create ``folder`` and its parents; each goes to the next flush (a new entry in its parent)."""
         os.makedirs(folder, exist_ok=True)
+        self._note_made(folder)
+
+    def _note_made(self, folder: str) -> None:
         root = str(self.root)
         with self._lock:
             while folder not in self._made and len(folder) > len(root):

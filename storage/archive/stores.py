@@ -97,6 +97,15 @@ class ObjectStore(ABC):
 
     uri: str
     upload_threads = 8  # writes a run keeps under way at once
+    inline_write_max = 0  # bytes up to which a run writes an object in the caller's thread, not an upload's
+    # a folder that processes beside the crawl (its verifiers) may write objects into as
+    # ``put_bytes`` does, with a store of their own over it (LocalStore); None: only this one
+    folder: str | None = None
+
+    def adopt(self, path: str) -> None:
+        """Take in an object another process wrote into ``folder``: the next ``flush``
+        makes it durable with this store's own writes."""
+        raise StorageError(f"{self.uri}: takes no objects written by other processes")
 
     def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
         info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))

@@ -76,7 +76,7 @@ class WarcPolicy:
 
     max_bytes: int = 1024 * MiB
     stall_timeout: float = 30.0
-    queue_bytes: int = 64 * MiB
+    queue_bytes: int = 8 * MiB
     hosted: tuple[str, ...] = ()  # more services for the writer's process (``storage.runtime.child_process``)
 
 

@@ -117,8 +117,9 @@ def keep_alive(sock: socket.socket, sending: threading.Lock) -> None:
 
 
 class WatchedChild:
-    """A child (``start_child``) that never blocks its caller. ``send`` queues a
-    message; ``full`` says the queue holds ``max_queued`` bytes or more, and
+    """A child (``start_child``) that never blocks its caller. ``send`` sends a
+    message as far as the socket takes it at once and queues the rest for a sender
+    thread; ``full`` says the queue holds ``max_queued`` bytes or more, and
     ``when_room`` calls back (from any thread) once it holds less, or the child is
     gone. ``ask`` sends a message and waits for the child's next one. A child that
     takes none of the queued bytes for ``stall_timeout`` seconds, or says nothing that
@@ -139,6 +140,7 @@ class WatchedChild:
         self._queued = 0  # bytes in the queue and in the sender's hands
         self._room_waiters: list[Callable[[], None]] = []
         self._stopping = False
+        self._sending = False  # the sender holds buffers taken from the queue
         self._last_asked = False  # its exit is expected once it answers
         self._answers: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._heard = time.monotonic()
@@ -147,16 +149,36 @@ class WatchedChild:
         threading.Thread(target=self._read_all, daemon=True, name=f"{self.module}-read").start()
 
     def send(self, *parts: bytes) -> bool:
-        """Queue ``parts``, each a message (no copy is made); False once the child is gone."""
-        buffers = [buffer for part in parts for buffer in (FRAME.pack(len(part)), part)]
-        size = sum(map(len, buffers))
+        """Queue ``parts``, each a message (no copy is made); False once the child is gone.
+        When nothing is queued they go down the socket at once, as far as it takes them
+        without waiting: waking the sender thread for each message costs the caller more
+        than the send, as the sender's every call then waits for the GIL the caller holds."""
+        buffers: list = [buffer for part in parts for buffer in (FRAME.pack(len(part)), part)]
         with self._state:
             if self.gone is not None or self._stopping:
                 return False
+            if not self._queue and not self._sending:
+                buffers = self._send_now(buffers)
+                if not buffers:
+                    return True
             self._queue.extend(buffers)
-            self._queued += size
+            self._queued += sum(map(len, buffers))
             self._state.notify()
         return True
+
+    def _send_now(self, buffers: list) -> list:
+        """Send what the socket takes of ``buffers`` without waiting (under the state
+        lock, nothing queued); returns the rest, for the sender."""
+        views = [memoryview(buffer) for buffer in buffers if buffer]
+        try:
+            sent = self._socket.sendmsg(views[:BUFFERS_AT_ONCE], [], socket.MSG_DONTWAIT)
+        except OSError:  # full, or closed: the sender waits, or says how the child died
+            return buffers
+        while views and sent >= len(views[0]):
+            sent -= len(views.pop(0))
+        if views and sent:
+            views[0] = views[0][sent:]
+        return views
 
     def take_channel(self, index: int) -> socket.socket | None:
         """Our end of the socket of hosted service ``index``, now the caller's to close;
@@ -242,10 +264,12 @@ class WatchedChild:
                     return
                 count = min(len(self._queue), BUFFERS_AT_ONCE)
                 buffers = [self._queue.popleft() for _ in range(count)]
+                self._sending = True
             size = sum(map(len, buffers))
             if not self._write(buffers):
                 return
             with self._state:
+                self._sending = False
                 if self.gone is not None:
                     return
                 self._queued -= size

@@ -79,12 +79,57 @@ class OpenRun:
         self._lock = threading.Lock()
         self._pending: set[Future] = set()
 
-    def submit(self, path: str, data: bytes, keep_existing: bool = False, owed: Stored | None = None) -> Future:
+    def submit(
+        self,
+        path: str,
+        data: bytes,
+        keep_existing: bool = False,
+        owed: Stored | None = None,
+        stored: "ObjectInfo | StorageError | None" = None,
+    ) -> Future:
         """Store ``data`` under ``path``; the future gives its ObjectInfo. With
         ``keep_existing`` another object already there is listed instead of failing;
-        ``owed``: the bundle version it stores, owed an attestation once stored."""
+        ``owed``: the bundle version it stores, owed an attestation once stored;
+        ``stored``: what the process that verified it stored already (``adopt``)."""
+        if stored is not None:
+            if owed is None:
+                raise ValueError(f"{path}: only a bundle version's bytes are stored where it is verified")
+            return self.adopt(path, stored, owed)
+        if len(data) <= self.store.inline_write_max:
+            return self._put_now(path, data, keep_existing, owed)
         future = self._uploader.submit(len(data), self._put_bytes, path, data, keep_existing, owed)
         self._track(future)
+        return future
+
+    def _put_now(self, path: str, data: bytes, keep_existing: bool, owed: Stored | None) -> Future:
+        """``submit`` in the caller's thread: the future is done on return, with the
+        ObjectInfo or the failure (recorded for the run, as an upload's would be)."""
+        future: Future[ObjectInfo] = Future()
+        try:
+            future.set_result(self._put_bytes(path, data, keep_existing, owed))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def adopt(self, path: str, stored: "ObjectInfo | StorageError", owed: Stored) -> Future:
+        """An object another process stored as ``submit`` would have (a verifier writing
+        into the archive's folder): listed and owed an attestation alike, its failure
+        recorded for the run alike; a future done on return, as ``submit``'s."""
+        future: Future[ObjectInfo] = Future()
+        if isinstance(stored, ObjectInfo) and (stored.path, stored.sha256, stored.size) != (
+            path,
+            owed.raw_sha256,
+            owed.size,
+        ):
+            stored = StorageError(
+                f"{self.store.uri}: {path} was stored as {stored.path} ({stored.sha256}, {stored.size} bytes)"
+            )
+        if isinstance(stored, StorageError):
+            self._failure.record(stored)
+            future.set_exception(stored)
+            return future
+        self.store.adopt(path)
+        future.set_result(self.ledger.record(stored, owed, utc_now()))
         return future
 
     def submit_all(self, objects: list[tuple[str, bytes, Stored]]) -> None:

@@ -1,6 +1,6 @@
-"""The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables,
-and commits what it wrote with one signed manifest per run. Its parts each own
-one thing: ``storage.archive.history_loader`` the history new versions are judged against,
+"""The one object a crawl pipeline talks to: it stores raw bytes, feeds the tables, and
+commits what it wrote with one signed manifest per run. Its parts each own one thing:
+``storage.archive.history_loader`` the history new versions are judged against,
 ``storage.writing.open_run`` what one manifest lists (uploads, table files, owed
 attestations), ``storage.writing.commit`` the attestations, transparency log and signed
 manifest of a commit, ``storage.writing.spool`` the local folder table files are spooled in.
@@ -10,16 +10,16 @@ archive (its history, the head of this key's attestation chain, where its log st
 and makes the spool folder, removing those of killed runs.
 
 A long crawl commits as it goes: ``commit_interim`` seals what was written so far under a
-manifest of its own (a run id of its own) and carries on in a new run, so memory,
-and what a crash can lose, stay bounded by the run, not the crawl. The history
-used for dedup and the attestation chain run across runs.
+manifest of its own (a run id of its own) and carries on in a new run, so memory, and
+what a crash can lose, stay bounded by the run, not the crawl. The history used for
+dedup and the attestation chain run across runs.
 
-Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed
-in a committed ``records`` file, or seen earlier in this run, gets a verifications row
-marked ``duplicate`` and nothing else. A record's history only grows
-(``storage.archive.history``): a version that is not append-only is stored as evidence but
-not made current. Any failed write fails the run: ``add_*`` raise StorageError from
-then on and ``commit`` raises instead of writing a manifest.
+Rows are idempotent across runs: a bundle version (``bundle_sha256``) already listed in a
+committed ``records`` file, or seen earlier in this run, gets a verifications row marked
+``duplicate`` and nothing else. A record's history only grows (``storage.archive.history``):
+a version that is not append-only is stored as evidence but not made current. Any failed
+write fails the run: ``add_*`` raise StorageError from then on and ``commit`` raises
+instead of writing a manifest.
 """
 
 import logging
@@ -187,9 +187,11 @@ class ArchiveWriter:
         equivocation: Equivocation | None = None,
         on_objection: Callable[[str], None] | None = None,
         forks_are_split_views: bool = False,
+        stored: ObjectInfo | StorageError | None = None,
     ) -> "Future[ObjectInfo | None]":
-        """Archive a verified bundle version, ``prepared`` where it was verified. The
-        future gives the raw object's ObjectInfo once stored, or None when the version
+        """Archive a verified bundle version, ``prepared`` (and ``stored``: what its
+        ``put_bytes`` gave, or raised, into ``ObjectStore.folder``) where it was verified.
+        The future gives the raw object's ObjectInfo once stored, or None when the version
         was archived before. A version that is not append-only is stored but not made
         current (reason ``not_append_only``), and ``on_objection`` is told at once how it
         relates to the current version: "stale" (older) or "forked" (each lacks events of
@@ -200,10 +202,13 @@ class ArchiveWriter:
         with self._lock:
             open_run = self._run()
             judged, upload = self._admit(open_run, raw, prepared, url, fetched_at, equivocation, forks_are_split_views)
-            stored = _done(None) if upload is None else open_run.submit(upload[0], upload[1], owed=upload[2])
+            if upload is None:  # a duplicate: whatever its verifier stored is the copy held already
+                future = _done(None)
+            else:
+                future = open_run.submit(upload[0], upload[1], owed=upload[2], stored=stored)
         if judged.relation is not None and on_objection is not None:
             on_objection(judged.relation)
-        return stored
+        return future
 
     def add_prepared_all(self, versions: Iterable[tuple[bytes, Prepared, str]], fetched_at: datetime) -> None:
         """Archive verified versions, ``(raw, prepared, url)`` each, as ``add_prepared``
