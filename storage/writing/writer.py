@@ -189,15 +189,14 @@ class ArchiveWriter:
         forks_are_split_views: bool = False,
         stored: ObjectInfo | StorageError | None = None,
     ) -> "Future[ObjectInfo | None]":
-        """Archive a verified bundle version, ``prepared`` (and ``stored``: what its
-        ``put_bytes`` gave, or raised, into ``ObjectStore.folder``) where it was verified.
-        The future gives the raw object's ObjectInfo once stored, or None when the version
-        was archived before. A version that is not append-only is stored but not made
-        current (reason ``not_append_only``), and ``on_objection`` is told at once how it
-        relates to the current version: "stale" (older) or "forked" (each lacks events of
-        the other); a pith.split_view.Equivocation flags it ``equivocation``, and so does
-        a fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over
-        several sources: it shows another history than the one the archive holds)."""
+        """Archive a verified bundle version, ``prepared`` (and ``stored``, what its ``put_bytes`` into
+        ``ObjectStore.folder`` gave or raised) where it was verified. The future gives the raw
+        object's ObjectInfo once stored, or None when the version was archived before. A version
+        that is not append-only is stored but not made current (reason ``not_append_only``), and
+        ``on_objection`` is told at once how it relates to the current version: "stale" (older) or
+        "forked" (each lacks events of the other); a pith.split_view.Equivocation flags it
+        ``equivocation``, and so does a fork when ``forks_are_split_views`` (a mirror's copy, in a
+        crawl spread over several sources: it shows another history than the one the archive holds)."""
         self._check_usable()
         with self._lock:
             open_run = self._run()
