@@ -28,6 +28,7 @@ from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.history import Judgement
 from storage.archive.stores import ObjectInfo, StorageError
+from tests.plugins.archives import corpus_raws
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
 from tests.plugins.tables import read_rows
@@ -288,3 +289,34 @@ def test_a_worker_stores_what_it_verifies_in_the_archive_folder_as_the_writer_wo
     first = asyncio.run(check_all(clash))[0]
     assert isinstance(first.stored, StorageError)
     assert layout.raw_bundle(first.raw_sha256) in str(first.stored)
+
+
+@pytest.mark.parametrize("workers", ["1", "0"])
+def test_an_archive_holding_other_bytes_at_a_bundles_address_fails_the_crawl_by_name(
+    workers, tmp_path, corpus_dir, mirror
+):
+    """A raw object edited in the archive (other bytes under a bundle's content address)
+    is never taken for the bundle, whether the verifier worker or the crawl stores it:
+    the crawl ends with exit 4, one line naming the object, no traceback, and commits
+    nothing of the run."""
+    seed = "RLLQL6357CWNZYHNBMCYD3UK5B"
+    raw = corpus_raws(corpus_dir)[seed]
+    archive = tmp_path / "archive"
+    path = layout.raw_bundle(hashlib.sha256(raw).hexdigest())
+    LocalStore(archive).put_bytes(path, raw.replace(b"{", b" {", 1))  # edited after signing
+    result = run_cli_crawl(
+        tmp_path,
+        seed,
+        "--no-follow",
+        "--verify-workers",
+        workers,
+        resolver=mirror().url,
+        out=archive,
+        corpus=corpus_dir,
+        logged=False,
+    )
+    assert result.returncode == 4, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("failed (exit 4)")]
+    assert path in line, result.stderr[-3000:]
+    assert not (archive / "manifests").exists() or not any((archive / "manifests").iterdir())
