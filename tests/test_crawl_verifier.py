@@ -320,3 +320,43 @@ def test_an_archive_holding_other_bytes_at_a_bundles_address_fails_the_crawl_by_
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("failed (exit 4)")]
     assert path in line, result.stderr[-3000:]
     assert not (archive / "manifests").exists() or not any((archive / "manifests").iterdir())
+
+
+@pytest.mark.parametrize("kind", ["garbage", "cut short", "no stored object"])
+def test_a_worker_answer_that_is_no_verdict_loses_the_worker_not_the_bundle(kind):
+    """Whatever comes back on a worker's socket that is not a verdict (garbage, a verdict
+    cut short, a stored object that is none) ends that worker: the bundle waiting on it
+    gets WorkerLost at once, to be verified again, never a wait without end."""
+    import socket as sockets
+
+    from crawler.verifying.verifier import WorkerLost
+    from storage.runtime.child_process import framed, messages
+
+    ours, theirs = sockets.socketpair()
+    theirs.settimeout(10)
+    checker = BundleChecker(Keyring.default(), Limits())
+    raw = (FIXTURES / f"{REAL[0]}.bundle.json").read_bytes()
+    verdict = json.loads(encode_verdict(checker(raw)))
+    answer = {
+        "garbage": b"not json",
+        "cut short": json.dumps(verdict[:2]).encode(),
+        "no stored object": json.dumps([*verdict[:-1], 7]).encode(),
+    }[kind]
+    assert decode(encode_verdict(checker(raw))).verdict.ok  # the answer it stands in for decodes
+
+    async def ask():
+        worker = Worker(checker, channel=ours)
+        try:
+            waiting = asyncio.ensure_future(worker.check(raw))
+            incoming = messages(theirs.makefile("rb"))
+            received = await asyncio.to_thread(lambda: [next(incoming), next(incoming)])  # the loop sends meanwhile
+            assert received == [checker.configuration(), raw]
+            theirs.sendall(framed(answer))
+            with pytest.raises(WorkerLost):
+                await asyncio.wait_for(waiting, 10)
+            assert not worker.alive
+        finally:
+            worker.close()
+            theirs.close()
+
+    asyncio.run(ask())

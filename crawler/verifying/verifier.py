@@ -10,7 +10,7 @@ reads it (``crawler.verifying.verify_worker``), so the crawl's thread spends a f
 of a millisecond per bundle instead of the whole check. At most ``IN_FLIGHT_PER_WORKER`` bundles per worker
 are under way; past that the spider's callback waits, its responses stay in Scrapy's
 scraper and the engine stops downloading until the workers catch up. A worker that
-dies (killed, out of memory) takes nothing with it: another is started and its
+dies (killed, out of memory), or answers anything but a verdict, takes nothing with it: another is started and its
 bundles are verified again.
 """
 
@@ -110,10 +110,13 @@ class Worker:
             while True:
                 (size,) = FRAME.unpack(await reader.readexactly(FRAME.size))
                 answer = await reader.readexactly(size)
-                self.pending.popleft().set_result(decode(answer) if answer else None)
+                checked = decode(answer) if answer else None  # before its waiter leaves the queue
+                self.pending.popleft().set_result(checked)
         except (asyncio.IncompleteReadError, ConnectionError):  # it died, or we closed it
             pass
-        self._lost()
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # unasked, or not what a worker writes
+            logger.warning("a verifier process sent what is not a verdict (%s): it is replaced", exc)
+        self._lost()  # what it held is verified again, by another (Verifier._replace)
 
     def _lost(self) -> None:
         self.alive = False
