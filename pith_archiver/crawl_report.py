@@ -13,7 +13,7 @@ import click
 from crawler.stat_keys import BAD_COPIES, CrawlStats, Stat, StatFamily, read_family
 
 from .exit_status import ExitStatus, worst
-from .output import NORMAL, QUIET, echo
+from .output import NORMAL, QUIET, counted, echo
 
 INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
 STOPPED = (ExitStatus.INTERRUPTED, ExitStatus.TERMINATED)
@@ -71,10 +71,10 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         whys.append(failed_commit)
     elif failed > allowed_failures(budget, max(crawl.records_found, 1)):
         statuses.append(ExitStatus.FAILED)
-        whys.append(f"{failed} fetch failures, more than --max-failures allows")
+        whys.append(f"{counted(failed, 'fetch failure')}, more than --max-failures allows")
     elif failed:
         statuses.append(ExitStatus.PARTIAL)
-        whys.append(f"{failed} fetch failures (within --max-failures): rerun to fetch them")
+        whys.append(f"{counted(failed, 'fetch failure')} (within --max-failures): rerun to fetch them")
     if crawl.unaccounted:
         statuses.append(ExitStatus.FAILED)
         whys.append(f"records unaccounted for: {crawl.unaccounted} (named in the log)")
@@ -83,11 +83,11 @@ def outcome(crawl: CrawlStats, budget: tuple[float, bool], shared: bool = False)
         whys.append(warc_loss(crawl))
     if crawl.rejected:
         statuses.append(ExitStatus.REJECTED)
-        whys.append(f"{crawl.rejected} bundles rejected by verification (kept in quarantine/)")
+        whys.append(f"{counted(crawl.rejected, 'bundle')} rejected by verification (kept in quarantine/)")
     if crawl.equivocations:
         statuses.append(ExitStatus.REJECTED)
         whys.append(
-            f"{crawl.equivocations} split views: resolvers served forked histories of a record "
+            f"{counted(crawl.equivocations, 'split view')}: resolvers served forked histories of a record "
             "(both copies kept, flagged equivocation in verifications)"
         )
     status = worst(*statuses)
@@ -123,8 +123,8 @@ def commit_failure(crawl: CrawlStats) -> str:
     that reached no bundle had nothing to commit)."""
     if not crawl.reached or (crawl.manifest and not crawl.commit_error):
         return ""
-    lost = f": {crawl.uncommitted} bundles archived new are not committed" if crawl.uncommitted else ""
-    kept = f" ({crawl.interim_commits} interim commits before)" if crawl.interim_commits else ""
+    lost = f": {counted(crawl.uncommitted, 'bundle')} archived new left uncommitted" if crawl.uncommitted else ""
+    kept = f" ({counted(crawl.interim_commits, 'interim commit')} before)" if crawl.interim_commits else ""
     return f"the final commit failed: {crawl.commit_error or 'the run did not finish'}{lost}{kept}"
 
 
@@ -299,7 +299,7 @@ def report(
         f"of {crawl.records_found} found; {crawl.requests} requests{per_record}"
     )
     if crawl.equivocations:
-        line += f", {crawl.equivocations} split views"
+        line += f", {counted(crawl.equivocations, 'split view')}"
     if verbosity <= QUIET:
         echo(line + quiet_notes(stats, result.status, resume), err=result.status != ExitStatus.OK)
         return result.status
@@ -330,7 +330,10 @@ def report(
         echo(hosts_line(stats))
     manifest, interim = crawl.manifest, crawl.interim_commits
     if manifest and not crawl.commit_error:
-        echo(f"committed {archive}/{manifest}" + (f" (and {interim} interim commits before)" if interim else ""))
+        echo(
+            f"committed {archive}/{manifest}"
+            + (f" (and {counted(interim, 'interim commit')} before)" if interim else "")
+        )
     elif interim:
         echo(f"{interim} interim commits, the last {archive}/{manifest}")
     if log_file:

@@ -33,7 +33,7 @@ from crawler.stat_keys import Stat
 
 from . import interrupts
 from .interrupts import SIGNALS, name_of
-from .output import say
+from .output import counted, say
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,6 @@ class CrawlStop:
         assert self.signum is not None  # noqa: S101 - a signal started the stop
         interrupts.exit_now(
             self.signum,
-            f"{why}: quit without committing; {lost} bundles archived new since the last commit are lost "
+            f"{why}: quit without committing; lost {counted(lost, 'bundle')} archived new since the last commit "
             "(the audit lists what they left as orphans); rerun the same command",
         )

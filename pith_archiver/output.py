@@ -18,6 +18,11 @@ QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
 Command = Callable[..., Any]  # a click command's function, before and after its options
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 bundle``, ``2 bundles``: a count as a person reads it (``noun`` takes an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def verbosity_options(func: Command) -> Command:
     """Adds ``verbosity`` (QUIET, NORMAL, VERBOSE or DEBUG) to the command's arguments."""
     func = click.option("-q", "--quiet", is_flag=True, help="Print only errors and a one-line summary.")(func)

@@ -18,7 +18,7 @@ from .exit_status import ConfigError, ExitStatus, RunFailed
 from .interrupts import interrupted_status
 from .keyrings import build_keyring
 from .ordered_pool import eager_map
-from .output import say
+from .output import counted, say
 
 
 def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
@@ -58,7 +58,7 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
         raise RunFailed(f"--out: {exc}") from None
     for outcome in outcomes:
         say(_line(outcome))
-    say(f"from {peer.uri}: {peer.reads} files read; committed {manifest}")
+    say(f"from {peer.uri}: {counted(peer.reads, 'file')} read; committed {manifest}")
     return ExitStatus.OK if all(outcome.clean for outcome in outcomes) else ExitStatus.REJECTED
 
 

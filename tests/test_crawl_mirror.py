@@ -97,7 +97,7 @@ def test_unknown_alias_is_counted_not_fatal(tmp_path, corpus_dir, mirror):
         corpus=corpus_dir,
     )
     assert result.returncode == 3  # done with failures, within --max-failures
-    assert "partial (exit 3): 1 fetch failures" in result.stderr
+    assert "partial (exit 3): 1 fetch failure" in result.stderr
     assert (result.stat("seeds_unresolved"), result.stat("verified")) == (1, 1)
 
 

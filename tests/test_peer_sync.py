@@ -146,7 +146,7 @@ def test_a_sync_without_the_peers_key_pinned_is_a_usage_error(tmp_path, peer, co
 def test_nothing_new_reads_the_checkpoint_and_archives_nothing(tmp_path, peer, corpus_dir, peer_signer):
     sync(tmp_path, peer, corpus_dir, peer_signer).check(0)
     result = sync(tmp_path, peer, corpus_dir, peer_signer).check(0)
-    assert "1 files read" in result.output
+    assert "1 file read" in result.output
 
 
 def test_a_flipped_object_is_quarantined_and_everything_else_archived(tmp_path, peer, corpus_dir, peer_signer):
@@ -159,6 +159,23 @@ def test_a_flipped_object_is_quarantined_and_everything_else_archived(tmp_path, 
     assert str(victim.relative_to(peer)) not in copied
     assert len(copied) == len(corpus_raws(corpus_dir)) - 1
     assert list((tmp_path / "copy" / layout.QUARANTINE).rglob("*.json"))
+
+
+def test_an_archive_holding_other_bytes_at_an_objects_address_fails_the_sync_by_name(
+    tmp_path, peer, corpus_dir, peer_signer
+):
+    """Other bytes already under a copied object's content address in the archive (an
+    edited raw object) are never taken for the peer's object: the sync ends with exit 4,
+    one line naming the object, and commits nothing."""
+    victim = sorted((peer / layout.RAW).rglob("*.json"))[0]
+    path = str(victim.relative_to(peer))
+    LocalStore(tmp_path / "copy").put_bytes(path, victim.read_bytes().replace(b"{", b" {", 1))
+    result = sync(tmp_path, peer, corpus_dir, peer_signer)
+    result.check(4)
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if path in line]
+    assert line.startswith("Error: --out: ") and "already exists" in line, result.stderr[-3000:]
+    assert not (tmp_path / "copy" / "manifests").exists()
 
 
 def test_a_lying_entry_bundle_fails_that_peer_with_a_named_reason(tmp_path, peer, corpus_dir, peer_signer):

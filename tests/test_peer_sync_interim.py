@@ -53,4 +53,4 @@ def test_a_sync_commits_every_n_versions_and_lists_the_checkpoint_in_its_last_ru
         "audit", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json", "--no-default-keys",
         "--signing-key", tmp_path / "own-key.json",
     ).check(0)  # fmt: skip
-    assert "1 files read" in sync(tmp_path, corpus_dir, peer_signer).check(0).output
+    assert "1 file read" in sync(tmp_path, corpus_dir, peer_signer).check(0).output

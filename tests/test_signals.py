@@ -26,6 +26,7 @@ from pith.signing import Signer
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.interrupts import UNWIND
+from pith_archiver.output import counted
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from storage.archive.s3_store import S3Store
@@ -169,8 +170,8 @@ def test_a_commit_that_hangs_is_given_up_and_says_what_is_lost(
     assert stored == len(seeds)
     status = ExitStatus(STATUS[signums[-1]])
     assert output.rstrip().splitlines()[-1] == (
-        f"{status.name.lower()} (exit {int(status)}): {why}: quit without committing; {stored} bundles archived "
-        "new since the last commit are lost (the audit lists what they left as orphans); rerun the same command; "
+        f"{status.name.lower()} (exit {int(status)}): {why}: quit without committing; lost {counted(stored, 'bundle')} "
+        "archived new since the last commit (the audit lists what they left as orphans); rerun the same command; "
         "ended at once"
     )
     check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
@@ -202,7 +203,10 @@ def test_a_failed_commit_is_never_summarised_as_archived(
     assert f"archived 0 new ({lost} more not committed)" in result.stdout
     assert "\ncommitted " not in result.stdout
     assert "failed (exit 4): the final commit failed: " in result.stderr
-    assert "AccessDenied" in result.stderr and f": {lost} bundles archived new are not committed" in result.stderr
+    assert (
+        "AccessDenied" in result.stderr
+        and f": {counted(lost, 'bundle')} archived new left uncommitted" in result.stderr
+    )
     assert [s.path for s in S3Store(s3_bucket, "archive", endpoint_url=s3_endpoint).list("manifests/")] == []
 
 
@@ -213,7 +217,7 @@ def test_a_stopped_crawl_whose_commit_failed_fails_and_sigterm_is_143():
         (0.0, False),
     )
     assert failed.status == ExitStatus.FAILED
-    assert failed.why == "stopped, and the final commit failed: disk full: 5 bundles archived new are not committed"
+    assert failed.why == "stopped, and the final commit failed: disk full: 5 bundles archived new left uncommitted"
     committed = {**base, "pith/manifest": "manifests/r.json"}
     assert outcome(CrawlStats.of({**committed, "pith/stopped_by": "SIGTERM"}), (0.0, False)).status == 143
     assert outcome(CrawlStats.of({**committed, "pith/stopped_by": "SIGINT"}), (0.0, False)).status == 130
@@ -277,7 +281,7 @@ def test_sigterm_while_the_commit_waits_for_a_frozen_warc_writer(tmp_path, corpu
     output = log.read_text(errors="replace")
     assert process.returncode == 143, output[-3000:]
     assert 2 <= took < 5
-    assert "not stopped within PITH_STOP_GRACE (2 s): quit without committing; 3 bundles archived new" in output
+    assert "not stopped within PITH_STOP_GRACE (2 s): quit without committing; lost 3 bundles archived new" in output
     assert not list(store.root.glob("manifests/*.json"))
 
 

@@ -178,7 +178,7 @@ def test_fetch_failures_within_the_budget_are_partial_beyond_it_failed(tmp_path,
     )
     assert within.returncode == 3, within.stderr
     assert "fetch failures: too_large 1" in within.stdout
-    assert "partial (exit 3): 1 fetch failures (within --max-failures)" in within.stderr
+    assert "partial (exit 3): 1 fetch failure (within --max-failures)" in within.stderr
     beyond = run_cli_crawl(
         tmp_path, "--max-failures", "0", *common, resolver=server.url, out="archive", corpus=corpus_dir, logged=False
     )
@@ -199,7 +199,7 @@ def test_rejections_exit_1_and_are_counted_by_reason(tmp_path, corpus_dir, corpu
         logged=False,
     )
     assert proc.returncode == 1, proc.stderr
-    assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundles rejected" in proc.stderr
+    assert "rejections: " in proc.stdout and "rejected (exit 1): 1 bundle rejected" in proc.stderr
 
 
 @pytest.mark.slow
