@@ -14,7 +14,7 @@ from storage.log_proofs import log_findings
 
 from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import VERBOSE, echo, log_to_stderr, verbosity_options
+from .output import VERBOSE, counted, echo, log_to_stderr, verbosity_options
 from .progress import progress
 from .repeats import Repeats
 from .run_hooks import RunHooks, run_hook_options
@@ -88,13 +88,13 @@ def audit(
 
 def _summary(counts: AuditCounts) -> str:
     checked = (
-        f"{counts.manifests} manifests, {counts.objects} objects ({counts.bytes} bytes), "
-        f"{counts.bundles} bundles"
+        f"{counted(counts.manifests, 'manifest')}, {counted(counts.objects, 'object')} ({counts.bytes} bytes), "
+        f"{counted(counts.bundles, 'bundle')}"
         + (f" ({counts.merge_inferred} with a merge rule only inferred)" if counts.merge_inferred else "")
-        + f", {counts.attestations} attestations "
+        + f", {counted(counts.attestations, 'attestation')} "
         f"(bundle size limit {SIZE_RULE['max_bytes']} bytes)"
     )
     if counts.clean:
         return f"clean: {checked}"
     found = ", ".join(f"{code} {n}" for code, n in sorted(counts.discrepancies.items()))
-    return f"{sum(counts.discrepancies.values())} discrepancies ({found}) in {checked}"
+    return f"{counted(sum(counts.discrepancies.values()), 'discrepancy', 'discrepancies')} ({found}) in {checked}"

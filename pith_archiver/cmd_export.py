@@ -15,7 +15,7 @@ from storage.publishing.export import ExportError, export_bag, export_dataset
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .option_checks import refuse
-from .output import QUIET, echo, log_to_stderr, say, verbosity_options
+from .output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
 from .progress import progress
 from .run_hooks import RunHooks, run_hook_options
 
@@ -111,8 +111,8 @@ def export(
         _fail(archive, exc, usage=ExportError)
     hooks.update(archived=summary.bundle_versions, why=f"exported to {summary.destination}")
     say(
-        f"exported {summary.bundle_versions} bundle versions ({summary.objects} files, {summary.bytes} bytes) "
-        f"from {archive} to {summary.destination} ({fmt})",
+        f"exported {counted(summary.bundle_versions, 'bundle version')} "
+        f"({counted(summary.objects, 'file')}, {summary.bytes} bytes) from {archive} to {summary.destination} ({fmt})",
         QUIET,
     )
 
@@ -172,9 +172,9 @@ def _release(
     records = release["tables"]["records"]["rows"]
     hooks.update(archived=records, why=f"released {release['release_id']} to {dest}")
     say(
-        f"released {release['release_id']} to {dest}: {records} records"
+        f"released {release['release_id']} to {dest}: {counted(records, 'record')}"
         + (f" added or changed since {release['since']}" if release["since"] else "")
-        + f", {len(release['files'])} files",
+        + f", {counted(len(release['files']), 'file')}",
         QUIET,
     )
 
@@ -198,7 +198,8 @@ def _wacz(
         _fail(archive, exc, usage=WaczError)
     hooks.update(archived=summary.bundles, why=f"exported to {summary.destination}")
     say(
-        f"exported {summary.warcs} WARC files ({summary.bundles} bundles inside, {summary.pages} pages, "
+        f"exported {counted(summary.warcs, 'WARC file')} ({counted(summary.bundles, 'bundle')} inside, "
+        f"{counted(summary.pages, 'page')}, "
         f"{summary.bytes} bytes) from {archive} to {summary.destination} (wacz)",
         QUIET,
     )

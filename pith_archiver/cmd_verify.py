@@ -22,7 +22,7 @@ from .interrupts import interrupted_status
 from .keyrings import build_keyring, keyring_options
 from .option_checks import refuse, refuse_endpoint_without_s3
 from .ordered_pool import ordered_map
-from .output import QUIET, VERBOSE, echo, verbosity_options
+from .output import QUIET, VERBOSE, counted, echo, verbosity_options
 from .progress import progress
 from .repeats import Repeats
 
@@ -211,8 +211,10 @@ class Report:
             self.states += 1
             self.states_matched += bool(record.get("matches"))
         if status == Status.VERIFIED:
-            line = f"VERIFIED    {label}  {source}" + (f"  {record['attestations']} attestations" if feed else "")
-            line += f"  {record['bundles']} bundles inside" if wacz else ""
+            line = f"VERIFIED    {label}  {source}" + (
+                f"  {counted(record['attestations'], 'attestation')}" if feed else ""
+            )
+            line += f"  {counted(record['bundles'], 'bundle')} inside" if wacz else ""
             if record.get("merge_confirmed") is False:
                 self.inferred += 1
                 line += f"  {merge_note(record['inferred_types'], record['merge_inferred_match'])}"

@@ -152,7 +152,7 @@ def accounting(crawl: CrawlStats, stopped: bool) -> str:
 
 def warc_loss(crawl: CrawlStats) -> str:
     """What the WARC files lack: WARC recording is on by default, so a loss is a failure."""
-    lost = f"{crawl.warc_not_recorded} exchanges not recorded"
+    lost = f"{counted(crawl.warc_not_recorded, 'exchange')} not recorded"
     return f"WARC writer stopped: {lost} ({crawl.warc_stopped})" if crawl.warc_stopped else f"WARC: {lost}"
 
 
@@ -248,7 +248,7 @@ def hosts_line(stats: dict) -> str:
             + ([f"last error: {causes[host]}"] if host in causes else [])
         )
         parts.append(
-            f"{host} {counts.get('requests', 0)} requests, {counts.get('records', 0)} records"
+            f"{host} {counted(counts.get('requests', 0), 'request')}, {counted(counts.get('records', 0), 'record')}"
             + (f" ({bad})" if bad else "")
         )
     demoted = stats.get(Stat.MIRRORS_DEMOTED, 0)
@@ -296,7 +296,7 @@ def report(
     records = accounting(crawl, result.status in STOPPED)
     line = (
         f"{result.status.name.lower()} (exit {int(result.status)}): {records}, "
-        f"of {crawl.records_found} found; {crawl.requests} requests{per_record}"
+        f"of {crawl.records_found} found; {counted(crawl.requests, 'request')}{per_record}"
     )
     if crawl.equivocations:
         line += f", {counted(crawl.equivocations, 'split view')}"
@@ -340,7 +340,7 @@ def report(
         echo(f"log: {log_file}")
     why = result.why
     if result.status in STOPPED:
-        dropped = f"{crawl.requests_dropped} requests in flight dropped; " if crawl.requests_dropped else ""
+        dropped = f"{counted(crawl.requests_dropped, 'request')} in flight dropped; " if crawl.requests_dropped else ""
         kept = "what was archived is committed" if crawl.reached else "nothing was fetched"
         why = f"{why}; {dropped}{kept}" + (f"; resume with: {resume}" if resume else "")
     echo(f"{result.status.name.lower()} (exit {int(result.status)}): {why}", err=result.status != ExitStatus.OK)

@@ -100,8 +100,8 @@ class CrawlStop:
             dropped = downloader.drop_in_flight() if isinstance(downloader, CappedDownloader) else 0
             logger.info("%s: stopping at once, %d requests in flight dropped", name_of(signum), dropped)
             say(
-                f"{name_of(signum)}: stopping at once; {dropped} requests in flight dropped, committing what was "
-                "archived (another signal: quit without committing)",
+                f"{name_of(signum)}: stopping at once; {counted(dropped, 'request')} in flight dropped, "
+                "committing what was archived (another signal: quit without committing)",
                 err=True,
             )
         if engine.running:

@@ -18,9 +18,10 @@ QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
 Command = Callable[..., Any]  # a click command's function, before and after its options
 
 
-def counted(count: int, noun: str) -> str:
-    """``1 bundle``, ``2 bundles``: a count as a person reads it (``noun`` takes an s)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def counted(count: int, noun: str, nouns: str = "") -> str:
+    """``1 bundle``, ``2 bundles``: a count as a person reads it (``nouns``: the plural,
+    when it is not ``noun`` and an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {nouns or noun + 's'}"
 
 
 def verbosity_options(func: Command) -> Command:

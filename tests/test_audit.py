@@ -167,7 +167,7 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
 
     clean = run_cli("audit", str(archive), *keys, "--keyring", str(key_document))
     assert clean.returncode == 0, clean.output
-    assert clean.output.startswith("clean: 1 manifests, ") and ", 6 bundles, 6 attestations" in clean.output
+    assert clean.output.startswith("clean: 1 manifest, ") and ", 6 bundles, 6 attestations" in clean.output
 
     # trust never comes from the archive unless asked for; elsewhere than the crawling machine, the
     # manifest is one finding that says how to pin its key, and its objects are not orphans
@@ -180,7 +180,7 @@ def test_the_command_after_a_crawl(tmp_path, corpus_dir, corpus_catalog, mirror,
         f"to check them, pass --keyring {archive}/keys/{key_document.name} after checking its fingerprint, "
         "or --trust-archive-keys"
     ) in finding
-    assert summary.startswith("1 discrepancies (manifest_unpinned 1) in 0 manifests")
+    assert summary.startswith("1 discrepancy (manifest_unpinned 1) in 0 manifests")
     assert run_cli("audit", str(archive), *keys, "--trust-archive-keys").returncode == 0
     # on the crawling machine its own key is trusted with no option
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -240,7 +240,7 @@ def test_findings_alike_are_told_once_with_their_fix(tmp_path, corpus_dir, corpu
     assert first.startswith("bundle_rejected raw/bundles/") and " unknown_key at " in first
     fix = "pin it with --keyring FILE (a keyring holding that key, its fingerprint checked out of band)"
     assert told == f"12 bundles signed by a key not pinned ({first.split(' ', 2)[2]}): {fix}; -v lists each"
-    assert summary.startswith("12 discrepancies (bundle_rejected 12) in 1 manifests")
+    assert summary.startswith("12 discrepancies (bundle_rejected 12) in 1 manifest")
     each = run_cli(*args, "-v")
     assert each.returncode == 1 and each.stdout.count("bundle_rejected raw/bundles/") == 12
     assert told.removesuffix("; -v lists each") in each.stdout.splitlines()

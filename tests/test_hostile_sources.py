@@ -23,6 +23,7 @@ from pith.verify import Status, Verdict
 from pith_archiver import FIXTURES
 from pith_archiver.crawl_report import outcome
 from pith_archiver.exit_status import ExitStatus
+from pith_archiver.output import counted
 from pith_testkit.faults import FaultPlan
 from tests.plugins.archives import corpus_raws, extended
 from tests.plugins.crawling import build_static_site, run_cli_crawl, serving
@@ -107,7 +108,7 @@ def test_a_hostile_mirror_beside_a_good_resolver_costs_a_few_requests_and_no_rec
     assert 1 <= bad_copies == host_stat(result, bad, "requests") <= 4  # held back to 2 in flight, demoted after 3
     assert host_stat(result, bad, "demoted") == (bad_copies >= 3)
     sources = next(line for line in result.stdout.splitlines() if line.startswith("sources: "))
-    assert f"{urlsplit(bad).netloc} {bad_copies} requests, 0 records ({what} {bad_copies}" in sources
+    assert f"{urlsplit(bad).netloc} {counted(bad_copies, 'request')}, 0 records ({what} {bad_copies}" in sources
     if mode == "swap":
         rows = [r for r in read_rows(tmp_path / "archive", "verifications") if r["reason"] == "wrong_record"]
         assert rows and all(r["status"] == "rejected" and urlsplit(r["url"]).netloc in bad for r in rows)

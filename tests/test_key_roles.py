@@ -108,7 +108,7 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
         assert audited.returncode == 1, audited.stderr
         [finding] = [line for line in audited.stdout.splitlines() if line.startswith("bundle_rejected")]
         assert "wrong_key_role at events[0].payload.receipt.key_id" in finding
-        assert audited.stdout.splitlines()[-1].startswith("1 discrepancies (bundle_rejected 1)")
+        assert audited.stdout.splitlines()[-1].startswith("1 discrepancy (bundle_rejected 1)")
 
     with serve_process(archive) as (_, url):  # on this machine (XDG_CONFIG_HOME is tmp_path/config)
         assert fetch(f"{url}/pith/1904.12043v2") == (404, b"")  # no alias leads to the forgery
@@ -207,7 +207,7 @@ def test_an_archive_crawled_here_audits_clean_with_no_options(tmp_path, static_s
     run_cli_crawl(tmp_path, suffixes[0], resolver=base, out=archive).check()
     clean = run_cli("audit", archive, home=tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert clean.stdout.startswith("clean: 1 manifests, ") and clean.stderr == ""
+    assert clean.stdout.startswith("clean: 1 manifest, ") and clean.stderr == ""
     quiet = run_cli("audit", "-q", archive, home=tmp_path)
     assert quiet.returncode == 0 and len(quiet.stdout.splitlines()) == 1 and quiet.stderr == ""
     assert f"auditing {archive}" in on_a_terminal(tmp_path, "audit", archive)  # progress only where people look

@@ -98,7 +98,7 @@ def test_a_crawl_stopped_at_once_commits_what_it_verified_and_resumes_the_rest(
     assert stats["pith/stopped_by"] == signal.Signals(signums[-1]).name
     assert stats["pith/requests_dropped"] >= 2 and "pith/commit_error" not in stats
     assert "pith/warc_errors" not in stats and "pith/verify_pool_restarts" not in stats  # no child lost
-    assert "requests in flight dropped; what was archived is committed; resume with: pith-archiver crawl" in output
+    assert " in flight dropped; what was archived is committed; resume with: pith-archiver crawl" in output
     assert "Traceback" not in output
     check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
     assert check.clean, check.discrepancies  # what was verified is committed, and nothing else was written

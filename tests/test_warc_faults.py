@@ -231,7 +231,7 @@ def _check_the_run_stayed_honest(tmp_path, result, archive, corpus_dir, why: str
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
     assert result.stat("archived") == result.stat("records_found") > 0  # every record archived
     assert result.stat("verify_pool_restarts") == 1  # the verifier it hosted, replaced by a process of its own
-    match = re.search(r"WARC writer stopped: (\d+) exchanges not recorded \(([^)]*)\)", result.output)
+    match = re.search(r"WARC writer stopped: (\d+) exchanges? not recorded \(([^)]*)\)", result.output)
     assert match and int(match[1]) > 0 and why in match[2], result.output[-3000:]
     assert result.stat("warc_errors") == int(match[1])
     audit = run_cli("audit", archive, "--keyring", corpus_dir / KEYRING_NAME, home=tmp_path)
