@@ -133,7 +133,7 @@ def test_verify_checks_feeds_and_their_chain(tmp_path, corpus_dir, corpus_keyrin
     assert result.returncode == 0, result.output
     assert result.output.splitlines() == [
         f"VERIFIED    feed  {first}  3 attestations",
-        f"VERIFIED    feed  {second}  1 attestations",
+        f"VERIFIED    feed  {second}  1 attestation",
         "2 verified, 0 rejected",
     ]
     assert verify(second).returncode == 0  # it continues a feed not given: taken as it is
