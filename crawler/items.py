@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pith.reasons import Reason
 from pith.split_view import Equivocation
 from pith.verify import Verdict
-from storage.archive.stores import ObjectInfo, StorageError
+from storage.archive.stores import Put, StorageError
 from storage.writing.prepared import Prepared
 
 
@@ -26,7 +26,7 @@ class BundleItem:
     equivocation: Equivocation | None = None  # set by the split-view pipeline: it forks from another source's copy
     key_ids: tuple[str, ...] = ()  # of its signatures (pith.verify.key_ids), for its WARC verdict record
     prepared: Prepared | None = field(default=None, repr=False)  # verified: its rows, prepared where it was checked
-    stored: ObjectInfo | StorageError | None = None  # verified: its bytes, stored where they were checked (or why not)
+    stored: Put | StorageError | None = None  # verified: its bytes, stored where they were checked (or why not)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from pith_testkit.faults import FaultPlan
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.history import Judgement
-from storage.archive.stores import ObjectInfo, StorageError
+from storage.archive.stores import ObjectInfo, Put, StorageError
 from tests.plugins.archives import corpus_raws
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.faults import archiver_keyring, audit_archive
@@ -276,12 +276,13 @@ def test_a_worker_stores_what_it_verifies_in_the_archive_folder_as_the_writer_wo
             worker.close()
 
     answers = asyncio.run(check_all(tmp_path / "archive"))
-    for body, answer in zip(bodies, answers):
+    for at, (body, answer) in enumerate(zip(bodies, answers)):
         if not answer.verdict.ok:
             assert answer.stored is None
             continue
         path = layout.raw_bundle(answer.raw_sha256)
-        assert answer.stored == ObjectInfo(path, hashlib.sha256(body).hexdigest(), len(body))
+        made = at < len(REAL)  # the last: bytes it found there, stored before
+        assert answer.stored == Put(ObjectInfo(path, hashlib.sha256(body).hexdigest(), len(body)), made)
         assert (tmp_path / "archive" / path).read_bytes() == body
     assert [answer.verdict.ok for answer in answers] == [True] * len(REAL) + [False, True]
     assert not (tmp_path / "archive" / "quarantine").exists()

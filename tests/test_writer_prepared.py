@@ -157,9 +157,10 @@ def test_a_version_its_verifier_stored_archives_as_one_the_writer_uploads(
         prepared = prepare(verify_bundle(raw, registry_keyring), sha256_hex(raw), len(raw))
         url = f"https://pith.science/pith/{suffix}/bundle.json"
         assert uploaded.add_prepared(raw, prepared, url, FETCHED).result() is not None
-        info = verifiers.put_bytes(layout.raw_bundle(prepared.raw_sha256), raw)
-        assert adopted.add_prepared(raw, prepared, url, FETCHED, stored=info).result() == info
-        again = verifiers.put_bytes(layout.raw_bundle(prepared.raw_sha256), raw)  # the same bytes: the same object
+        made = verifiers.create_bytes(layout.raw_bundle(prepared.raw_sha256), raw)
+        assert made.made and adopted.add_prepared(raw, prepared, url, FETCHED, stored=made).result() == made.info
+        again = verifiers.create_bytes(layout.raw_bundle(prepared.raw_sha256), raw)  # the same bytes: the same object
+        assert not again.made
         assert adopted.add_prepared(raw, prepared, url + "?again", FETCHED, stored=again).result() is None
         assert uploaded.add_prepared(raw, prepared, url + "?again", FETCHED).result() is None
     uploaded.commit()
@@ -186,7 +187,7 @@ def test_a_version_its_verifier_could_not_store_fails_the_run(
     if failure == "not stored":
         stored = StorageError(f"{writer.store.uri}: cannot write {path}: [Errno 28] No space left on device")
     else:
-        stored = LocalStore(tmp_path).put_bytes(layout.raw_bundle(sha256_hex(other)), other)
+        stored = LocalStore(tmp_path).create_bytes(layout.raw_bundle(sha256_hex(other)), other)
     future = writer.add_prepared(
         raw, prepared, f"https://pith.science/pith/{suffix}/bundle.json", FETCHED, stored=stored
     )
@@ -195,3 +196,29 @@ def test_a_version_its_verifier_could_not_store_fails_the_run(
     with pytest.raises(StorageError):
         writer.commit()
     assert not (tmp_path / "manifests").exists() or not any((tmp_path / "manifests").iterdir())
+
+
+def test_a_version_held_reached_in_other_bytes_is_listed_not_left_an_orphan(
+    tmp_path, real_raw, registry_keyring, test_signer, test_keyring
+):
+    """The same bundle in other bytes (another serialization, the same ``bundle_sha256``) is
+    a duplicate, yet its verifier stored those bytes before the writer judged it: the writer
+    lists that object, owed no attestation, so the audit finds no orphan; bytes the verifier
+    found there already are not listed again."""
+    suffix, raw = sorted(real_raw.items())[0]
+    other = json.dumps(json.loads(raw), indent=1).encode()
+    url = f"https://pith.science/pith/{suffix}/bundle.json"
+    writer = ArchiveWriter(LocalStore(tmp_path), test_signer, run_id=RUN).open()
+    verifiers = LocalStore(writer.store.folder)
+    for body in (raw, other, raw):
+        prepared = prepare(verify_bundle(body, registry_keyring), sha256_hex(body), len(body))
+        stored = verifiers.create_bytes(layout.raw_bundle(prepared.raw_sha256), body)
+        writer.add_prepared(body, prepared, url, FETCHED, stored=stored).result()
+    manifest = writer.commit()
+    assert writer.counts() == {"verified": 1, "duplicates": 2}
+    listed = [entry["path"] for entry in json.loads((tmp_path / manifest).read_bytes())["objects"]]
+    raw_paths = [layout.raw_bundle(sha256_hex(body)) for body in (raw, other)]
+    assert sorted(path for path in listed if path.startswith(f"{layout.RAW}/")) == sorted(raw_paths)
+    check = audit_archive(LocalStore(tmp_path), test_keyring, registry_keyring)
+    assert check.discrepancies == [] and len(check.records) == 1
+    assert len(read_rows(tmp_path, "attestations", columns=["raw_sha256"])) == 1

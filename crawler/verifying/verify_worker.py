@@ -27,7 +27,7 @@ from pith.reasons import Rejected
 from pith.verify import Status, Verdict, key_ids, verify_document
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
-from storage.archive.stores import ObjectInfo, StorageError
+from storage.archive.stores import ObjectInfo, Put, StorageError
 from storage.runtime.child_process import framed, messages
 from storage.writing.prepared import Prepared, prepare
 
@@ -56,7 +56,7 @@ class Checked(NamedTuple):
     key_ids: tuple[str, ...] = ()  # of every signature in a bundle that parsed (pith.verify.key_ids)
     names_every_citer: bool = False  # pith.graph.names_every_citer: its record page names no other record
     prepared: Prepared | None = None  # a verified bundle, as the archive writer takes it
-    stored: ObjectInfo | StorageError | None = None  # where a worker stored its bytes, or why it could not
+    stored: Put | StorageError | None = None  # where a worker stored its bytes (made or found), or why it could not
 
 
 class BundleChecker:
@@ -97,22 +97,25 @@ def store_verified(store: LocalStore, checked: Checked, raw: bytes) -> Checked:
     if checked.prepared is None:
         return checked
     try:
-        stored: ObjectInfo | StorageError = store.put_bytes(layout.raw_bundle(checked.raw_sha256), raw)
+        stored: Put | StorageError = store.create_bytes(layout.raw_bundle(checked.raw_sha256), raw)
     except StorageError as exc:
         stored = exc
     return checked._replace(stored=stored)
 
 
-def _stored_parts(stored: ObjectInfo | StorageError | None) -> list | str | None:
-    if isinstance(stored, ObjectInfo):
-        return [stored.path, stored.sha256, stored.size]
+def _stored_parts(stored: Put | StorageError | None) -> list | str | None:
+    if isinstance(stored, Put):
+        return [stored.info.path, stored.info.sha256, stored.info.size, stored.made]
     return None if stored is None else str(stored)
 
 
-def _stored(parts: list | str | None) -> ObjectInfo | StorageError | None:
+def _stored(parts: list | str | None) -> Put | StorageError | None:
     if isinstance(parts, str):
         return StorageError(parts)
-    return None if parts is None else ObjectInfo(*parts)
+    if parts is None:
+        return None
+    path, sha256, size, made = parts
+    return Put(ObjectInfo(path, sha256, size), bool(made))
 
 
 def encode_verdict(checked: Checked) -> bytes:

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from storage.archive.layout import check_path
 
@@ -74,6 +74,14 @@ class ObjectInfo:
         return cls(entry["path"], entry["sha256"], entry["size"], entry.get("table"), entry.get("rows"))
 
 
+class Put(NamedTuple):
+    """What a create-only put did: the object, and whether it made it (False: the same
+    bytes were there already, an object some run may list)."""
+
+    info: ObjectInfo
+    made: bool
+
+
 @dataclass(frozen=True)
 class StoredObject:
     """One listing row: what the store itself reports, no content read."""
@@ -108,8 +116,12 @@ class ObjectStore(ABC):
         raise StorageError(f"{self.uri}: takes no objects written by other processes")
 
     def put_bytes(self, path: str, data: bytes) -> ObjectInfo:
+        return self.create_bytes(path, data).info
+
+    def create_bytes(self, path: str, data: bytes) -> "Put":
+        """``put_bytes``, saying whether this put made the object or found its bytes there."""
         info = ObjectInfo(check_path(path), hashlib.sha256(data).hexdigest(), len(data))
-        return info if self._create_bytes(path, data, info.sha256) else self._settle(info)
+        return Put(info, True) if self._create_bytes(path, data, info.sha256) else Put(self._settle(info), False)
 
     def put_file(self, path: str, local_path: LocalPath) -> ObjectInfo:
         """Store a local file (large tables): streamed, multipart on S3."""

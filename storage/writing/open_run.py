@@ -19,7 +19,7 @@ from typing import Any
 from pith.reasons import Reason
 from pith.signing import utc_now
 from storage.archive.layout import TABLE_NAMES, RunId
-from storage.archive.stores import ObjectExists, ObjectInfo, ObjectStore, StorageError
+from storage.archive.stores import ObjectExists, ObjectInfo, ObjectStore, Put, StorageError
 from storage.transparency.attestations import Stored
 from storage.writing.ledger import Ledger
 from storage.writing.table_writer import RollPolicy, TableWriter
@@ -85,7 +85,7 @@ class OpenRun:
         data: bytes,
         keep_existing: bool = False,
         owed: Stored | None = None,
-        stored: "ObjectInfo | StorageError | None" = None,
+        stored: "Put | StorageError | None" = None,
     ) -> Future:
         """Store ``data`` under ``path``; the future gives its ObjectInfo. With
         ``keep_existing`` another object already there is listed instead of failing;
@@ -111,25 +111,27 @@ class OpenRun:
             future.set_exception(exc)
         return future
 
-    def adopt(self, path: str, stored: "ObjectInfo | StorageError", owed: Stored) -> Future:
+    def adopt(self, path: str, stored: "Put | StorageError", owed: Stored, attested: bool = True) -> Future:
         """An object another process stored as ``submit`` would have (a verifier writing
-        into the archive's folder): listed and owed an attestation alike, its failure
-        recorded for the run alike; a future done on return, as ``submit``'s."""
+        into the archive's folder): listed and owed an attestation alike (unless not
+        ``attested``: bytes of a version archived before), its failure recorded for the
+        run alike; a future done on return, as ``submit``'s."""
         future: Future[ObjectInfo] = Future()
-        if isinstance(stored, ObjectInfo) and (stored.path, stored.sha256, stored.size) != (
+        if isinstance(stored, Put) and (stored.info.path, stored.info.sha256, stored.info.size) != (
             path,
             owed.raw_sha256,
             owed.size,
         ):
+            info = stored.info
             stored = StorageError(
-                f"{self.store.uri}: {path} was stored as {stored.path} ({stored.sha256}, {stored.size} bytes)"
+                f"{self.store.uri}: {path} was stored as {info.path} ({info.sha256}, {info.size} bytes)"
             )
         if isinstance(stored, StorageError):
             self._failure.record(stored)
             future.set_exception(stored)
             return future
         self.store.adopt(path)
-        future.set_result(self.ledger.record(stored, owed, utc_now()))
+        future.set_result(self.ledger.record(stored.info, *((owed, utc_now()) if attested else ())))
         return future
 
     def submit_all(self, objects: list[tuple[str, bytes, Stored]]) -> None:

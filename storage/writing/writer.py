@@ -42,7 +42,7 @@ from storage.archive.history import Judgement, judge
 from storage.archive.history_loader import HistoryLoader
 from storage.archive.manifest import Committed, read_committed
 from storage.archive.rows import verification_row
-from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
+from storage.archive.stores import ObjectInfo, ObjectStore, Put, StorageError
 from storage.capture.warc import WarcPolicy
 from storage.capture.warc_process import WarcProcess, recent_payloads, store_warc
 from storage.transparency.attestations import Stored
@@ -187,24 +187,24 @@ class ArchiveWriter:
         equivocation: Equivocation | None = None,
         on_objection: Callable[[str], None] | None = None,
         forks_are_split_views: bool = False,
-        stored: ObjectInfo | StorageError | None = None,
+        stored: Put | StorageError | None = None,
     ) -> "Future[ObjectInfo | None]":
-        """Archive a verified bundle version, ``prepared`` (and ``stored``, what its ``put_bytes`` into
-        ``ObjectStore.folder`` gave or raised) where it was verified. The future gives the raw
-        object's ObjectInfo once stored, or None when the version was archived before. A version
-        that is not append-only is stored but not made current (reason ``not_append_only``), and
-        ``on_objection`` is told at once how it relates to the current version: "stale" (older) or
-        "forked" (each lacks events of the other); a pith.split_view.Equivocation flags it
-        ``equivocation``, and so does a fork when ``forks_are_split_views`` (a mirror's copy, in a
-        crawl spread over several sources: it shows another history than the one the archive holds)."""
+        """Archive a verified bundle version, ``prepared`` (and ``stored``: its bytes put into
+        ``ObjectStore.folder``, or why not) where it was verified. The future gives the raw object's
+        ObjectInfo once stored, or None when the version was archived before. A version that is not
+        append-only is stored but not made current (reason ``not_append_only``), and ``on_objection``
+        is told at once how it relates to the current version: "stale" (older) or "forked" (each
+        lacks events of the other); a pith.split_view.Equivocation flags it ``equivocation``, and so
+        does a fork when ``forks_are_split_views`` (a mirror's copy, in a crawl spread over several
+        sources: it shows another history than the one the archive holds)."""
         self._check_usable()
         with self._lock:
             open_run = self._run()
             judged, upload = self._admit(open_run, raw, prepared, url, fetched_at, equivocation, forks_are_split_views)
-            if upload is None:  # a duplicate: whatever its verifier stored is the copy held already
-                future = _done(None)
-            else:
-                future = open_run.submit(upload[0], upload[1], owed=upload[2], stored=stored)
+            future = _done(None) if upload is None else open_run.submit(*upload[:2], owed=upload[2], stored=stored)
+            if upload is None and isinstance(stored, Put) and stored.made:  # a version held, in other bytes:
+                path = layout.raw_bundle(prepared.raw_sha256)  # listed, never an orphan; owed no attestation
+                open_run.adopt(path, stored, prepared.stored(path), attested=False)
         if judged.relation is not None and on_objection is not None:
             on_objection(judged.relation)
         return future
