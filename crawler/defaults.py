@@ -40,6 +40,7 @@ PITH_UPLOAD_MAX_BYTES_IN_FLIGHT = 128 * 1024 * 1024  # bytes queued for upload b
 PITH_GC_THRESHOLD = 10_000  # allocations between young-object collections during a crawl (0: Python's 700)
 PITH_WARC = True  # record every exchange in WARC/1.1 files in the archive (--no-warc: off)
 PITH_WARC_MAX_BYTES = 1024 * 1024 * 1024  # a WARC file is rolled past this size (and at every commit)
+PITH_VERIFY_TIMEOUT = 60.0  # seconds a verifier process may hold a bundle unanswered before it is killed and replaced
 PITH_WARC_STALL_TIMEOUT = 30.0  # seconds a WARC writer may take no record (or not answer) before it is killed
 PITH_WARC_QUEUE_BYTES = 8 * 1024 * 1024  # records waiting for the WARC writer; past it responses wait
 PITH_COMMIT_EVERY = 10_000  # commit a manifest (an interim commit) every N bundles; 0: only when the crawl ends

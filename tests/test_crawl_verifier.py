@@ -124,9 +124,13 @@ def verifier_processes(crawl_pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_verifier_process_killed_mid_bundle_loses_nothing(
-    tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror
+@pytest.mark.parametrize("fate", ["killed", "frozen"])
+def test_a_verifier_process_killed_or_frozen_mid_bundle_loses_nothing(
+    fate, tmp_path, corpus_dir, corpus_catalog, corpus_keyring, mirror
 ):
+    """A worker killed while it holds bundles, or frozen for good (the crawl kills it
+    once it has held one PITH_VERIFY_TIMEOUT seconds), is replaced and its bundles are
+    verified again: every record archived once, the crawl ends by itself, exit 0."""
     server = mirror(faults=FaultPlan(latency_ms=50))
     store = LocalStore(tmp_path / "archive")
     stats = tmp_path / "stats.json"
@@ -145,6 +149,8 @@ def test_a_verifier_process_killed_mid_bundle_loses_nothing(
         str(stats),
         "-s",
         "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+        "-s",
+        "PITH_VERIFY_TIMEOUT=3",
         seeds=sorted(corpus_catalog.suffixes),
     )
     process, log = start_crawl(tmp_path, args, "crawl")
@@ -154,9 +160,12 @@ def test_a_verifier_process_killed_mid_bundle_loses_nothing(
     os.kill(worker, signal.SIGSTOP)  # it holds the bundles sent to it, unanswered, until it dies
     held = fetched()
     wait_for(lambda: fetched() >= held + 3, process, "bundles waiting on the stopped verifier")
-    time.sleep(0.2)
-    os.kill(worker, signal.SIGKILL)
+    if fate == "killed":
+        time.sleep(0.2)
+        os.kill(worker, signal.SIGKILL)
     assert process.wait(120) == 0, log.read_text()[-3000:]
+    if fate == "frozen":
+        assert "held a bundle 3 s unanswered: it is replaced" in log.read_text()
 
     result = json.loads(stats.read_text())
     assert result["pith/verify_pool_restarts"] == 1

@@ -33,6 +33,7 @@ from storage.capture.warc_process import WarcProcess
 from storage.runtime.child_process import FRAME, framed, start_child
 
 from .. import signals as pith_signals
+from ..defaults import PITH_VERIFY_TIMEOUT
 from ..stat_keys import Stat
 from .verify_worker import BundleChecker, Checked, available_cores, decode, restore
 
@@ -68,8 +69,16 @@ class Worker:
     """One verifier and its socket: bundles in, verdicts out, in order. Its own process,
     or (``channel``) the verifier the crawl's WARC writer process hosts."""
 
-    def __init__(self, checker: BundleChecker, channel: socket.socket | None = None, folder: str | None = None):
-        """``folder``: the archive's, where it stores what it verifies (``verify_worker``)."""
+    def __init__(
+        self,
+        checker: BundleChecker,
+        channel: socket.socket | None = None,
+        folder: str | None = None,
+        timeout: float = PITH_VERIFY_TIMEOUT,
+    ):
+        """``folder``: the archive's, where it stores what it verifies (``verify_worker``);
+        ``timeout``: how long it may hold a bundle unanswered before it is taken for dead."""
+        self.timeout = timeout
         if channel is None:
             process, (ours,) = start_child(SERVICE)
             self.process: subprocess.Popen | None = process
@@ -103,7 +112,17 @@ class Worker:
         answer = asyncio.get_running_loop().create_future()
         self.pending.append(answer)
         self._writer.writelines((FRAME.pack(len(raw)), raw))
-        return await answer
+        try:
+            return await asyncio.wait_for(answer, self.timeout)
+        except asyncio.TimeoutError:
+            if self.alive:  # frozen, or stuck in a write: what it holds goes to another
+                logger.warning("a verifier process held a bundle %.0f s unanswered: it is replaced", self.timeout)
+                if self.process is not None:
+                    self.process.kill()
+                if self._reading is not None:
+                    self._reading.cancel()
+                self._lost()
+            raise WorkerLost from None
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -150,11 +169,12 @@ class Worker:
 class Verifier:
     """``await verifier.verify(raw)``: the verdict on a bundle's bytes, whether they
     parsed and their SHA-256 (``Checked``). Settings: PITH_KEYRINGS, PITH_DEFAULT_KEYS,
-    PITH_VERIFY_WORKERS (0: in the crawl's own thread)."""
+    PITH_VERIFY_WORKERS (0: in the crawl's own thread), PITH_VERIFY_TIMEOUT."""
 
-    def __init__(self, checker: BundleChecker, workers: int):
+    def __init__(self, checker: BundleChecker, workers: int, timeout: float = PITH_VERIFY_TIMEOUT):
         self.checker = checker
         self.workers = workers
+        self.timeout = timeout
         self.stats: StatsCollector | None = None  # the crawl's, once it opens
         self.running: list[Worker] = []
         self.slots = asyncio.Semaphore(workers * IN_FLIGHT_PER_WORKER) if workers else None
@@ -165,7 +185,8 @@ class Verifier:
     def for_crawl(cls, crawler: Crawler, keyring: Keyring) -> "Verifier":
         """The spider's verifier (never NotConfigured: a crawl without one would archive
         nothing, or worse), checking with the crawl's keyring."""
-        verifier = cls(BundleChecker(keyring, Limits()), verifier_processes(crawler.settings))
+        timeout = crawler.settings.getfloat("PITH_VERIFY_TIMEOUT", PITH_VERIFY_TIMEOUT)
+        verifier = cls(BundleChecker(keyring, Limits()), verifier_processes(crawler.settings), timeout)
         crawler.signals.connect(verifier.adopt, signal=pith_signals.archive_opened)
         crawler.signals.connect(verifier.open, signal=signals.spider_opened)
         crawler.signals.connect(verifier.close, signal=signals.spider_closed)
@@ -207,7 +228,7 @@ class Verifier:
     def _least_busy(self) -> Worker:
         if len(self.running) < self.workers:
             hosted, self._hosted = self._hosted, None
-            self.running.append(Worker(self.checker, hosted, self.folder))
+            self.running.append(Worker(self.checker, hosted, self.folder, self.timeout))
             return self.running[-1]
         return min(self.running, key=lambda worker: len(worker.pending))
 
