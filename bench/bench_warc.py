@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from bench_crawl import ours, start_server  # noqa: E402  (bench/bench_crawl.py)
+from bench_crawl import last_archive, ours, start_server  # noqa: E402  (bench/bench_crawl.py)
 
 
 def warc_figures(archive: Path) -> dict:
@@ -60,8 +60,8 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait()
-        figures = warc_figures(work / "archive-warc")
-        without = sum(p.stat().st_size for p in (work / "archive-no-warc").rglob("*") if p.is_file())
+        figures = warc_figures(last_archive(work, "warc"))
+        without = sum(p.stat().st_size for p in last_archive(work, "no-warc").rglob("*") if p.is_file())
     for label, rounds in results.items():
         time = statistics.median(r["time"] for r in rounds)
         cpu = statistics.median(r["cpu"] for r in rounds)

@@ -12,7 +12,6 @@ process is one thread doing everything.
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -80,18 +79,17 @@ def main() -> None:
     urls = bench_crawl.bundle_urls(url, suffixes, workdir)
     sets = [a for pair in args.set for a in ("-s", pair)]
     settings = [a for name, value in bench_crawl.SETTINGS.items() for a in ("-s", f"{name}={value}")]
-    crawl = [
-        *(sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off"),
-        *("--keyring", str(corpus / "keyring.json"), "--out", str(workdir / "archive-cpu")),
-        *("--no-follow", "--seeds-file", str(seeds), *settings, *sets),
-    ]
     try:
         for round_ in range(args.rounds):
             with bench_crawl.bare_spider(urls, len(suffixes), workdir) as (cmd, env, cwd):
                 show(round_, "bare spider", *split(cmd, env, cwd))
-            for old in ("archive-cpu", "cache-cpu"):
-                shutil.rmtree(workdir / old, ignore_errors=True)
-            show(round_, "bundle path", *split(crawl, {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache-cpu")}))
+            run_dir = bench_crawl.fresh_folder(workdir, "cpu")  # a first crawl, as the bench's
+            crawl = [
+                *(sys.executable, "-m", "pith_archiver", "crawl", "--resolver", url, "--progress", "off"),
+                *("--keyring", str(corpus / "keyring.json"), "--out", str(run_dir / "archive")),
+                *("--no-follow", "--seeds-file", str(seeds), *settings, *sets),
+            ]
+            show(round_, "bundle path", *split(crawl, {**os.environ, "XDG_CACHE_HOME": str(run_dir / "cache")}))
     finally:
         server.terminate()
         server.wait()
