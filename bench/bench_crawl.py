@@ -47,7 +47,8 @@ decompressed body). Not shared: what is the crawl's own work
 (its scheduler and seen-set, downloader with the per-host cap enforced, middlewares,
 pipelines, extensions). Ours keeps every other default (WARC on, the default verifier
 workers, conditional requests on), and each of its crawls is a first crawl into an
-empty archive with empty validators.
+empty archive with empty validators, in a new folder: nothing is deleted until the
+bench exits (``fresh_folder``).
 ``--runs`` picks what runs beside it: ``bundles`` fetches exactly the bare spider's URLs
 (seeds file, ``--no-follow``), ``sitemap`` is a first crawl from the mirror's sitemap,
 ``full`` the real job from one seed (links followed, record pages where the bundle does
