@@ -165,7 +165,7 @@ def test_a_verifier_process_killed_or_frozen_mid_bundle_loses_nothing(
         os.kill(worker, signal.SIGKILL)
     assert process.wait(120) == 0, log.read_text()[-3000:]
     if fate == "frozen":
-        assert "held a bundle 3 s unanswered: it is replaced" in log.read_text()
+        assert "answered nothing for 3 s: it is replaced" in log.read_text()
 
     result = json.loads(stats.read_text())
     assert result["pith/verify_pool_restarts"] == 1
@@ -173,6 +173,55 @@ def test_a_verifier_process_killed_or_frozen_mid_bundle_loses_nothing(
     check = audit_archive(store, archiver_keyring(tmp_path), corpus_keyring)
     assert check.clean, check.discrepancies
     assert sorted(check.numbers()) == expected_numbers(corpus_catalog)  # every record, exactly once
+
+
+def test_a_verifier_that_keeps_answering_is_never_taken_for_dead_one_that_stops_is():
+    """The deadline is the oldest bundle's under way, not the first one's: a counterpart
+    that answers ten queued bundles a tenth of a second apart (a second in all, four
+    timeouts of 0.25 s) keeps its place; one that then stops answering is taken for
+    dead once its oldest bundle has waited the timeout, and nothing waits longer."""
+    import socket as sockets
+    import threading
+
+    from crawler.verifying.verifier import WorkerLost
+    from storage.runtime.child_process import framed, messages
+
+    ours, theirs = sockets.socketpair()
+    checker = BundleChecker(Keyring.default(), Limits())
+    raw = (FIXTURES / f"{REAL[0]}.bundle.json").read_bytes()
+    answer = encode_verdict(checker(raw))
+    answered = threading.Event()
+
+    def counterpart(answers: int) -> None:
+        incoming = messages(theirs.makefile("rb"))
+        next(incoming)  # the configuration
+        for _ in range(answers):
+            next(incoming)
+            time.sleep(0.1)
+            theirs.sendall(framed(answer))
+        answered.set()
+        for _ in incoming:  # holds the rest unanswered, until the crawl's end closes
+            pass
+
+    async def ask() -> tuple[list, float]:
+        worker = Worker(checker, channel=ours, timeout=0.25)
+        try:
+            steady = await asyncio.gather(*(worker.check(raw) for _ in range(10)))
+            assert worker.alive
+            started = time.monotonic()
+            with pytest.raises(WorkerLost):
+                await worker.check(raw)
+            return steady, time.monotonic() - started
+        finally:
+            worker.close()
+
+    thread = threading.Thread(target=counterpart, args=(10,), daemon=True)
+    thread.start()
+    steady, waited = asyncio.run(ask())
+    assert answered.is_set()
+    assert [checked.verdict.ok for checked in steady] == [True] * 10
+    assert 0.2 <= waited < 2.0
+    theirs.close()
 
 
 def test_a_verdict_crosses_the_socket_as_json_and_one_that_cannot_is_left_to_the_crawl():
