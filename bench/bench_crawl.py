@@ -263,7 +263,7 @@ def fresh_folder(workdir: Path, label: str) -> Path:
     ext4 without a journal (this machine's disk), creating inodes within 5 to 35 seconds
     of deleting others makes the allocator read back each recently freed one
     (``recently_deleted``). A crawl started just after the last round's archive was
-    removed spent 3.5 CPU seconds more in the kernel (6,003 records, 13 s against 11):
+    removed spent 3.4 CPU seconds more in the kernel (6,003 records, 13 s against 11):
     a cost of the bench's cleanup, which the bare spider, writing nothing, never pays."""
     runs = workdir / f"runs-{os.getpid()}"
     if not runs.exists():

@@ -129,6 +129,13 @@ class Worker:
         if self._deadline is None and self.pending and self.alive:
             self._deadline = asyncio.get_running_loop().call_at(self._progress + self.timeout, self._expire)
 
+    def _disarm(self) -> None:
+        """It takes no more bundles, and its timer is off."""
+        self.alive = False
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
     def _expire(self) -> None:
         self._deadline = None
         if not self.pending or not self.alive:
@@ -161,10 +168,7 @@ class Worker:
         self._lost()  # what it held is verified again, by another (Verifier._replace)
 
     def _lost(self) -> None:
-        self.alive = False
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        self._disarm()
         while self.pending:
             answer = self.pending.popleft()
             if not answer.done():
@@ -172,10 +176,7 @@ class Worker:
 
     def close(self) -> None:
         """Closing its socket tells the worker to exit; one that does not is killed."""
-        self.alive = False
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        self._disarm()
         self._opening.cancel()
         if self._reading is not None:
             self._reading.cancel()
