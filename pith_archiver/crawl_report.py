@@ -335,7 +335,7 @@ def report(
             + (f" (and {counted(interim, 'interim commit')} before)" if interim else "")
         )
     elif interim:
-        echo(f"{interim} interim commits, the last {archive}/{manifest}")
+        echo(f"{counted(interim, 'interim commit')}, the last {archive}/{manifest}")
     if log_file:
         echo(f"log: {log_file}")
     why = result.why

@@ -1,13 +1,16 @@
 """What a crawl's summary tells its user: every record found accounted for, in the full
 and the quiet form alike; a source that could not be reached named with its host and
 the cause in the last line; the embedded default honouring --stats-json and --log-file
-as any crawl does. All through the real command line, against real sockets."""
+as any crawl does. Through the real command line, against real sockets; the counts'
+wording from the summary's own function, over a crawl's stats."""
 
 import json
 import re
 
 import pytest
 
+from crawler.stat_keys import Stat
+from pith_archiver.crawl_report import report
 from storage.archive.s3_store import S3Store
 from storage.archive.stores import StorageError
 from tests.plugins.cli import run_cli
@@ -102,3 +105,19 @@ def test_a_store_that_cannot_be_reached_is_named_with_the_cause(s3_env, refused_
     with pytest.raises(StorageError) as listing:
         list(store.list("manifests/"))
     assert host in str(listing.value) and cause in str(listing.value)
+
+
+@pytest.mark.parametrize("interim, wording", [(1, "1 interim commit, the last"), (3, "3 interim commits, the last")])
+def test_a_failed_final_commit_names_the_interim_commits_that_hold_and_the_last_one(interim, wording, capsys):
+    stats = {
+        Stat.RECORDS_FOUND: 4,
+        Stat.BUNDLES_FETCHED: 4,
+        Stat.INTERIM_COMMITS: interim,
+        Stat.MANIFEST: "manifests/run-2.json",
+        Stat.COMMIT_ERROR: "the disk under the spool is full",
+    }
+    status = report(stats, "archive", (0.0, False))
+    printed = capsys.readouterr()
+    assert f"{wording} archive/manifests/run-2.json" in printed.out
+    assert "the final commit failed: the disk under the spool is full" in printed.err
+    assert int(status) != 0
