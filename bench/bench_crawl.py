@@ -64,8 +64,12 @@ verifier and WARC writer children), read from /proc every 50 ms (``ru_maxrss`` w
 give the largest process only). That sum counts the pages the processes share (the
 interpreter, libc, OpenSSL) once per process, so the peak PSS, which splits each shared
 page between the processes that map it, is reported beside it, sampled every 250 ms.
+``CPU s`` is each run's CPU, its children's included; ``server`` the CPU the mirror's
+processes spent during it, on the same cores.
 After the table, per mirror: the bundle path's and the full crawl's speed and the larger
-of their peak RSS against the bare spider's, and wget's time and peak; then the machine.
+of their peak RSS against the bare spider's; the bundle path's ceiling (its CPU and the
+server's, spread over every core: the fastest that work could run, however well the
+crawl overlapped it); wget's time and peak; then the machine.
 """
 
 import argparse
@@ -171,9 +175,16 @@ def proportional_bytes(pid: int) -> int:
         return next(int(line.split()[1]) for line in handle if line.startswith("Pss:")) * 1024
 
 
-def tree_total(pid: int, measure) -> int:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds one living process has spent so far."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_total(pid: int, measure) -> float:
     """``measure`` summed over a process and all its descendants, now."""
-    total = 0
+    total = 0.0
     for member in tree(pid):
         try:
             total += measure(member)
@@ -447,7 +458,7 @@ def compare(
     )
     print(
         f"{'server':>7} {'records':>7} {'run':>10} {'times (s)':>20} {'rec/s':>8} {'ratio':>6} {'requests':>8}"
-        f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'PSS':>6} {'xPSS':>5} {'CPU s':>6}",
+        f" {'req/rec':>7} {'MiB':>6} {'xRSS':>5} {'PSS':>6} {'xPSS':>5} {'CPU s':>6} {'server':>6}",
         flush=True,
     )
     seeds = workdir / "seeds.txt"
@@ -458,19 +469,25 @@ def compare(
         server, url, keyring = start_server(kind, corpus, site)
         urls = bundle_urls(url, suffixes, workdir)
         runs = {"plain": []}
+
+        def served(measured):  # a run's result with the CPU the server spent meanwhile
+            before = tree_total(server.pid, cpu_seconds)
+            result = measured()
+            return {**result, "server_cpu": tree_total(server.pid, cpu_seconds) - before}
+
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
-                runs["plain"].append(plain(urls, n, workdir, compressing=kind == "serve"))
+                runs["plain"].append(served(lambda: plain(urls, n, workdir, compressing=kind == "serve")))
                 for workers in pools if "bundles" in kinds else []:
                     label = "bundles" if workers is None else f"bundles-w{workers}"
                     extra = ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)]
-                    crawl = ours(url, keyring, workdir, label, extra, env)
+                    crawl = served(lambda: ours(url, keyring, workdir, label, extra, env))
                     runs.setdefault(label, []).append(archived_all(crawl, n, label))
                 for label in [kind for kind in kinds if kind in crawls]:
-                    crawl = ours(url, keyring, workdir, label, crawls[label], env)
+                    crawl = served(lambda: ours(url, keyring, workdir, label, crawls[label], env))
                     runs.setdefault(label, []).append(archived_all(crawl, n, label))
                 if "wget" in kinds:
-                    runs.setdefault("wget", []).append(wget(urls, n, workdir))
+                    runs.setdefault("wget", []).append(served(lambda: wget(urls, n, workdir)))
         finally:
             server.terminate()
             server.wait()
@@ -488,7 +505,8 @@ def report(kind: str, n: int, runs: dict) -> None:
         print(
             f"{kind:>7} {n:>7} {label:>10} {times:>20} {m['records'] / m['time']:>8.0f} {speed[label]:>6.2f}"
             f" {m['requests']:>8.0f} {per_record[label]:>7.3f} {m['rss']:>6.0f}"
-            f" {m['rss'] / bare['rss']:>5.2f} {m['pss']:>6.0f} {m['pss'] / bare['pss']:>5.2f} {m['cpu']:>6.1f}",
+            f" {m['rss'] / bare['rss']:>5.2f} {m['pss']:>6.0f} {m['pss'] / bare['pss']:>5.2f} {m['cpu']:>6.1f}"
+            f" {m['server_cpu']:>6.1f}",
             flush=True,
         )
     names = {"bundles": "bundle path", "full": "full crawl from one seed"}
@@ -497,6 +515,12 @@ def report(kind: str, n: int, runs: dict) -> None:
     if crawls:
         peak = max(med[label]["rss"] for label in crawls)
         summary.append(f"peak RSS summed over the tree {peak / bare['rss']:.2f}x ({peak:.0f} vs {bare['rss']:.0f} MiB)")
+    if "bundles" in med:  # no run can be faster than its CPU, its server's included, spread over every core
+        cores = len(os.sched_getaffinity(0))
+        floor = (med["bundles"]["cpu"] + med["bundles"]["server_cpu"]) / cores
+        summary.append(
+            f"bundle path's CPU on {cores} cores at best {floor:.1f} s, so at most {bare['time'] / floor:.2f}x"
+        )
     if "wget" in med:
         summary.append(f"wget --warc-file {med['wget']['time']:.1f} s in {med['wget']['rss']:.0f} MiB")
     if summary:

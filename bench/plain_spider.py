@@ -8,7 +8,11 @@ baseline ran with the settings it was given and none of the checkout's.
 It pays no cost the crawl avoids: besides the crawl's transport settings (given by the
 bench), it runs under the crawl's process knobs (``pith_archiver.tuning``: the malloc
 arenas capped, the root logger at LOG_LEVEL) and, with ``PLAIN_JSON_CHARSET`` set (a
-server that compresses), declares UTF-8 on JSON as the crawl does (``json_charset``)."""
+server that compresses), declares UTF-8 on JSON as the crawl does (``json_charset``).
+
+With ``PLAIN_ITEM_PIPELINES`` set to N (bench/item_path.py), its callback yields each
+body as an item, carried through N pipelines that pass it on (the last a coroutine, as
+the crawl's archive stage): what Scrapy's item path costs by itself."""
 
 import json
 import sys
@@ -33,6 +37,28 @@ def json_charset() -> type:
             return cls()
 
     return JsonCharset
+
+
+class PassOn:
+    """An item pipeline that does nothing to the item."""
+
+    def process_item(self, item):
+        return item
+
+
+class AwaitedPassOn:
+    """The same, a coroutine, as the crawl's archive stage is."""
+
+    async def process_item(self, item):
+        return item
+
+
+def passing_on(pipelines: int) -> dict:
+    """ITEM_PIPELINES of ``pipelines`` distinct stages, the last a coroutine (the crawl's
+    pipelines: two plain stages, then the archive's, awaited)."""
+    stages = [type(f"PassOn{i}", (PassOn,), {}) for i in range(pipelines - 1)]
+    stages += [AwaitedPassOn] if pipelines else []
+    return {stage: 100 + i for i, stage in enumerate(stages)}
 
 
 class PlainSpider(scrapy.Spider):
@@ -63,12 +89,23 @@ class PlainSpider(scrapy.Spider):
             )
 
 
+class ItemSpider(PlainSpider):
+    """The same, its callback yielding each body as an item."""
+
+    def parse(self, response):
+        self.crawler.stats.inc_value("plain/bodies")
+        return [{"url": response.url, "body": response.body}]
+
+
 if __name__ == "__main__":
     tuning.economise()  # before anything allocates, as the crawl's entry does
     settings = json.loads(sys.argv[2])
     if settings.pop("PLAIN_JSON_CHARSET", False):
         settings["DOWNLOADER_MIDDLEWARES"] = {json_charset(): 595}  # where the crawl has it
+    pipelines = settings.pop("PLAIN_ITEM_PIPELINES", 0)
+    if pipelines:
+        settings["ITEM_PIPELINES"] = passing_on(pipelines)
     process = CrawlerProcess(settings)
-    process.crawl(PlainSpider, urls_file=sys.argv[1], report=sys.argv[3])
+    process.crawl(ItemSpider if pipelines else PlainSpider, urls_file=sys.argv[1], report=sys.argv[3])
     with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
         process.start()
