@@ -56,6 +56,10 @@ DOWNLOADER = "crawler.downloading.downloader.CappedDownloader"  # Scrapy 2.19 do
 # Each callback yields one to three outputs, and Scrapy starts CONCURRENT_ITEMS tasks
 # per callback to process them: the default 100 costs more than verifying a bundle.
 CONCURRENT_ITEMS = 8
+# Scrapy's check that a generator callback returns no value parses the callback's source
+# again whenever its weak cache misses (a bound method per request): 4% of a crawl's
+# thread. tests/test_links.py runs the same check over the spider's callbacks once.
+WARN_ON_GENERATOR_RETURN_VALUE = False
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = DEFAULT_MAX_BYTES  # the parser's one limit (pith.parse): a larger body is never fetched whole
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024

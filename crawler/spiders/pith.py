@@ -243,10 +243,13 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             },
         )
 
-    def records_in(self, body: bytes, depth: int) -> Iterator[scrapy.Request]:
+    def records_in(self, body: bytes, depth: int, own: str | None = None) -> Iterator[scrapy.Request]:
+        """A request opening each other record ``body`` names. Not the ``own`` record of
+        the response: it is open already, and every bundle and page names it."""
         if not self.config.follow or (0 <= self.config.max_depth < depth):
             return
-        yield from self.record_requests(self.not_left_to_sitemaps(suffixes_in(body)), depth)
+        named = [suffix for suffix in suffixes_in(body) if suffix != own]
+        yield from self.record_requests(self.not_left_to_sitemaps(named), depth)
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried: Iterable[str] = ()) -> scrapy.Request:
         resolver = ResolverUrls(base, self.resolver.templates)
@@ -375,7 +378,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             yield request
         for request in self.state_requests(response, suffix, bundle):
             yield request
-        for request in self.records_in(response.body, depth + 1):
+        for request in self.records_in(response.body, depth + 1, suffix):
             yield request
         if self.page_wanted(depth, checked.names_every_citer):
             yield self.page_request(suffix, depth, meta[Meta.TASK])
@@ -398,7 +401,7 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             self._stat(Stat.PAGES_FETCHED)
             if suffix is not None:
                 self.learn_redirect(response, suffix)
-        yield from self.records_in(response.body, depth + 1)
+        yield from self.records_in(response.body, depth + 1, suffix)
 
     # --- failures ------------------------------------------------------------------
     def bundle_failed(self, failure: Failure) -> Iterator[Any]:
