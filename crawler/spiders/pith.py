@@ -87,9 +87,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         return [self.resolver.base, *self.fallbacks]
 
     def source(self) -> str:
-        """Where a record's bundle request goes: the resolver for the --cross-check
-        sample (whose copies the other sources' are compared with), else the source
-        the pool picks."""
+        """Where a record's bundle request goes: the resolver for the --cross-check sample
+        (whose copies the other sources' are compared with), else the pool's pick."""
         if self.unspread > 0:
             self.unspread -= 1
             return self.pool.take(self.resolver.base)
@@ -244,12 +243,10 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         )
 
     def records_in(self, body: bytes, depth: int, own: str | None = None) -> Iterator[scrapy.Request]:
-        """A request opening each other record ``body`` names. Not the ``own`` record of
-        the response: it is open already, and every bundle and page names it."""
+        """Requests opening the records ``body`` names but its ``own``, which is open already."""
         if not self.config.follow or (0 <= self.config.max_depth < depth):
             return
-        named = [suffix for suffix in suffixes_in(body) if suffix != own]
-        yield from self.record_requests(self.not_left_to_sitemaps(named), depth)
+        yield from self.record_requests(self.not_left_to_sitemaps([s for s in suffixes_in(body) if s != own]), depth)
 
     def bundle_request(self, base: str, suffix: str, depth: int, tried: Iterable[str] = ()) -> scrapy.Request:
         resolver = ResolverUrls(base, self.resolver.templates)
