@@ -343,12 +343,12 @@ def bundle_urls(url: str, suffixes: list[str], workdir: Path) -> Path:
 
 
 @contextmanager
-def bare_spider(urls: Path, bodies: int, workdir: Path, compressing: bool = False):
+def bare_spider(urls: Path, bodies: int, workdir: Path, compressing: bool = False, extra: dict | None = None):
     """The bare spider's command, environment and working folder, for one run: a new
     temporary folder outside the checkout and no Scrapy project variables, so that
     Scrapy finds no project (no scrapy.cfg, no crawler.settings) and runs with
-    ``shared_settings(compressing)`` alone. Afterwards the bench stops unless its report says so and
-    that it received all ``bodies``."""
+    ``shared_settings(compressing)`` alone (and ``extra``, the spider's own switches).
+    Afterwards the bench stops unless its report says so and that it received all ``bodies``."""
     report = workdir / "plain-report.json"
     report.unlink(missing_ok=True)
     project_variables = ("SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT")
@@ -358,7 +358,7 @@ def bare_spider(urls: Path, bodies: int, workdir: Path, compressing: bool = Fals
         sys.executable,
         str(ROOT / "bench" / "plain_spider.py"),
         str(urls),
-        json.dumps(shared_settings(compressing)),
+        json.dumps({**shared_settings(compressing), **(extra or {})}),
         str(report),
     ]
     outside = Path(tempfile.mkdtemp(prefix="pith-bare-spider-"))

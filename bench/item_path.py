@@ -10,7 +10,6 @@ how much of the crawl's extra CPU that hop alone can explain.
 """
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -24,9 +23,8 @@ import bench_crawl  # noqa: E402  (bench/bench_crawl.py)
 
 def spider(urls: Path, bodies: int, workdir: Path, pipelines: int) -> dict:
     """One run of the bare spider, its items through ``pipelines`` stages (0: no items)."""
-    with bench_crawl.bare_spider(urls, bodies, workdir) as (cmd, env, cwd):
-        settings = {**json.loads(cmd[3]), "PLAIN_ITEM_PIPELINES": pipelines}
-        elapsed, _, _, cpu = bench_crawl.run([*cmd[:3], json.dumps(settings), *cmd[4:]], env, cwd=cwd)
+    with bench_crawl.bare_spider(urls, bodies, workdir, extra={"PLAIN_ITEM_PIPELINES": pipelines}) as (cmd, env, cwd):
+        elapsed, _, _, cpu = bench_crawl.run(cmd, env, cwd=cwd)
     return {"time": elapsed, "cpu": cpu}
 
 

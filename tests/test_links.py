@@ -1,7 +1,7 @@
 """Finding records in what a resolver sends (``suffixes_in``): the format's two shapes,
 ``pith:NNNN:<SUFFIX>`` and ``/pith/<SUFFIX>``, wherever they are, and nothing else; a
 response opens the other records it names, not its own again; and the spider's
-generator callbacks return no value, the check Scrapy would repeat on every response
+generator callbacks return no value, the check Scrapy would repeat on most responses
 if the crawl did not leave it to this test."""
 
 import inspect
