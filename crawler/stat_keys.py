@@ -24,10 +24,16 @@ class Stat:
     # unchanged, not asked; sitemaps whose index date did not move, not read; the sample and
     # the records past PITH_RECHECK_AFTER_DAYS asked again; sampled records found changed
     # although dated unchanged; 1 when the source's dates are not trusted
+    # Each held record is counted once: not asked (SKIPPED_BY_DATE), or asked because dated
+    # changed, sampled, due, or swept (the dates not trusted); they add up to RECORDS_HELD
+    RECORDS_HELD: Final = "pith/records_held"
     SKIPPED_BY_DATE: Final = "pith/records_skipped_by_date"
-    SITEMAPS_UNCHANGED: Final = "pith/sitemaps_unchanged"
+    ASKED_DATED: Final = "pith/records_dated_changed"
     RECHECK_SAMPLE: Final = "pith/recheck_sample"
     RECHECK_DUE: Final = "pith/recheck_due"
+    ASKED_SWEPT: Final = "pith/records_swept"
+    SITEMAPS_UNCHANGED: Final = "pith/sitemaps_unchanged"
+    FUTURE_DATES: Final = "pith/dates_in_future"  # a source's dates past the clock plus a day: no date
     LASTMOD_LIES: Final = "pith/lastmod_lies"
     LASTMOD_DISTRUSTED: Final = "pith/lastmod_distrusted"
     CHANGE_LISTS_READ: Final = "pith/change_lists_read"  # ResourceSync Change List pages read instead of sitemaps
@@ -104,13 +110,13 @@ class StatFamily:
 
     REJECTED: Final = "pith/rejected/"  # <reason>
     BUNDLE_FAILURES: Final = "pith/bundle_failures/"  # <reason>: fetch_failed, too_large
-    DISCOVERY_FAILURES: Final = "pith/discovery_failures/"  # <what>: sitemap
+    DISCOVERY_FAILURES: Final = "pith/discovery_failures/"  # <what>: sitemap, sitemap_unreadable
     MERGE_INFERRED: Final = "pith/merge_inferred/"  # <event type>
     UNKNOWN_KEYS: Final = "pith/unknown_keys/"  # <key id>
     UNSUPPORTED_VERSIONS: Final = "pith/unsupported_versions/"  # <member>=<value>
     ANNOUNCED_UNPINNED: Final = "pith/announced_keys/unpinned/"  # <key id>: its fingerprint
     CROSS_CHECK: Final = "pith/cross_check/"  # <relation>: same, extends, fork
-    CACHE_DROPPED: Final = "pith/cache_dropped/"  # <cache>: validators, job, frontier
+    CACHE_DROPPED: Final = "pith/cache_dropped/"  # <cache>: validators, job, frontier, listings
     # <host:port>/<what>: requests, records, demoted, or a bad copy (BAD_COPIES)
     HOSTS: Final = "pith/hosts/"
     # <outcome>: archived, unchanged, rejected, failed, forbidden (crawler.extensions.record_ledger)

@@ -199,29 +199,63 @@ CACHES = {
     "validators": "validators dropped",
     "job": "the job's state dropped",
     "frontier": "the frontier's claims dropped",
+    "listings": "how far the listings were read dropped",
 }
 
 
+def asked_parts(stats: dict) -> str:
+    """Why the held records asked were asked, each counted once."""
+    parts = [
+        (Stat.ASKED_DATED, "dated changed"),
+        (Stat.RECHECK_SAMPLE, "sampled"),
+        (Stat.RECHECK_DUE, "due by --recheck-after"),
+        (Stat.ASKED_SWEPT, "swept"),
+    ]
+    return ", ".join(f"{stats.get(key, 0)} {what}" for key, what in parts)
+
+
 def dates_line(stats: dict) -> str:
-    """What the listing's dates saved, or that they were not trusted (one line; "" in a
-    run that did not use them: a first run, no sitemap, or no dates)."""
+    """What the listing's dates saved, or that they were not trusted, with every held
+    record counted once: not asked, or asked for one reason (one line; "" in a run that
+    did not use them: a first run, no sitemap, or no dates)."""
+    held = stats.get(Stat.RECORDS_HELD, 0)
+    if not held:
+        return ""
     skipped = stats.get(Stat.SKIPPED_BY_DATE, 0)
-    checked = stats.get(Stat.RECHECK_SAMPLE, 0) + stats.get(Stat.RECHECK_DUE, 0)
+    counts = f"of {counted(held, 'held record')}, {skipped} not asked and {held - skipped} asked ({asked_parts(stats)})"
     if stats.get(Stat.LASTMOD_DISTRUSTED):
         lies = stats.get(Stat.LASTMOD_LIES, 0)
         return (
             "dates not trusted: the resolver's sitemaps or Change Lists dated "
-            + (f"{lies} changed records as unchanged" if lies else "changed records as unchanged in an earlier run")
-            + "; every record was asked again (conditionally), as later runs will be until one that asks every "
-            "record finds the dates honest"
+            + (
+                f"{counted(lies, 'changed record')} as unchanged"
+                if lies
+                else "changed records as unchanged in an earlier run"
+            )
+            + f"; {counts}; later runs ask every record until one finds the dates honest"
         )
-    if skipped:
-        return (
-            f"dates trusted: {skipped} held records the resolver's sitemaps or Change Lists date as unchanged "
-            "were not asked; "
-            f"{checked} asked again to check the dates, none found changed"
-        )
-    return ""
+    return f"dates trusted: {counts}; none of the records asked to check the dates had changed unlisted"
+
+
+def quiet_dates(stats: dict) -> str:
+    """The dates' note in the quiet summary: trusted or not, and how the held records
+    were asked."""
+    held, skipped = stats.get(Stat.RECORDS_HELD, 0), stats.get(Stat.SKIPPED_BY_DATE, 0)
+    if not held:
+        return ""
+    trust = "dates not trusted" if stats.get(Stat.LASTMOD_DISTRUSTED) else "dates trusted"
+    return f"{trust}: {skipped} of {held} held not asked, {asked_parts(stats)}"
+
+
+def future_line(stats: dict) -> str:
+    """Dates the source gave later than this machine's clock allows ("" when none)."""
+    future = stats.get(Stat.FUTURE_DATES, 0)
+    if not future:
+        return ""
+    return (
+        f"dates in the future: {counted(future, 'date')} the resolver gave were later than this machine's "
+        "clock plus a day, and counted as no date (their records asked)"
+    )
 
 
 def cache_note(stats: dict) -> str:
@@ -269,8 +303,10 @@ def quiet_notes(stats: dict, status: ExitStatus, resume: str) -> str:
         notes.append("registry changed: " + ", ".join(changes))
     if cache_note(stats):
         notes.append(cache_note(stats))
-    if stats.get(Stat.LASTMOD_DISTRUSTED):
-        notes.append("dates not trusted: every record asked again")
+    if quiet_dates(stats):
+        notes.append(quiet_dates(stats))
+    if future_line(stats):
+        notes.append(f"{counted(stats[Stat.FUTURE_DATES], 'date')} in the future counted as none")
     if crawl.unreachable and not crawl.reached:
         notes.append(f"could not reach {unreachable(crawl)}")
     if crawl.warc_not_recorded:
@@ -324,8 +360,9 @@ def report(
         echo(line)
     if cache_note(stats):
         echo(cache_note(stats))
-    if dates_line(stats):
-        echo(dates_line(stats))
+    for note in (dates_line(stats), future_line(stats)):
+        if note:
+            echo(note)
     if hosts_line(stats):
         echo(hosts_line(stats))
     manifest, interim = crawl.manifest, crawl.interim_commits

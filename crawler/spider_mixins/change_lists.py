@@ -34,7 +34,8 @@ from twisted.python.failure import Failure
 
 from ..failures import describe, failed_request
 from ..links import SITEMAP_ENTRY, ResolverUrls, suffixes_in
-from ..scheduling.freshness import Freshness, listed_date
+from ..scheduling.freshness import Freshness
+from ..scheduling.listed_time import DAY, RunClock, listed_date
 from ..stat_keys import Stat, StatFamily, read_family
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ FALLBACK = "pith_sitemap"  # meta: the sitemap read when the Change Lists cannot
 IN_INDEX = "pith_change_page"  # meta: a page an index named (never an index itself)
 MAX_BYTES = 32 * 1024 * 1024  # a ResourceSync document (a page of 50,000 changes is ~10 MB)
 MAX_PAGES = 1_000  # Change Lists an index may have a run read (a hostile index names millions)
-MARGIN = 86_400_000_000  # a page that ended within a day before the newest change read is read again
+MARGIN = DAY  # a page that ended within a day before the newest change read is read again
 STATE_FILE = "change_lists.json"  # in the state folder: the newest change a finished run read, per resolver
 SETTLED = {"archived", "unchanged"}  # record outcomes after which a run's reading may be kept
 # a <url> or <sitemap> entry (crawler.links) and the <rs:md .../> that follows it
@@ -72,10 +73,10 @@ def declared(body: bytes) -> str | None:
     return found.group(1).decode("ascii") if found else None
 
 
-def newest(*texts: str | None) -> str | None:
-    """Of W3C datetimes, the latest (an entry's ``datetime`` and ``lastmod``: the change,
-    and when the resolver published it)."""
-    dated = [(when, text) for text in texts if (when := listed_date(text)) is not None]
+def newest(clock: RunClock, *texts: str | None) -> str | None:
+    """Of W3C datetimes, the latest the clock finds credible (an entry's ``datetime`` and
+    ``lastmod``: the change, and when the resolver published it)."""
+    dated = [(when, text) for text in texts if (when := clock.credible(text)) is not None]
     return max(dated)[1] if dated else None
 
 
@@ -178,10 +179,11 @@ class ChangeListWalk:
 
     def _index(self, response: Response, sitemap: str) -> Iterator[scrapy.Request]:
         """A Change List Index: its pages that may name changes since the last run read them."""
-        since = listed_date(self._read_to().get(self.resolver.base))
+        clock = self.freshness.clock if self.freshness is not None else RunClock()
+        since = clock.bounded(listed_date(self._read_to().get(self.resolver.base)))  # a future one heals
         pages = []
         for loc, _, md in entries(response.body):
-            until = listed_date(md.get("until"))
+            until = clock.credible(md.get("until"))
             if (url := self._on_site(loc)) and (since is None or until is None or until[0] >= since[0] - MARGIN):
                 pages.append(url)
             if len(pages) > MAX_PAGES:
@@ -204,8 +206,8 @@ class ChangeListWalk:
             if len(suffixes) != 1 or md.get("change") == "deleted":  # another site's, no record, or a deletion
                 ignored += 1
                 continue
-            moment = newest(md.get("datetime"), lastmod)
-            self.state["changes_read_to"] = newest(moment, self.state.get("changes_read_to"))
+            moment = newest(freshness.clock, md.get("datetime"), lastmod)
+            self.state["changes_read_to"] = newest(freshness.clock, moment, self.state.get("changes_read_to"))
             if freshness.wants_change(suffixes[0], moment):
                 changed.append(suffixes[0])
         if ignored:
@@ -244,6 +246,8 @@ class ChangeListWalk:
     def _read_to(self) -> dict[str, str]:
         """The newest change each resolver's Change Lists named in the last finished run."""
         path = self._state_path()
+        if self.freshness is not None and not self.freshness.listings_cached:
+            return {}  # the archive no longer holds the run that read them
         try:
             kept = json.loads(path.read_text()) if path is not None else {}
         except (OSError, ValueError):

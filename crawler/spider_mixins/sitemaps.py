@@ -4,9 +4,14 @@ stops fetching as soon as --max-records is reached (a spider mixin of ``pith``).
 In a scheduled re-run the listing's dates decide what is asked (crawler.scheduling.freshness):
 an index's child whose date did not move since a committed run read it is not read, a
 held record dated unchanged is not asked, the run's recheck sample is asked with the
-first sitemap, and when the dates are found lying every sitemap is read again."""
+first sitemap, and when the dates are found lying every sitemap is read again.
+
+A sitemap may be gzipped (``.xml.gz``, or any body that starts with gzip's magic number):
+it is decompressed up to the protocol's 50 MB; one cut short, corrupt or larger is named
+in a warning, counted (``pith/sitemaps_unreadable``) and its records are not read."""
 
 import logging
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
@@ -28,6 +33,30 @@ from .change_lists import ChangeListWalk
 logger = logging.getLogger(__name__)
 
 PRIORITY = 5  # after every record already found
+SITEMAP_SUFFIXES = (".xml", ".xml.gz")  # an index's entry naming a sitemap, not a record
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # decompressed, as the sitemap protocol bounds a sitemap
+
+
+class UnreadableSitemap(ValueError):
+    """A gzipped sitemap that cannot be read whole within the cap."""
+
+
+def sitemap_body(body: bytes, cap: int = MAX_SITEMAP_BYTES) -> bytes:
+    """A sitemap's XML: the body, or it decompressed when gzipped, never past ``cap``
+    bytes held (a small file may inflate to gigabytes)."""
+    if not body.startswith(GZIP_MAGIC):
+        return body
+    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        xml = inflater.decompress(body, cap + 1)
+    except zlib.error as exc:
+        raise UnreadableSitemap(f"not gzip ({exc})") from None
+    if len(xml) > cap:
+        raise UnreadableSitemap(f"larger than {cap // (1024 * 1024)} MB decompressed")
+    if not inflater.eof:
+        raise UnreadableSitemap("gzip cut short")
+    return xml
 
 
 class SitemapWalk(ChangeListWalk):
@@ -63,18 +92,22 @@ class SitemapWalk(ChangeListWalk):
         if freshness is not None:
             await maybe_deferred_to_future(freshness.ready)  # the archive's held versions read
         self.state.setdefault("sitemaps_read", set()).add(response.url)
+        try:
+            body = sitemap_body(response.body)
+        except UnreadableSitemap as exc:
+            logger.warning("sitemap %s not read: %s", response.url, exc)
+            self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap_unreadable")
+            body = b""
         records, listed = [], self.state.setdefault("sitemaps_listed", set())
-        for location, lastmod in sitemap_entries(response.body):
+        for location, lastmod in sitemap_entries(body):
             path = urlsplit(location).path
-            if path.endswith(".xml"):  # a sitemap index: walk the child on the resolver in use
+            if path.endswith(SITEMAP_SUFFIXES):  # a sitemap index: walk the child on the resolver in use
                 child = self.resolver.base + path
                 if child not in listed:  # an index listing itself, or a child twice, is walked once
                     listed.add(child)
-                    if freshness is not None and freshness.sitemap_unchanged(child, lastmod):
+                    if freshness is not None and not freshness.reads_sitemap(child, lastmod):
                         self._stat(Stat.SITEMAPS_UNCHANGED)
                         continue
-                    if freshness is not None:
-                        freshness.remember_sitemap(child, lastmod)
                     self.sitemap_walk.append(child)
             else:
                 records += [s for s in suffixes_in(path.encode()) if freshness is None or freshness.wants(s, lastmod)]
