@@ -4,10 +4,12 @@ nginx and crawled into one archive with the machine's clock set by libfaketime. 
 the dates say, a change costs requests at most, never a record: a lie found is acted on
 in the same run, and a date or stamp past the clock counts as none."""
 
+import gzip
+import hashlib
 import json
 import random
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -66,8 +68,6 @@ class Site:
 
     def pending(self) -> set[str]:
         """Records whose served version the archive does not hold as current."""
-        import hashlib
-
         held = self.current()
         return {s for s, body in self.registry.served().items() if held.get(s) != hashlib.sha256(body).hexdigest()}
 
@@ -208,8 +208,6 @@ def test_gzipped_sitemaps_are_read_within_a_cap(tmp_path, nginx):
     result, requests = site.crawl(START)
     assert not site.pending() and result.stat("records_found") == 120
     assert sum(1 for line in requests if ".xml.gz 200" in line) == 3
-
-    import gzip
 
     (reg.root / "sitemap-2.xml.gz").write_bytes(gzip.compress(b"<urlset>" + b" " * (60 * 1024 * 1024)))
     cut = gzip.compress(b"<urlset>" + b"<url><loc>x</loc></url>" * 10_000)
