@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.scheduling.freshness import listed_date, sample_buckets
+from crawler.scheduling.freshness import sample_size
+from crawler.scheduling.listed_time import listed_date
 from pith_testkit.static import export_site
 from pith_testkit.virtual import VirtualCorpus
 from pith_testkit.weeks import Weeks
@@ -178,14 +179,14 @@ def test_recheck_after_zero_asks_every_record(tmp_path, registry):
 
 
 def test_the_sample_covers_every_record_within_a_hundred_runs():
-    for held in (10, 2000, 6400, 100_000, 1_500_000):
-        parts = sample_buckets(held)
-        assert 1 <= parts <= 100
-        share = held / parts
-        assert share >= min(held, 64, max(10, 0.02 * held))
-        assert share <= max(10, 0.02 * held) * 1.02 or parts == 1
-    assert sample_buckets(2000) == 50  # 40 records a run: 2% of 2,000 (64 would pass a week's budget)
-    assert sample_buckets(1_500_000) == 100  # 15,000 a run, every record within 100 runs
+    for held in (1, 10, 160, 2000, 6400, 100_000, 1_500_000):
+        size = sample_size(held)
+        assert 1 <= size <= held and -(-held // size) <= 100  # every record within 100 runs
+        assert size >= min(held, 64, max(10, 0.02 * held))
+        assert size <= max(10, 0.02 * held) or size == -(-held // 100)  # a week's budget
+    assert sample_size(160) == 10  # at most 10 more requests than the listings, where 2% is fewer
+    assert sample_size(2000) == 40  # 2% of 2,000 (64 would pass a week's budget)
+    assert sample_size(1_500_000) == 15_000  # every record within 100 runs
 
 
 def test_listed_dates_are_read_as_days_or_moments():

@@ -11,8 +11,8 @@ from the source and from this machine's clock is bounded both ways
 confirmation stamped in the future is due.
 
 Dates can lie. Each run also asks again, conditionally, a rotating sample of the held
-records (at least 64 or 1%, at most 2% of them or 10, so every record is asked within
-about 100 runs), and every record not confirmed for ``PITH_RECHECK_AFTER_DAYS``. A held
+records (at least 64 or 1%, at most 2% of them or 10, and every record within 100 runs),
+and every record not confirmed for ``PITH_RECHECK_AFTER_DAYS``. A held
 record the run finds changed is a lie when its listing claimed it unchanged: by its own
 date, by the silence of a Change List, or by sitting in a sitemap not read because its
 index date had not moved (found when the walk ends: ``spider_idle``). The source's dates
@@ -84,10 +84,11 @@ def bucket_of(suffix: str) -> int:
     return int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:7], "big")
 
 
-def sample_buckets(held: int) -> int:
-    """In how many parts the held records are asked again, one part a run."""
+def sample_size(held: int) -> int:
+    """How many held records a run asks again: a week's budget, and every record within
+    ``ROTATION`` runs."""
     size = min(max(SAMPLE_FLOOR, int(held * SAMPLE_SHARE)), max(SAMPLE_SLACK, int(held * SAMPLE_CEILING)))
-    return max(1, min(ROTATION, held // max(1, size)))
+    return min(held, max(size, -(-held // ROTATION)))
 
 
 class Freshness:
@@ -113,6 +114,7 @@ class Freshness:
         self.saved = False  # the run committed, and its state was saved
         self.bounded = False  # --max-records: a run that may not ask every record
         self.held_count = 0  # records the archive holds (once it is opened)
+        self.sample_to = self.state["sample_from"]  # the bucket this run's sample ended at
         self.ready: Deferred = Deferred()
         self.db = sqlite3.connect(str(state_dir / "confirmed.sqlite3"))
         self.db.executescript(f"""
@@ -132,7 +134,7 @@ class Freshness:
         except (OSError, ValueError):
             state = {}
         state = state if isinstance(state, dict) else {}
-        for key, empty in (("distrusted", {}), ("cursor", 0), ("sitemaps", {})):
+        for key, empty in (("distrusted", {}), ("sample_from", -1), ("sitemaps", {})):
             if not isinstance(state.get(key), type(empty)):
                 state[key] = empty
         return state
@@ -173,9 +175,12 @@ class Freshness:
             self.db.executemany(
                 "INSERT OR REPLACE INTO held (suffix, bundle, built, confirmed, bucket) VALUES (?, ?, ?, ?, ?)", rows
             )
-            self.db.execute(
-                "UPDATE held SET confirmed = MAX(confirmed, c.at), listed = c.listed FROM confirmed AS c "
-                "WHERE c.suffix = held.suffix AND c.bundle = held.bundle"
+            self.db.execute(  # the later of fetched and confirmed; a confirmation in the future is due, and
+                # a fetch stamped in the future (by a run whose clock was fast) counts until one is confirmed since
+                "UPDATE held SET listed = c.listed, confirmed = CASE WHEN c.at > :now OR confirmed > :now THEN c.at "
+                "ELSE MAX(confirmed, c.at) END "
+                "FROM confirmed AS c WHERE c.suffix = held.suffix AND c.bundle = held.bundle",
+                {"now": self.clock.now},
             )
         self.held_count = self.db.execute("SELECT COUNT(*) FROM held").fetchone()[0]
         if self.distrusted and self.held_count:
@@ -188,30 +193,39 @@ class Freshness:
             self.ready.callback(None)
 
     def sample(self) -> list[str]:
-        """The held records this run asks again whatever their dates: this run's part of
-        the rotation, and those not confirmed for ``PITH_RECHECK_AFTER_DAYS`` (or
-        confirmed later than the clock now: by a run whose clock was fast)."""
+        """The held records this run asks again whatever their dates: the next
+        ``sample_size`` of the rotation (the held records in the order of their bucket,
+        from where the last sample ended), and those not confirmed for
+        ``PITH_RECHECK_AFTER_DAYS`` (or confirmed later than the clock now: by a run
+        whose clock was fast)."""
         if not self.held_count or self.distrusted:
             return []
-        parts = sample_buckets(self.held_count)
-        part = self.state["cursor"] % parts
+        size, start = sample_size(self.held_count), self.state["sample_from"]
+        part = self.db.execute(
+            "SELECT suffix, bucket FROM held WHERE bucket > ? ORDER BY bucket LIMIT ?", (start, size)
+        )
+        rotation = part.fetchall()
+        if len(rotation) < size:  # round again from the start
+            more = self.db.execute("SELECT suffix, bucket FROM held ORDER BY bucket LIMIT ?", (size - len(rotation),))
+            rotation += [row for row in more.fetchall() if row[1] <= start]
+        self.sample_to = rotation[-1][1] if rotation else start
+        self.db.executemany(
+            "UPDATE held SET asked = COALESCE(asked, ?) WHERE suffix = ?", ((Asked.SAMPLED, s) for s, _ in rotation)
+        )
         now = self.clock.now
-        rows = self.db.execute(
-            "UPDATE held SET asked = COALESCE(asked, CASE WHEN bucket % ? = ? THEN ? ELSE ? END) "
-            "WHERE bucket % ? = ? OR confirmed IS NULL OR confirmed < ? OR confirmed > ? RETURNING suffix, asked",
-            (parts, part, Asked.SAMPLED, Asked.DUE, parts, part, now - self.recheck_after, now),
+        due = self.db.execute(
+            "UPDATE held SET asked = ? WHERE (confirmed IS NULL OR confirmed < ? OR confirmed > ?) AND asked IS NULL "
+            "RETURNING suffix",
+            (Asked.DUE, now - self.recheck_after, now),
         ).fetchall()
-        due = sum(1 for _, why in rows if why == Asked.DUE)
         logger.info(
-            "asking again %d records of %d held (part %d of %d) and %d not confirmed for %.0f days",
-            len(rows) - due,
+            "asking again %d records of %d held (the rotating sample) and %d not confirmed for %.0f days",
+            len(rotation),
             self.held_count,
-            part + 1,
-            parts,
-            due,
+            len(due),
             self.recheck_after / DAY,
         )
-        return [suffix for suffix, _ in rows]
+        return [suffix for suffix, _ in rotation] + [suffix for (suffix,) in due]
 
     def _asked(self, suffix: str, unchanged: bool | None, why: Asked | None) -> bool:
         """Note what the listing said of a held record and why it is asked (None: it is
@@ -281,6 +295,7 @@ class Freshness:
     def changes_read(self) -> int:
         """Every Change List was read: the held records they did not name changed, by
         their word. Those the sample found changed are lies. How many records it skips."""
+        self.listing_read = True
         self.db.execute("UPDATE held SET unchanged = 1 WHERE unchanged IS NULL")
         for (suffix,) in self.db.execute("SELECT suffix FROM held WHERE unchanged = 1 AND renewed = 1").fetchall():
             self._lied(suffix)
@@ -393,7 +408,8 @@ class Freshness:
         self.db.close()
         self.state["sitemaps"].update(self.state.pop("read", {}))
         self.state["run"] = str(run_id) if run_id is not None else None
-        self.state["cursor"] = self.state["cursor"] + (1 if not self.distrusted else 0)
+        if not self.distrusted:  # the next run's sample follows this one's
+            self.state["sample_from"] = self.sample_to
         self.saved = True
         self._save()
 

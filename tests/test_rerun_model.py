@@ -1,0 +1,204 @@
+"""A model-based test of scheduled re-runs: Hypothesis's stateful testing drives a
+scripted registry (pith_testkit.scripted, behind nginx) through many simulated weeks,
+each week one real ``pith-archiver crawl ... sitemap`` into one archive with the
+machine's clock set by libfaketime. It draws changes the listings tell of or not;
+record and index dates that are honest, frozen, absent or in the far future; Change
+Lists whose entries are honest, omitted or dated in the future; and clock jumps forward
+and back. After every run it checks, against its own model of what changed when:
+
+- nothing archived is lost (every version archived before is still there);
+- every change the run's listings made visible is archived by that run, and a run that
+  found a hidden change (a lie) archived every change pending;
+- no change waits past ``--recheck-after`` (30) days of simulated time;
+- each held record is counted once: not asked, or asked for one reason;
+- an honest week (honest listings, the clock right, no record due) costs at most
+  1.05 x changed + 2% of the records + the listings + 10 requests.
+
+The bounded profile runs in CI; ``PITH_MODEL_PROFILE=long`` runs many more weeks
+(bench/RESULTS.md gives the command and the figures)."""
+
+import os
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+
+from pith_testkit.scripted import Listing
+from tests.plugins.cli import run_cli
+from tests.plugins.scripted_site import START, Site
+from tests.plugins.tables import read_rows
+
+pytestmark = pytest.mark.slow
+
+RECORDS = 160
+RECHECK_AFTER = timedelta(days=30)
+DATES = ("honest", "frozen", "absent", "future")
+PROFILES = {
+    "ci": settings(max_examples=3, stateful_step_count=7),
+    "long": settings(max_examples=25, stateful_step_count=24),
+}
+
+
+def dates_of(result) -> str:
+    """The summary's line on the dates: how each held record was asked."""
+    return next((line for line in result.stdout.splitlines() if line.startswith("dates")), "")
+
+
+class WeeklyRuns(RuleBasedStateMachine):
+    """One registry and one archive; the rules change the first and run the second."""
+
+    runs = 0  # weekly runs made, over every example
+    fixtures: dict = {}  # the test's nginx fixture and folder ("nginx", "tmp"), set before the machine runs
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.home = Path(tempfile.mkdtemp(prefix="weeks-", dir=self.fixtures["tmp"]))
+        self.site = Site(self.home, self.fixtures["nginx"], RECORDS)
+        self.registry = self.site.registry
+        self.now = START
+        self.jump = timedelta(0)
+        self.listing = Listing()
+        self.pending: dict[str, datetime] = {}  # record -> when its oldest unarchived change was made
+        self.told: set[str] = set()  # pending records whose every change the listings were told of
+        self.changed_since_run: set[str] = set()
+        self.archived: dict[str, set[str]] = {}  # record -> every version's sha-256 archived
+        self.last_full_ask = START  # when every held record was last asked (no record is due before +30 days)
+        self.clock_was_wrong = False
+
+    @initialize(change_lists=st.booleans())
+    def first_run(self, change_lists: bool) -> None:
+        self.listing = Listing(change_lists=change_lists)
+        self.registry.publish(self.listing, self.now)
+        result, _ = self.site.crawl(self.now)
+        self.archived = self._archived()
+        assert len(self.archived) == RECORDS and not self.site.pending(), result.stdout
+
+    # --- a week: the registry changes, its listings say something, the run comes -------
+    @rule(
+        records=st.sets(st.integers(0, RECORDS - 1), max_size=12),
+        told=st.booleans(),
+        record_dates=st.sampled_from(DATES),
+        index_dates=st.sampled_from(DATES),
+        change_dates=st.sampled_from(["honest", "future"]),
+        jump=st.sampled_from([timedelta(0)] * 4 + [timedelta(days=4 * 365), timedelta(days=-365), timedelta(days=3)]),
+        days=st.sampled_from([7, 7, 7, 14]),
+    )
+    def a_week(
+        self, records: set[int], told: bool, record_dates, index_dates, change_dates, jump: timedelta, days: int
+    ) -> None:
+        """``records`` change (the listings ``told`` of it or not), the listings date
+        records and child sitemaps as drawn, and the run ``days`` later has its clock off
+        by ``jump`` (that run only)."""
+        self._change(records, told)
+        self.listing = Listing(
+            record_dates, index_dates, change_lists=self.listing.change_lists, change_dates=change_dates
+        )
+        self.jump = jump
+        self._run(days)
+
+    def _change(self, records: set[int], told: bool) -> None:
+        at = self.now + timedelta(hours=1)
+        for index in sorted(records):
+            suffix = self.registry.suffixes[index]
+            self.registry.change(suffix, at, told=told)
+            if suffix not in self.pending:
+                self.pending[suffix] = at
+                self.told.add(suffix)
+            if not told:
+                self.told.discard(suffix)
+            self.changed_since_run.add(suffix)
+
+    def _run(self, days: int) -> None:
+        self.now += timedelta(days=days)
+        self.registry.publish(self.listing, self.now)
+        visible = self._visible()
+        result, requests = self.site.crawl(self.now + self.jump)
+        type(self).runs += 1
+        archived = self._archived()
+        for suffix, versions in self.archived.items():  # nothing archived is lost
+            assert versions <= archived.get(suffix, set()), suffix
+        pending = self.site.pending()
+        assert not (visible & pending), f"visible changes not archived: {sorted(visible & pending)}"
+        newly = {s for s in self.pending if s not in pending}
+        hidden_found = newly - visible
+        if hidden_found or result.stat("lastmod_distrusted"):
+            assert not pending, f"a lie was found, yet {len(pending)} changes wait: {result.stdout}"
+        for suffix in self.pending.keys() & pending:
+            assert self.now - self.pending[suffix] <= RECHECK_AFTER, f"{suffix} waited past --recheck-after"
+        self._check_counts(result)
+        if self._honest_week(result):
+            listings = sum(1 for line in requests if "/pith/" not in line)
+            budget = 1.05 * len(self.changed_since_run) + 0.02 * RECORDS + listings + 10
+            assert result.stat("recheck_due") == 0, result.stdout
+            assert len(requests) <= budget, f"{len(requests)} requests > {budget}: {dates_of(result)}"
+        if result.stat("records_held") and result.stat("records_skipped_by_date") == 0:
+            self.last_full_ask = self.now
+        self.clock_was_wrong = self.jump != timedelta(0)
+        self.jump = timedelta(0)
+        self.archived = archived
+        self.pending = {s: t for s, t in self.pending.items() if s in pending}
+        self.told &= set(self.pending)
+        self.changed_since_run = set()
+
+    def _visible(self) -> set[str]:
+        """The pending changes this run's listings tell of, read as a trusting run reads
+        them: the Change Lists name every change told (dated or not); the sitemaps date
+        a change told honestly, or give it no usable date, in a child the index does not
+        freeze."""
+        if self.listing.change_lists:
+            return set(self.told)
+        if self.listing.index_dates == "frozen":
+            return set()
+        if self.listing.record_dates in ("absent", "future"):
+            return set(self.pending)
+        return set(self.told) if self.listing.record_dates == "honest" else set()
+
+    def _honest_week(self, result) -> bool:
+        listing = self.listing
+        honest = listing.record_dates == "honest" and listing.index_dates == "honest"
+        return (
+            honest
+            and listing.change_dates == "honest"
+            and self.jump == timedelta(0)
+            and not self.clock_was_wrong
+            and not result.stat("lastmod_distrusted")
+            and self.now - self.last_full_ask < RECHECK_AFTER
+        )
+
+    def _check_counts(self, result) -> None:
+        held = result.stat("records_held")
+        asked = ("records_dated_changed", "recheck_sample", "recheck_due", "records_swept")
+        assert held == RECORDS, result.stdout
+        assert result.stat("records_skipped_by_date") + sum(result.stat(key) for key in asked) == held
+
+    def _archived(self) -> dict[str, set[str]]:
+        """Every version the archive's records table holds, per record."""
+        versions: dict[str, set[str]] = {}
+        for row in read_rows(self.site.archive, "records"):
+            versions.setdefault(row["pith_number"].rpartition(":")[2], set()).add(row["raw_sha256"])
+        return versions
+
+    def teardown(self) -> None:
+        """The archive the weeks left audits clean: every object, manifest and log."""
+        result = run_cli("audit", self.site.archive, "--keyring", self.registry.keyring, home=self.home)
+        assert result.returncode == 0, result.output[-3000:]
+
+
+def test_weeks_of_lies_clock_jumps_and_changes_never_cost_a_record(nginx, tmp_path):
+    WeeklyRuns.fixtures = {"nginx": nginx, "tmp": tmp_path}
+    profile = PROFILES[os.environ.get("PITH_MODEL_PROFILE", "ci")]
+    run_state_machine_as_test(
+        WeeklyRuns,
+        settings=settings(
+            profile,
+            deadline=None,
+            derandomize=os.environ.get("PITH_MODEL_PROFILE", "ci") == "ci",
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        ),
+    )
+    assert WeeklyRuns.runs >= profile.max_examples  # the machine ran weeks, not only its first crawl
