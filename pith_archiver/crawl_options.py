@@ -315,6 +315,8 @@ def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
     if options.frontier:
         check_frontier(options.frontier)
     signing_key_file(options.signing_key)  # before the archive's folder is made
+    keyring = build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url)
+    archive_keyring = check_archive_keyring(options.archive_keyrings)
     return CrawlConfig(
         seeds=seeds,
         resolver=DEFAULT_RESOLVER if options.resolver is None else check_base_url(options.resolver, "--resolver"),
@@ -324,10 +326,11 @@ def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
         max_records=options.max_records,
         max_depth=options.max_depth,
         follow=not options.no_follow,
-        keyring=build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url),
-        archive_keyring=check_archive_keyring(options.archive_keyrings),
+        keyring=keyring,  # a crawl never runs without one
+        archive_keyring=archive_keyring,
         store=(store := check_store(options.archive, options.s3_endpoint_url, options.s3_single_writer)),
-        signer=check_signing_key(options.signing_key, store, options.add_signing_key),  # last: it may create the key
+        # last: it may create the key
+        signer=check_signing_key(options.signing_key, store, options.add_signing_key, archive_keyring),
         **tuned,
     )
 

@@ -67,11 +67,14 @@ def signing_key_file(path: str | None) -> Path:
     return Path(path) if path else default_key_path()
 
 
-def check_signing_key(path: str | None, store: ObjectStore | None = None, add: bool = False) -> Signer:
+def check_signing_key(
+    path: str | None, store: ObjectStore | None = None, add: bool = False, named: Keyring | None = None
+) -> Signer:
     """The key that signs what the run commits (``signing_key_file``). A key that would
     start signing an archive other keys sign (a mistyped path, a new machine, a key file
-    lost) is refused unless ``add`` (``--add-signing-key``): audits pinning the old key
-    would find its manifests unpinned. Nothing is made before the refusal."""
+    lost) is refused unless ``add`` (``--add-signing-key``) or ``named`` holds it (the
+    ``--archive-keyring`` of a shared crawl's workers): audits pinning the old key would
+    find its manifests unpinned. Nothing is made before the refusal."""
     from storage.archive.reader import signing_key_ids
     from storage.archive.signing_key import load_or_create
 
@@ -83,12 +86,13 @@ def check_signing_key(path: str | None, store: ObjectStore | None = None, add: b
         raise ConfigError(f"--signing-key {where}: not a usable signing key ({exc})") from None
     except StorageError as exc:
         raise ConfigError(f"--out: {exc}") from None
-    if signers and (signer is None or signer.key_id not in signers) and not add:
-        named = ", ".join(sorted(signers))
+    known = signer is not None and (signer.key_id in signers or (named is not None and signer.key_id in named))
+    if signers and not known and not add:
         this = f"{signer.key_id} ({where})" if signer else f"this machine's key, which does not exist yet ({where})"
         raise ConfigError(
-            f"--out {store.uri if store else ''} is signed by {named}, not by {this}: give --signing-key with the key "
-            "that signs it, or pass --add-signing-key to sign it with this key too (readers then pin both)"
+            f"--out {store.uri if store else ''} is signed by {', '.join(sorted(signers))}, not by {this}: "
+            "give --signing-key with the key that signs it, or pass --add-signing-key to sign it with this key "
+            "too (readers then pin both)"
         )
     try:
         return signer or load_or_create(None)
