@@ -7,14 +7,13 @@ temporary folder, with its own access keys; each test gets a fresh bucket."""
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.plugins.s3 import _NO_PROXY, _free_port
+from tests.plugins.s3 import _free_port, serving
 
 RCLONE = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
 ACCESS_KEY, SECRET_KEY = "pith-test", "pith-test-secret"  # those of ``s3_env``
@@ -54,29 +53,8 @@ def rclone_endpoint(tmp_path_factory) -> Rclone:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"rclone serve s3 exited with {process.returncode}; see {log.name}")
-        try:
-            _NO_PROXY.open(f"{url}/", timeout=1).close()
-            break
-        except OSError as exc:
-            if getattr(exc, "code", None):  # an HTTP error: it answers
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"rclone serve s3 did not answer on {url} within 30 s")
-            time.sleep(0.1)
-    yield Rclone(url, work / "data")
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+    with serving(process, "rclone serve s3", f"http://127.0.0.1:{port}/", log):
+        yield Rclone(f"http://127.0.0.1:{port}", work / "data")
 
 
 @pytest.fixture
