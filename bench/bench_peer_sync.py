@@ -55,6 +55,7 @@ from pith_testkit.mint import sign_bundle  # noqa: E402
 from pith_testkit.virtual import VirtualCorpus  # noqa: E402
 from storage.archive import layout  # noqa: E402
 from storage.archive.folder_store import LocalStore  # noqa: E402
+from storage.archive.signing_key import new_signer  # noqa: E402
 from storage.serving.record import compact_json  # noqa: E402
 from storage.transparency.attestations import AttestationFeed, Stored  # noqa: E402
 from storage.transparency.tiles import TiledLog, publish  # noqa: E402
@@ -165,6 +166,8 @@ def _children_cpu() -> float:
 
 def sync(peer: Path, out: Path, keyrings: list[Path], key: Path) -> Measured:
     """A sync of ``peer`` into ``out``, as a subprocess."""
+    if not key.exists():  # --signing-key names a key that exists: only the default is made on first use
+        new_signer().save(key)
     args = ["crawl", "--from-archive", str(peer), "--out", str(out), "--no-default-keys", "--signing-key", str(key)]
     for ring in keyrings:
         args += ["--keyring", str(ring)]

@@ -40,6 +40,7 @@ from bench_mirror import cpu_seconds  # noqa: E402
 
 from pith_testkit.corpus import generate_corpus  # noqa: E402
 from storage.serving.source import BUNDLES_DIR  # noqa: E402
+from tests.plugins.cli import signing_key as own_key  # noqa: E402
 from tests.plugins.redis import start_redis  # noqa: E402
 from tests.plugins.s3 import _free_port  # noqa: E402
 
@@ -106,7 +107,7 @@ def crawl_command(
         "--worker",
         name,
         "--signing-key",
-        str(workdir / f"{name}.key"),
+        str(own_key(workdir / f"{name}.key")),
         "--stats-json",
         str(workdir / f"{name}.json"),
         *[arg for item in settings.items() for arg in ("-s", f"{item[0]}={item[1]}")],

@@ -40,6 +40,7 @@ ARCHIVE = "archive"
 ROLES = (REGISTRY, ARCHIVE)
 A_KEY = {REGISTRY: "a registry key", ARCHIVE: "an archive key"}  # for messages
 SIGNING_KEY_TYPE = "pith_archiver_signing_key"  # a private key file (pith.signing.Signer.save)
+KEYRING_FORMS = 'give a keyring file {"keys": [...]}, one key document (keys/<key_id>.json) or a private key file'
 
 SIGNATURE_MEMBERS = frozenset(
     {
@@ -214,9 +215,19 @@ class Keyring:
         public half of an archiver's private key file (an archive key). ``role``, for a
         file given for one purpose, is the role of every entry that names none."""
         try:
-            doc = json.loads(Path(path).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise KeyringError(f"{path}: {exc}") from None
+            text = Path(path).read_text("utf-8")
+        except OSError as exc:
+            raise KeyringError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        except ValueError:
+            raise KeyringError(f"{path}: not UTF-8 text, so not a keyring; {KEYRING_FORMS}") from None
+        self.load_text(str(path), text, role)
+
+    def load_text(self, source: str, text: str, role: str | None = None) -> None:
+        """``load``, of a document read from ``source`` (a URL, an S3 object)."""
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise KeyringError(f"{source}: not JSON ({exc}); {KEYRING_FORMS}") from None
         if isinstance(doc, dict) and doc.get("key_type") == SIGNING_KEY_TYPE:
             doc = doc.get("public")
         if isinstance(doc, dict) and isinstance(doc.get("keys"), list):
@@ -224,12 +235,12 @@ class Keyring:
         elif isinstance(doc, dict) and "key_id" in doc:
             entries, role = [doc], role or ARCHIVE
         else:
-            raise KeyringError(f'{path}: expected {{"keys": [...]}}, one key document or a private key file')
+            raise KeyringError(f"{source}: not a keyring; {KEYRING_FORMS}")
         try:
             for entry in entries:
                 self.add(key_from_entry(entry, role))
         except KeyringError as exc:
-            raise KeyringError(f"{path}: {exc}") from None
+            raise KeyringError(f"{source}: {exc}") from None
 
     def get(self, key_id: object) -> PinnedKey | None:
         return self._keys.get(key_id) if isinstance(key_id, str) else None

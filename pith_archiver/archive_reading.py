@@ -25,13 +25,13 @@ from storage.archive.open_store import open_store
 from storage.archive.reader import CommittedArchive, NothingCommitted, reading_keyring
 from storage.archive.record_names import records_named
 from storage.archive.signing_key import default_key_path
-from storage.archive.stores import ObjectStore, StorageError
+from storage.archive.stores import ObjectStore, StorageError, StoreRefused
 from storage.log_proofs import NotAttested
 from storage.transparency.key_logs import LogBroken
 
 from . import s3_sources
 from .exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
-from .keyrings import keyring_options, machine_key
+from .keyrings import keyring_options, machine_key, pinned_keys
 from .option_checks import refuse_endpoint_without_s3
 from .output import Command
 
@@ -98,21 +98,27 @@ def trust_options(func: Command) -> Command:
 
 
 def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
-    """A folder or s3:// prefix as a store; the endpoint applies to s3:// only."""
+    """A folder or s3:// prefix as a store, to read; the endpoint applies to s3://
+    only. A bucket that does not exist, or credentials it refuses: one line, exit 2."""
     try:
-        return open_store(uri, s3_endpoint_url if uri.startswith("s3://") else None)
+        store = open_store(uri, s3_endpoint_url if uri.startswith("s3://") else None)
+        store.probe_reads()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    except StoreRefused as exc:
+        raise ConfigError(str(exc)) from None
+    except StorageError as exc:
+        raise RunFailed(str(exc)) from None
+    return store
 
 
 def pinned_keyring(trust: Trust) -> Keyring:
     """The keys ``trust`` pins, each with its role: the built-in registry key (unless
     --no-default-keys), every --keyring file and this machine's archiver key."""
     own = machine_key(trust.signing_key)
-    try:
-        return Keyring.build([*trust.keyrings, *([own] if own else [])], default_keys=not trust.no_default_keys)
-    except KeyringError as exc:
-        raise ConfigError(str(exc)) from None
+    return pinned_keys(
+        [*trust.keyrings, *([own] if own else [])], not trust.no_default_keys, None, trust.s3_endpoint_url
+    )
 
 
 def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
@@ -120,7 +126,7 @@ def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
     pinned = pinned_keyring(trust)
     try:
         ring = reading_keyring(store, pinned, archive_keys=trust.trust_archive_keys)
-    except KeyringError as exc:
+    except (KeyringError, StoreRefused) as exc:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
@@ -133,7 +139,7 @@ def open_archive(uri: str, trust: Trust, elsewhere: tuple[str | None, ...] = ())
     """The archive's store and the keyring it is read with, once it holds an archive
     (``check_holds_archive``); ``elsewhere``: the command's other locations, any of
     which --s3-endpoint-url may be for."""
-    refuse_endpoint_without_s3(trust.s3_endpoint_url, (uri, *elsewhere))
+    refuse_endpoint_without_s3(trust.s3_endpoint_url, (uri, *elsewhere, *trust.keyrings))
     if "://" not in uri and not Path(uri).is_dir():
         raise ConfigError(f"no archive folder at {uri}")
     store = open_location(uri, trust.s3_endpoint_url)
@@ -210,6 +216,8 @@ def reading(archive: str) -> Iterator[None]:
         raise NoProof(str(exc)) from None
     except NothingCommitted as exc:
         raise nothing_trusted(archive, exc) from None
+    except StoreRefused as exc:
+        raise ConfigError(str(exc)) from None
     except StorageError as exc:
         raise RunFailed(str(exc)) from None
 

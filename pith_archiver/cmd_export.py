@@ -2,6 +2,7 @@
 Parquet dataset, a signed dataset release or a WACZ web archive."""
 
 import sys
+from dataclasses import dataclass
 from typing import NoReturn
 
 import click
@@ -13,6 +14,7 @@ from storage.archive.stores import ObjectStore, StorageError
 from storage.publishing.export import ExportError, export_bag, export_dataset
 
 from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
+from .crawl_setup import SINGLE_WRITER_HELP, check_store
 from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
 from .option_checks import refuse
 from .output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
@@ -54,6 +56,7 @@ RAW_IN = {  # why --with-raw does not go with the other formats
     "--with-raw", is_flag=True, help="With --format parquet: copy the raw bundles too (a bag always has them)."
 )
 @click.option("--source-organization", help="With --bag: the bag's Source-Organization (who transfers it).")
+@click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the run", "the export"))
 @trust_options
 @run_hook_options("export")
 @verbosity_options
@@ -65,6 +68,7 @@ def export(
     with_raw: bool,
     since: str | None,
     source_organization: str | None,
+    s3_single_writer: bool,
     trust: Trust,
     verbosity: int,
     hooks: RunHooks,
@@ -94,19 +98,20 @@ def export(
     """
     log_to_stderr(verbosity)
     fmt, target = _check_format(fmt, bag_out, dest)
+    if s3_single_writer and not (dest or "").startswith("s3://"):
+        raise ConfigError("--s3-single-writer applies to an s3:// --to, and none was given")
     store, keyring = open_archive(archive, trust, elsewhere=(dest, since))
+    writer = Writer(trust.s3_endpoint_url, s3_single_writer)
     if fmt == "wacz":
-        return _wacz(archive, store, keyring, target, since, trust, hooks)
+        return _wacz(archive, store, keyring, target, since, trust, writer, hooks)
     if fmt == "release":
-        return _release(archive, store, keyring, target, since, trust, hooks)
+        return _release(archive, store, keyring, target, since, trust, writer, hooks)
     try:
         with progress(f"exporting {archive}") as update:
             if fmt == "bag":
                 summary = export_bag(store, keyring, target, organization=source_organization, on_object=update)
             else:
-                summary = export_dataset(
-                    store, keyring, open_location(target, trust.s3_endpoint_url), with_raw=with_raw, on_object=update
-                )
+                summary = export_dataset(store, keyring, writer.open(target), with_raw=with_raw, on_object=update)
     except Exception as exc:
         _fail(archive, exc, usage=ExportError)
     hooks.update(archived=summary.bundle_versions, why=f"exported to {summary.destination}")
@@ -139,6 +144,7 @@ def _release(
     dest: str,
     since: str | None,
     trust: Trust,
+    writer: "Writer",
     hooks: RunHooks,
 ) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
@@ -147,7 +153,7 @@ def _release(
     from storage.publishing.release import SCHEMAS, ReleaseError, read_previous, write_release
     from storage.publishing.release_card import write_cards
 
-    target = open_location(dest, trust.s3_endpoint_url)
+    target = writer.open(dest)
     try:
         previous = None
         if since:
@@ -180,7 +186,14 @@ def _release(
 
 
 def _wacz(
-    archive: str, store: ObjectStore, keyring: Keyring, dest: str, since: str | None, trust: Trust, hooks: RunHooks
+    archive: str,
+    store: ObjectStore,
+    keyring: Keyring,
+    dest: str,
+    since: str | None,
+    trust: Trust,
+    writer: "Writer",
+    hooks: RunHooks,
 ) -> None:
     """``--format wacz``: the committed WARCs as one WACZ file (``--to`` a local path or s3://bucket/key)."""
     from storage.archive.signing_key import load_or_create
@@ -189,7 +202,7 @@ def _wacz(
     folder, _, name = dest.rstrip("/").rpartition("/")
     if not name.endswith(".wacz"):
         raise ConfigError(f"--to {dest}: a WACZ file's name ends with .wacz")
-    target = open_location(folder or ".", trust.s3_endpoint_url)
+    target = writer.open(folder or ".")
     if any(stored.path == name for stored in target.list(name)):
         raise ConfigError(f"--to {dest}: exists already")
     try:
@@ -203,6 +216,20 @@ def _wacz(
         f"{summary.bytes} bytes) from {archive} to {summary.destination} (wacz)",
         QUIET,
     )
+
+
+@dataclass(frozen=True)
+class Writer:
+    """How the export opens where it writes: an S3 destination probed as a crawl's
+    archive is (its conditional writes; ``--s3-single-writer``), a folder as it is."""
+
+    s3_endpoint_url: str | None
+    single_writer: bool
+
+    def open(self, dest: str) -> ObjectStore:
+        if dest.startswith("s3://"):
+            return check_store(dest, self.s3_endpoint_url, self.single_writer, option="--to")
+        return open_location(dest, self.s3_endpoint_url)
 
 
 def _check_format(fmt: str | None, bag_out: str | None, dest: str | None) -> tuple[str, str]:

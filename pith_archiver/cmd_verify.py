@@ -14,6 +14,7 @@ from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason
 from pith.verify import Status
+from storage.archive.stores import StoreRefused
 
 from . import FIXTURES, s3_sources, sources
 from .checking import TargetChecker
@@ -114,14 +115,14 @@ def verify(
     Exit status: 0 all verified; 1 something was rejected; 2 usage or configuration
     error; 3 some could not be read (none rejected); 4 nothing could be read or verified.
     """
-    refuse_endpoint_without_s3(s3_endpoint_url, paths)
+    refuse_endpoint_without_s3(s3_endpoint_url, (*paths, *keyrings))
     if not proofs:
         refuse(["policy_file"], "only with --proof FILE (it names the logs and witnesses a tlog-proof answers to)")
     else:
         refuse(["max_bytes", "max_depth", "jobs"], "for the documents verified, not --proof files")
     if policy_file:
         refuse(["keyrings", "no_default_keys"], "not with --policy (a tlog-proof is checked against the policy's keys)")
-    ring = build_keyring(keyrings, no_default_keys, with_machine_key=True)
+    ring = build_keyring(keyrings, no_default_keys, with_machine_key=True, s3_endpoint_url=s3_endpoint_url)
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
@@ -136,6 +137,8 @@ def verify(
         targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
     except sources.SourceError as exc:
         raise RunFailed(str(exc)) from None
+    except StoreRefused as exc:
+        raise ConfigError(str(exc)) from None
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
     sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))

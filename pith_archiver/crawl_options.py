@@ -20,7 +20,15 @@ from crawler.seeds import SeedError, SeedList
 from storage.archive.signing_key import default_key_path
 
 from .crawl_report import FailureBudget
-from .crawl_setup import check_archive_keyring, check_base_url, check_frontier, check_signing_key, check_store
+from .crawl_setup import (
+    SINGLE_WRITER_HELP,
+    check_archive_keyring,
+    check_base_url,
+    check_frontier,
+    check_signing_key,
+    check_store,
+    signing_key_file,
+)
 from .exit_status import ConfigError
 from .keyrings import build_keyring, keyring_options
 from .run_hooks import RunHooks
@@ -36,8 +44,11 @@ SECTIONS = (
         "How far",
         ("max_records", "max_depth", "no_follow", "check_state", "check_state_sample", "cross_check", "recheck_after"),
     ),
-    ("Trust", ("keyrings", "no_default_keys", "archive_keyrings", "signing_key")),
-    ("The archive", ("archive", "s3_endpoint_url", "commit_every", "no_warc", "log_origin", "witness_policy")),
+    ("Trust", ("keyrings", "no_default_keys", "archive_keyrings", "signing_key", "add_signing_key")),
+    (
+        "The archive",
+        ("archive", "s3_endpoint_url", "s3_single_writer", "commit_every", "no_warc", "log_origin", "witness_policy"),
+    ),
     ("Running", ("jobdir", "frontier", "worker", "verify_workers", "max_failures", "settings")),
     (
         "Reporting",
@@ -77,6 +88,7 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Archive: a local folder or s3://bucket/prefix.",
         ),
         click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint (MinIO, Ceph, R2...)."),
+        click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP),
         keyring_options,
         click.option(
             "--archive-keyring",
@@ -191,6 +203,12 @@ def crawl_option_list(func: Callable[..., Any]) -> Callable[..., Any]:
             help=f"The archiver's signing key file [default: {default_key_path()}, created on first use].",
         ),
         click.option(
+            "--add-signing-key",
+            is_flag=True,
+            help="Let this signing key start signing an archive that other keys sign (a new machine, a new key); "
+            "without it such a run is refused.",
+        ),
+        click.option(
             "--commit-every",
             type=click.IntRange(0),
             default=None,
@@ -239,8 +257,10 @@ class CrawlOptions:
     no_default_keys: bool
     archive_keyrings: tuple[str, ...]
     signing_key: str | None
+    add_signing_key: bool
     archive: str
     s3_endpoint_url: str | None
+    s3_single_writer: bool
     commit_every: int | None
     no_warc: bool
     log_origin: str | None
@@ -275,6 +295,8 @@ def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
         raise ConfigError("--check-state checks every record: give it or --check-state-sample N%, not both")
     if options.no_follow and options.max_depth >= 0:
         raise ConfigError("--max-depth counts link hops, and --no-follow follows none: give one of them")
+    if options.frontier and options.s3_single_writer:
+        raise ConfigError("--s3-single-writer and --frontier do not go together: a shared crawl has several writers")
     tuned = tuned_by(settings)
     if options.check_state or options.check_state_sample is not None:
         sample = options.check_state_sample
@@ -292,19 +314,23 @@ def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
     tuned["state_dir"] = options.state_dir
     if options.frontier:
         check_frontier(options.frontier)
+    signing_key_file(options.signing_key)  # before the archive's folder is made
+    keyring = build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url)
+    archive_keyring = check_archive_keyring(options.archive_keyrings)
     return CrawlConfig(
         seeds=seeds,
-        resolver=check_base_url(options.resolver, "--resolver") if options.resolver else DEFAULT_RESOLVER,
+        resolver=DEFAULT_RESOLVER if options.resolver is None else check_base_url(options.resolver, "--resolver"),
         mirrors=tuple(check_base_url(mirror, "--mirror") for mirror in options.mirrors),
         mirrors_from_registry=options.mirrors_from_registry,
         allow_hosts=options.allow_hosts,
         max_records=options.max_records,
         max_depth=options.max_depth,
         follow=not options.no_follow,
-        keyring=build_keyring(options.keyrings, options.no_default_keys),  # a crawl never runs without one
-        archive_keyring=check_archive_keyring(options.archive_keyrings),
-        store=check_store(options.archive, options.s3_endpoint_url),
-        signer=check_signing_key(options.signing_key),  # last: it may create the key
+        keyring=keyring,  # a crawl never runs without one
+        archive_keyring=archive_keyring,
+        store=(store := check_store(options.archive, options.s3_endpoint_url, options.s3_single_writer)),
+        # last: it may create the key
+        signer=check_signing_key(options.signing_key, store, options.add_signing_key, archive_keyring),
         **tuned,
     )
 

@@ -17,7 +17,7 @@ from storage.serving.server import MirrorServer
 from storage.serving.source import CorpusDirectory
 
 from .crawl_options import CrawlOptions
-from .crawl_run import checked, crawl_with
+from .crawl_run import CheckedCrawl, checked, crawl_with
 from .exit_status import ExitStatus
 from .next_steps import next_steps
 from .output import NORMAL, echo
@@ -54,16 +54,17 @@ def run_demo(options: CrawlOptions) -> int:
     with as_file(FIXTURES) as folder:
         mirror = embedded_mirror(folder, demo_port(options.archive))
         try:
-            status = _crawl_embedded(options, mirror.server)
+            crawl = checked(replace(options, seeds=(DEMO_START,), resolver=mirror.server.url))
+            status = _crawl_embedded(crawl, mirror.server)
         finally:
             mirror.stop()
     if status == ExitStatus.OK and options.verbosity >= NORMAL:
-        echo(f"\n{next_steps(options)}")
+        echo(f"\n{next_steps(options, crawl.config.store)}")
     return status
 
 
-def _crawl_embedded(options: CrawlOptions, server: MirrorServer) -> ExitStatus:
-    crawl = checked(replace(options, seeds=(DEMO_START,), resolver=server.url))
+def _crawl_embedded(crawl: CheckedCrawl, server: MirrorServer) -> ExitStatus:
+    options = crawl.options
     if options.verbosity >= NORMAL:
         echo(
             f"embedded mirror: {server.url} (the {len(real_bundles())} real registry bundles shipped); "

@@ -3,26 +3,37 @@
 Each line is quoted for a POSIX shell (``shlex``) and carries what the crawl was
 given to reach and trust the archive: the S3 endpoint, the keyrings, the signing key.
 An archive on S3 is read through pyarrow's own S3 client (the AWS variables give it
-the credentials), so DuckDB needs no extension downloaded to query it.
+the credentials), so DuckDB needs no extension downloaded to query it. A store that
+answers a ranged read with the whole object's checksum (rclone's ``serve s3``, as its
+write probe found: ``storage.archive.s3_writes``) would fail pyarrow's reads with
+"Response checksums mismatch": those lines then ask the AWS SDK to check response
+checksums only where an operation requires them (the audit checks every byte anyway).
 """
 
 import json
 import shlex
 from urllib.parse import urlsplit
 
+from storage.archive.s3_store import S3Store
+from storage.archive.stores import ObjectStore
+
 from .crawl_options import CrawlOptions
 from .s3_sources import SCHEME
 
 RECORDS = "tables/records"
 BY_YEAR = "SELECT year, count(*) AS records FROM records GROUP BY year ORDER BY year"
+RANGES_CHECKED_WHOLE = "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required"  # the AWS SDKs' setting, pyarrow's too
 
 
-def next_steps(options: CrawlOptions) -> str:
-    """The audit, a DuckDB query and a pyarrow count of the archive ``options`` wrote."""
+def next_steps(options: CrawlOptions, store: ObjectStore | None = None) -> str:
+    """The audit, a DuckDB query and a pyarrow count of the archive ``options`` wrote
+    (into ``store``, as the crawl probed it)."""
+    promises = store.promises if isinstance(store, S3Store) else None
+    env = (RANGES_CHECKED_WHOLE,) if promises is not None and promises.whole_checksum_on_ranges else ()
     return (
         f"Audit it:\n  {audit_command(options)}\n"
-        f"Query it, for example with DuckDB (pip install duckdb):\n  {python_line(duckdb_code(options))}\n"
-        f"or with pyarrow:\n  {python_line(pyarrow_code(options))}"
+        f"Query it, for example with DuckDB (pip install duckdb):\n  {python_line(duckdb_code(options), env)}\n"
+        f"or with pyarrow:\n  {python_line(pyarrow_code(options), env)}"
     )
 
 
@@ -72,8 +83,9 @@ def show(sql: str) -> str:
     return f"duckdb.sql({_literal(sql)}).show()"
 
 
-def python_line(code: str) -> str:
-    return shlex.join(["python", "-c", code])
+def python_line(code: str, env: tuple[str, ...] = ()) -> str:
+    """``python -c CODE``, after the variables ``env`` sets (``NAME=value``, as a shell reads them)."""
+    return " ".join([*env, shlex.join(["python", "-c", code])])
 
 
 def _literal(text: str) -> str:

@@ -6,14 +6,14 @@ from crawler.defaults import PITH_COMMIT_EVERY
 from pith.keyring import ARCHIVE, Keyring
 from pith.policy import Policy
 from storage.archive.manifest import committed_manifests
-from storage.archive.stores import StorageError
+from storage.archive.stores import StorageError, StoreRefused
 from storage.capture.warc import WarcPolicy, software
-from storage.syncing.peers import HttpPeer, Peer, open_peer, warc_recorder
+from storage.syncing.peers import HttpPeer, Peer, StorePeer, open_peer, warc_recorder
 from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
 from .crawl_options import CrawlOptions
-from .crawl_setup import check_signing_key, check_store
+from .crawl_setup import check_signing_key, check_store, signing_key_file
 from .exit_status import ConfigError, ExitStatus, RunFailed
 from .interrupts import interrupted_status
 from .keyrings import build_keyring
@@ -65,17 +65,21 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
 def _checked(options: CrawlOptions, source: str) -> tuple[Keyring, Peer, Policy | None]:
     """The keyring (the peer's archive keys among them), the peer and the witness
     policy: each checked, a one-line usage error before any read."""
-    if options.seeds or options.seeds_file or options.resolver or options.mirrors or options.frontier:
+    if options.seeds or options.seeds_file or options.resolver is not None or options.mirrors or options.frontier:
         raise ConfigError(
             "--from-archive copies a peer instead of crawling: no seeds, --resolver, --mirror or --frontier"
         )
-    ring = build_keyring(options.keyrings, options.no_default_keys)
+    ring = build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url)
     if not any(key.role == ARCHIVE for key in ring):
         raise ConfigError("--from-archive: pin the peer's archive key with --keyring (its keys/<key_id>.json)")
     try:
         peer = open_peer(source, options.s3_endpoint_url)
+        if isinstance(peer, StorePeer):
+            peer.store.probe_reads()
     except ValueError as exc:
         raise ConfigError(f"--from-archive {source}: {exc}") from None
+    except StoreRefused as exc:
+        raise ConfigError(f"--from-archive: {exc}") from None
     policy = None
     if options.witness_policy:
         from .cmd_cosign import read_policy
@@ -86,12 +90,14 @@ def _checked(options: CrawlOptions, source: str) -> tuple[Keyring, Peer, Policy 
 
 def _open_writer(options: CrawlOptions, peer: Peer) -> ArchiveWriter:
     """The writer of ``--out``; an HTTP peer's exchanges go into its WARC files."""
-    store = check_store(options.archive, options.s3_endpoint_url if options.archive.startswith("s3://") else None)
+    endpoint = options.s3_endpoint_url if options.archive.startswith("s3://") else None
+    signing_key_file(options.signing_key)  # before the archive's folder is made
+    store = check_store(options.archive, endpoint, options.s3_single_writer)
     worker = options.worker or "sync"
     recorded = isinstance(peer, HttpPeer) and not options.no_warc
     writer = ArchiveWriter(
         store,
-        check_signing_key(options.signing_key),
+        check_signing_key(options.signing_key, store, options.add_signing_key),
         worker=worker,
         log_origin=options.log_origin,
         warc=WarcPolicy() if recorded else None,

@@ -1,7 +1,8 @@
 """What a scheduled run tells the machines watching it when it ends: ``--metrics-file``,
 ``--pushgateway`` and ``--notify``, shared by ``crawl``, ``audit`` and ``export``.
 
-The options are checked before the command does anything (one line, exit 2). The
+The options are checked before the command does anything (one line, exit 2); each
+given empty means none, as a scheduled unit's command line gives an unset variable. The
 command fills in its counts (``RunHooks.update``); the exit status is the one the
 process exits with, however the command ended, so the metrics and the message always
 say what cron or systemd saw. Nothing here changes that status: a file or a push that
@@ -38,9 +39,10 @@ class RunHooks:
             check_metrics_file(metrics_file)
         if pushgateway:
             check_http_url(pushgateway, "--pushgateway", "http://pushgateway:9091")
-        for url in notify_urls:
+        urls = [url for url in notify_urls if url]  # empty: none (an unset variable in a unit's command line)
+        for url in urls:
             check_http_url(url, "--notify", "https://hooks.example.org/pith")
-        self.metrics_file, self.pushgateway, self.notify_urls = metrics_file, pushgateway, list(notify_urls)
+        self.metrics_file, self.pushgateway, self.notify_urls = metrics_file, pushgateway, urls
         self.summary = RunSummary(command, archive)
 
     def update(self, **counts: object) -> None:
@@ -113,7 +115,7 @@ def run_hook_options(command: str) -> Callable[[Command], Command]:
             "notify_urls",
             multiple=True,
             metavar="URL",
-            help="POST a JSON summary of the run to this http(s) URL when it ends; repeatable.",
+            help="POST a JSON summary of the run to this http(s) URL when it ends; repeatable; empty: none.",
         )(func)
         func = click.option(
             "--pushgateway", metavar="URL", help="Push the run's metrics to this Prometheus Pushgateway."

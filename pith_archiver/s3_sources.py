@@ -27,8 +27,11 @@ endpoint_option = click.option(
 
 @lru_cache(maxsize=16)
 def _bucket(bucket: str, endpoint_url: str | None) -> ObjectStore:
-    """One client per bucket in a process: making a boto3 client costs more than a bundle."""
-    return open_store(f"{SCHEME}{bucket}", endpoint_url)
+    """One client per bucket in a process (making a boto3 client costs more than a
+    bundle), once the bucket was seen to exist and take the credentials (StoreRefused)."""
+    store = open_store(f"{SCHEME}{bucket}", endpoint_url)
+    store.probe_reads()
+    return store
 
 
 def _located(uri: str, endpoint_url: str | None) -> tuple[ObjectStore, str]:

@@ -13,7 +13,7 @@ import pith_archiver
 from pith.merge import STATE_TYPE
 from pith.parse import DEFAULT_MAX_BYTES
 from storage.archive import layout
-from storage.archive.stores import StorageError
+from storage.archive.stores import StorageError, StoreRefused
 from storage.publishing.release_check import RELEASE_FILE
 
 from . import s3_sources
@@ -59,7 +59,8 @@ def expand(targets: Iterable[str], s3_endpoint_url: str | None = None) -> list[T
     """Files and URLs stay; a folder or s3:// prefix becomes every ``*.json`` (bundle)
     and ``*.jsonl`` (attestation feed) document below it, sorted; an archive's (one
     holding manifests/) its raw bundles and feeds, with the rest of its documents
-    marked skipped. SourceError when an s3:// location cannot be listed."""
+    marked skipped. SourceError when an s3:// location cannot be listed, StoreRefused
+    when its bucket does not exist or refuses the credentials."""
     out = []
     for target in targets:
         path = Path(target)
@@ -77,6 +78,8 @@ def expand(targets: Iterable[str], s3_endpoint_url: str | None = None) -> list[T
 def _s3(uri: str, s3_endpoint_url: str | None) -> list[Target]:
     try:
         listed = s3_sources.documents(uri, s3_endpoint_url)
+    except StoreRefused:
+        raise
     except (StorageError, ValueError) as exc:
         raise SourceError(str(exc)) from None
     return [Target(uri)] if listed is None else list(_below(*listed))

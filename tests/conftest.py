@@ -12,6 +12,7 @@ import pytest
 pytest_plugins = [
     "tests.plugins.core",
     "tests.plugins.s3",
+    "tests.plugins.rclone",
     "tests.plugins.crawling",
     "tests.plugins.mirror",
     "tests.plugins.faults",
@@ -20,7 +21,8 @@ pytest_plugins = [
     "tests.plugins.nginx",
 ]
 
-SERVER_FIXTURES = {"redis_server", "s3_endpoint", "nginx"}  # session fixtures that start a server process
+# session fixtures that start a server process
+SERVER_FIXTURES = {"redis_server", "s3_endpoint", "rclone_endpoint", "nginx"}
 
 
 def pytest_collection_modifyitems(items):

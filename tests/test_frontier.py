@@ -44,7 +44,7 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.layout import check_run_id, new_run_id
 from storage.archive.manifest import committed_manifests
 from storage.serving.source import KEYRING_NAME
-from tests.plugins.cli import isolated_home, run_cli
+from tests.plugins.cli import isolated_home, run_cli, signing_key
 from tests.plugins.redis import start_redis
 from tests.plugins.tables import read_rows
 
@@ -331,7 +331,7 @@ def start_worker(tmp_path: Path, name: str, server, corpus_dir, redis_url, *extr
         "--worker",
         name,
         "--signing-key",
-        str(tmp_path / f"{name}.key"),
+        str(signing_key(tmp_path / f"{name}.key")),
         "--progress",
         "off",
         "--stats-json",

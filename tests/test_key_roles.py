@@ -269,8 +269,12 @@ def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_p
     assert "no manifest verifies" in one_error_line(
         run_cli("serve", archive, home=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}), 2
     )
-    down = run_cli("audit", "s3://no-such-bucket/archive", "--s3-endpoint-url", "http://127.0.0.1:9", home=tmp_path)
-    assert "audit stopped" in one_error_line(down, 4)
+    endpoint = ["--s3-endpoint-url", "http://127.0.0.1:9"]
+    credentials = {"AWS_ACCESS_KEY_ID": "pith-test", "AWS_SECRET_ACCESS_KEY": "pith-test-secret"}
+    down = run_cli("audit", "s3://no-such-bucket/archive", *endpoint, home=tmp_path, env=credentials)
+    assert "connection refused" in one_error_line(down, 4)  # a store that is down: the run failed
+    unset = run_cli("audit", "s3://no-such-bucket/archive", *endpoint, home=tmp_path)
+    assert "no credentials found" in one_error_line(unset, 2)  # the setup's to fix
     exported = run_cli("export", archive, "--bag", tmp_path / "bag", "-q", home=tmp_path)
     assert exported.returncode == 0 and exported.stderr == ""
     assert exported.stdout.startswith("exported 3 bundle versions")

@@ -24,7 +24,7 @@ from storage.archive.manifest import committed_manifests
 from storage.archive.s3_store import S3Store
 from storage.syncing.peers import HttpPeer, PeerError, StorePeer
 from tests.plugins.archives import corpus_raws, rebuilt, tampered, write_run
-from tests.plugins.cli import run_cli
+from tests.plugins.cli import run_cli, signing_key
 from tests.plugins.listener import handler_server
 
 PEER_SEED = bytes(range(1, 33))
@@ -61,7 +61,7 @@ def sync(tmp_path, source, corpus_dir, peer_signer, *more, **run):
         key_doc,
         "--no-default-keys",
         "--signing-key",
-        tmp_path / "own-key.json",
+        signing_key(tmp_path / "own-key.json"),
         *more,
         **run,
     )
@@ -79,7 +79,7 @@ def audit(tmp_path, corpus_dir):
         corpus_dir / "keyring.json",
         "--no-default-keys",
         "--signing-key",
-        tmp_path / "own-key.json",
+        signing_key(tmp_path / "own-key.json"),
     )
 
 
@@ -307,7 +307,7 @@ def test_a_bundle_that_does_not_verify_here_is_quarantined(tmp_path, peer, corpu
     key_doc.write_text(json.dumps(peer_signer.pinned().document()))
     result = run_cli(
         "crawl", "--from-archive", peer, "--out", tmp_path / "copy", "--keyring", only_corpus,
-        "--keyring", key_doc, "--no-default-keys", "--signing-key", tmp_path / "own-key.json",
+        "--keyring", key_doc, "--no-default-keys", "--signing-key", signing_key(tmp_path / "own-key.json"),
     )  # fmt: skip
     result.check(1)
     real = len(corpus_raws(corpus_dir)) - len(raw_objects(tmp_path / "copy"))

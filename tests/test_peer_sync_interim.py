@@ -11,7 +11,7 @@ from pith.signing import Signer
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
 from tests.plugins.archives import corpus_raws, write_run
-from tests.plugins.cli import run_cli
+from tests.plugins.cli import run_cli, signing_key
 
 PEER_SEED = bytes(range(1, 33))
 
@@ -27,7 +27,7 @@ def sync(tmp_path, corpus_dir, peer_signer, *more):
     return run_cli(
         "crawl", "--from-archive", tmp_path / "peer", "--out", tmp_path / "copy",
         "--keyring", corpus_dir / "keyring.json", "--keyring", key_doc, "--no-default-keys",
-        "--signing-key", tmp_path / "own-key.json", *more,
+        "--signing-key", signing_key(tmp_path / "own-key.json"), *more,
     )  # fmt: skip
 
 
@@ -51,6 +51,6 @@ def test_a_sync_commits_every_n_versions_and_lists_the_checkpoint_in_its_last_ru
     assert log["checkpoint"] == checkpoint and log["archived"] == len(raws)
     run_cli(
         "audit", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json", "--no-default-keys",
-        "--signing-key", tmp_path / "own-key.json",
+        "--signing-key", signing_key(tmp_path / "own-key.json"),
     ).check(0)  # fmt: skip
     assert "1 file read" in sync(tmp_path, corpus_dir, peer_signer).check(0).output

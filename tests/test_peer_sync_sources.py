@@ -12,7 +12,7 @@ from pith.signing import Signer
 from pith.verify import verify_bundle
 from storage.archive.folder_store import LocalStore
 from tests.plugins.archives import corpus_raws, extended, write_run
-from tests.plugins.cli import run_cli
+from tests.plugins.cli import run_cli, signing_key
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.tables import read_rows
 from tests.test_peer_sync import audit, raw_objects
@@ -28,7 +28,7 @@ def peer_sync(tmp_path, peer, signer, corpus_dir):
     return run_cli(
         "crawl", "--from-archive", peer, "--out", tmp_path / "copy",
         "--keyring", corpus_dir / "keyring.json", "--keyring", key_doc, "--no-default-keys",
-        "--signing-key", tmp_path / "own-key.json",
+        "--signing-key", signing_key(tmp_path / "own-key.json"),
     )  # fmt: skip
 
 
@@ -67,7 +67,7 @@ def test_two_peers_and_the_registry_fill_in_and_the_newest_version_wins(tmp_path
 
     server = mirror()  # the registry, every record as first built
     crawl = run_cli_crawl(
-        tmp_path, "--signing-key", str(tmp_path / "own-key.json"), "sitemap",
+        tmp_path, "--signing-key", signing_key(tmp_path / "own-key.json"), "sitemap",
         resolver=server.url, out=tmp_path / "copy", corpus=corpus_dir,
     )  # fmt: skip
     assert crawl.returncode == 0, crawl.output[-3000:]

@@ -20,7 +20,8 @@ from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.listener import closed_port_url
 
-EXAMPLES = Path(__file__).parents[1] / "docs" / "examples"
+DOCS = Path(__file__).parents[1] / "docs"
+EXAMPLES = DOCS / "examples"
 BIN = Path(sys.executable).parent
 INSTALLED = "/usr/local/bin/pith-archiver"  # where the recipes expect the command
 
@@ -149,3 +150,73 @@ def test_the_crontab_line_runs_as_written_and_cron_mails_only_trouble(tmp_path, 
     assert line.startswith("failed (exit 4): ")
     assert exit_status_in(values["PITH_METRICS_FILE"]) == 4
     assert [b'"exit_status": 4' in message.body for message in hook.received] == [False, True]
+
+
+def administrator_audit() -> str:
+    """The script of OPERATIONS.md's audit as the service would run it (``sudo sh -c '...'``)."""
+    [script] = re.findall(r"^    sudo sh -c '(set -a; [^']+)'$", (DOCS / "OPERATIONS.md").read_text(), re.MULTILINE)
+    return script
+
+
+def edited(shipped: str, values: dict[str, str]) -> str:
+    """The shipped env file as an administrator edits it: each variable named in
+    ``values`` set (a commented-out one uncommented), the rest left as shipped."""
+    lines = []
+    for line in shipped.splitlines():
+        name = line.lstrip("#").split("=", 1)[0]
+        lines.append(f"{name}={values[name]}" if "=" in line and name in values else line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+def test_the_service_runs_into_s3_from_the_shipped_env_file_and_the_administrator_audits_it(
+    tmp_path, corpus_dir, mirror, s3_endpoint, s3_env, s3_bucket
+):
+    """As OPERATIONS.md says: the env file installed mode 600 and edited (an S3 archive,
+    the store's endpoint and credentials uncommented, no notifications: PITH_NOTIFY_URL
+    empty), the unit's command line run with it as systemd runs it (its own
+    XDG_CONFIG_HOME), then the administrator's audit command."""
+    operations = (DOCS / "OPERATIONS.md").read_text()
+    assert "install -m 600 docs/examples/pith-archiver.env /etc/pith-archiver/" in operations
+    (tmp_path / "textfile").mkdir()
+    values = {
+        "PITH_RESOLVER": mirror().url,
+        "PITH_KEYRING": str(corpus_dir / KEYRING_NAME),
+        "PITH_ARCHIVE": f"s3://{s3_bucket}/pith",
+        "PITH_METRICS_FILE": str(tmp_path / "textfile" / "pith-archiver.prom"),
+        "PITH_NOTIFY_URL": "",
+        "AWS_ENDPOINT_URL_S3": s3_endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "pith-test",
+        "AWS_SECRET_ACCESS_KEY": "pith-test-secret",
+    }
+    installed = tmp_path / "etc" / "pith-archiver.env"
+    installed.parent.mkdir()
+    shutil.copyfile(EXAMPLES / "pith-archiver.env", installed)
+    installed.chmod(0o600)
+    installed.write_text(edited(installed.read_text(), values))
+    assert set(env_file(installed)) == set(values)  # every variable the admin sets was in the shipped file
+    service = unit("pith-archiver.service")["Service"]
+    unit_env = dict(pair.split("=", 1) for pair in service["Environment"].split())
+    state = {name: str(tmp_path / path.lstrip("/")) for name, path in unit_env.items()}  # the unit's own folders
+    read = env_file(installed)
+    command = [re.sub(r"\$\{(\w+)\}", lambda m: read[m[1]], word) for word in shlex.split(service["ExecStart"])]
+    command[0] = str(BIN / "pith-archiver")
+    base = {name: value for name, value in os.environ.items() if not name.startswith(("AWS_", "XDG_"))}
+    ran = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**base, **state, **read}
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("ok (exit 0): archived ") and len(ran.stdout.splitlines()) == 1
+    assert "--notify" not in ran.stderr and exit_status_in(values["PITH_METRICS_FILE"]) == 0
+    assert (Path(state["XDG_CONFIG_HOME"]) / "pith-archiver" / "signing-key.json").is_file()
+
+    script = administrator_audit()
+    script = script.replace("/etc/pith-archiver/pith-archiver.env", str(installed))
+    script = script.replace(unit_env["XDG_CONFIG_HOME"], state["XDG_CONFIG_HOME"])
+    path = {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    audited = subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**base, **path}
+    )
+    assert audited.returncode == 0, audited.stdout[-2000:] + audited.stderr[-2000:]
+    assert audited.stdout.splitlines()[-1].startswith("clean: 1 manifest, ")

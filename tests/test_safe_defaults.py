@@ -17,6 +17,7 @@ import pytest
 from crawler.frontier import RefusedEntry, frontier_settings
 from pith_archiver import FIXTURES
 from storage.archive.s3_store import S3Store
+from tests.plugins.cli import signing_key
 from tests.plugins.crawling import run_cli_crawl
 from tests.plugins.mirror import serve_process
 
@@ -184,7 +185,7 @@ def test_no_secret_reaches_a_log_line_the_stats_or_the_archive(tmp_path, static_
     """At DEBUG, with boto3's own logging on: the archiver's signing seed and the S3
     secret key appear in no output, no stats, and no archived object."""
     base, suffixes, _ = static_site
-    key_file = tmp_path / "keys" / "archiver.json"
+    key_file = signing_key(tmp_path / "keys" / "archiver.json")
     result = run_cli_crawl(
         tmp_path,
         "--resolver",

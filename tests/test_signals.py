@@ -244,7 +244,8 @@ def test_sigterm_while_the_archive_opens_stops_the_crawl_as_it_starts(
 ):
     """Before its first request the crawl reads the archive's manifests: a signal then
     stops the engine as soon as it starts, and no bundle is fetched."""
-    proxy = fault_proxy(FaultRule("stall", methods=("GET",), limit=1))  # the first listing of the archive, held
+    # the first listing of the archive's manifests, held (its keys/ and the write probe were read in the setup)
+    proxy = fault_proxy(FaultRule("stall", methods=("GET",), query="manifests", limit=1))
     server = mirror()
     out = ["--out", f"s3://{s3_bucket}/archive", "--s3-endpoint-url", proxy.url]
     process, log = start_crawl(tmp_path, crawl_args(server, corpus_dir, out, seeds=SEEDS), "crawl")

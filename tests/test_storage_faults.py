@@ -77,7 +77,8 @@ def test_a_crawl_survives_a_flaky_store_and_loses_nothing(
 def test_a_store_that_keeps_refusing_stops_the_crawl_and_commits_nothing(
     tmp_path, corpus_dir, corpus_catalog, mirror, fault_proxy, s3_bucket, s3_endpoint, figures
 ):
-    proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",)))
+    # every PUT but the write probe's (a store refusing that one is refused before the crawl: exit 2)
+    proxy = fault_proxy(FaultRule("access_denied", methods=("PUT",), path=r"/archive/[^.]"))
     result = crawl_through(proxy, tmp_path, corpus_dir, mirror, s3_bucket)
     assert result.returncode == 4
     assert "AccessDenied" in result.stats["pith/commit_error"]

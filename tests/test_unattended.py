@@ -56,7 +56,7 @@ def test_an_unreachable_resolver_fails_the_run_and_commits_nothing(tmp_path, ref
         (["--mirror", "127.0.0.1:8080"], "--mirror '127.0.0.1:8080' is not an http(s) URL"),
         (["--keyring", "notjson.json"], "notjson.json:"),
         (["--keyring", "empty.json", "--no-default-keys"], "empty.json:"),
-        (["--archive-keyring", "notjson.json"], "--archive-keyring: notjson.json:"),
+        (["--archive-keyring", "notjson.json"], "--archive-keyring notjson.json: not JSON"),
         (["--no-default-keys"], "the keyring is empty"),
         (["--out", "/proc/nope"], "--out: /proc/nope is not a writable folder"),
         (["--out", "afile"], "is not a folder"),

@@ -36,6 +36,7 @@ SCHEMA_VERSION = "1"  # of the tables' columns, in each file and in each manifes
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
+WRITER_LEASE = "writer-lease.json"  # held by the one writer of an S3 prefix that ignores create-only puts
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.]+-[0-9a-f]{8}$")

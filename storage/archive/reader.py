@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from pith.canonical import sha256_hex
 from pith.keyring import ARCHIVE, Keyring, KeyringError, PinnedKey, key_from_entry
@@ -55,6 +56,13 @@ def published_keys(store: ObjectStore) -> Iterator[PinnedKey]:
             logger.warning("%s: holds %s key %s; skipped", stored.path, key.role, key.key_id)
             continue
         yield key
+
+
+def signing_key_ids(store: ObjectStore) -> set[str]:
+    """The ids of the keys that commit to the archive, by the key documents each commit
+    publishes (one listing of ``keys/``, no document read)."""
+    names = (stored.path[len(layout.KEYS) + 1 :] for stored in store.list(f"{layout.KEYS}/"))
+    return {unquote(name.removesuffix(".json")) for name in names if name.endswith(".json") and "/" not in name}
 
 
 def reading_keyring(store: ObjectStore, pinned: Keyring | None = None, archive_keys: bool = False) -> Keyring:

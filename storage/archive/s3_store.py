@@ -1,5 +1,6 @@
 """The S3 store: an archive in an S3-compatible bucket, every write conditional
-(``If-None-Match: *``) and checksummed."""
+(``If-None-Match: *``) and checksummed, once the store was seen to refuse a second
+create-only put (``storage.archive.s3_writes``)."""
 
 import base64
 import logging
@@ -9,13 +10,29 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from storage.archive.layout import check_path
-from storage.archive.stores import CHUNK, LocalPath, MiB, ObjectMissing, ObjectStore, StorageError, StoredObject
+from storage.archive.layout import WRITER_LEASE, check_path
+from storage.archive.s3_writes import CreateOnlyIgnored, WritePromises, let_go, probe_writes, take_lease
+from storage.archive.stores import (
+    CHUNK,
+    LocalPath,
+    MiB,
+    ObjectMissing,
+    ObjectStore,
+    StorageError,
+    StoredObject,
+    StoreRefused,
+)
 
 logger = logging.getLogger(__name__)
 
 
 REACH_SECONDS = 5  # to connect to the endpoint, once, before a store's first operation
+REFUSALS = {  # HeadBucket's answers that are the caller's to fix
+    "404": "does not exist: create it first, or check the name",
+    "NoSuchBucket": "does not exist: create it first, or check the name",
+    "403": "refuses these credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the profile)",
+    "AccessDenied": "refuses these credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the profile)",
+}
 
 
 class S3Store(ObjectStore):
@@ -26,6 +43,11 @@ class S3Store(ObjectStore):
     write through this client is conditional (``If-None-Match: *``, added to
     PutObject and CompleteMultipartUpload by an event hook, since the managed
     transfer does not accept it) and carries a SHA-256 checksum.
+
+    Before its first write it checks that the store refuses a second create-only put
+    (``s3_writes.probe_writes``); one that does not is refused (CreateOnlyIgnored)
+    unless ``single_writer``: then each write first checks that its name is free, and
+    the store holds the prefix's writer lease until ``release``.
     """
 
     CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent write, retry
@@ -40,6 +62,7 @@ class S3Store(ObjectStore):
         multipart_threshold: int = 16 * MiB,
         multipart_chunksize: int = 16 * MiB,
         max_concurrency: int = 4,
+        single_writer: bool = False,
     ) -> None:
         import boto3
         from boto3.s3.transfer import TransferConfig
@@ -57,6 +80,10 @@ class S3Store(ObjectStore):
             self._boto.meta.events.register(f"before-parameter-build.s3.{operation}", _create_only)
         self._reached = threading.Lock()
         self._reachable = False
+        self.single_writer = single_writer
+        self._checking = threading.Lock()
+        self.promises: WritePromises | None = None  # once the writes were checked
+        self._lease: bytes | None = None
         self._transfer = TransferConfig(
             multipart_threshold=multipart_threshold,
             multipart_chunksize=multipart_chunksize,
@@ -96,6 +123,57 @@ class S3Store(ObjectStore):
     def _error(self, action: str, path: str, exc: Exception) -> StorageError:
         return StorageError(f"{self.uri}: cannot {action} {path}: {described(exc)}")
 
+    def _checked_writes(self) -> WritePromises:
+        """What the store promises about writes, probed once, before the first write;
+        CreateOnlyIgnored for a store that takes a second create-only put, unless this
+        is its single writer, which then takes the prefix's lease."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        with self._checking:
+            if self.promises is not None:
+                return self.promises
+            try:
+                promises = probe_writes(self._client, self.bucket, self._key)
+                if not promises.create_only and not self.single_writer:
+                    raise CreateOnlyIgnored(
+                        f"{self.uri}: the store does not honour conditional writes (If-None-Match: *): a second "
+                        "create-only put of one key replaced the first, so writers sharing this prefix could "
+                        "overwrite each other"
+                    )
+                if self.single_writer:
+                    self._lease = take_lease(
+                        self._client, self.bucket, self._key(WRITER_LEASE), self.uri, promises.create_only
+                    )
+            except (BotoCoreError, ClientError) as exc:
+                raise self._error("write", "a probe object", exc) from exc
+            self.promises = promises
+            return promises
+
+    def release(self) -> None:
+        """Let go of the writer lease, if this store holds it."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            let_go(self._client, self.bucket, self._key(WRITER_LEASE), lease)
+        except (BotoCoreError, ClientError) as exc:
+            logger.warning("%s: could not remove the writer lease %s: %s", self.uri, WRITER_LEASE, described(exc))
+
+    def _taken(self, path: str) -> bool:
+        """Whether ``path`` holds an object: a single writer's check before each write,
+        where the store would not refuse a create-only put."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self._key(path))
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+
     def _create_bytes(self, path: str, data: bytes, sha256: str) -> bool:
         checksum = base64.b64encode(bytes.fromhex(sha256)).decode("ascii")
         return self._conditional(
@@ -126,8 +204,11 @@ class S3Store(ObjectStore):
     def _conditional(self, path: str, write: Callable[[], object]) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        checked = self._checked_writes().create_only
         for attempt in range(self.CONFLICT_RETRIES):
             try:
+                if not checked and self._taken(path):
+                    return False
                 write()
                 return True
             except ClientError as exc:
@@ -195,21 +276,28 @@ class S3Store(ObjectStore):
         """Nothing to do: S3 acknowledges a write once it is durable."""
 
     def probe(self) -> None:
-        """The bucket exists and the credentials are accepted (HeadBucket; no write is
-        made, since a bucket under object lock could not delete a probe object)."""
-        from botocore.exceptions import BotoCoreError, ClientError
+        """The bucket exists, the credentials are accepted (``probe_reads``) and the
+        store refuses a second create-only put (``_checked_writes``: its probe object is
+        removed; under object lock, a delete marker hides it)."""
+        self.probe_reads()
+        self._checked_writes()
+
+    def probe_reads(self) -> None:
+        """The bucket exists and the credentials are accepted (HeadBucket)."""
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
             self._client.head_bucket(Bucket=self.bucket)
+        except NoCredentialsError:
+            raise StoreRefused(
+                f"{self.uri}: no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            ) from None
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code"))
-            why = {
-                "404": "does not exist",
-                "NoSuchBucket": "does not exist",
-                "403": "refuses these credentials",
-                "AccessDenied": "refuses these credentials",
-            }.get(code, exc)
-            raise StorageError(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
+            why = REFUSALS.get(code)
+            if why is None:
+                raise StorageError(f"{self.uri}: bucket {self.bucket}: {exc} (at {self.endpoint_url})") from None
+            raise StoreRefused(f"{self.uri}: bucket {self.bucket} {why} (at {self.endpoint_url})") from None
         except BotoCoreError as exc:
             raise StorageError(f"{self.uri}: {described(exc)} (at {self.endpoint_url})") from None
 

@@ -33,9 +33,17 @@ def new_signer(key_id: str | None = None) -> Signer:
     return Signer.from_seed(f"{generated.key_id}-{generated.fingerprint[:8]}", generated.seed)
 
 
+class NoSuchKey(FileNotFoundError):
+    """A key file named that does not exist: only the default key is made on first use,
+    so a mistyped path never becomes a new key that signs the archive."""
+
+
 def load_or_create(path: str | os.PathLike[str] | None) -> Signer:
-    """Load the key at ``path`` (default: the user's config folder); create it when
-    absent, saying where, since whoever verifies the archive will need its public half."""
+    """Load the key at ``path``, which must exist; with no ``path``, this user's key
+    (``default_key_path``), made on first use, saying where, since whoever verifies the
+    archive will need its public half."""
+    if path and not Path(path).exists():
+        raise NoSuchKey(f"{path}: no such signing key file (only the default, {default_key_path()}, is made)")
     path = Path(path) if path else default_key_path()
     if path.exists():
         return Signer.load(path)

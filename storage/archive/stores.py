@@ -45,6 +45,11 @@ class ObjectExists(StorageError):
         self.existing = existing
 
 
+class StoreRefused(StorageError):
+    """The store refused the archive's bucket (it does not exist) or the credentials:
+    the caller's setup to fix, not a failure of the store."""
+
+
 class ObjectMissing(StorageError):
     """A read named an object the store does not hold."""
 
@@ -179,3 +184,10 @@ class ObjectStore(ABC):
     def probe(self) -> None:
         """Raise StorageError now if this store cannot take writes: a run checks before
         its first request rather than failing at its first object."""
+
+    def probe_reads(self) -> None:
+        """Raise StorageError now if this store cannot be read at all (a bucket that does
+        not exist, credentials refused): a command that reads says so in one line."""
+
+    def release(self) -> None:
+        """Let go of what this store holds for the run (a single writer's lease)."""

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from pith_archiver.cli import main
 from pith_testkit.cli import main as kit_main
+from storage.archive.signing_key import new_signer
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the test kit is not installed
 
@@ -33,6 +34,14 @@ class CliResult:
 def isolated_home(home: Path) -> dict:
     """Environment for a CLI run whose archiver key, crawl state and logs stay in ``home``."""
     return {"XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache")}
+
+
+def signing_key(path: Path) -> Path:
+    """``path``, holding a signing key made on the first call: ``--signing-key`` names
+    only a key that exists (only the default key is made on first use)."""
+    if not Path(path).exists():
+        new_signer().save(path)
+    return Path(path)
 
 
 def run_cli(

@@ -70,6 +70,7 @@ class FaultRule:
     rate: float = 1.0
     methods: tuple = ("GET", "HEAD", "PUT", "POST", "DELETE")
     path: str = ""
+    query: str = ""  # a regex searched in the query string (a listing's prefix=...)
     delay: float = 0.3  # seconds, for "slow"
     limit: int = 0
 
@@ -79,6 +80,7 @@ class FaultRule:
         if not 0 <= self.rate <= 1:
             raise ValueError("rate must be between 0 and 1")
         re.compile(self.path)
+        re.compile(self.query)
 
 
 @dataclass(frozen=True)
@@ -128,17 +130,17 @@ class FaultProxy:
 
     def set_rules(self, *rules: FaultRule) -> None:
         with self._lock:
-            self._rules = [(rule, re.compile(rule.path)) for rule in rules]
+            self._rules = [(rule, re.compile(rule.path), re.compile(rule.query)) for rule in rules]
             self._fired.clear()
 
     def release(self) -> None:
         self._released.set()
 
-    def choose(self, method: str, path: str) -> FaultRule | None:
+    def choose(self, method: str, path: str, query: str = "") -> FaultRule | None:
         """The first rule that matches and fires for this request (seeded draws)."""
         with self._lock:
-            for index, (rule, pattern) in enumerate(self._rules):
-                if method not in rule.methods or not pattern.search(path):
+            for index, (rule, pattern, asked) in enumerate(self._rules):
+                if method not in rule.methods or not pattern.search(path) or not asked.search(query):
                     continue
                 if rule.limit and self._fired[index] >= rule.limit:
                     continue
@@ -227,12 +229,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         proxy = self.proxy
-        method, path = self.command, urlsplit(self.path).path
+        method, (path, query) = self.command, urlsplit(self.path)[2:4]
         body = self._body()
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             del self.headers["Transfer-Encoding"]
             self.headers["Content-Length"] = str(len(body))
-        rule = proxy.choose(method, path)
+        rule = proxy.choose(method, path, query)
         kind = rule.kind if rule else None
         if kind in S3_ERRORS:
             status, code, message = S3_ERRORS[kind]

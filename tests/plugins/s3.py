@@ -9,8 +9,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -35,26 +38,38 @@ def s3_endpoint(tmp_path_factory):
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
+    with serving(process, "moto server", f"{url}/moto-api/", log):
+        yield url
+
+
+@contextmanager
+def serving(process: subprocess.Popen, name: str, probe_url: str, log) -> Iterator[None]:
+    """Once the server ``process`` answers ``probe_url`` (any HTTP status), until the
+    block ends; then it is stopped and its ``log`` closed."""
     deadline = time.monotonic() + 30
     while True:
         if process.poll() is not None:
-            pytest.fail(f"moto server exited with {process.returncode}; see {log.name}")
+            pytest.fail(f"{name} exited with {process.returncode}; see {log.name}")
         try:
-            _NO_PROXY.open(f"{url}/moto-api/", timeout=1).close()
+            _NO_PROXY.open(probe_url, timeout=1).close()
+            break
+        except urllib.error.HTTPError:  # an answer
             break
         except OSError:
             if time.monotonic() > deadline:
                 process.kill()
-                pytest.fail(f"moto server did not answer on {url} within 30 s")
+                pytest.fail(f"{name} did not answer on {probe_url} within 30 s")
             time.sleep(0.1)
-    yield url
-    process.terminate()
     try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
 
 
 @pytest.fixture
