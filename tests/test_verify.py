@@ -241,8 +241,8 @@ def _wrong_fingerprint(entry):
             "role 'admin' is not one of registry, archive",
         ),
         (lambda s: {"keys": [REGISTRY_DOCUMENT, {**REGISTRY_DOCUMENT, "role": "archive"}]}, "a key has one role"),
-        (lambda s: {"keys": s.public_document()}, "expected"),
-        (lambda s: [s.public_document()], "expected"),
+        (lambda s: {"keys": s.public_document()}, "not a keyring; give a keyring file"),
+        (lambda s: [s.public_document()], "not a keyring; give a keyring file"),
     ],
 )
 def test_unusable_keyring_is_a_usage_error(tmp_path, test_signer, content, message):
