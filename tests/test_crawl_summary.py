@@ -11,6 +11,7 @@ import pytest
 
 from crawler.stat_keys import Stat
 from pith_archiver.crawl_report import report
+from pith_archiver.output import QUIET
 from storage.archive.s3_store import S3Store
 from storage.archive.stores import StorageError
 from tests.plugins.cli import run_cli
@@ -121,3 +122,36 @@ def test_a_failed_final_commit_names_the_interim_commits_that_hold_and_the_last_
     assert f"{wording} archive/manifests/run-2.json" in printed.out
     assert "the final commit failed: the disk under the spool is full" in printed.err
     assert int(status) != 0
+
+
+@pytest.mark.parametrize("distrusted", [False, True])
+def test_a_rerun_counts_every_held_record_once_in_the_full_and_quiet_summaries(distrusted, capsys):
+    """Held records not asked + asked = held, each asked record under one reason, in
+    both forms; dates in the future are named."""
+    asked = {Stat.ASKED_DATED: 20, Stat.RECHECK_SAMPLE: 39, Stat.RECHECK_DUE: 2, Stat.ASKED_SWEPT: 0}
+    if distrusted:
+        asked = {Stat.ASKED_DATED: 20, Stat.RECHECK_SAMPLE: 39, Stat.RECHECK_DUE: 2, Stat.ASKED_SWEPT: 1939}
+    stats = {
+        Stat.RECORDS_FOUND: 2000 - (0 if distrusted else 1939),
+        Stat.BUNDLES_FETCHED: 20,
+        Stat.NOT_MODIFIED: 41,
+        Stat.MANIFEST: "manifests/run.json",
+        Stat.RECORDS_HELD: 2000,
+        Stat.SKIPPED_BY_DATE: 0 if distrusted else 1939,
+        Stat.FUTURE_DATES: 3,
+        Stat.LASTMOD_DISTRUSTED: int(distrusted),
+        Stat.LASTMOD_LIES: 4 if distrusted else 0,
+        **asked,
+    }
+    report(stats, "archive", (1.0, True))
+    full = capsys.readouterr().out
+    counts = "1939 not asked and 61 asked" if not distrusted else "0 not asked and 2000 asked"
+    reasons = f"20 dated changed, 39 sampled, 2 due by --recheck-after, {1939 if distrusted else 0} swept"
+    assert f"of 2000 held records, {counts} ({reasons})" in full
+    assert ("dates not trusted: " in full) == distrusted and ("4 changed records as unchanged" in full) == distrusted
+    assert "dates in the future: 3 dates the resolver gave were later than this machine's clock plus a day" in full
+    report(stats, "archive", (1.0, True), verbosity=QUIET)
+    quiet = capsys.readouterr().out
+    trust = "dates not trusted" if distrusted else "dates trusted"
+    assert f"; {trust}: {0 if distrusted else 1939} of 2000 held not asked, {reasons}" in quiet
+    assert "3 dates in the future counted as none" in quiet

@@ -1,0 +1,42 @@
+"""The model-based test of scheduled re-runs (tests/test_rerun_model.py) in its long
+profile: many simulated weeks of lying listings, clock jumps and changes, each week a
+real crawl against nginx. Prints what the weeks did (runs, honest weeks and their
+requests against the budget, lies acted on, clock jumps, the longest a change waited)
+and the time taken; exits with pytest's status.
+
+    .venv/bin/python bench/rerun_model.py            # the long profile
+    .venv/bin/python bench/rerun_model.py --profile ci
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="long", choices=("ci", "long"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "weeks.json"
+        env = {**os.environ, "PITH_MODEL_PROFILE": args.profile, "PITH_MODEL_REPORT": str(report)}
+        started = time.monotonic()
+        test = "tests/test_rerun_model.py"
+        status = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", test], cwd=ROOT, env=env)
+        elapsed = time.monotonic() - started
+        tally = json.loads(report.read_text()) if report.exists() else {}
+    print(f"profile {args.profile}: {elapsed:.0f} s, exit {status}")
+    for key, value in sorted(tally.items()):
+        print(f"  {key}: {value}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
