@@ -114,8 +114,8 @@ def test_each_week_the_change_lists_name_what_is_asked(tmp_path, registry):
     pages = [line for line in read if "changelist-" in line]
     assert len(pages) == 2 and not any("week-00001" in line for line in pages), pages
     assert result.stat("change_lists_read") == 2
-    (kept,) = tmp_path.rglob("change_lists.json")
-    assert json.loads(kept.read_text())[reg.base].startswith("20")
+    (kept,) = tmp_path.rglob("freshness.json")
+    assert json.loads(kept.read_text())["read_to"][reg.base].startswith("20")
 
 
 @pytest.mark.slow

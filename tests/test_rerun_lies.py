@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from pith_testkit.scripted import Listing
+from tests.plugins.cli import run_cli
 from tests.plugins.scripted_site import START, Site
 
 pytestmark = pytest.mark.slow
@@ -116,11 +117,12 @@ def test_a_future_dated_change_list_entry_never_stops_the_lists(tmp_path, nginx)
     reg.publish(Listing(change_lists=True, change_dates="future"), START + timedelta(days=7))
     result, requests = site.crawl(START + timedelta(days=7))
     assert not site.pending() and result.stat("dates_in_future") >= 1
-    (state,) = tmp_path.rglob("freshness.json")
-    kept = state.parent / "change_lists.json"
-    assert not kept.exists() or "9999" not in kept.read_text()  # the future is never where the lists were read to
+    assert "9999" not in json.dumps(site.state("freshness.json")["read_to"])  # the future is never a position
 
-    kept.write_text(json.dumps({site.base: "9999-12-31T00:00:00Z"}))  # as a run before dates were bounded left it
+    state = site.state("freshness.json")  # as a run before dates were bounded left it
+    state["read_to"] = {site.base: "9999-12-31T00:00:00Z"}
+    (path,) = tmp_path.rglob("freshness.json")
+    path.write_text(json.dumps(state))
     changed = reg.suffixes[10:35]
     for suffix in changed:
         reg.change(suffix, START + timedelta(days=13))
@@ -131,7 +133,7 @@ def test_a_future_dated_change_list_entry_never_stops_the_lists(tmp_path, nginx)
     # dated in the future, asked as an entry without a date
     assert result.stat("change_lists_read") == 3 and result.stat("records_dated_changed") == 25 + 1
     assert result.stat("lastmod_distrusted") == 0
-    assert json.loads(kept.read_text())[site.base] < "9999"
+    assert site.state("freshness.json")["read_to"][site.base] < "9999"
 
 
 def test_gzipped_sitemaps_are_read_within_a_cap(tmp_path, nginx):
@@ -154,3 +156,21 @@ def test_gzipped_sitemaps_are_read_within_a_cap(tmp_path, nginx):
     assert "sitemap-2.xml.gz not read: larger than 50 MB decompressed" in result.stderr
     assert "sitemap-3.xml.gz not read: gzip cut short" in result.stderr
     assert "fetch failures: sitemap_unreadable 2" in result.stdout
+
+
+def test_an_archive_written_by_runs_whose_clocks_disagree_audits_clean(tmp_path, nginx):
+    """Runs commit in the order they ran, whatever their clocks stamp: one four years
+    fast, then one right, then one a year slow, each archiving new versions. The
+    archive's transparency log and attestation chain still hold together."""
+    site = Site(tmp_path, nginx, 60, pages=1)
+    reg = site.registry
+    reg.publish(Listing(), START)
+    site.crawl(START)
+    for week, offset in ((1, timedelta(days=4 * 365)), (2, timedelta(0)), (3, timedelta(days=-365))):
+        for suffix in reg.suffixes[week * 3 : week * 3 + 3]:
+            reg.change(suffix, START + timedelta(days=7 * week - 1))
+        reg.publish(Listing(), START + timedelta(days=7 * week))
+        site.crawl(START + timedelta(days=7 * week) + offset)
+        assert not site.pending()
+    audit = run_cli("audit", site.archive, "--keyring", reg.keyring, home=tmp_path)
+    assert audit.returncode == 0, audit.output[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.scheduling.freshness import sample_size
+from crawler.scheduling.held_records import sample_size
 from crawler.scheduling.listed_time import listed_date
 from pith_testkit.static import export_site
 from pith_testkit.virtual import VirtualCorpus

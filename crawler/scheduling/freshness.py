@@ -31,13 +31,11 @@ the state folder, saved when the run commits, and count only for the version the
 confirmed. Until the archive is opened (``ready``), no record is skipped.
 """
 
-import hashlib
 import json
 import logging
-import sqlite3
-from enum import StrEnum
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -45,32 +43,16 @@ from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.statscollectors import StatsCollector
 from twisted.internet.defer import Deferred
 
-from storage.runtime.page_cache import PAGE_CACHE_KIB
-
 from .. import signals as pith_signals
 from ..crawl_config import crawl_config
 from ..items import BundleItem
-from ..stat_keys import Stat, StatFamily
-from .listed_time import DAY, RunClock, changed_since, listed_date
+from ..stat_keys import Stat, StatFamily, read_family
+from .held_records import Asked, HeldRecords, sample_size
+from .listed_time import DAY, Listed, RunClock, changed_since, listed_date
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_FLOOR = 64  # records asked again each run, at least (within SAMPLE_CEILING)
-SAMPLE_SHARE = 0.01  # ... or this share of the held records, whichever is larger
-SAMPLE_CEILING = 0.02  # ... but never more than this share: a week's budget
-SAMPLE_SLACK = 10  # ... or than this many, in an archive so small that 2% is fewer
-ROTATION = 100  # runs in which the sample has asked every held record, at most
-
-
-class Asked(StrEnum):
-    """Why a held record was asked in a re-run (the first reason counts)."""
-
-    DATED = "dated"  # its listing dates it changed, gives no date, or a Change List names it
-    SAMPLED = "sampled"  # this run's part of the rotating sample
-    DUE = "due"  # not confirmed for PITH_RECHECK_AFTER_DAYS (or confirmed in the future)
-    SWEPT = "swept"  # the dates are not trusted: every record is asked
-
-
+SETTLED = {"archived", "unchanged"}  # record outcomes after which a run's reading of the Change Lists is kept
 ASKED_STATS = {
     Asked.DATED: Stat.ASKED_DATED,
     Asked.SAMPLED: Stat.RECHECK_SAMPLE,
@@ -79,20 +61,22 @@ ASKED_STATS = {
 }
 
 
-def bucket_of(suffix: str) -> int:
-    """A record's place in the sample's rotation: stable across runs and machines."""
-    return int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:7], "big")
+class HeldVersions(Protocol):
+    """What a re-run needs of the archive writer (``archive_opened``'s ``writer``)."""
 
-
-def sample_size(held: int) -> int:
-    """How many held records a run asks again: a week's budget, and every record within
-    ``ROTATION`` runs."""
-    size = min(max(SAMPLE_FLOOR, int(held * SAMPLE_SHARE)), max(SAMPLE_SLACK, int(held * SAMPLE_CEILING)))
-    return min(held, max(size, -(-held // ROTATION)))
+    def held_versions(self) -> Iterator[tuple[str, bytes, int, int]]:
+        """``(pith_number, bundle digest, built_at, fetched_at)`` of each record's current
+        version, the times in microseconds since the epoch."""
+        ...
 
 
 class Freshness:
-    """Extension: which held records a run asks for, and whether their dates lie."""
+    """Extension: which held records a run asks for, and whether their dates lie.
+
+    The spider's listing walks use it through ``crawler.get_extension``: ``ready``,
+    ``clock``, ``may_trust_listings``, ``wants``/``reads_sitemap``/``sample`` for the
+    sitemaps, ``wants_change``/``read_to``/``changes_read`` for the Change Lists, and
+    ``held`` for links."""
 
     crawler: Crawler
 
@@ -109,24 +93,15 @@ class Freshness:
         self.swept = self.distrusted  # a run that asks every record: it may clear the distrust
         self.lies = 0
         self.listing_read = False  # a sitemap or Change List was read: its silence is a claim
-        self.listings_cached = True  # how far the listings were read still matches the archive
+        self.change_lists_read = False  # every Change List was read this run
+        self.newest_change: str | None = None  # the newest change they named (the resolver's clock)
         self.reason: str | None = None  # why the crawl ended
         self.saved = False  # the run committed, and its state was saved
         self.bounded = False  # --max-records: a run that may not ask every record
         self.held_count = 0  # records the archive holds (once it is opened)
         self.sample_to = self.state["sample_from"]  # the bucket this run's sample ended at
         self.ready: Deferred = Deferred()
-        self.db = sqlite3.connect(str(state_dir / "confirmed.sqlite3"))
-        self.db.executescript(f"""
-            PRAGMA cache_size=-{PAGE_CACHE_KIB};
-            CREATE TABLE IF NOT EXISTS confirmed (suffix TEXT PRIMARY KEY, bundle BLOB, at INTEGER, listed TEXT)
-                WITHOUT ROWID;
-            CREATE TEMP TABLE held (suffix TEXT PRIMARY KEY, bundle BLOB, built INTEGER, confirmed INTEGER,
-                                    listed TEXT, bucket INTEGER, unchanged INTEGER, renewed INTEGER DEFAULT 0,
-                                    asked TEXT)
-                WITHOUT ROWID;
-            CREATE TEMP TABLE listed (suffix TEXT PRIMARY KEY, lastmod TEXT) WITHOUT ROWID;
-        """)
+        self.records = HeldRecords(state_dir / "confirmed.sqlite3")
 
     def _read_state(self) -> dict[str, Any]:
         try:
@@ -134,7 +109,7 @@ class Freshness:
         except (OSError, ValueError):
             state = {}
         state = state if isinstance(state, dict) else {}
-        for key, empty in (("distrusted", {}), ("sample_from", -1), ("sitemaps", {})):
+        for key, empty in (("distrusted", {}), ("sample_from", -1), ("sitemaps", {}), ("read_to", {})):
             if not isinstance(state.get(key), type(empty)):
                 state[key] = empty
         return state
@@ -158,31 +133,17 @@ class Freshness:
         return freshness
 
     # --- the archive's held versions ------------------------------------------------
-    def opened(self, writer: Any = None, committed: frozenset = frozenset()) -> None:
+    def opened(self, writer: HeldVersions | None = None, committed: frozenset = frozenset()) -> None:
         """Read the held versions (one pass over the archive's history) and the
         confirmations that still name them. How far the listings were read is a cache of
         the archive: kept only while the archive holds the run that read them."""
         run = self.state.get("run")
         if run is not None and run not in committed:
-            self.state["sitemaps"], self.listings_cached = {}, False
+            self.state["sitemaps"], self.state["read_to"] = {}, {}
             self.stats.set_value(StatFamily.CACHE_DROPPED + "listings", 1)
             logger.warning("cache did not match the archive: the listings are read whole again")
         if writer is not None:
-            rows = (
-                (number.rpartition(":")[2], bundle, built, fetched, bucket_of(number.rpartition(":")[2]) >> 1)
-                for number, bundle, built, fetched in writer.held_versions()
-            )
-            self.db.executemany(
-                "INSERT OR REPLACE INTO held (suffix, bundle, built, confirmed, bucket) VALUES (?, ?, ?, ?, ?)", rows
-            )
-            self.db.execute(  # the later of fetched and confirmed; a confirmation in the future is due, and
-                # a fetch stamped in the future (by a run whose clock was fast) counts until one is confirmed since
-                "UPDATE held SET listed = c.listed, confirmed = CASE WHEN c.at > :now OR confirmed > :now THEN c.at "
-                "ELSE MAX(confirmed, c.at) END "
-                "FROM confirmed AS c WHERE c.suffix = held.suffix AND c.bundle = held.bundle",
-                {"now": self.clock.now},
-            )
-        self.held_count = self.db.execute("SELECT COUNT(*) FROM held").fetchone()[0]
+            self.held_count = self.records.load(writer.held_versions(), self.clock.now)
         if self.distrusted and self.held_count:
             logger.warning(
                 "dates not trusted: %s listed changed records with old dates before; every record is asked again",
@@ -192,6 +153,12 @@ class Freshness:
         if not self.ready.called:
             self.ready.callback(None)
 
+    def may_trust_listings(self) -> bool:
+        """Whether the listings alone may say what changed (the Change Lists read instead
+        of the sitemaps): a re-run (a run committed here before), and, once the archive
+        is open, one that holds records whose source's dates are trusted."""
+        return self.rerun and (not self.ready.called or (self.held_count > 0 and not self.distrusted))
+
     def sample(self) -> list[str]:
         """The held records this run asks again whatever their dates: the next
         ``sample_size`` of the rotation (the held records in the order of their bucket,
@@ -200,24 +167,9 @@ class Freshness:
         whose clock was fast)."""
         if not self.held_count or self.distrusted:
             return []
-        size, start = sample_size(self.held_count), self.state["sample_from"]
-        part = self.db.execute(
-            "SELECT suffix, bucket FROM held WHERE bucket > ? ORDER BY bucket LIMIT ?", (start, size)
-        )
-        rotation = part.fetchall()
-        if len(rotation) < size:  # round again from the start
-            more = self.db.execute("SELECT suffix, bucket FROM held ORDER BY bucket LIMIT ?", (size - len(rotation),))
-            rotation += [row for row in more.fetchall() if row[1] <= start]
-        self.sample_to = rotation[-1][1] if rotation else start
-        self.db.executemany(
-            "UPDATE held SET asked = COALESCE(asked, ?) WHERE suffix = ?", ((Asked.SAMPLED, s) for s, _ in rotation)
-        )
-        now = self.clock.now
-        due = self.db.execute(
-            "UPDATE held SET asked = ? WHERE (confirmed IS NULL OR confirmed < ? OR confirmed > ?) AND asked IS NULL "
-            "RETURNING suffix",
-            (Asked.DUE, now - self.recheck_after, now),
-        ).fetchall()
+        rotation = self.records.rotation(self.state["sample_from"], sample_size(self.held_count))
+        self.sample_to = rotation[-1][1] if rotation else self.sample_to
+        due = self.records.due(self.clock.now - self.recheck_after, self.clock.now)
         logger.info(
             "asking again %d records of %d held (the rotating sample) and %d not confirmed for %.0f days",
             len(rotation),
@@ -225,17 +177,7 @@ class Freshness:
             len(due),
             self.recheck_after / DAY,
         )
-        return [suffix for suffix, _ in rotation] + [suffix for (suffix,) in due]
-
-    def _asked(self, suffix: str, unchanged: bool | None, why: Asked | None) -> bool:
-        """Note what the listing said of a held record and why it is asked (None: it is
-        not); whether the sample found it changed already (``renewed``)."""
-        row = self.db.execute(
-            "UPDATE held SET unchanged = COALESCE(?, unchanged), asked = COALESCE(asked, ?) WHERE suffix = ? "
-            "RETURNING renewed",
-            (unchanged, why, suffix),
-        ).fetchone()
-        return bool(row and row[0])
+        return [suffix for suffix, _ in rotation] + due
 
     def _then(self, built: int, listed_then: str | None) -> tuple[int, str | None]:
         """A held version's build time and the date its listing gave when it was last
@@ -252,81 +194,94 @@ class Freshness:
             return True
         self.listing_read = True
         listed = self.clock.credible(lastmod)
-        if listed is not None:
-            self.db.execute("INSERT OR REPLACE INTO listed VALUES (?, ?)", (suffix, lastmod))
-        row = self.db.execute("SELECT built, listed FROM held WHERE suffix = ?", (suffix,)).fetchone()
-        if row is None:
+        if listed is not None and lastmod is not None:
+            self.records.listed(suffix, lastmod)
+        version = self.records.version(suffix)
+        if version is None:
             return True  # not held: new to the archive
-        built, listed_then = self._then(*row)
+        built, listed_then = self._then(*version)
         if listed is None:  # no date (or one in the future): as a run without dates
             changed = True
         else:
             changed = lastmod != listed_then if listed_then is not None else changed_since(listed, (built, False))
         if changed:
-            self._asked(suffix, False, Asked.DATED)
+            self.records.asked(suffix, False, Asked.DATED)
             return True
-        if self._asked(suffix, True, Asked.SWEPT if self.distrusted else None):  # the sample found it changed
+        if self.records.asked(suffix, True, Asked.SWEPT if self.distrusted else None):  # the sample found it changed
             self._lied(suffix)
-            self._asked(suffix, None, Asked.SWEPT)  # the lie distrusts the dates: it is asked
+            self.records.asked(suffix, None, Asked.SWEPT)  # the lie distrusts the dates: it is asked
         return self.distrusted
 
-    def wants_change(self, suffix: str, moment: str | None) -> bool:
+    def read_to(self) -> Listed | None:
+        """The newest change this resolver's Change Lists named in the last finished run
+        (None: read every page; so too a position later than the clock allows)."""
+        return self.clock.bounded(listed_date(self.state["read_to"].get(self.source)))
+
+    def wants_change(self, suffix: str, *dates: str | None) -> bool:
         """Whether a Change List's entry must be asked: the record is not held, or the
-        change's moment (the resolver's clock) is after the held version was built and
-        after the date its listing gave when that version was last confirmed. The newest
-        moment named is kept as its listed date, as a sitemap's."""
+        change's moment (the later of ``dates``, its ``datetime`` and ``lastmod``: the
+        resolver's clock) is after the held version was built and after the date its
+        listing gave when that version was last confirmed. The newest moment named is
+        kept as its listed date, as a sitemap's."""
         self.listing_read = True
-        listed = self.clock.credible(moment)
-        row = self.db.execute("SELECT built, listed FROM held WHERE suffix = ?", (suffix,)).fetchone()
-        if row is None:
+        moment = self.clock.newest(*dates)
+        self.newest_change = self.clock.newest(moment, self.newest_change)
+        listed = listed_date(moment)
+        version = self.records.version(suffix)
+        if version is None:
             return True
-        kept = self.db.execute("SELECT lastmod FROM listed WHERE suffix = ?", (suffix,)).fetchone()
-        if listed is not None and (kept is None or listed[0] > (listed_date(kept[0]) or (0, False))[0]):
-            self.db.execute("INSERT OR REPLACE INTO listed VALUES (?, ?)", (suffix, moment))
-        built, listed_then = self._then(*row)
+        kept = listed_date(self.records.listed_now(suffix))
+        if listed is not None and moment is not None and (kept is None or listed[0] > kept[0]):
+            self.records.listed(suffix, moment)
+        built, listed_then = self._then(*version)
         then = listed_date(listed_then)
         changed = listed is None or (
             changed_since(listed, (built, False)) and (then is None or changed_since(listed, then))
         )
         if changed:
-            self._asked(suffix, False, Asked.DATED)
+            self.records.asked(suffix, False, Asked.DATED)
         return changed
 
     def changes_read(self) -> int:
         """Every Change List was read: the held records they did not name changed, by
         their word. Those the sample found changed are lies. How many records it skips."""
-        self.listing_read = True
-        self.db.execute("UPDATE held SET unchanged = 1 WHERE unchanged IS NULL")
-        for (suffix,) in self.db.execute("SELECT suffix FROM held WHERE unchanged = 1 AND renewed = 1").fetchall():
+        self.listing_read = self.change_lists_read = True
+        lies, skipped = self.records.unnamed()
+        for suffix in lies:
             self._lied(suffix)
-        return self.db.execute("SELECT COUNT(*) FROM held WHERE unchanged = 1 AND asked IS NULL").fetchone()[0]
+        return skipped
 
     def held(self, suffix: str) -> bool:
         """Whether the archive holds the record: a link to it in a re-run walking the
         sitemaps is left to them, which date it."""
-        return (
-            self.ready.called
-            and self.db.execute("SELECT 1 FROM held WHERE suffix = ?", (suffix,)).fetchone() is not None
-        )
+        return self.ready.called and self.records.holds(suffix)
+
+    def reads_sitemap(self, url: str, lastmod: str | None) -> bool:
+        """Whether an index's child is read: not when the date the index gives it is
+        the one it had when a committed run read it (never while the dates are
+        distrusted, nor for a date in the future). The date is kept when it is read."""
+        dated = lastmod if self.clock.credible(lastmod) is not None else None
+        if not self.distrusted and self.ready.called and dated is not None and self.state["sitemaps"].get(url) == dated:
+            self.listing_read = True
+            return False
+        self.state.setdefault("read", {})[url] = dated
+        return True
 
     # --- what the run found -----------------------------------------------------------
     def settled(self, suffix: str | None, outcome: str) -> None:
         if outcome == "unchanged" and suffix:
-            self._confirm(suffix, None)
+            self.records.confirm(suffix, None, self.clock.now)
 
     def item_scraped(self, item: Any) -> None:
         if not isinstance(item, BundleItem) or not item.answers or not item.verdict.ok or not item.suffix:
             return
         sha = item.verdict.bundle_sha256
         digest = bytes.fromhex(sha) if sha else None
-        row = self.db.execute("SELECT bundle, unchanged FROM held WHERE suffix = ?", (item.suffix,)).fetchone()
-        if row is not None and digest is not None and digest != row[0]:
-            # a newer version: a lie when this run's listing dated it unchanged (or, not
-            # read yet, when it does: ``wants``; never listed: when the walk ends, ``idle``)
-            self.db.execute("UPDATE held SET renewed = 1 WHERE suffix = ?", (item.suffix,))
-            if row[1]:
-                self._lied(item.suffix)
-        self._confirm(item.suffix, digest)
+        # a newer version: a lie when this run's listing dated it unchanged (or, not
+        # read yet, when it does: ``wants``; never listed: when the walk ends, ``idle``)
+        if digest is not None and self.records.renewed(item.suffix, digest):
+            self._lied(item.suffix)
+        self.records.confirm(item.suffix, digest, self.clock.now)
 
     def idle(self) -> None:
         """The walk ended: a held record found changed that no listing read in this run
@@ -335,26 +290,11 @@ class Freshness:
         Every listing is then read again before the crawl may close."""
         if self.distrusted or self.bounded or not self.listing_read or not self.ready.called:
             return
-        silent = self.db.execute(
-            "UPDATE held SET unchanged = 1 WHERE renewed = 1 AND unchanged IS NULL RETURNING suffix"
-        ).fetchall()
-        for (suffix,) in sorted(silent):
+        silent = self.records.silent()
+        for suffix in silent:
             self._lied(suffix)
         if silent:
             raise DontCloseSpider
-
-    def _confirm(self, suffix: str, bundle: bytes | None) -> None:
-        """Confirmed now: the version fetched (``bundle``), or the held one (a 304)."""
-        if bundle is None:
-            row = self.db.execute("SELECT bundle FROM held WHERE suffix = ?", (suffix,)).fetchone()
-            if row is None:
-                return
-            bundle = row[0]
-        self.db.execute(
-            "INSERT OR REPLACE INTO confirmed "
-            "VALUES (?, ?, ?, (SELECT listed FROM held WHERE suffix = ? AND bundle = ?))",
-            (suffix, bundle, self.clock.now, suffix, bundle),
-        )
 
     def _lied(self, suffix: str) -> None:
         self.lies += 1
@@ -370,17 +310,6 @@ class Freshness:
         )
         self.crawler.signals.send_catch_log(pith_signals.dates_distrusted, base=self.source)
 
-    def reads_sitemap(self, url: str, lastmod: str | None) -> bool:
-        """Whether an index's child is read: not when the date the index gives it is
-        the one it had when a committed run read it (never while the dates are
-        distrusted, nor for a date in the future). The date is kept when it is read."""
-        dated = lastmod if self.clock.credible(lastmod) is not None else None
-        if not self.distrusted and self.ready.called and dated is not None and self.state["sitemaps"].get(url) == dated:
-            self.listing_read = True
-            return False
-        self.state.setdefault("read", {})[url] = dated
-        return True
-
     def _count(self) -> None:
         """Each held record once: not asked, or asked for its first reason; and the
         dates refused as in the future."""
@@ -388,7 +317,7 @@ class Freshness:
             self.stats.set_value(Stat.FUTURE_DATES, self.clock.future_dates)
         if not self.listing_read or not self.held_count:
             return
-        counts = dict(self.db.execute("SELECT asked, COUNT(*) FROM held GROUP BY asked").fetchall())
+        counts = self.records.counts()
         self.stats.set_value(Stat.RECORDS_HELD, self.held_count)
         self.stats.set_value(Stat.SKIPPED_BY_DATE, counts.get(None, 0))
         for why, key in ASKED_STATS.items():
@@ -396,16 +325,10 @@ class Freshness:
 
     def committed(self, run_id: str | None = None, **_: Any) -> None:
         """The run committed: keep its confirmations, the sitemaps it read, the rotation's
-        next place and what it found of the dates. A record confirmed in this run keeps
-        the date its listing gave it: the next run asks it only when that date moves."""
+        next place and what it found of the dates."""
         if self.reason is None:
             self._count()
-        self.db.execute(
-            "UPDATE confirmed SET listed = l.lastmod FROM listed AS l WHERE l.suffix = confirmed.suffix AND at >= ?",
-            (self.clock.now,),
-        )
-        self.db.commit()
-        self.db.close()
+        self.records.keep(since=self.clock.now)
         self.state["sitemaps"].update(self.state.pop("read", {}))
         self.state["run"] = str(run_id) if run_id is not None else None
         if not self.distrusted:  # the next run's sample follows this one's
@@ -425,11 +348,21 @@ class Freshness:
 
     def _save(self) -> None:
         """The state, with what this run found of the dates: distrusted when one lied,
-        trusted again after a run that asked every record and found none lying."""
+        trusted again after a run that asked every record and found none lying; and how
+        far the Change Lists were read, once a finished run settled every record."""
+        finished = self.reason == "finished" and not self.bounded
         if self.lies:
             self.state["distrusted"][self.source] = {"lies": self.lies}
-        elif self.swept and self.reason == "finished" and not self.bounded:
+        elif self.swept and finished:
             self.state["distrusted"].pop(self.source, None)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, sort_keys=True))
-        tmp.replace(self.state_path)
+        settled = set(read_family(self.stats.get_stats(), StatFamily.RECORDS)) <= SETTLED
+        if self.change_lists_read and self.newest_change and finished and settled:
+            self.state["read_to"][self.source] = self.newest_change
+        save_json(self.state_path, self.state)
+
+
+def save_json(path: Path, value: Any) -> None:
+    """Write a state file whole or not at all (a crash mid-write leaves the last one)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True))
+    tmp.replace(path)

@@ -73,7 +73,8 @@ class RunClock:
         allows (kept by a run whose clock was fast, or before dates were bounded)."""
         return None if listed is None or listed[0] > self.now + SLACK else listed
 
-    def stale(self, stamp: int | None, after: int) -> bool:
-        """Whether a stamp this machine left is due: older than ``after`` microseconds,
-        missing, or later than the clock now (left by a run whose clock was fast)."""
-        return stamp is None or stamp < self.now - after or stamp > self.now
+    def newest(self, *texts: str | None) -> str | None:
+        """Of W3C datetimes, the latest this clock finds credible (a Change List entry's
+        ``datetime`` and ``lastmod``: the change, and when the resolver published it)."""
+        dated = [(when, text) for text in texts if (when := self.credible(text)) is not None]
+        return max(dated)[1] if dated else None

@@ -13,20 +13,17 @@ asked. A resolver with no ResourceSync is walked through its sitemaps as before;
 one whose documents cannot be read (a warning says why), and so is a first run.
 
 The pages of an index that ended before the newest change a finished run read
-(``change_lists.json`` in the state folder, kept only when that run committed with every
+(``Freshness.read_to``, kept in the state folder only when that run committed with every
 record it asked settled) are not read again. Change List entries are record requests
 like any other: claimed, verified, bound to the record asked for, paced.
 """
 
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -35,8 +32,9 @@ from twisted.python.failure import Failure
 from ..failures import describe, failed_request
 from ..links import SITEMAP_ENTRY, ResolverUrls, suffixes_in
 from ..scheduling.freshness import Freshness
-from ..scheduling.listed_time import DAY, RunClock, listed_date
-from ..stat_keys import Stat, StatFamily, read_family
+from ..scheduling.listed_time import DAY
+from ..stat_keys import Stat
+from .listing_walk import ChangeLists, listing_walk
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +45,6 @@ IN_INDEX = "pith_change_page"  # meta: a page an index named (never an index its
 MAX_BYTES = 32 * 1024 * 1024  # a ResourceSync document (a page of 50,000 changes is ~10 MB)
 MAX_PAGES = 1_000  # Change Lists an index may have a run read (a hostile index names millions)
 MARGIN = DAY  # a page that ended within a day before the newest change read is read again
-STATE_FILE = "change_lists.json"  # in the state folder: the newest change a finished run read, per resolver
-SETTLED = {"archived", "unchanged"}  # record outcomes after which a run's reading may be kept
 # a <url> or <sitemap> entry (crawler.links) and the <rs:md .../> that follows it
 ENTRY = re.compile(SITEMAP_ENTRY.pattern + rb"\s*(?:<rs:md\b([^>]{0,512})/?>)?")
 ATTRIBUTE = re.compile(rb"(\w+)=[\"']([^\"'<>]{0,64})[\"']")
@@ -73,13 +69,6 @@ def declared(body: bytes) -> str | None:
     return found.group(1).decode("ascii") if found else None
 
 
-def newest(clock: RunClock, *texts: str | None) -> str | None:
-    """Of W3C datetimes, the latest the clock finds credible (an entry's ``datetime`` and
-    ``lastmod``: the change, and when the resolver published it)."""
-    dated = [(when, text) for text in texts if (when := clock.credible(text)) is not None]
-    return max(dated)[1] if dated else None
-
-
 class ChangeListWalk:
     """A mixin of the spider: what it needs of it is declared here."""
 
@@ -93,8 +82,7 @@ class ChangeListWalk:
     @property
     def freshness(self) -> Freshness | None:
         """The crawl's judge of what changed, when it has one (an archive, a state folder)."""
-        extensions = self.crawler.extensions.middlewares if self.crawler.extensions is not None else ()
-        return next((e for e in extensions if isinstance(e, Freshness)), None)
+        return self.crawler.get_extension(Freshness) if self.crawler.extensions is not None else None
 
     def may_read_change_lists(self) -> bool:
         """Whether a sitemap seed starts from the Change Lists: a re-run of one machine
@@ -102,16 +90,15 @@ class ChangeListWalk:
         freshness = self.freshness
         if freshness is None or self.crawler.settings.get("PITH_FRONTIER"):
             return False
-        if not freshness.rerun:  # no run committed here before: a first run
-            return False
-        return not freshness.ready.called or (freshness.held_count > 0 and not freshness.distrusted)
+        return freshness.may_trust_listings()
 
     def listing_request(self, sitemap: str) -> scrapy.Request:
         """The request a sitemap seed starts with: the resolver's Source Description
         (its sitemap read instead when the Change Lists cannot be); once a run."""
-        if "sitemap_seed" in self.state:  # another sitemap seed, or a resumed run: read as it is
+        walk = listing_walk(self.state)
+        if walk.sitemap_seed is not None:  # another sitemap seed, or a resumed run: read as it is
             return self.plain_sitemap_request(sitemap)
-        self.state["sitemap_seed"] = sitemap
+        walk.sitemap_seed = sitemap
         return self._document(self.resolver.base + WELL_KNOWN, self.parse_source_description, sitemap)
 
     def _document(self, url: str, callback: Callable, sitemap: str, in_index: bool = False) -> scrapy.Request:
@@ -129,9 +116,10 @@ class ChangeListWalk:
 
     def _abandon(self, sitemap: str, why: str) -> Iterator[scrapy.Request]:
         """The Change Lists cannot be read: the sitemaps are, once."""
-        if self.state.get("change_lists") == "abandoned":
+        walk = listing_walk(self.state)
+        if walk.change_lists is ChangeLists.ABANDONED:
             return
-        self.state["change_lists"] = "abandoned"
+        walk.change_lists = ChangeLists.ABANDONED
         logger.warning("ResourceSync Change Lists of %s not read (%s): reading the sitemaps", self.resolver.base, why)
         self._stat(Stat.CHANGE_LISTS_UNREAD)
         yield self.plain_sitemap_request(sitemap)
@@ -153,11 +141,10 @@ class ChangeListWalk:
         freshness = self.freshness
         if freshness is not None:
             await maybe_deferred_to_future(freshness.ready)
-        if freshness is None or not freshness.held_count or freshness.distrusted:
+        if freshness is None or not freshness.may_trust_listings():
             yield self.plain_sitemap_request(response.meta[FALLBACK])  # a first run, or dates not trusted
             return
-        self.state["change_lists"] = "reading"
-        self.crawler.signals.connect(self.change_lists_closed, signal=signals.spider_closed)
+        listing_walk(self.state).change_lists = ChangeLists.READING
         for request in self._follow(response, "capabilitylist", self.parse_capability_list):
             yield request
 
@@ -165,7 +152,7 @@ class ChangeListWalk:
         yield from self._follow(response, "changelist", self.parse_change_list)
 
     def parse_change_list(self, response: Response) -> Iterator[scrapy.Request]:
-        if self.state.get("change_lists") == "abandoned":
+        if listing_walk(self.state).change_lists is ChangeLists.ABANDONED:
             return
         sitemap = response.meta[FALLBACK]
         if declared(response.body) != "changelist":
@@ -179,17 +166,18 @@ class ChangeListWalk:
 
     def _index(self, response: Response, sitemap: str) -> Iterator[scrapy.Request]:
         """A Change List Index: its pages that may name changes since the last run read them."""
-        clock = self.freshness.clock if self.freshness is not None else RunClock()
-        since = clock.bounded(listed_date(self._read_to().get(self.resolver.base)))  # a future one heals
+        freshness = self.freshness
+        assert freshness is not None  # noqa: S101 - read only with one
+        since = freshness.read_to()
         pages = []
         for loc, _, md in entries(response.body):
-            until = clock.credible(md.get("until"))
+            until = freshness.clock.credible(md.get("until"))
             if (url := self._on_site(loc)) and (since is None or until is None or until[0] >= since[0] - MARGIN):
                 pages.append(url)
             if len(pages) > MAX_PAGES:
                 yield from self._abandon(sitemap, f"its index names more than {MAX_PAGES} Change Lists to read")
                 return
-        self.state["change_pages"] = len(pages)
+        listing_walk(self.state).change_pages = len(pages)
         if not pages:
             yield from self._changes_read()
         for url in pages:
@@ -206,25 +194,25 @@ class ChangeListWalk:
             if len(suffixes) != 1 or md.get("change") == "deleted":  # another site's, no record, or a deletion
                 ignored += 1
                 continue
-            moment = newest(freshness.clock, md.get("datetime"), lastmod)
-            self.state["changes_read_to"] = newest(freshness.clock, moment, self.state.get("changes_read_to"))
-            if freshness.wants_change(suffixes[0], moment):
+            if freshness.wants_change(suffixes[0], md.get("datetime"), lastmod):
                 changed.append(suffixes[0])
         if ignored:
             logger.info("%s: %d entries name no record on %s, or a deletion", response.url, ignored, self.resolver.base)
             self._stat(Stat.CHANGES_IGNORED, ignored)
         self._stat(Stat.CHANGE_LISTS_READ)
         yield from self.record_requests(changed, 0)
-        self.state["change_pages"] = self.state.get("change_pages", 1) - 1
-        if self.state["change_pages"] <= 0:
+        walk = listing_walk(self.state)
+        walk.change_pages -= 1
+        if walk.change_pages <= 0:
             yield from self._changes_read()
 
     def _changes_read(self) -> Iterator[scrapy.Request]:
         """Every Change List read: the sample, and what they did not name is skipped."""
         freshness = self.freshness
         assert freshness is not None  # noqa: S101 - read only with one
-        self.state["change_lists"] = "read"
-        self.state["sample_asked"] = True  # not asked again by a sitemap read after a lie
+        walk = listing_walk(self.state)
+        walk.change_lists = ChangeLists.READ
+        walk.sample_asked = True  # not asked again by a sitemap read after a lie
         sample = freshness.sample()
         skipped = freshness.changes_read()
         logger.info("Change Lists read: %d held records they do not name as changed are not asked", skipped)
@@ -235,35 +223,5 @@ class ChangeListWalk:
         if request.url == self.resolver.base + WELL_KNOWN:  # most resolvers publish none
             logger.info("no ResourceSync at %s (%s): reading the sitemaps", self.resolver.base, describe(failure))
             yield self.plain_sitemap_request(request.meta[FALLBACK])
-        elif self.state.get("change_lists") != "abandoned":
+        elif listing_walk(self.state).change_lists is not ChangeLists.ABANDONED:
             yield from self._abandon(request.meta[FALLBACK], f"{request.url}: {describe(failure)}")
-
-    # --- where the next run starts --------------------------------------------------
-    def _state_path(self) -> Path | None:
-        freshness = self.freshness
-        return None if freshness is None else freshness.state_path.parent / STATE_FILE
-
-    def _read_to(self) -> dict[str, str]:
-        """The newest change each resolver's Change Lists named in the last finished run."""
-        path = self._state_path()
-        if self.freshness is not None and not self.freshness.listings_cached:
-            return {}  # the archive no longer holds the run that read them
-        try:
-            kept = json.loads(path.read_text()) if path is not None else {}
-        except (OSError, ValueError):
-            return {}
-        return {k: v for k, v in kept.items() if isinstance(v, str)} if isinstance(kept, dict) else {}
-
-    def change_lists_closed(self, reason: str) -> None:
-        """Keep how far the Change Lists were read, once the run committed and finished
-        with every record it asked settled: a record it could not have is named again."""
-        freshness, path, read_to = self.freshness, self._state_path(), self.state.get("changes_read_to")
-        stats = self.crawler.stats.get_stats() if self.crawler.stats is not None else {}
-        outcomes = set(read_family(stats, StatFamily.RECORDS))
-        if freshness is None or path is None or not read_to or self.state.get("change_lists") != "read":
-            return
-        if reason != "finished" or not freshness.saved or freshness.bounded or not outcomes <= SETTLED:
-            return
-        kept = self._read_to() | {self.resolver.base: read_to}
-        path.with_suffix(".tmp").write_text(json.dumps(kept, sort_keys=True))
-        path.with_suffix(".tmp").replace(path)

@@ -12,7 +12,6 @@ in a warning, counted (``pith/sitemaps_unreadable``) and its records are not rea
 
 import logging
 import zlib
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -29,6 +28,7 @@ from ..scheduling.claims import RecordScheduler
 from ..seeds import SeedList
 from ..stat_keys import Stat, StatFamily
 from .change_lists import ChangeListWalk
+from .listing_walk import listing_walk
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class SitemapWalk(ChangeListWalk):
     crawler: Crawler
     resolver: ResolverUrls
     seeds: SeedList
-    state: dict  # kept across a --jobdir resume (Scrapy's SpiderState)
+    state: dict  # kept across a --jobdir resume (Scrapy's SpiderState): the run's ListingWalk
     record_requests: Callable[..., Iterator[scrapy.Request]]
     _stat: Callable[..., None]
 
@@ -91,14 +91,15 @@ class SitemapWalk(ChangeListWalk):
         freshness = self.freshness
         if freshness is not None:
             await maybe_deferred_to_future(freshness.ready)  # the archive's held versions read
-        self.state.setdefault("sitemaps_read", set()).add(response.url)
+        walk = listing_walk(self.state)
+        walk.sitemaps_read.add(response.url)
         try:
             body = sitemap_body(response.body)
         except UnreadableSitemap as exc:
             logger.warning("sitemap %s not read: %s", response.url, exc)
             self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap_unreadable")
             body = b""
-        records, listed = [], self.state.setdefault("sitemaps_listed", set())
+        records, listed = [], walk.sitemaps_listed
         for location, lastmod in sitemap_entries(body):
             path = urlsplit(location).path
             if path.endswith(SITEMAP_SUFFIXES):  # a sitemap index: walk the child on the resolver in use
@@ -108,11 +109,11 @@ class SitemapWalk(ChangeListWalk):
                     if freshness is not None and not freshness.reads_sitemap(child, lastmod):
                         self._stat(Stat.SITEMAPS_UNCHANGED)
                         continue
-                    self.sitemap_walk.append(child)
+                    walk.sitemap_walk.append(child)
             else:
                 records += [s for s in suffixes_in(path.encode()) if freshness is None or freshness.wants(s, lastmod)]
-        if freshness is not None and not self.state.get("sample_asked"):
-            self.state["sample_asked"] = True  # once a run, a resumed one too
+        if freshness is not None and not walk.sample_asked:
+            walk.sample_asked = True  # once a run, a resumed one too
             records += freshness.sample()
         for request in self.record_requests(records, 0):
             yield request
@@ -128,17 +129,13 @@ class SitemapWalk(ChangeListWalk):
     def reread_sitemaps(self, base: str) -> None:
         """The dates were found lying: read every sitemap again (its records not asked
         yet are asked now; those asked already are claimed, not asked twice)."""
-        read = self.state.get("sitemaps_read", set()) | self.state.get("sitemaps_listed", set())
-        if not read and "sitemap_seed" in self.state:  # the Change Lists were read instead
-            read = {self.state["sitemap_seed"]}
-        pending = set(self.sitemap_walk)
+        walk = listing_walk(self.state)
+        read = walk.sitemaps_read | walk.sitemaps_listed
+        if not read and walk.sitemap_seed is not None:  # the Change Lists were read instead
+            read = {walk.sitemap_seed}
+        pending = set(walk.sitemap_walk)
         for url in sorted(read - pending):
             self.crawler.engine.crawl(self.plain_sitemap_request(url, seed=False))
-
-    @property
-    def sitemap_walk(self) -> deque:
-        """The sitemaps that indexes listed, not yet requested (survives --jobdir resumes)."""
-        return self.state.setdefault("sitemap_walk", deque())
 
     def _records_full(self) -> bool:
         """--max-records reached, as the crawl's scheduler (local or shared) counts it."""
@@ -148,11 +145,12 @@ class SitemapWalk(ChangeListWalk):
     def next_sitemap(self) -> Iterator[scrapy.Request]:
         """The next sitemap of the walk, requested once the one before it is read: the
         walk stops as soon as --max-records is reached instead of fetching every page."""
-        if self.sitemap_walk and self._records_full():
-            self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(self.sitemap_walk))
-            self.sitemap_walk.clear()
-        if self.sitemap_walk:
-            yield self.plain_sitemap_request(self.sitemap_walk.popleft(), seed=False)
+        pending = listing_walk(self.state).sitemap_walk
+        if pending and self._records_full():
+            self._stat(Stat.SITEMAPS_SKIPPED_MAX_RECORDS, len(pending))
+            pending.clear()
+        if pending:
+            yield self.plain_sitemap_request(pending.popleft(), seed=False)
 
     def sitemap_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
         self._stat(StatFamily.DISCOVERY_FAILURES + "sitemap")

@@ -22,10 +22,10 @@ from pith.canonical import canon
 from pith.keyring import Keyring
 from pith.reasons import Rejected
 from pith.signing import Signer
-from storage.archive import layout
-from storage.archive.manifest import listed
 from storage.archive.reader import read_entry
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
+
+from .key_logs import key_logs
 
 logger = logging.getLogger(__name__)
 
@@ -123,13 +123,7 @@ def chain_head(store: ObjectStore, entry: ObjectInfo, keyring: Keyring) -> str:
 def chain_head_of(store: ObjectStore, manifests: Iterable[dict], signer: Signer) -> str | None:
     """Where ``signer``'s chain stands in the committed ``manifests``: the last
     attestation of its last committed feed (None when it has none)."""
-    feed, last = None, ""
-    for manifest in manifests:
-        if manifest["signature"]["key_id"] != signer.key_id:
-            continue
-        for entry in listed(manifest):
-            if layout.is_attestation_feed(entry.path) and manifest["committed_at"] > last:
-                # a key's runs follow one another: its last commit holds its chain's head
-                # (run ids sort by start second only)
-                feed, last = entry, manifest["committed_at"]
+    log = key_logs(m for m in manifests if m["signature"]["key_id"] == signer.key_id).get(signer.key_id)
+    # a key's runs follow one another: the last part of its log holds its chain's head
+    feed = next((part.feed for part in reversed(log.parts) if part.feed), None) if log else None
     return chain_head(store, feed, Keyring([signer.pinned()])) if feed else None

@@ -97,10 +97,13 @@ def key_logs(manifests: Iterable[dict]) -> dict[str, KeyLog]:
 
 
 def logs_of(parts: Iterable[LogPart]) -> dict[str, KeyLog]:
-    """Each key's log from the LogParts of its manifests, in commit order (a key's runs
-    follow one another; run ids only sort by start second)."""
+    """Each key's log from the LogParts of its manifests, in the order they grew it: by
+    the tree size each one's checkpoint signs (a key's runs follow one another, each
+    appending), never by the clock of the machine that ran them (a run whose clock was
+    fast stamps its commit years ahead, and the runs after it would sort before it);
+    parts from before logs were tiles first, in commit order."""
     logs: dict[str, KeyLog] = {}
-    for part in sorted(parts, key=lambda part: part.committed_at):
+    for part in sorted(parts, key=lambda part: (part.size, part.committed_at)):
         logs.setdefault(part.key_id, KeyLog(part.key_id)).parts.append(part)
     return logs
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.scheduling.freshness import bucket_of, sample_size
+from crawler.scheduling.held_records import bucket_of, sample_size
 from pith_testkit.corpus import REGISTRY_EPOCH
 from pith_testkit.scripted import ScriptedRegistry
 from tests.plugins.crawling import CrawlResult, run_cli_crawl
@@ -72,7 +72,7 @@ class Site:
     def sampled(self, suffixes: list[str]) -> set[str]:
         """Of ``suffixes``, those in the next run's part of the rotating sample: the next
         ``sample_size`` records in the order of their bucket."""
-        held = sorted(self.registry.suffixes, key=lambda s: bucket_of(s) >> 1)
+        held = sorted(self.registry.suffixes, key=lambda s: bucket_of(s))
         start = self.state("freshness.json")["sample_from"]
-        after = [s for s in held if bucket_of(s) >> 1 > start] + [s for s in held if bucket_of(s) >> 1 <= start]
+        after = [s for s in held if bucket_of(s) > start] + [s for s in held if bucket_of(s) <= start]
         return set(after[: sample_size(len(held))]) & set(suffixes)
