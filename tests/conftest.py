@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.redis",
     "tests.plugins.listener",
     "tests.plugins.nginx",
+    "tests.plugins.peers",
 ]
 
 SERVER_FIXTURES = {"redis_server", "s3_endpoint", "nginx"}  # session fixtures that start a server process
