@@ -32,6 +32,7 @@ SAYS_CHECKPOINT = {
     "log_proofs",
     "peer_sync",  # crawl --from-archive: where each peer log's sync got to
     "proof_files",  # verify --proof: proofs end at a checkpoint
+    "repair",  # a peer repaired from must publish a checkpoint of a pinned key
     "stores",  # the published checkpoint is the one object replaced
     "tiles",
     "witness_client",

@@ -132,8 +132,9 @@ class HttpPeer(Peer):
         recorded = io.BytesIO() if self.recorder is not None else None
         body = sink if recorded is None else recorded
         start = body.tell()
+        deadline = self.deadline * max(1.0, max_bytes / MAX_OBJECT_BYTES)  # a large object: at least ~1 MiB/s
         try:
-            answer = exchange(request, self.deadline, max_bytes, body)
+            answer = exchange(request, deadline, max_bytes, body)
         except NoAnswer as exc:
             if self.recorder is not None:
                 self.recorder(FetchFailure(url, "GET", str(exc), fetched_at))
