@@ -74,7 +74,7 @@ def damage(archive: Path) -> dict[str, bytes]:
     return good
 
 
-def test_each_kind_of_damage_to_raw_objects_is_repaired_from_a_peer(tmp_path, archive, peer, corpus_dir):
+def test_each_kind_of_damage_to_raw_objects_is_repaired_from_a_peer(tmp_path, archive, peer, corpus_dir, own):
     good = damage(archive)
     audit(tmp_path, corpus_dir).check(1)
     result = audit(tmp_path, corpus_dir, "--repair-from", peer).check(0)
@@ -91,6 +91,10 @@ def test_each_kind_of_damage_to_raw_objects_is_repaired_from_a_peer(tmp_path, ar
     # a plain audit afterwards: clean, with the repairs in the history
     later = audit(tmp_path, corpus_dir).check(0)
     (history,) = [line for line in later.output.splitlines() if line.startswith("repaired by ")]
+    (tmp_path / "own-pinned.json").write_text(json.dumps(own.pinned().document()))
+    keys = ["--keyring", corpus_dir / "keyring.json", "--keyring", tmp_path / "own-pinned.json", "--no-default-keys"]
+    verified = run_cli("verify", archive, *keys)
+    verified.check(0)  # the repair feed is no attestation feed: skipped, as audit checks it
     assert "4 objects (hash_mismatch 1, missing 1, size_mismatch 2)" in history and peer.as_uri() in history
 
 
