@@ -3,6 +3,7 @@ repaired from peers (``storage.repair``), then the archive audited again. Checke
 before the audit starts: the peers (a folder, ``http(s)://`` or ``s3://``) and the
 archive's signing key, which signs the repairs."""
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -56,8 +57,22 @@ def repair_setup(sources: tuple[str, ...], trust: Trust) -> RepairSetup:
     return RepairSetup(peers, signer, peer_keys)
 
 
-def show_repair(report: RepairReport) -> None:
-    """One line a peer not used, an object repaired or not, a copy refused; then the totals."""
+def show_repair(report: RepairReport, as_json: bool) -> None:
+    """One line a peer not used, an object repaired or not, a copy refused; then the
+    totals (``as_json``: one JSON object each, as ``--json`` prints discrepancies)."""
+    if as_json:
+        for state in report.peers:
+            if state.refused:
+                echo(json.dumps({"peer_not_used": state.peer.uri, "why": state.refused}))
+        for refusal in report.refusals:
+            echo(json.dumps({"refused": refusal}))
+        for repaired in report.repaired:
+            done = {"damage": repaired.damage, "peer": repaired.peer, "damaged_copy": repaired.damaged_copy}
+            echo(json.dumps({"repaired": repaired.entry.path, **done}))
+        for left in report.not_repaired:
+            echo(json.dumps({"not_repaired": left.entry.path, "damage": left.damage, "why": left.why}))
+        echo(json.dumps({"repair": {"repaired": len(report.repaired), "reads": report.reads}}))
+        return
     for state in report.peers:
         if state.refused:
             echo(f"peer {state.peer.uri} not used: {state.refused}", err=True)

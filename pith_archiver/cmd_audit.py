@@ -77,14 +77,15 @@ def audit(
     if setup is not None:
         report = Repair(store, setup.signer, setup.peers, setup.peer_keys).run(run.damaged) if run.damaged else None
         if report is not None:
-            show_repair(report)
+            show_repair(report, as_json)
         if report is not None and report.manifest is not None:
-            say("audit after the repair:")
+            if not as_json:
+                say("audit after the repair:")
             run = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
         status, why = repair_status(report, run.counts)
     counts = run.counts
     hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=why)
-    if setup is not None:
+    if setup is not None and not as_json:
         echo(f"{status.name.lower()} (exit {int(status)}): {why}", err=status != ExitStatus.OK)
     sys.exit(status)
 

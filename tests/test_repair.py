@@ -121,6 +121,14 @@ def test_what_no_peer_holds_is_named_and_left_as_it_was(tmp_path, archive, peer,
     assert contents(archive) == before  # nothing moved, nothing committed
 
 
+def test_json_says_what_was_repaired_a_line_each(tmp_path, archive, peer, corpus_dir):
+    good = damage(archive)
+    result = audit(tmp_path, corpus_dir, "--repair-from", peer, "--json").check(0)
+    lines = [json.loads(line) for line in result.stdout.splitlines()]  # every line: JSON
+    assert {line["repaired"] for line in lines if "repaired" in line} == set(good)
+    assert lines[-1]["summary"]["clean"] is True
+
+
 def test_a_bad_copy_is_refused_by_name_and_the_next_peer_repairs(tmp_path, archive, peer, corpus_dir):
     bad = tmp_path / "bad"
     shutil.copytree(peer, bad)
