@@ -16,6 +16,7 @@ from pith.reasons import Finding
 from pith.signing import Signer
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
+from storage.archive.s3_store import S3Store
 from storage.audit import Audit
 from storage.repair import Repair
 from storage.syncing.peers import HttpPeer, StorePeer
@@ -198,3 +199,17 @@ def test_a_peer_that_drips_or_never_answers_is_cut_and_the_next_repairs(
     assert slow.reads == 1  # given up at once, not asked for every object
     assert {repaired.entry.path for repaired in report.repaired} == set(good)
     assert {damage for _, damage in run.damaged} == {Finding.MISSING, Finding.HASH_MISMATCH, Finding.SIZE_MISMATCH}
+
+
+@pytest.mark.slow
+def test_a_peer_in_a_bucket_repairs(tmp_path, archive, corpus_dir, corpus_keyring, peer_signer, s3_endpoint, s3_bucket):
+    write_run(
+        S3Store(s3_bucket, "peer", endpoint_url=s3_endpoint),
+        peer_signer,
+        corpus_keyring,
+        corpus_raws(corpus_dir).values(),
+    )
+    good = damage(archive)
+    audit(tmp_path, corpus_dir, "--repair-from", f"s3://{s3_bucket}/peer", "--s3-endpoint-url", s3_endpoint).check(0)
+    for path, data in good.items():
+        assert (archive / path).read_bytes() == data
