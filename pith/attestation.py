@@ -11,6 +11,12 @@ ever): dropping, reordering or inserting one breaks the chain (``chain_broken``)
 within a feed and across the feeds of a key's runs.
 
 A feed is JSON Lines: one attestation per line, each its canonical JSON.
+
+A repair event (``event_type`` ``storage_repair``) is the archive's signed statement
+that it wrote an object again from a peer's copy: the object's path, sha256 and size
+(what its own manifest lists), the damage found, where the damaged copy was moved,
+the peer and the time. It is made and checked as an attestation is, but it attests no
+bundle version: no chain runs through repairs and no key's log holds them.
 """
 
 from collections.abc import Iterable, Iterator
@@ -60,6 +66,58 @@ def new_attestation(
         signer_type=SIGNER_TYPE,
         exact=exact,
     )
+
+
+REPAIR_EVENT_TYPE = "storage_repair"
+REPAIR_TEXTS = ("path", "damage", "peer", "run_id")
+
+
+def new_repair(
+    signer: Signer, *, archive: str, subject: str, payload: dict[str, Any], created_at: str
+) -> dict[str, Any]:
+    """A signed repair event by the archive's key; ``subject``: the record whose bundle
+    the object is ("" for any other object); ``payload``: ``path``, ``sha256``, ``size``,
+    ``damage``, ``damaged_copy`` (None when none was left), ``peer``, ``run_id``."""
+    from .events import new_event
+    from .signing import utc_now
+
+    return new_event(
+        signer,
+        REPAIR_EVENT_TYPE,
+        subject,
+        TARGET,
+        payload,
+        created_at,
+        utc_now(),
+        signer_id=archive,
+        signer_type=SIGNER_TYPE,
+        exact=True,
+    )
+
+
+def read_repair(line: bytes, keyring: Keyring, path: str) -> dict[str, Any]:
+    """One line of a repair feed, parsed safely and checked (signed by a key pinned in
+    the archive role); Rejected names what broke."""
+    try:
+        document = parse(line, LINE_LIMITS)
+    except Rejected as exc:
+        raise Rejected(exc.reason, f"{path}.{exc.path}" if exc.path else path, exc.detail) from None
+    event = document.data
+    if not isinstance(event, dict):
+        raise Rejected(Reason.SCHEMA_VIOLATION, path, "a repair event is an object")
+    prefix = f"{path}."
+    _need_equal(event, "event_type", REPAIR_EVENT_TYPE, prefix)
+    payload = _need(event, "payload", dict, prefix)
+    for name in REPAIR_TEXTS:
+        _need(payload, name, str, f"{prefix}payload.")
+    _need_hex(payload, "sha256", f"{prefix}payload.")
+    _need(payload, "size", int, f"{prefix}payload.")
+    if payload.get("damaged_copy") is not None:
+        _need(payload, "damaged_copy", str, f"{prefix}payload.")
+    if not TIMESTAMP_RE.fullmatch(_need(event, "created_at", str, prefix)):
+        raise Rejected(Reason.SCHEMA_VIOLATION, f"{prefix}created_at", "expected an RFC 3339 UTC timestamp")
+    check_event(event, keyring, path, None, document.exact, role=ARCHIVE)
+    return event
 
 
 def check_attestation(event: object, keyring: Keyring, path: str, exact: bool = False) -> str:

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import click
 
+from pith.keyring import Keyring
 from pith.reasons import Finding
-from storage.archive.stores import StorageError
+from storage.archive.stores import ObjectStore, StorageError
 from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
+from storage.repair import Repair
 
 from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
+from .audit_repair import repair_history, repair_setup, repair_status, show_repair
 from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import VERBOSE, counted, echo, log_to_stderr, verbosity_options
+from .output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
 from .progress import progress
 from .repeats import Repeats
 from .run_hooks import RunHooks, run_hook_options
@@ -32,6 +35,15 @@ from .run_hooks import RunHooks, run_hook_options
     help="Also check that the archive's log of its key extends this saved checkpoint (a rollback or a "
     "fork behind it is a discrepancy); repeatable.",
 )
+@click.option(
+    "--repair-from",
+    "repair_from",
+    multiple=True,
+    metavar="PEER",
+    help="Repair each object found missing or damaged from the first of these peers (a folder, http(s):// "
+    "or s3://; repeatable) whose copy has the sha256 this archive's manifests list; a peer's log must be "
+    "signed by a pinned archive key, as for `crawl --from-archive`. Then audit again.",
+)
 @run_hook_options("audit")
 @verbosity_options
 def audit(
@@ -39,6 +51,7 @@ def audit(
     trust: Trust,
     as_json: bool,
     checkpoints: tuple[str, ...],
+    repair_from: tuple[str, ...],
     verbosity: int,
     hooks: RunHooks,
 ) -> None:
@@ -49,12 +62,39 @@ def audit(
     admits by), manifest and attestation signatures (by archive keys) and the attestation
     chains verify, table row counts match the manifests; every file no manifest lists is
     an orphan, wherever it lies. On the machine that crawled the archive no option is
-    needed. One line per discrepancy, then a summary. Exit 0 when clean, 1 on any
-    discrepancy, 2 on usage or configuration errors, 4 when the store failed mid-way
-    or ARCHIVE holds no archive (an empty folder or prefix is never clean).
+    needed. One line per discrepancy, then a summary, and the archive's repair history.
+    Exit 0 when clean, 1 on any discrepancy, 2 on usage or configuration errors, 4 when
+    the store failed mid-way or ARCHIVE holds no archive (an empty folder or prefix is
+    never clean). With --repair-from: 0 when all was repaired and the archive then
+    audits clean, 1 when something stays damaged (named), 4 when no peer could be read.
     """
     log_to_stderr(verbosity)
-    store, keyring = open_archive(archive, trust)
+    store, keyring = open_archive(archive, trust, repair_from)
+    setup = repair_setup(repair_from, trust) if repair_from else None
+    run = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
+    status = ExitStatus.OK if run.counts.clean else ExitStatus.REJECTED
+    why = _summary(run.counts)
+    if setup is not None:
+        report = Repair(store, setup.signer, setup.peers, setup.peer_keys).run(run.damaged) if run.damaged else None
+        if report is not None:
+            show_repair(report, as_json)
+        if report is not None and report.manifest is not None:
+            if not as_json:
+                say("audit after the repair:")
+            run = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
+        status, why = repair_status(report, run.counts)
+    counts = run.counts
+    hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=why)
+    if setup is not None and not as_json:
+        echo(f"{status.name.lower()} (exit {int(status)}): {why}", err=status != ExitStatus.OK)
+    sys.exit(status)
+
+
+def _audit(
+    archive: str, store: ObjectStore, keyring: Keyring, as_json: bool, checkpoints: tuple[str, ...], verbosity: int
+) -> Audit:
+    """One pass over the archive, each discrepancy printed as found, then the summary
+    and the repair history."""
     repeats = Repeats(every=as_json or verbosity >= VERBOSE)
     with progress(f"auditing {archive}") as update:
 
@@ -79,11 +119,10 @@ def audit(
         except StorageError as exc:
             raise RunFailed(f"audit stopped: {exc}") from None
     counts = run.counts
-    for line in [] if as_json else repeats.lines():
+    for line in [] if as_json else [*repeats.lines(), *repair_history(run.repairs)]:
         echo(line)
-    hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=_summary(counts))
     echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
-    sys.exit(ExitStatus.OK if counts.clean else ExitStatus.REJECTED)
+    return run
 
 
 def _summary(counts: AuditCounts) -> str:

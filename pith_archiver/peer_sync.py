@@ -2,13 +2,16 @@
 (``storage.syncing``) instead of crawling the registry, verifying on every core as
 ``verify --jobs`` does, and say what each of the peer's logs gave."""
 
+from collections import Counter
+
 from crawler.defaults import PITH_COMMIT_EVERY
 from pith.keyring import ARCHIVE, Keyring
+from pith.parse import DEFAULT_MAX_BYTES
 from pith.policy import Policy
 from storage.archive.manifest import committed_manifests
 from storage.archive.stores import StorageError, StoreRefused
 from storage.capture.warc import WarcPolicy, software
-from storage.syncing.peers import HttpPeer, Peer, StorePeer, open_peer, warc_recorder
+from storage.syncing.peers import HttpPeer, Peer, PeerUnreachable, StorePeer, open_peer, warc_recorder
 from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
@@ -18,12 +21,13 @@ from .exit_status import ConfigError, ExitStatus, RunFailed
 from .interrupts import interrupted_status
 from .keyrings import build_keyring
 from .ordered_pool import eager_map
-from .output import counted, say
+from .output import counted, echo, say
 
 
 def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     """Sync ``source`` into ``--out``; the exit status: 0 all copied, 1 a peer's log or
-    object failed a check (the rest archived), 4 the peer publishes no log we pin."""
+    object failed a check (the rest archived), 4 the peer could not be read or publishes
+    no log we pin (nothing committed)."""
     from crawler.verifying.verify_worker import available_cores
 
     ring, peer, policy = _checked(options, source)
@@ -43,6 +47,9 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
                 err=True,
             )
             return status
+        except PeerUnreachable as exc:  # before anything was written: every log's checkpoint is read first
+            writer.abort()
+            raise RunFailed(f"--from-archive {peer.uri}: unreachable: {exc}") from None
         except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
             writer.abort()
             raise RunFailed(f"--out: {exc}") from None
@@ -59,7 +66,9 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     for outcome in outcomes:
         say(_line(outcome))
     say(f"from {peer.uri}: {counted(peer.reads, 'file')} read; committed {manifest}")
-    return ExitStatus.OK if all(outcome.clean for outcome in outcomes) else ExitStatus.REJECTED
+    status = ExitStatus.OK if all(outcome.clean for outcome in outcomes) else ExitStatus.REJECTED
+    echo(f"{status.name.lower()} (exit {int(status)}): {_why(outcomes)}", err=status != ExitStatus.OK)
+    return status
 
 
 def _checked(options: CrawlOptions, source: str) -> tuple[Keyring, Peer, Policy | None]:
@@ -109,9 +118,38 @@ def _open_writer(options: CrawlOptions, peer: Peer) -> ArchiveWriter:
 
 
 def _line(outcome: PeerOutcome) -> str:
+    log = f"{outcome.origin or outcome.key_id} (key {outcome.key_id})"
     if outcome.failed is not None:
-        return f"{outcome.origin or outcome.key_id}: sync failed, {outcome.failed}"
+        return f"{log}: sync failed, {outcome.failed}"
     return (
-        f"{outcome.origin}: entries {outcome.from_size} to {outcome.to_size}, {outcome.archived} archived, "
-        f"{outcome.quarantined} quarantined, {outcome.missing} missing at the peer"
+        f"{log}: entries {outcome.from_size} to {outcome.to_size}, {outcome.archived} archived new, "
+        f"{outcome.held} already held, {_quarantined(outcome.quarantined)}"
+        + (f", {outcome.too_large} too large (not kept)" if outcome.too_large else "")
+        + f", {outcome.missing} missing at the peer"
     )
+
+
+def _quarantined(reasons: Counter[str]) -> str:
+    named = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+    return f"{reasons.total()} quarantined" + (f" ({named})" if named else "")
+
+
+def _why(outcomes: list[PeerOutcome]) -> str:
+    """The closing line's reason, as a crawl's: what was copied, then what went wrong."""
+    archived, held = sum(o.archived for o in outcomes), sum(o.held for o in outcomes)
+    whys = [f"{archived} archived new, {held} already held, from {counted(len(outcomes), 'log')}"]
+    failed = sorted({o.failed.code for o in outcomes if o.failed is not None})
+    if failed:
+        whys.append(f"{counted(sum(o.failed is not None for o in outcomes), 'log')} failed ({', '.join(failed)})")
+    quarantined = sum((o.quarantined for o in outcomes), Counter[str]())
+    if quarantined:
+        whys.append(f"{_quarantined(quarantined)}, kept in quarantine/")
+    too_large = sum(o.too_large for o in outcomes)
+    if too_large:
+        whys.append(
+            f"{counted(too_large, 'object')} larger than a bundle may be, refused unread past {DEFAULT_MAX_BYTES} bytes"
+        )
+    missing = sum(o.missing for o in outcomes)
+    if missing:
+        whys.append(f"{counted(missing, 'object')} missing at the peer, asked for again by the next sync")
+    return "; ".join(whys)

@@ -94,7 +94,9 @@ def _below(found: Iterable[tuple[str, str]], archive: bool) -> Iterator[Target]:
     """The targets of the documents under a folder or prefix, each given as its source
     and its path below it; in an archive, only raw bundles and feeds are checked."""
     for source, relative in found:
-        if not archive or (
+        if archive and layout.is_repair_feed(relative):
+            yield Target(source, skip="not a bundle (a repair feed, which audit checks)")
+        elif not archive or (
             relative.startswith(f"{layout.RAW}/")
             and relative.endswith(".json")
             or relative.startswith(f"{layout.ATTESTATIONS}/")

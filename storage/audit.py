@@ -27,7 +27,7 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pith.attestation import Chain, read_attestation, split_lines
+from pith.attestation import Chain, read_attestation, read_repair, split_lines
 from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Finding, Rejected
@@ -140,6 +140,8 @@ class Audit:
         self._checked: set[tuple[str, str]] = set()
         self._accounted: set[str] = set()  # manifests and what they list, trusted or not
         self._log_parts: list[LogPart] = []  # what each trusted manifest adds to its key's log
+        self.damaged: list[tuple[ObjectInfo, Finding]] = []  # objects missing or not as listed: what a repair fetches
+        self.repairs: list[dict] = []  # the repair events of the archive's repair feeds, checked
 
     def run(self) -> Iterator[Discrepancy]:
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
@@ -204,6 +206,8 @@ class Audit:
                 check = self._warc
             elif layout.is_attestation_feed(entry.path):
                 check = partial(self._feed, run_id=manifest["run_id"], by_path=by_path)
+            elif layout.is_repair_feed(entry.path):
+                check = self._repair_feed
             else:
                 check = self._hash_only
             yield from self._object(entry, check)
@@ -233,6 +237,7 @@ class Audit:
         try:
             findings = list(check(entry, stream))
         except ObjectMissing:
+            self.damaged.append((entry, Finding.MISSING))
             yield self._found(Finding.MISSING, path)
             return
         self.counts.objects += 1
@@ -240,8 +245,10 @@ class Audit:
         if self._on_object is not None:
             self._on_object(self.counts)
         if stream.size != entry.size:
+            self.damaged.append((entry, Finding.SIZE_MISMATCH))
             yield self._found(Finding.SIZE_MISMATCH, path, f"{stream.size} bytes, listed as {entry.size}")
         elif stream.digest.hexdigest() != entry.sha256:
+            self.damaged.append((entry, Finding.HASH_MISMATCH))
             yield self._found(
                 Finding.HASH_MISMATCH, path, f"sha256 {stream.digest.hexdigest()}, listed as {entry.sha256}"
             )
@@ -309,6 +316,14 @@ class Audit:
                 self._chain.follow(event, where)
             except Rejected as exc:
                 yield self._found(Finding.CHAIN_BROKEN, entry.path, f"{exc.path}: {exc.detail}")
+
+    def _repair_feed(self, entry: ObjectInfo, stream: Iterable[bytes]) -> Iterator[Discrepancy]:
+        """Each line a repair event signed by a pinned archive key: the archive's repair history."""
+        for index, line in enumerate(split_lines(stream)):
+            try:
+                self.repairs.append(read_repair(line, self.archive_keyring, f"lines[{index}]"))
+            except Rejected as exc:
+                yield self._found(Finding.ATTESTATION_INVALID, entry.path, str(exc))
 
 
 def _unlisted(payload: dict, run_id: str, by_path: dict[str, ObjectInfo]) -> str:

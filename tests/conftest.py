@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.plugins.redis",
     "tests.plugins.listener",
     "tests.plugins.nginx",
+    "tests.plugins.peers",
 ]
 
 # session fixtures that start a server process

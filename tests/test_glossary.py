@@ -31,7 +31,9 @@ SAYS_CHECKPOINT = {
     "layout",  # where checkpoints lie
     "log_proofs",
     "peer_sync",  # crawl --from-archive: where each peer log's sync got to
+    "peer_files",  # serve ARCHIVE: a peer reads its logs' checkpoints
     "proof_files",  # verify --proof: proofs end at a checkpoint
+    "repair",  # a peer repaired from must publish a checkpoint of a pinned key
     "stores",  # the published checkpoint is the one object replaced
     "tiles",
     "witness_client",

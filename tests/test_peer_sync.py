@@ -27,21 +27,6 @@ from tests.plugins.archives import corpus_raws, rebuilt, tampered, write_run
 from tests.plugins.cli import run_cli, signing_key
 from tests.plugins.listener import handler_server
 
-PEER_SEED = bytes(range(1, 33))
-
-
-@pytest.fixture
-def peer_signer() -> Signer:
-    return Signer.from_seed("peer-key-1", PEER_SEED)
-
-
-@pytest.fixture
-def peer(tmp_path, corpus_dir, corpus_keyring, peer_signer) -> Path:
-    """A peer archive of the corpus in one run, by the peer's key."""
-    folder = tmp_path / "peer"
-    write_run(LocalStore(folder), peer_signer, corpus_keyring, list(corpus_raws(corpus_dir).values()))
-    return folder
-
 
 def sync(tmp_path, source, corpus_dir, peer_signer, *more, **run):
     """``crawl --from-archive SOURCE --out tmp/copy``, trusting the corpus and the peer's key
@@ -114,13 +99,13 @@ def test_a_second_sync_reads_only_what_changed(tmp_path, peer, corpus_dir, corpu
     changed = [rebuilt(raw, "2026-07-01T00:00:00Z") for raw in list(corpus_raws(corpus_dir).values())[:2]]
     write_run(LocalStore(peer), peer_signer, corpus_keyring, changed)
     reads = []
-    original = StorePeer.read
+    original = StorePeer.copy
 
-    def counted(self, path):
+    def counted(self, path, *args):
         reads.append(path)
-        return original(self, path)
+        return original(self, path, *args)
 
-    monkeypatch.setattr(StorePeer, "read", counted)
+    monkeypatch.setattr(StorePeer, "copy", counted)
     result = sync(tmp_path, peer, corpus_dir, peer_signer).check(0)
     assert len(reads) <= 1.1 * len(changed) + 40, reads
     assert f"{len(reads)} files read" in result.output

@@ -13,13 +13,6 @@ from storage.archive.manifest import committed_manifests
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli, signing_key
 
-PEER_SEED = bytes(range(1, 33))
-
-
-@pytest.fixture
-def peer_signer() -> Signer:
-    return Signer.from_seed("peer-key-1", PEER_SEED)
-
 
 def sync(tmp_path, corpus_dir, peer_signer, *more):
     key_doc = tmp_path / "peer-key.json"

@@ -17,8 +17,9 @@ from storage.archive.folder_store import LocalStore
 from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, extended, write_run
 from tests.plugins.mirror import SMALL_CORPUS_SEED
+from tests.plugins.peers import PEER_SEED
 from tests.plugins.tables import read_rows
-from tests.test_peer_sync import PEER_SEED, audit, raw_objects, sync
+from tests.test_peer_sync import audit, raw_objects, sync
 
 RECORDS = 500  # minted, plus the 3 real bundles: 1% is 5 records
 WEEK_LATER = "2026-07-08T00:00:00Z"
@@ -82,7 +83,7 @@ def test_a_peer_served_by_nginx_is_copied_whole_then_a_week_later_reads_only_wha
         verdict = verify_bundle(raw, keyring)
         assert current[verdict.pith_number] == verdict.bundle_sha256
     assert len(current) == len(raws)
-    own = json.loads((tmp_path / "copy" / second.output.split("committed ")[1].strip()).read_text())
+    own = json.loads((tmp_path / "copy" / second.output.split("committed ")[1].split()[0]).read_text())
     (synced,) = own["crawl"]["from_archive"]["logs"]
     assert synced["entries"] == [len(raws), len(raws) + len(changed)] and synced["archived"] == len(changed)
     audit(tmp_path, week_corpus).check(0)

@@ -125,6 +125,22 @@ def manifest_run_id(path: str) -> RunId | None:
     return RunId(name[:-5]) if name.endswith(".json") and _RUN_ID.match(name[:-5]) else None
 
 
+def damaged_copy(run_id: str, path: str) -> str:
+    """Where a repair run moved the damaged copy of ``path`` before writing it again."""
+    return f"{QUARANTINE}/damaged/{check_run_id(run_id)}/{check_path(path)}"
+
+
+def repair_feed(run_id: str) -> str:
+    """A repair run's signed repair events, one JSON event per line, beside the
+    attestation feeds (and never one of them: no key's log holds a repair)."""
+    return f"{ATTESTATIONS}/{check_run_id(run_id)}.repairs.jsonl"
+
+
+def is_repair_feed(path: str) -> bool:
+    name = path[len(ATTESTATIONS) + 1 :] if path.startswith(f"{ATTESTATIONS}/") else ""
+    return name.endswith(".repairs.jsonl") and bool(_RUN_ID.match(name[: -len(".repairs.jsonl")]))
+
+
 def key_document(key_id: str) -> str:
     return f"{KEYS}/{quote(key_id, safe='')}.json"
 

@@ -20,7 +20,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any
+from typing import IO, Any
+
+CHUNK = 1 << 20  # bytes of a body read at a time into a sink
 
 
 class NoAnswer(OSError):
@@ -39,15 +41,19 @@ class Answer:
     body: bytes  # at most max_bytes + 1: one byte past the cap tells the caller the answer is too large
 
 
-def exchange(request: urllib.request.Request, deadline: float, max_bytes: int | None = None) -> Answer:
+def exchange(
+    request: urllib.request.Request, deadline: float, max_bytes: int | None = None, sink: IO[bytes] | None = None
+) -> Answer:
     """Send ``request`` and return its answer, whatever its status, within ``deadline``
     seconds in all, redirects followed and proxies from the environment used as urllib
-    does. ``max_bytes``: the body is read up to one byte past it; None: only the status
-    and headers are waited for, the body never.
+    does. ``max_bytes``: the body is read up to one byte past it, into ``sink`` a chunk
+    at a time when given (the answer's body is then empty: a large object never sits in
+    memory); None: only the status and headers are waited for, the body never.
 
     DeadlineExceeded when the time ran out; NoAnswer for what else failed on the way."""
     watch = _Watch(deadline)
-    threading.Thread(target=watch.run, args=(request, max_bytes), name="deadline-http", daemon=True).start()
+    args = (request, max_bytes, sink)
+    threading.Thread(target=watch.run, args=args, name="deadline-http", daemon=True).start()
     try:
         if not watch.done.wait(deadline):
             raise DeadlineExceeded(watch.late())
@@ -73,9 +79,9 @@ class _Watch:
     def late(self) -> str:
         return f"no answer within {self.deadline:.1f} s"
 
-    def run(self, request: urllib.request.Request, max_bytes: int | None) -> None:
+    def run(self, request: urllib.request.Request, max_bytes: int | None, sink: IO[bytes] | None) -> None:
         try:
-            self.outcome = self._exchange(request, max_bytes)
+            self.outcome = self._exchange(request, max_bytes, sink)
         except Exception as exc:  # handed to the caller, raised there
             self.outcome = self._named(exc)
         finally:
@@ -83,16 +89,23 @@ class _Watch:
                 connection.close()
             self.done.set()
 
-    def _exchange(self, request: urllib.request.Request, max_bytes: int | None) -> Answer:
+    def _exchange(self, request: urllib.request.Request, max_bytes: int | None, sink: IO[bytes] | None) -> Answer:
         opener = urllib.request.build_opener(_WatchedHandler(self))
         try:
             response = opener.open(request, timeout=self.deadline)
         except urllib.error.HTTPError as error:  # an answer all the same: its status is the caller's to judge
             response = error
         with response:
-            body = b"" if max_bytes is None else response.read(max_bytes + 1)
+            body, read = b"", 0
+            if max_bytes is not None and sink is None:
+                body = response.read(max_bytes + 1)
+                read = len(body)
+            elif max_bytes is not None and sink is not None:
+                while read <= max_bytes and (chunk := response.read(min(CHUNK, max_bytes + 1 - read))):
+                    sink.write(chunk)
+                    read += len(chunk)
             missing = getattr(response, "length", None)  # of the length the head promised
-            if max_bytes is not None and len(body) <= max_bytes and missing:
+            if max_bytes is not None and read <= max_bytes and missing:
                 raise http.client.IncompleteRead(body, missing)  # the server closed early
             return Answer(response.status, response.headers, body)
 

@@ -40,6 +40,7 @@ from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 
 from .archive_feed import ArchiveFeed, committed_runs
 from .catalog import SHORT_ALIAS_PREFIX, Catalog, Entry, cited_suffixes, most_used
+from .peer_files import PeerFiles
 from .source import RecordSource
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class ArchiveSource(RecordSource):
         self.catalog = Catalog(entries, self._key_documents(by_bundle[b] for b in samples), most_used(signers))
         self.present = manifests_present(archive)
         self._feed = ArchiveFeed(store, committed_runs(archive), self.catalog.suffixes, self.served)
+        self._peer_files = PeerFiles(store, archive.objects.values())
         logger.info(
             "serving %d records of %s (%d committed runs) after %.1f s",
             len(self.catalog),
@@ -148,6 +150,9 @@ class ArchiveSource(RecordSource):
 
     def sync_feed(self) -> ArchiveFeed:
         return self._feed
+
+    def peer_files(self) -> PeerFiles:
+        return self._peer_files
 
     def renewed(self) -> "ArchiveSource | None":
         """The archive read anew when its manifests changed since this read (a run

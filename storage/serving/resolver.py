@@ -20,6 +20,7 @@ from storage.publishing.resourcesync import WELL_KNOWN as WELL_KNOWN_RESOURCESYN
 
 from . import pages
 from .http import Request, Response, redirect, text_response
+from .peer_files import PREFIXES as PEER_PREFIXES
 from .record import RecordView, compact_json
 from .source import RecordSource
 from .sync_site import PREFIX as SYNC_PREFIX
@@ -32,6 +33,7 @@ JSONLD = "application/ld+json"
 HTML = "text/html; charset=utf-8"
 XML = "application/xml"
 TEXT = "text/plain; charset=utf-8"
+OCTETS = "application/octet-stream"
 RECORD_TAILS = {"/bundle.json": "bundle", "/state.json": "state"}
 WELL_KNOWN = "/.well-known/pith/"
 SITEMAP_PAGE_RE = re.compile(r"^/sitemap-([1-9][0-9]{0,8})\.xml$")
@@ -99,10 +101,21 @@ class ResolverSite:
             return redirect(links_for(suffix, self.base)["resolver"]) if suffix else NOT_FOUND
         if path == WELL_KNOWN_RESOURCESYNC or path.startswith(SYNC_PREFIX):
             return self._sync.respond(path) if self._sync else NOT_FOUND
+        if path[1:].startswith(PEER_PREFIXES):
+            return self._peer_file(request.raw_path[1:])
         page = SITEMAP_PAGE_RE.match(path)
         if path == "/sitemap.xml" or page:
             return self._sitemap(int(page.group(1)) if page else 0)
         return NOT_FOUND
+
+    def _peer_file(self, path: str) -> Response:
+        """A file of the archive as a peer reads it (``storage.serving.peer_files``)."""
+        files = self.source.peer_files()
+        data = files.get(path) if files is not None else None
+        if data is None:
+            return NOT_FOUND
+        kind = JSON if path.endswith(".json") else OCTETS  # tiles; signed notes read as bytes
+        return Response(200, data, kind, document="peer_file")
 
     # --- records -------------------------------------------------------------------
     def _record(self, rest: str, request: Request) -> Response:
@@ -151,7 +164,7 @@ class ResolverSite:
     # --- sitemap -----------------------------------------------------------------------
     def is_slow(self, request: Request) -> bool:
         """Whether answering may read much of the source (a server answers it off its loop)."""
-        return request.path.startswith(SYNC_PREFIX)
+        return request.path.startswith(SYNC_PREFIX) or request.path[1:].startswith(PEER_PREFIXES)
 
     def _render_sitemap(self, page: int) -> Response:
         """Page 0 is /sitemap.xml: the urlset itself while it fits one page, else an index

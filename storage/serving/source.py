@@ -34,6 +34,7 @@ from pith.reasons import Rejected
 from .catalog import Catalog, CatalogView
 
 if TYPE_CHECKING:
+    from .peer_files import PeerFiles
     from .sync_site import SyncFeed
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class RecordSource(ABC):
 
     def sync_feed(self) -> "SyncFeed | None":
         """What the source publishes over ResourceSync; None: it publishes nothing."""
+        return None
+
+    def peer_files(self) -> "PeerFiles | None":
+        """What a peer archive reads of the source (its logs, keys and raw objects); None: it is no archive."""
         return None
 
     def renewed(self) -> "RecordSource | None":

@@ -26,7 +26,7 @@ from pith.signed_note import read_note
 from pith.tile_reading import Read, append, edge_of, entry_batches
 from pith.tiles import TileEdge
 from storage.archive import layout
-from storage.syncing.peers import Peer, PeerError, PeerMissing
+from storage.syncing.peers import Peer, PeerError, PeerMissing, PeerUnreachable
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +76,15 @@ class PeerCheckpoint:
 
 def read_peer_checkpoint(peer: Peer, key_id: str, keys: Keyring, policy: Policy | None) -> PeerCheckpoint | None:
     """The peer's published checkpoint of ``key_id``'s log (None: it publishes none),
-    signed by that pinned key and, with ``policy``, cosigned to its quorum."""
+    signed by that pinned key and, with ``policy``, cosigned to its quorum;
+    PeerUnreachable when the peer could not be read at all."""
     path = layout.published_checkpoint(key_id)
     try:
         note = peer.read(path)
     except PeerMissing:
         return None
+    except PeerUnreachable:
+        raise
     except PeerError as exc:
         raise PeerFailed(Finding.CHECKPOINT_UNPUBLISHED, str(exc)) from None
     try:
@@ -101,13 +104,11 @@ def read_peer_checkpoint(peer: Peer, key_id: str, keys: Keyring, policy: Policy 
 
 
 def resume_edge(peer: Peer, new: PeerCheckpoint, old: Checkpoint | None) -> TileEdge:
-    """The edge of the log as synced last time (``old``; None: never), read from the
-    new log's tiles; PeerFailed ``log_rolled_back`` or ``log_forked`` when the new log
-    does not extend it."""
+    """The edge of the log as synced last time (``old``, of the same origin and key;
+    None: never), read from the new log's tiles; PeerFailed ``log_rolled_back`` or
+    ``log_forked`` when the new log does not extend it."""
     if old is None:
         return TileEdge()
-    if old.origin != new.checkpoint.origin:
-        raise PeerFailed(Finding.LOG_FORKED, f"the log's origin was {old.origin}, is {new.checkpoint.origin}")
     if new.checkpoint.size < old.size:
         raise PeerFailed(
             Finding.LOG_ROLLED_BACK, f"{new.checkpoint.origin} went from {old.size} to {new.checkpoint.size} entries"

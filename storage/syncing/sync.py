@@ -5,31 +5,37 @@ archive's own writer, as a crawl archives: its own attestations, its own log. Wh
 needs only the bytes is done on every core (``PeerChecks``): each entry's signature;
 each object checked against its entry, its bundle verified under the registry keys and
 its table rows made (``storage.writing.prepared``), so this process gets the rows, not
-the parsed bundle, and writes them a batch at a time.
+the parsed bundle, and writes them a batch at a time. A raw object is read streamed and
+refused past the bundle size limit (``too_large``): it never reaches memory, nor the
+archive, whole.
 
 Trusted from the peer: nothing but what its pinned key signed (checkpoint, entries)
 and the registry signed (bundles); its tables and manifests are never read. What a
-sync got from a peer's log is kept per log origin as ``peers/<origin>/checkpoints/<size>``
-(listed in the run's manifest); the next sync reads only what the log added since.
-A log that does not extend it stops that peer's sync, both notes kept as evidence
-under ``peers/<origin>/evidence/``.
+sync got from a peer's log is kept per log, its origin and its key together, as
+``peers/<origin>/<key_id>/checkpoints/<size>`` (listed in the run's manifest): a
+log's origin is only a name, which another pinned key may sign too, and neither log
+then stands for the other. The next sync reads only what the log added since. A log
+that does not extend it stops that log's sync, both notes kept as evidence under
+``peers/<origin>/<key_id>/evidence/``.
 """
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any, NamedTuple
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from pith.canonical import sha256_hex
-from pith.checkpoint import Checkpoint, parse_checkpoint
+from pith.checkpoint import Checkpoint, open_checkpoint, parse_checkpoint
 from pith.keyring import Keyring
+from pith.parse import DEFAULT_MAX_BYTES
 from pith.policy import Policy
-from pith.reasons import Reason
+from pith.reasons import Reason, Rejected
 from pith.signed_note import read_note
 from pith.verify import Status, Verdict, verify_bundle
 from storage.archive.manifest import listed
@@ -46,7 +52,7 @@ from storage.syncing.peer_log import (
     spool_entries,
     spooled,
 )
-from storage.syncing.peers import Peer, PeerError
+from storage.syncing.peers import Peer, PeerError, PeerTooLarge
 from storage.writing.prepared import Prepared, prepare
 from storage.writing.writer import ArchiveWriter
 
@@ -105,21 +111,25 @@ class PeerChecks:
 
 @dataclass
 class PeerOutcome:
-    """What a sync got from one of a peer's logs."""
+    """What a sync got from one of a peer's logs: versions archived new, versions this
+    archive held already, objects quarantined (by reason), objects refused unread past
+    the bundle size limit, and objects the peer did not give."""
 
     origin: str
     key_id: str
     from_size: int = 0
     to_size: int = 0
     archived: int = 0
-    quarantined: int = 0
+    held: int = 0
+    quarantined: Counter[str] = field(default_factory=Counter)
+    too_large: int = 0
     missing: int = 0
     failed: PeerFailed | None = None
     checkpoint_path: str = ""
 
     @property
     def clean(self) -> bool:
-        return self.failed is None and not self.quarantined and not self.missing
+        return self.failed is None and not self.quarantined and not self.too_large and not self.missing
 
     def describe(self) -> dict[str, Any]:
         """The manifest's record of it (``params.from_archive.logs``)."""
@@ -129,7 +139,10 @@ class PeerOutcome:
             "entries": [self.from_size, self.to_size],
             "checkpoint": self.checkpoint_path,
             "archived": self.archived,
-            "quarantined": self.quarantined,
+            "held": self.held,
+            "quarantined": self.quarantined.total(),
+            "quarantine_reasons": dict(sorted(self.quarantined.items())),
+            "too_large": self.too_large,
             "missing": self.missing,
             "failed": str(self.failed) if self.failed else None,
         }
@@ -151,17 +164,22 @@ class PeerSync:
 
     def run(self, manifests: list[dict]) -> list[PeerOutcome]:
         """Sync every log of the peer's pinned keys; ``manifests``: this archive's
-        committed ones (where each origin's last synced checkpoint is)."""
-        synced = last_synced(self.writer.store, manifests)
+        committed ones (where each log's last synced checkpoint is). Every log's
+        checkpoint is read first: PeerUnreachable, before anything is written, when the
+        peer cannot be read at all."""
+        synced = last_synced(self.writer.store, manifests, self.peer_keys)
+        logs: list[PeerCheckpoint] = []
+        for key in self.peer_keys:
+            try:
+                new = read_peer_checkpoint(self.peer, key.key_id, self.peer_keys, self.policy)
+            except PeerFailed as exc:
+                self.outcomes.append(PeerOutcome("", key.key_id, failed=exc))
+                continue
+            if new is not None:
+                logs.append(new)
         with self._commits:
-            for key in self.peer_keys:
-                try:
-                    new = read_peer_checkpoint(self.peer, key.key_id, self.peer_keys, self.policy)
-                except PeerFailed as exc:
-                    self.outcomes.append(PeerOutcome("", key.key_id, failed=exc))
-                    continue
-                if new is not None:
-                    self.outcomes.append(self._sync_log(new, synced.get(new.checkpoint.origin)))
+            for new in logs:
+                self.outcomes.append(self._sync_log(new, synced.get((new.checkpoint.origin, new.key_id))))
         if self._interim is not None:
             self._interim.result()  # its failure is the sync's
         return self.outcomes
@@ -184,8 +202,8 @@ class PeerSync:
         self._interim = self._commits.submit(self.writer.commit_interim, {"peer_reads": self.peer.reads}, self.params())
 
     def _sync_log(self, new: PeerCheckpoint, old: tuple[Checkpoint, bytes] | None) -> PeerOutcome:
-        origin = new.checkpoint.origin
-        outcome = PeerOutcome(origin, new.key_id, old[0].size if old else 0, new.checkpoint.size)
+        origin, key_id = new.checkpoint.origin, new.key_id
+        outcome = PeerOutcome(origin, key_id, old[0].size if old else 0, new.checkpoint.size)
         if old is not None and new.checkpoint == old[0]:
             self._synced(outcome, new)  # nothing new, not a tile read: the run says what it checked
             return outcome
@@ -195,7 +213,7 @@ class PeerSync:
             outcome.failed = exc
             if old is not None:
                 for note in (old[1], new.note):
-                    self.writer.add_object(evidence_path(origin, note), note)
+                    self.writer.add_object(evidence_path(origin, key_id, note), note)
             return outcome
         try:
             spool = spool_entries(self.peer, new, edge, self.check_map)
@@ -219,17 +237,23 @@ class PeerSync:
     def _synced(self, outcome: PeerOutcome, new: PeerCheckpoint) -> None:
         """List the peer's checkpoint as synced in this run (one already stored at its
         size, the same tree, is listed again): where the next sync starts from."""
-        outcome.checkpoint_path = synced_path(outcome.origin, new.checkpoint.size)
+        outcome.checkpoint_path = synced_path(outcome.origin, outcome.key_id, new.checkpoint.size)
         self.writer.add_object(outcome.checkpoint_path, new.note)
 
     def _fetch(self, batch: list[Attested], outcome: PeerOutcome) -> Fetched:
-        """The objects ``batch`` names that the peer gave; the others recorded as failed."""
+        """The objects ``batch`` names that the peer gave, each read no further than the
+        bundle size limit; the others recorded as failed (one past it as refused, ``too_large``:
+        no bundle is that large, and what was read of it is dropped)."""
         fetched: Fetched = []
         now = datetime.now(timezone.utc)
         for entry in batch:
             url = f"{self.peer.url(entry.raw_path)}#{outcome.origin}/{entry.index}"
             try:
-                raw = self.peer.read(entry.raw_path)
+                raw = self.peer.read(entry.raw_path, DEFAULT_MAX_BYTES)
+            except PeerTooLarge as exc:
+                outcome.too_large += 1
+                self.writer.add_failure(url, Reason.TOO_LARGE, str(exc), now, entry.pith_number, entry.raw_path)
+                continue
             except PeerError as exc:
                 outcome.missing += 1
                 self.writer.add_failure(url, Reason.FETCH_FAILED, str(exc), now, entry.pith_number, entry.raw_path)
@@ -245,10 +269,13 @@ class PeerSync:
             if prepared is not None:
                 verified.append((raw, prepared, url))
             else:
-                outcome.quarantined += 1
+                outcome.quarantined[verdict.reason or Reason.ATTESTATION_MISMATCH] += 1
                 self.writer.add_rejected(raw, verdict, url, now, digest)
+        before = self.writer.counts().get("duplicates", 0)
         self.writer.add_prepared_all(verified, now)
-        outcome.archived += len(verified)
+        held = self.writer.counts().get("duplicates", 0) - before  # versions this archive had already
+        outcome.held += held
+        outcome.archived += len(verified) - held
         self._commit_if_due()
 
 
@@ -257,33 +284,50 @@ def _batches(items: Iterator[Attested], size: int) -> Iterator[list[Attested]]:
         yield batch
 
 
-def origin_folder(origin: str) -> str:
-    return f"{PEERS}/{quote(origin, safe='')}"
+def log_folder(origin: str, key_id: str) -> str:
+    """Where what a sync keeps of one peer log lies: its origin and its key."""
+    return f"{PEERS}/{quote(origin, safe='')}/{quote(key_id, safe='')}"
 
 
-def synced_path(origin: str, size: int) -> str:
-    return f"{origin_folder(origin)}/checkpoints/{size}"
+def synced_path(origin: str, key_id: str, size: int) -> str:
+    return f"{log_folder(origin, key_id)}/checkpoints/{size}"
 
 
-def evidence_path(origin: str, note: bytes) -> str:
+def evidence_path(origin: str, key_id: str, note: bytes) -> str:
     size = parse_checkpoint(read_note(note).text).size
-    return f"{origin_folder(origin)}/evidence/{size}-{hashlib.sha256(note).hexdigest()[:16]}"
+    return f"{log_folder(origin, key_id)}/evidence/{size}-{hashlib.sha256(note).hexdigest()[:16]}"
 
 
-def last_synced(store: ObjectStore, manifests: list[dict]) -> dict[str, tuple[Checkpoint, bytes]]:
-    """Per peer log origin, the newest checkpoint a committed manifest lists as synced
-    (read back checked against its entry; this archive's own signed manifest vouches for it)."""
-    newest: dict[str, ObjectInfo] = {}
+def last_synced(
+    store: ObjectStore, manifests: list[dict], keys: Keyring
+) -> dict[tuple[str, str], tuple[Checkpoint, bytes]]:
+    """Per peer log, its origin and key, the newest checkpoint a committed manifest
+    lists as synced (read back checked against its entry; this archive's own signed
+    manifest vouches for it). One an older sync kept per origin alone
+    (``peers/<origin>/checkpoints/<size>``) counts for the pinned key that signed it."""
+    newest: dict[tuple[str, str], ObjectInfo] = {}
     for manifest in manifests:
         for entry in listed(manifest):
             parts = entry.path.split("/")
-            if len(parts) == 4 and parts[0] == PEERS and parts[2] == "checkpoints" and parts[3].isdigit():
-                known = newest.get(parts[1])
-                if known is None or int(known.path.rsplit("/", 1)[1]) < int(parts[3]):
-                    newest[parts[1]] = entry
-    synced = {}
-    for entry in newest.values():
+            if parts[0] != PEERS or parts[-2:-1] != ["checkpoints"] or not parts[-1].isdigit():
+                continue
+            if len(parts) == 5:
+                log = (parts[1], unquote(parts[2]))
+            elif len(parts) == 4:
+                log = (parts[1], "")  # the key is the note's signer, found once it is read
+            else:
+                continue
+            known = newest.get(log)
+            if known is None or int(known.path.rsplit("/", 1)[1]) < int(parts[-1]):
+                newest[log] = entry
+    synced: dict[tuple[str, str], tuple[Checkpoint, bytes]] = {}
+    for (_, key_id), entry in sorted(newest.items(), key=lambda item: item[0][1] == ""):
         note = read_entry(store, entry)
         checkpoint = parse_checkpoint(read_note(note).text)
-        synced[checkpoint.origin] = (checkpoint, note)
+        if not key_id:
+            try:
+                key_id = open_checkpoint(note, keys)[1].key_id
+            except Rejected:
+                continue  # of a key no longer pinned: no sync of it resumes there
+        synced.setdefault((checkpoint.origin, key_id), (checkpoint, note))
     return synced

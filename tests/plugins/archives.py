@@ -37,10 +37,12 @@ def write_run(
     worker: str = "w0",
     fetched_at: datetime = FETCHED_AT,
     commit: bool = True,
+    log_origin: str | None = None,
 ) -> str | None:
     """Archive ``raws`` (each must verify under ``keyring``) and quarantine ``rejected``
-    in one run; commit it (returns the manifest path) or abort it (leaves orphans)."""
-    writer = ArchiveWriter(store, signer, worker=worker).open()
+    in one run; commit it (returns the manifest path) or abort it (leaves orphans).
+    ``log_origin``: the name of the signer's log, if it has none yet."""
+    writer = ArchiveWriter(store, signer, worker=worker, log_origin=log_origin).open()
     for raw in [*raws, *rejected]:
         verdict = verify_bundle(raw, keyring)
         add = writer.add_verified if verdict.ok else writer.add_rejected
