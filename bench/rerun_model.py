@@ -1,8 +1,9 @@
 """The model-based test of scheduled re-runs (tests/test_rerun_model.py) in its long
 profile: many simulated weeks of lying listings, clock jumps and changes, each week a
-real crawl against nginx. Prints what the weeks did (runs, honest weeks and their
-requests against the budget, lies acted on, clock jumps, the longest a change waited)
-and the time taken; exits with pytest's status.
+real crawl against nginx, and of peers that grow, roll back and squat an origin, each
+week a real sync. Prints what the weeks did (runs, honest weeks and their requests
+against the budget, lies acted on, clock jumps, the longest a change waited; syncs,
+rollbacks, refusals) and the time taken; exits with pytest's status.
 
     .venv/bin/python bench/rerun_model.py            # the long profile
     .venv/bin/python bench/rerun_model.py --profile ci
@@ -25,16 +26,15 @@ def main() -> int:
     parser.add_argument("--profile", default="long", choices=("ci", "long"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        report = Path(folder) / "weeks.json"
-        env = {**os.environ, "PITH_MODEL_PROFILE": args.profile, "PITH_MODEL_REPORT": str(report)}
+        env = {**os.environ, "PITH_MODEL_PROFILE": args.profile, "PITH_MODEL_REPORT": folder}
         started = time.monotonic()
         test = "tests/test_rerun_model.py"
         status = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", test], cwd=ROOT, env=env)
         elapsed = time.monotonic() - started
-        tally = json.loads(report.read_text()) if report.exists() else {}
+        tallies = {path.stem: json.loads(path.read_text()) for path in sorted(Path(folder).glob("*.json"))}
     print(f"profile {args.profile}: {elapsed:.0f} s, exit {status}")
-    for key, value in sorted(tally.items()):
-        print(f"  {key}: {value}")
+    for machine, tally in tallies.items():
+        print(f"{machine}: " + ", ".join(f"{key} {value}" for key, value in sorted(tally.items())))
     return status
 
 

@@ -19,6 +19,7 @@ The bounded profile runs in CI; ``PITH_MODEL_PROFILE=long`` runs many more weeks
 
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from datetime import datetime, timedelta
@@ -29,10 +30,15 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
+from pith.checkpoint import log_origin
+from pith.signing import Signer
 from pith_testkit.scripted import Listing
+from storage.archive.folder_store import LocalStore
+from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
 from tests.plugins.scripted_site import START, Site
 from tests.plugins.tables import read_rows
+from tests.test_peer_sync import audit, raw_objects, sync
 
 pytestmark = pytest.mark.slow
 
@@ -212,5 +218,127 @@ def test_weeks_of_lies_clock_jumps_and_changes_never_cost_a_record(nginx, tmp_pa
         ),
     )
     assert WeeklyRuns.tally["runs"] >= profile.max_examples  # the machine ran weeks, not only its first crawl
-    if os.environ.get("PITH_MODEL_REPORT"):  # bench/rerun_model.py reads what the weeks did
-        Path(os.environ["PITH_MODEL_REPORT"]).write_text(json.dumps(dict(WeeklyRuns.tally), sort_keys=True))
+    report(WeeklyRuns.tally, "weeks")
+
+
+def report(tally: Counter, name: str) -> None:
+    """What the machine did, for bench/rerun_model.py (``PITH_MODEL_REPORT``: a folder)."""
+    if os.environ.get("PITH_MODEL_REPORT"):
+        (Path(os.environ["PITH_MODEL_REPORT"]) / f"{name}.json").write_text(json.dumps(dict(tally), sort_keys=True))
+
+
+class PeerWeeks(RuleBasedStateMachine):
+    """One archive kept by syncing two pinned peers whose logs share one origin (the
+    second squats the first's) under two keys. The peers grow, roll back to a copy of an
+    earlier week, and are synced in any order. A sync succeeds exactly when the peer's
+    log extends what this archive last synced of that (origin, key); a rolled-back or
+    forked peer is refused (exit 1) without blocking the other, and nothing archived is
+    ever lost."""
+
+    fixtures: dict = {}  # "tmp", "corpus" (the corpus folder), "raws" (its bundles), "signers"
+    tally: Counter = Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.home = Path(tempfile.mkdtemp(prefix="peers-", dir=self.fixtures["tmp"]))
+        self.signers = self.fixtures["signers"]
+        self.history: dict[str, tuple[int, ...]] = {name: () for name in self.signers}  # runs a peer's log holds
+        self.synced: dict[str, tuple[int, ...]] = {name: () for name in self.signers}  # as this archive last synced
+        self.copies: dict[str, list[tuple[tuple[int, ...], Path]]] = {name: [] for name in self.signers}
+        self.held: dict[str, bytes] = {}
+        self.runs = 0
+
+    def folder(self, name: str) -> Path:
+        return self.home / name
+
+    @initialize(owner=st.integers(0, 30), squatter=st.integers(0, 30))
+    def peers_publish(self, owner: int, squatter: int) -> None:
+        self._grow("owner", owner, 5)
+        self._grow("squatter", squatter, 3)
+
+    @rule(
+        grows=st.dictionaries(st.sampled_from(["owner", "squatter"]), st.tuples(st.integers(0, 35), st.integers(1, 5))),
+        rolls_back=st.dictionaries(st.sampled_from(["owner", "squatter"]), st.integers(1, 3), max_size=1),
+        order=st.permutations(["owner", "squatter"]),
+        both=st.booleans(),
+    )
+    def a_week(self, grows: dict, rolls_back: dict, order: list[str], both: bool) -> None:
+        """Peers roll back to a copy of an earlier week or grow, then the archive syncs
+        one of them, or both in ``order``."""
+        for name, back in rolls_back.items():
+            self._roll_back(name, back)
+        for name, (start, count) in grows.items():
+            self._grow(name, start, count)
+        for name in order[: 2 if both else 1]:
+            self._sync(name)
+
+    def _grow(self, name: str, start: int, count: int) -> None:
+        raws = self.fixtures["raws"][start : start + count]
+        origin = log_origin(self.signers["owner"].key_id)  # the squatter names the owner's log
+        write_run(LocalStore(self.folder(name)), self.signers[name], self.fixtures["keyring"], raws, log_origin=origin)
+        self.runs += 1
+        self.history[name] += (self.runs,)
+        copy = self.home / f"{name}-{self.runs}"
+        shutil.copytree(self.folder(name), copy)
+        self.copies[name].append((self.history[name], copy))
+
+    def _roll_back(self, name: str, back: int) -> None:
+        """The peer is restored from a copy of an earlier week (never emptied)."""
+        earlier = self.copies[name][: max(1, len(self.copies[name]) - back)]
+        history, copy = earlier[-1]
+        shutil.rmtree(self.folder(name))
+        shutil.copytree(copy, self.folder(name))
+        self.history[name] = history
+        self.tally.update(rollbacks=history != self.copies[name][-1][0])
+
+    def _sync(self, name: str) -> None:
+        signer = self.signers[name]
+        (self.home / "peer-key.json").write_text(json.dumps(signer.pinned().document()))
+        result = sync(self.home, self.folder(name), self.fixtures["corpus"], signer)
+        extends = self.history[name][: len(self.synced[name])] == self.synced[name]
+        self.tally.update(syncs=1, refused=not extends)
+        assert result.returncode == (0 if extends else 1), result.output[-2000:]
+        if extends:
+            self.synced[name] = self.history[name]
+        else:
+            assert "log_rolled_back" in result.output or "log_forked" in result.output, result.output[-2000:]
+        held = raw_objects(self.home / "copy")
+        assert self.held.items() <= held.items()  # nothing archived is lost, nor changed
+        self.held = held
+
+    def teardown(self) -> None:
+        if (self.home / "copy").exists():
+            audit(self.home, self.fixtures["corpus"]).check(0)
+
+
+def test_peers_that_grow_roll_back_and_squat_an_origin_never_cost_a_record(tmp_path, corpus_dir, corpus_keyring):
+    name = os.environ.get("PITH_MODEL_PROFILE", "ci")
+    signers = {
+        "owner": Signer.from_seed("peer-key-owner", bytes(range(1, 33))),
+        "squatter": Signer.from_seed("peer-key-squat", bytes(range(3, 35))),
+    }
+    raws = list(corpus_raws(corpus_dir).values())
+    PeerWeeks.fixtures = {
+        "tmp": tmp_path,
+        "corpus": corpus_dir,
+        "raws": raws,
+        "signers": signers,
+        "keyring": corpus_keyring,
+    }
+    PeerWeeks.tally = Counter()
+    run_state_machine_as_test(
+        PeerWeeks,
+        settings=settings(
+            {
+                "ci": settings(max_examples=4, stateful_step_count=10),
+                "long": settings(max_examples=20, stateful_step_count=20),
+            }[name],
+            deadline=None,
+            derandomize=name == "ci",
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        ),
+    )
+    assert PeerWeeks.tally["syncs"] >= 4  # the archive synced, not only the peers grew
+    assert PeerWeeks.tally["refused"] >= 1  # and some peer rolled back or forked behind what it synced
+    report(PeerWeeks.tally, "peers")
