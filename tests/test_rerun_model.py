@@ -44,10 +44,12 @@ pytestmark = pytest.mark.slow
 
 RECORDS = 160
 RECHECK_AFTER = timedelta(days=30)
+LONG = os.environ.get("PITH_MODEL_PROFILE") == "long"
+TIMEOUT = 5400 if LONG else 600  # seconds for one test: a long profile runs a hundred crawls or more
 DATES = ("honest", "frozen", "absent", "future")
 PROFILES = {
     "ci": settings(max_examples=3, stateful_step_count=7),
-    "long": settings(max_examples=12, stateful_step_count=16),
+    "long": settings(max_examples=8, stateful_step_count=12),
 }
 
 
@@ -106,7 +108,13 @@ class WeeklyRuns(RuleBasedStateMachine):
             record_dates, index_dates, change_lists=self.listing.change_lists, change_dates=change_dates
         )
         self.jump = jump
-        self._run(days)
+        try:
+            self._run(days)
+        except AssertionError as exc:  # kept whole for bench/rerun_model.py: a flaky replay hides it
+            if os.environ.get("PITH_MODEL_REPORT"):
+                with (Path(os.environ["PITH_MODEL_REPORT"]) / "failures.log").open("a") as log:
+                    log.write(f"{self.now} {self.listing} jump {self.jump}: {exc}\n\n")
+            raise
 
     def _change(self, records: set[int], told: bool) -> None:
         at = self.now + timedelta(hours=1)
@@ -203,6 +211,7 @@ class WeeklyRuns(RuleBasedStateMachine):
         assert result.returncode == 0, result.output[-3000:]
 
 
+@pytest.mark.timeout(TIMEOUT)
 def test_weeks_of_lies_clock_jumps_and_changes_never_cost_a_record(nginx, tmp_path):
     name = os.environ.get("PITH_MODEL_PROFILE", "ci")
     WeeklyRuns.fixtures, WeeklyRuns.tally = {"nginx": nginx, "tmp": tmp_path}, Counter()
@@ -242,9 +251,11 @@ class PeerWeeks(RuleBasedStateMachine):
         super().__init__()
         self.home = Path(tempfile.mkdtemp(prefix="peers-", dir=self.fixtures["tmp"]))
         self.signers = self.fixtures["signers"]
-        self.history: dict[str, tuple[int, ...]] = {name: () for name in self.signers}  # runs a peer's log holds
-        self.synced: dict[str, tuple[int, ...]] = {name: () for name in self.signers}  # as this archive last synced
-        self.copies: dict[str, list[tuple[tuple[int, ...], Path]]] = {name: [] for name in self.signers}
+        # a peer's log: its entries, each (the run that wrote it, the bundle it attests), as
+        # the peer holds it now and as this archive last synced it; and each week's copy
+        self.history: dict[str, tuple[tuple[int, int], ...]] = {name: () for name in self.signers}
+        self.synced: dict[str, tuple[tuple[int, int], ...]] = {name: () for name in self.signers}
+        self.copies: dict[str, list[tuple[tuple, Path]]] = {name: [] for name in self.signers}
         self.held: dict[str, bytes] = {}
         self.runs = 0
 
@@ -277,7 +288,8 @@ class PeerWeeks(RuleBasedStateMachine):
         origin = log_origin(self.signers["owner"].key_id)  # the squatter names the owner's log
         write_run(LocalStore(self.folder(name)), self.signers[name], self.fixtures["keyring"], raws, log_origin=origin)
         self.runs += 1
-        self.history[name] += (self.runs,)
+        held = {raw for _, raw in self.history[name]}  # a bundle the peer holds gets no new entry
+        self.history[name] += tuple((self.runs, i) for i in range(start, start + len(raws)) if i not in held)
         copy = self.home / f"{name}-{self.runs}"
         shutil.copytree(self.folder(name), copy)
         self.copies[name].append((self.history[name], copy))
@@ -311,6 +323,7 @@ class PeerWeeks(RuleBasedStateMachine):
             audit(self.home, self.fixtures["corpus"]).check(0)
 
 
+@pytest.mark.timeout(TIMEOUT)
 def test_peers_that_grow_roll_back_and_squat_an_origin_never_cost_a_record(tmp_path, corpus_dir, corpus_keyring):
     name = os.environ.get("PITH_MODEL_PROFILE", "ci")
     signers = {
