@@ -47,5 +47,5 @@ def stale_checkpoints(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyL
             logger.warning("the published checkpoint of %s is not repaired: %s", key_id, exc)
             continue
         if unpublished(store, keyring, key_id, note):
-            path = layout.published_checkpoint(key_id)
-            yield StaleCheckpoint(key_id, ObjectInfo(path, hashlib.sha256(note).hexdigest(), len(note)), note, latest.path)
+            published = ObjectInfo(layout.published_checkpoint(key_id), hashlib.sha256(note).hexdigest(), len(note))
+            yield StaleCheckpoint(key_id, published, note, latest.path)

@@ -155,7 +155,7 @@ class Rebuilder:
                 raise NotRebuilt(f"the run's verifications rows do not say where {payload['raw_path']} was fetched")
             url, fetched_at, current = fetch
             if current is None:  # a split view's row says so, not whether the version became current
-                raise NotRebuilt(f"the run's verifications rows do not say whether {payload['raw_path']} became current")
+                raise NotRebuilt(f"the run's verifications rows do not say whether {payload['raw_path']} was current")
             yield record_row(
                 verdict,
                 raw_sha256=payload["raw_sha256"],

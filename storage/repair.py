@@ -30,9 +30,9 @@ the good one leaves the object missing, which the next repair fetches again.
 
 import logging
 import tempfile
-from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from pith.attestation import new_repair
@@ -210,9 +210,7 @@ class Repair:
             return False
         return True
 
-    def _put(
-        self, entry: ObjectInfo, damage: Finding, local: str, peer: str, target: ObjectInfo | None = None
-    ) -> None:
+    def _put(self, entry: ObjectInfo, damage: Finding, local: str, peer: str, target: ObjectInfo | None = None) -> None:
         """Move the damaged copy aside, then write the good one create-only (a rebuilt
         file: at ``target``, superseding ``entry`` when that is another path), and sign
         the repair."""

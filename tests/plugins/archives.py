@@ -16,8 +16,8 @@ from pith_testkit.mint import seal, sign_bundle
 from storage.archive.stores import ObjectStore
 from storage.serving.record import compact_json
 from storage.serving.source import BUNDLES_DIR
-from storage.writing.writer import ArchiveWriter
 from storage.writing.table_writer import RollPolicy
+from storage.writing.writer import ArchiveWriter
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 
 FETCHED_AT = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
