@@ -27,6 +27,7 @@ from storage.syncing.peers import HttpPeer, StorePeer
 from storage.writing.table_writer import RollPolicy
 from tests.plugins.archives import corpus_raws, write_run
 from tests.plugins.cli import run_cli
+from tests.plugins.crawling import run_cli_crawl
 
 OWN_SEED = bytes(range(7, 39))
 
@@ -334,3 +335,28 @@ def test_a_damaged_published_checkpoint_is_published_again(tmp_path, archive, co
     (moved,) = (archive / layout.QUARANTINE / "damaged").rglob("checkpoint")
     assert moved.read_bytes() == good.replace(b"\n", b"\n ", 1)  # evidence
     audit(tmp_path, corpus_dir).check(0)
+
+
+@pytest.mark.slow
+def test_a_crawls_index_and_captures_no_peer_holds_are_rebuilt_from_its_warc_files(tmp_path, static_site, refused_port):
+    """On the machine that crawled (its key, the shipped registry keys): the CDXJ index
+    and the captures rows read back from the WARC file, checked against its entry; no
+    peer is needed, so none being reachable is no failure."""
+    base, suffixes, _ = static_site
+    archive = tmp_path / "archive"
+    assert run_cli_crawl(tmp_path, "--resolver", base, suffixes[0], "--out", str(archive)).returncode == 0
+    (index,) = (archive / layout.WARC).glob("*.cdxj")
+    good, rows = index.read_bytes(), table_rows(archive, "captures")
+    index.write_bytes(good[:-10])
+    captures = first_file(archive, "captures")
+    captures.unlink()
+    result = run_cli("audit", archive, "--repair-from", f"http://127.0.0.1:{refused_port}", home=tmp_path).check(0)
+    assert f"repaired {index.relative_to(archive)} (size_mismatch) from this archive's raw objects" in result.output
+    assert index.read_bytes() == good
+    # the same rows; those rebuilt have their fetch_time to the second, as the records' WARC-Date holds it
+    subset = layout.partition_of(str(captures.relative_to(archive)))[1]
+    expected = [
+        {**row, "fetch_time": row["fetch_time"].replace(microsecond=0)} if row["subset"] == subset else row
+        for row in rows
+    ]
+    assert table_rows(archive, "captures") == sorted(expected, key=repr)
