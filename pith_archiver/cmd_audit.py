@@ -67,7 +67,9 @@ def audit(
     Exit 0 when clean, 1 on any discrepancy, 2 on usage or configuration errors, 4 when
     the store failed mid-way or ARCHIVE holds no archive (an empty folder or prefix is
     never clean). With --repair-from: 0 when all was repaired and the archive then
-    audits clean, 1 when something stays damaged (named), 4 when no peer could be read.
+    audits clean, 1 when something stays damaged (named), 4 when a peer was needed and
+    none could be read (a table file or index is rebuilt from the raw objects, a stale
+    published checkpoint published again, with no peer).
     """
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust, repair_from)
