@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import bagit
 import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -271,6 +272,14 @@ def test_damaged_table_files_no_peer_holds_are_rebuilt_from_the_raw_objects(
     later = audit(tmp_path, corpus_dir).check(0)
     (history,) = [line for line in later.output.splitlines() if line.startswith("repaired by ")]
     assert "4 objects (hash_mismatch 2, missing 1, size_mismatch 1) from this archive's raw objects" in history
+    # an export of the tables and a bag take the rebuilt files, and the bag validates
+    keys = ["--keyring", corpus_dir / "keyring.json", "--keyring", tmp_path / "own-pinned.json", "--no-default-keys"]
+    (tmp_path / "own-pinned.json").write_text(json.dumps(own.pinned().document()))
+    run_cli("export", archive, "--format", "parquet", "--to", tmp_path / "dataset", *keys).check(0)
+    for table in REBUILT:
+        assert table_rows(tmp_path / "dataset", table) == before[table], table
+    run_cli("export", archive, "--bag", tmp_path / "bag", *keys).check(0)
+    bagit.Bag(str(tmp_path / "bag")).validate()
     # damaged in turn, a rebuilt file is rebuilt from the raw objects of the run its rows are of
     rebuilt = archive / repair["supersedes"][0]["by"]
     good = rebuilt.read_bytes()
