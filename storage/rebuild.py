@@ -100,7 +100,7 @@ class Rebuilder:
     # --- table files -----------------------------------------------------------------
     def _table(self, entry: ObjectInfo, manifest: dict[str, Any]) -> tuple[Path, ObjectInfo]:
         table = entry.table or ""
-        column, value = layout.partition_of(entry.path)
+        column, _ = layout.partition_of(entry.path)
         partition = entry.path.split("/")[2]
         made: list[tuple[Path, int]] = []
         writer = TableWriter(
@@ -115,7 +115,7 @@ class Rebuilder:
                 if layout.partition_dir(column, row.get(column)) == partition:
                     writer.add(row)
             writer.close()
-        except StorageError:
+        except Exception:  # NotRebuilt too: the rows spooled so far go
             writer.discard()
             raise
         rows = sum(count for _, count in made)
@@ -217,10 +217,13 @@ class Rebuilder:
 
     def _index(self, entry: ObjectInfo, manifest: dict[str, Any]) -> Path:
         """The CDXJ index of the WARC file beside it, which must be the listed one."""
-        warc = next((info for info in listed(manifest) if layout.warc_index(info.path) == entry.path), None)
-        salvaged = None if warc is None else self._salvage(warc)
-        if salvaged is None:
+        indexed = (info for info in listed(manifest) if layout.is_warc(info.path))
+        warc = next((info for info in indexed if layout.warc_index(info.path) == entry.path), None)
+        if warc is None:
             raise NotRebuilt("its run lists no WARC file it indexes")
+        salvaged = self._salvage(warc)
+        if salvaged is None:
+            raise NotRebuilt(f"{warc.path} holds no record of an exchange")
         captures, lines = salvaged
         captures.unlink()
         local = self.work / f"rebuilt-{self._made}.cdxj"
@@ -232,7 +235,7 @@ class Rebuilder:
         sha256, size = hash_file(local)
         if (sha256, size) != (entry.sha256, entry.size):
             local.unlink()
-            raise NotRebuilt(f"the index read back from {warc and warc.path} is not the one listed (sha256 {sha256})")
+            raise NotRebuilt(f"the index read back from {warc.path} is not the one listed (sha256 {sha256})")
         return local
 
     def _salvage(self, warc: ObjectInfo) -> tuple[Path, Path] | None:
