@@ -286,6 +286,11 @@ def test_damaged_table_files_no_peer_holds_are_rebuilt_from_the_raw_objects(
     rebuilt.write_bytes(good[:-8] + bytes(8))
     audit(tmp_path, corpus_dir, "--repair-from", peer).check(0)
     assert rebuilt.read_bytes() == good
+    # the damaged copy put back where it was: a reader of the folder would read its rows too
+    old = repair["supersedes"][-1]
+    shutil.copy(archive / layout.damaged_copy(repair["run_id"], old["path"]), archive / old["path"])
+    back = audit(tmp_path, corpus_dir).check(1)
+    assert f"orphan {old['path']} " in back.output and f"superseded by {old['by']}" in back.output
 
 
 def test_a_rebuild_that_gives_the_listed_bytes_back_restores_the_file(tmp_path, archive, peer, corpus_dir):
