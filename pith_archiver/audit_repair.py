@@ -19,7 +19,8 @@ from .exit_status import ConfigError, ExitStatus
 from .keyrings import machine_key
 from .output import counted, echo, say
 
-# what a copy from a peer repairs: an object, and what checking its bytes found
+# what a repair mends: an object (from a peer's copy, or rebuilt), and what checking its bytes found;
+# a stale published checkpoint
 REPAIRABLE = {
     Finding.MISSING,
     Finding.SIZE_MISMATCH,
@@ -27,6 +28,7 @@ REPAIRABLE = {
     Finding.BUNDLE_REJECTED,
     Finding.WARC_INVALID,
     Finding.ROWS_MISMATCH,
+    Finding.CHECKPOINT_UNPUBLISHED,
 }
 
 

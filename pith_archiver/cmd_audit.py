@@ -42,7 +42,8 @@ from .run_hooks import RunHooks, run_hook_options
     metavar="PEER",
     help="Repair each object found missing or damaged from the first of these peers (a folder, http(s):// "
     "or s3://; repeatable) whose copy has the sha256 this archive's manifests list; a peer's log must be "
-    "signed by a pinned archive key, as for `crawl --from-archive`. Then audit again.",
+    "signed by a pinned archive key, as for `crawl --from-archive`. A table file or index no peer has is "
+    "rebuilt from the raw objects, a stale published checkpoint published again. Then audit again.",
 )
 @run_hook_options("audit")
 @verbosity_options
@@ -66,7 +67,9 @@ def audit(
     Exit 0 when clean, 1 on any discrepancy, 2 on usage or configuration errors, 4 when
     the store failed mid-way or ARCHIVE holds no archive (an empty folder or prefix is
     never clean). With --repair-from: 0 when all was repaired and the archive then
-    audits clean, 1 when something stays damaged (named), 4 when no peer could be read.
+    audits clean, 1 when something stays damaged (named), 4 when a peer was needed and
+    none could be read (a table file or index is rebuilt from the raw objects, a stale
+    published checkpoint published again, with no peer).
     """
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust, repair_from)
@@ -75,7 +78,8 @@ def audit(
     status = ExitStatus.OK if run.counts.clean else ExitStatus.REJECTED
     why = _summary(run.counts)
     if setup is not None:
-        report = Repair(store, setup.signer, setup.peers, setup.peer_keys).run(run.damaged) if run.damaged else None
+        repair = Repair(store, setup.signer, setup.peers, setup.peer_keys, keys=keyring)
+        report = None if run.counts.clean else repair.run(run.damaged, run.logs())
         if report is not None:
             show_repair(report, as_json)
         if report is not None and report.manifest is not None:

@@ -33,7 +33,7 @@ from pith.parse import DEFAULT_MAX_BYTES, PADDING_BYTES, PADDING_RATIO
 from pith.reasons import Finding, Rejected
 from pith.verify import verify_bundle
 from storage.archive import layout
-from storage.archive.manifest import listed, read_manifests
+from storage.archive.manifest import Superseded, listed, read_manifests, superseding
 from storage.archive.stores import ObjectInfo, ObjectMissing, ObjectStore
 from storage.capture.warc_check import record_problems
 from storage.transparency.key_logs import KeyLog, LogPart, log_part, logs_of
@@ -142,9 +142,11 @@ class Audit:
         self._log_parts: list[LogPart] = []  # what each trusted manifest adds to its key's log
         self.damaged: list[tuple[ObjectInfo, Finding]] = []  # objects missing or not as listed: what a repair fetches
         self.repairs: list[dict] = []  # the repair events of the archive's repair feeds, checked
+        self.superseded: dict[str, Superseded] = {}  # listed files a repair rebuilt: not checked again
 
     def run(self) -> Iterator[Discrepancy]:
         unpinned_by: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (key_id, fingerprint): (manifest, objects)
+        self.superseded = superseding(self.store, self.archive_keyring)
         for read in read_manifests(self.store, self.archive_keyring):
             self._accounted.add(read.path)
             unpinned = getattr(read.error, "unpinned", None)
@@ -179,7 +181,10 @@ class Audit:
         for stretch, why in self._chain.breaks(rooted=True):
             yield self._found(Finding.CHAIN_BROKEN, stretch.source, f"{stretch.where}.prev_event: {why}")
         for stored in self.store.list():
-            if stored.path not in self._accounted:
+            old = self.superseded.get(stored.path)
+            if old is not None:  # back where a rebuilt file replaced it: a folder's readers would read both
+                yield self._found(Finding.ORPHAN, stored.path, f"{stored.size} bytes, superseded by {old.by}")
+            elif stored.path not in self._accounted:
                 yield self._found(Finding.ORPHAN, stored.path, f"{stored.size} bytes")
 
     def logs(self) -> dict[str, KeyLog]:
@@ -199,6 +204,10 @@ class Audit:
         for entry in objects:
             if entry.table is not None:
                 rows[entry.table] += entry.rows or 0
+            old = self.superseded.get(entry.path)
+            if old is not None and old.sha256 == entry.sha256:  # its damaged copy is in quarantine, evidence
+                continue
+            if entry.table is not None:
                 check = self._table
             elif entry.path.startswith(f"{layout.RAW}/"):
                 check = self._bundle

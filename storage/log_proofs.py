@@ -132,7 +132,7 @@ def check_logs(store: ObjectStore, keyring: Keyring, logs: dict[str, KeyLog]) ->
                 if why:
                     found.append(Discrepancy(Finding.LOG_BROKEN, part.checkpoint.path, f"{key_id}: {why}"))
             if log.latest_checkpoint is not None:
-                found += _unpublished(store, keyring, key_id, read_entry(store, log.latest_checkpoint))
+                found += unpublished(store, keyring, key_id, read_entry(store, log.latest_checkpoint))
         except StorageError as exc:
             logger.info("the log of %s is not checked: %s", key_id, exc)
     return found
@@ -150,7 +150,7 @@ def _tile_misfits(listed: dict, expected: dict[str, bytes], key_id: str, where: 
     return found
 
 
-def _unpublished(store: ObjectStore, keyring: Keyring, key_id: str, committed: bytes) -> list[Discrepancy]:
+def unpublished(store: ObjectStore, keyring: Keyring, key_id: str, committed: bytes) -> list[Discrepancy]:
     """checkpoint_unpublished when the key's published checkpoint is missing, does not
     verify, or is not the newest committed checkpoint (cosignature lines aside)."""
     path = layout.published_checkpoint(key_id)

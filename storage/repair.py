@@ -16,7 +16,12 @@ and the next peer asked.
 The archive is never left worse: nothing is overwritten in place. Only once a good copy
 is at hand is the damaged one moved aside (copied create-only to
 ``quarantine/damaged/<run>/<path>``, then removed), and the object written again
-create-only. Each repair is a signed event (``pith.attestation.new_repair``) in the
+create-only. A derived file (a table file, a WARC file's index) no peer has is rebuilt
+from the raw objects it was derived from (``storage.rebuild``): its damaged copy moved
+aside, the rebuilt one written at a new path that the run's manifest says supersedes
+the listed one (or at the listed path, when the rebuild gave the listed bytes back).
+A published checkpoint not the newest committed one (the one object rewritten) is
+moved aside and that checkpoint published again. Each repair is a signed event (``pith.attestation.new_repair``) in the
 run's repair feed, ``attestations/<run>.repairs.jsonl``; the run's signed manifest lists
 the feed and the damaged copies, so the audit after it finds no orphan, and reports
 the repairs as the archive's history. A crash between moving a copy aside and writing
@@ -27,6 +32,7 @@ import logging
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from pith.attestation import new_repair
@@ -36,14 +42,18 @@ from pith.policy import Policy
 from pith.reasons import Finding
 from pith.signing import Signer, utc_now
 from storage.archive import layout
-from storage.archive.manifest import build_manifest, commit_manifest, sign_manifest
+from storage.archive.manifest import Superseded, build_manifest, commit_manifest, sign_manifest
 from storage.archive.stores import ObjectExists, ObjectInfo, ObjectMissing, ObjectStore, hash_file
+from storage.checkpoint_repair import StaleCheckpoint, stale_checkpoints
+from storage.rebuild import FROM_RAW, NotRebuilt, Rebuilder, rebuildable
 from storage.syncing.peer_log import PeerFailed, read_peer_checkpoint
 from storage.syncing.peers import Peer, PeerError, PeerMissing, PeerTooLarge, PeerUnreachable
+from storage.transparency.key_logs import KeyLog
+from storage.transparency.tiles import publish
 
 logger = logging.getLogger(__name__)
 
-WORKER = "repair"
+WORKER = layout.REPAIR_WORKER
 
 
 @dataclass
@@ -95,10 +105,17 @@ class RepairReport:
 class Repair:
     """One repair of ``store`` from ``peers`` (in order), signed by ``signer``, the
     archive's key; ``peer_keys``: the archive keys pinned, one of which each peer's log
-    must be signed by (``policy``: and cosigned as it asks)."""
+    must be signed by (``policy``: and cosigned as it asks); ``keys``: the keys an audit
+    pins, registry and archive, under which derived files are rebuilt (None: they are not)."""
 
     def __init__(
-        self, store: ObjectStore, signer: Signer, peers: list[Peer], peer_keys: Keyring, policy: Policy | None = None
+        self,
+        store: ObjectStore,
+        signer: Signer,
+        peers: list[Peer],
+        peer_keys: Keyring,
+        policy: Policy | None = None,
+        keys: Keyring | None = None,
     ) -> None:
         self.store = store
         self.signer = signer
@@ -107,18 +124,27 @@ class Repair:
         self.run_id = layout.new_run_id(WORKER)
         self.started_at = utc_now()
         self.report = RepairReport([PeerState(peer) for peer in peers])
+        self.keys = keys
         self._listed: list[ObjectInfo] = []  # the damaged copies moved aside, for the run's manifest
+        self._supersedes: list[Superseded] = []  # the listed files rebuilt at new paths
         self._events = tempfile.SpooledTemporaryFile(1 << 20)
+        self._rebuilder: Rebuilder | None = None
 
-    def run(self, damaged: list[tuple[ObjectInfo, Finding]]) -> RepairReport:
-        """Repair each of ``damaged`` (an object's entry and what the audit found), then
-        commit the run when anything was repaired."""
-        with self._events:
+    def run(self, damaged: list[tuple[ObjectInfo, Finding]], logs: dict[str, KeyLog] | None = None) -> RepairReport:
+        """Repair each of ``damaged`` (an object's entry and what the audit found; the
+        objects derived files are made from first), and each of ``logs``' published
+        checkpoints, then commit the run when anything was repaired."""
+        with self._events, tempfile.TemporaryDirectory(prefix="pith-repair-") as work:
+            if self.keys is not None:
+                self._rebuilder = Rebuilder(self.store, self.keys, self.run_id, Path(work))
             if damaged:
                 for state in self.report.peers:
                     self._vet(state)
-            for entry, damage in damaged:
+            for entry, damage in sorted(damaged, key=lambda found: rebuildable(found[0])):
                 self._repair(entry, damage)
+            if self.keys is not None and logs:
+                for stale in stale_checkpoints(self.store, self.keys, logs):
+                    self._republish(stale)
             if self.report.repaired:
                 self._commit()
         return self.report
@@ -146,6 +172,14 @@ class Repair:
                     return
         reachable = [state for state in self.report.peers if not state.unreachable]
         why = "no peer could be read" if not reachable else "no peer gave a copy with its listed sha256"
+        if self._rebuilder is not None and rebuildable(entry):
+            try:
+                local, target = self._rebuilder.rebuild(entry)
+            except NotRebuilt as exc:
+                why = f"{why}, and it is not rebuilt: {exc}"
+            else:
+                self._put(entry, damage, str(local), FROM_RAW, target)
+                return
         self.report.not_repaired.append(NotRepaired(entry, damage, why))
 
     def _fetched(self, state: PeerState, entry: ObjectInfo, copy: IO[bytes]) -> bool:
@@ -176,28 +210,48 @@ class Repair:
             return False
         return True
 
-    def _put(self, entry: ObjectInfo, damage: Finding, local: str, peer: str) -> None:
-        """Move the damaged copy aside, then write the good one create-only, and sign the repair."""
+    def _put(self, entry: ObjectInfo, damage: Finding, local: str, peer: str, target: ObjectInfo | None = None) -> None:
+        """Move the damaged copy aside, then write the good one create-only (a rebuilt
+        file: at ``target``, superseding ``entry`` when that is another path), and sign
+        the repair."""
         moved = self._move_aside(entry.path) if damage is not Finding.MISSING else None
+        target = target or entry
         try:
-            self.store.put_file(entry.path, local)
+            written = self.store.put_file(target.path, local)
         except ObjectExists as exc:  # another writer put other bytes there meanwhile: theirs stay
             why = f"other bytes were written there meanwhile (sha256 {exc.existing.sha256}); left as they are"
             self.report.not_repaired.append(NotRepaired(entry, damage, why))
             return
+        replaced = {}
+        if target.path != entry.path:
+            self._listed.append(ObjectInfo(target.path, written.sha256, written.size, target.table, target.rows))
+            self._supersedes.append(Superseded(entry.path, entry.sha256, target.path))
+            replaced["replaced_by"] = target.path
+        self._sign(Repaired(entry, damage, peer, moved), replaced)
+
+    def _republish(self, stale: StaleCheckpoint) -> None:
+        """Publish the newest committed checkpoint again, the stale or damaged one moved aside."""
+        moved = self._move_aside(stale.published.path)
+        publish(self.store, stale.key_id, stale.note.decode("utf-8"))
+        self._sign(Repaired(stale.published, Finding.CHECKPOINT_UNPUBLISHED, stale.source, moved))
+
+    def _sign(self, repaired: Repaired, more: dict | None = None) -> None:
+        """The repair's signed event, in the run's feed, and in the report."""
+        entry = repaired.entry
         payload = {
             "path": entry.path,
             "sha256": entry.sha256,
             "size": entry.size,
-            "damage": str(damage),
-            "damaged_copy": moved,
-            "peer": peer,
+            "damage": str(repaired.damage),
+            "damaged_copy": repaired.damaged_copy,
+            "peer": repaired.peer,
             "run_id": self.run_id,
+            **(more or {}),
         }
         event = new_repair(self.signer, archive=self.store.uri, subject="", payload=payload, created_at=utc_now())
         self._events.write(canon(event, exact=True) + b"\n")
-        self.report.repaired.append(Repaired(entry, damage, peer, moved))
-        logger.info("repaired %s from %s (%s)", entry.path, peer, damage)
+        self.report.repaired.append(repaired)
+        logger.info("repaired %s from %s (%s)", entry.path, repaired.peer, repaired.damage)
 
     def _move_aside(self, path: str) -> str | None:
         """Copy the damaged object create-only into ``quarantine/damaged/`` and remove it;
@@ -230,5 +284,6 @@ class Repair:
             objects=self._listed,
             stats={"repaired": len(self.report.repaired), "damage": dict(sorted(damage.items()))},
             params={"repair_from": [state.peer.uri for state in self.report.peers]},
+            supersedes=self._supersedes,
         )
         self.report.manifest = commit_manifest(self.store, sign_manifest(manifest, self.signer)).path

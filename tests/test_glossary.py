@@ -16,6 +16,8 @@ DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 # protocol core, the witness and the transparency wing, these modules handle such notes:
 SAYS_CHECKPOINT = {
     "audit",  # audit --checkpoint FILE, the log checks' findings
+    "audit_repair",  # a repair publishes a stale published checkpoint again
+    "checkpoint_repair",
     "cli",  # the checkpoint command's entry
     "cmd_audit",
     "cmd_checkpoint",

@@ -36,6 +36,7 @@ SCHEMA_VERSION = "1"  # of the tables' columns, in each file and in each manifes
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what pyarrow and DuckDB read back as null
 TEMP_PREFIX = ".tmp-"  # partial writes; never a final object name
+REPAIR_WORKER = "repair"  # the worker of a repair run's id: the only runs whose manifests supersede files
 WRITER_LEASE = "writer-lease.json"  # held by the one writer of an S3 prefix that ignores create-only puts
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -109,6 +110,10 @@ def is_warc(path: str) -> bool:
 def warc_index(warc_path: str) -> str:
     """The CDXJ index stored next to a WARC file."""
     return warc_path[: -len(".warc.gz")] + ".cdxj"
+
+
+def is_warc_index(path: str) -> bool:
+    return path.startswith(f"{WARC}/") and path.endswith(".cdxj")
 
 
 def manifest(run_id: str) -> str:
@@ -195,6 +200,11 @@ def new_run_id(worker: str = "w0", now: datetime | None = None) -> RunId:
         raise LayoutError(f"worker names are 1-64 of [A-Za-z0-9_.]: {worker!r}")
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return RunId(f"{stamp}-{worker}-{secrets.token_hex(4)}")
+
+
+def run_worker(run_id: str) -> str:
+    """The worker a run id names (``new_run_id``'s middle part)."""
+    return check_run_id(run_id).split("-", 1)[1].rsplit("-", 1)[0]
 
 
 def check_run_id(run_id: str) -> RunId:

@@ -46,6 +46,17 @@ class ManifestInvalid(Exception):
         self.unpinned = unpinned
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """A listed file (``path`` with ``sha256``) a later manifest replaces by the file
+    at ``by``, which it lists: a derived file rebuilt (``storage.rebuild``), never
+    written over, so the damaged one stays evidence in quarantine."""
+
+    path: str
+    sha256: str
+    by: str
+
+
 def build_manifest(
     *,
     run_id: str,
@@ -54,8 +65,11 @@ def build_manifest(
     objects: Iterable[ObjectInfo],
     stats: dict[str, Any],
     params: dict[str, Any],
+    supersedes: Iterable[Superseded] = (),
 ) -> dict[str, Any]:
-    """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries."""
+    """The unsigned manifest body, listing ``objects`` (ObjectInfo) as entries and,
+    when given, the listed files a rebuild replaces (``supersedes``)."""
+    replaced = [{"path": old.path, "sha256": old.sha256, "by": old.by} for old in supersedes]
     return {
         "manifest_type": MANIFEST_TYPE,
         "manifest_version": MANIFEST_VERSION,
@@ -68,6 +82,7 @@ def build_manifest(
         "crawl": params,
         "stats": stats,
         "objects": [info.entry() for info in sorted(objects, key=lambda info: info.path)],
+        **({"supersedes": sorted(replaced, key=lambda old: old["path"])} if replaced else {}),
     }
 
 
@@ -113,6 +128,20 @@ def _check_entry(entry: object, index: int) -> None:
             raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}rows", "negative")
 
 
+def _check_supersedes(supersedes: object, paths: AbstractSet[str]) -> None:
+    """Each file a manifest supersedes: a path, its sha256, and ``by`` a path it lists."""
+    if not isinstance(supersedes, list):
+        raise ManifestInvalid(Reason.SCHEMA_VIOLATION, "supersedes", "expected a list")
+    for index, old in enumerate(supersedes):
+        where = f"supersedes[{index}]."
+        if not isinstance(old, dict):
+            raise ManifestInvalid(Reason.SCHEMA_VIOLATION, where[:-1], "expected an object")
+        for name in ("path", "sha256", "by"):
+            _require(old, name, str, where)
+        if old["by"] not in paths:
+            raise ManifestInvalid(Reason.SCHEMA_VIOLATION, f"{where}by", "names a file the manifest does not list")
+
+
 def verify_manifest(raw: bytes, keyring: Keyring) -> dict[str, Any]:
     """The manifest in ``raw`` if it is well formed and its signature verifies under a
     pinned key; ManifestInvalid otherwise."""
@@ -134,8 +163,10 @@ def verify_manifest(raw: bytes, keyring: Keyring) -> dict[str, Any]:
     body = {k: v for k, v in manifest.items() if k != "signature"}
     if canon_sha256(body, document.exact) != claimed:
         raise ManifestInvalid(Reason.MANIFEST_HASH_MISMATCH, "signature.manifest_sha256", "does not hash the manifest")
-    for index, entry in enumerate(_require(manifest, "objects", list)):
+    objects = _require(manifest, "objects", list)
+    for index, entry in enumerate(objects):
         _check_entry(entry, index)
+    _check_supersedes(manifest.get("supersedes", []), {entry["path"] for entry in objects})
     try:
         keyring.check_signature(
             signature,
@@ -157,6 +188,22 @@ def present_runs(store: ObjectStore) -> frozenset[str]:
     return frozenset(
         filter(None, (layout.manifest_run_id(stored.path) for stored in store.list(f"{layout.MANIFESTS}/")))
     )
+
+
+def superseded(manifests: Iterable[dict[str, Any]]) -> dict[str, Superseded]:
+    """The listed paths the given (verified) manifests replace, by path."""
+    return {
+        old["path"]: Superseded(old["path"], old["sha256"], old["by"])
+        for manifest in manifests
+        for old in manifest.get("supersedes", [])
+    }
+
+
+def superseding(store: ObjectStore, keyring: Keyring) -> dict[str, Superseded]:
+    """What the repair runs' manifests (the only ones that supersede) replace: the
+    audit's look ahead, which reads no other manifest."""
+    runs = frozenset(run for run in present_runs(store) if layout.run_worker(run) != layout.REPAIR_WORKER)
+    return superseded(read.manifest for read in read_manifests(store, keyring, runs) if read.manifest is not None)
 
 
 @dataclass
@@ -222,7 +269,9 @@ def listed(manifest: dict[str, Any]) -> list[ObjectInfo]:
 
 def union(manifests: Iterable[dict[str, Any]]) -> dict[str, ObjectInfo]:
     """Path to object over all given manifests (the first listing of a path wins;
-    a path listed with different content is logged)."""
+    a path listed with different content is logged), but for the files a manifest
+    supersedes: readers read the rebuilt file instead."""
+    manifests = list(manifests)
     objects: dict[str, ObjectInfo] = {}
     for manifest in manifests:
         for info in listed(manifest):
@@ -235,4 +284,7 @@ def union(manifests: Iterable[dict[str, Any]]) -> dict[str, ObjectInfo]:
                     manifest["run_id"],
                     known.sha256,
                 )
+    for old in superseded(manifests).values():
+        if old.by in objects and objects.get(old.path, old).sha256 == old.sha256:
+            objects.pop(old.path, None)
     return objects

@@ -16,6 +16,7 @@ from pith_testkit.mint import seal, sign_bundle
 from storage.archive.stores import ObjectStore
 from storage.serving.record import compact_json
 from storage.serving.source import BUNDLES_DIR
+from storage.writing.table_writer import RollPolicy
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.mirror import SMALL_CORPUS_SEED
 
@@ -38,11 +39,13 @@ def write_run(
     fetched_at: datetime = FETCHED_AT,
     commit: bool = True,
     log_origin: str | None = None,
+    policy: RollPolicy = RollPolicy(),
 ) -> str | None:
     """Archive ``raws`` (each must verify under ``keyring``) and quarantine ``rejected``
     in one run; commit it (returns the manifest path) or abort it (leaves orphans).
-    ``log_origin``: the name of the signer's log, if it has none yet."""
-    writer = ArchiveWriter(store, signer, worker=worker, log_origin=log_origin).open()
+    ``log_origin``: the name of the signer's log, if it has none yet; ``policy``: how its
+    table files are rolled."""
+    writer = ArchiveWriter(store, signer, worker=worker, log_origin=log_origin, policy=policy).open()
     for raw in [*raws, *rejected]:
         verdict = verify_bundle(raw, keyring)
         add = writer.add_verified if verdict.ok else writer.add_rejected
