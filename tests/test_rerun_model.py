@@ -78,6 +78,9 @@ class WeeklyRuns(RuleBasedStateMachine):
         self.archived: dict[str, set[str]] = {}  # record -> every version's sha-256 archived
         self.last_full_ask = START  # when every held record was last asked (no record is due before +30 days)
         self.clock_was_wrong = False
+        self.told_all = True  # this week's changes were all told of
+        self.hostile_at: datetime | None = None  # the last week whose listings lied, or whose clock was off
+        self.lists_tainted = False  # a Change List page once named a change in the future: pages stay
 
     @initialize(change_lists=st.booleans())
     def first_run(self, change_lists: bool) -> None:
@@ -108,6 +111,11 @@ class WeeklyRuns(RuleBasedStateMachine):
             record_dates, index_dates, change_lists=self.listing.change_lists, change_dates=change_dates
         )
         self.jump = jump
+        self.told_all = told or not records
+        honest = (record_dates, index_dates, change_dates) == ("honest", "honest", "honest") and self.told_all
+        if not honest or jump != timedelta(0):
+            self.hostile_at = self.now + timedelta(days=days)
+        self.lists_tainted |= self.listing.change_lists and change_dates == "future"
         try:
             self._run(days)
         except AssertionError as exc:  # kept whole for bench/rerun_model.py: a flaky replay hides it
@@ -181,12 +189,13 @@ class WeeklyRuns(RuleBasedStateMachine):
         return set(self.told) if self.listing.record_dates == "honest" else set()
 
     def _honest_week(self, result) -> bool:
-        listing = self.listing
-        honest = listing.record_dates == "honest" and listing.index_dates == "honest"
+        """A week whose budget is checked: its listings honest and told of every change,
+        the clock right, and nothing left of a hostile week (a sitemap lie is gone once a
+        run has asked every record; a Change List page naming a change in the future is
+        read again as long as it is listed), no record due."""
         return (
-            honest
-            and listing.change_dates == "honest"
-            and self.jump == timedelta(0)
+            (self.hostile_at is None or self.last_full_ask >= self.hostile_at)
+            and not (self.listing.change_lists and self.lists_tainted)
             and not self.clock_was_wrong
             and not result.stat("lastmod_distrusted")
             and self.now - self.last_full_ask < RECHECK_AFTER
