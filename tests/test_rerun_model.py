@@ -81,6 +81,7 @@ class WeeklyRuns(RuleBasedStateMachine):
         self.told_all = True  # this week's changes were all told of
         self.hostile_at: datetime | None = None  # the last week whose listings lied, or whose clock was off
         self.lists_tainted = False  # a Change List page once named a change in the future: pages stay
+        self.future_named: set[str] = set()  # records such a page names: asked whenever it is read
 
     @initialize(change_lists=st.booleans())
     def first_run(self, change_lists: bool) -> None:
@@ -116,6 +117,8 @@ class WeeklyRuns(RuleBasedStateMachine):
         if not honest or jump != timedelta(0):
             self.hostile_at = self.now + timedelta(days=days)
         self.lists_tainted |= self.listing.change_lists and change_dates == "future"
+        if self.listing.change_lists and change_dates == "future" and told:
+            self.future_named |= {self.registry.suffixes[i] for i in records}
         try:
             self._run(days)
         except AssertionError as exc:  # kept whole for bench/rerun_model.py: a flaky replay hides it
@@ -148,7 +151,7 @@ class WeeklyRuns(RuleBasedStateMachine):
         pending = self.site.pending()
         assert not (visible & pending), f"visible changes not archived: {sorted(visible & pending)}"
         newly = {s for s in self.pending if s not in pending}
-        hidden_found = newly - visible
+        hidden_found = newly - visible - self.future_named  # asked only by the sample or as due: a lie
         if hidden_found or result.stat("lastmod_distrusted"):
             assert not pending, f"a lie was found, yet {len(pending)} changes wait: {result.stdout}"
             self.tally.update(lies_acted_on=bool(hidden_found))
