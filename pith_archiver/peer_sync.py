@@ -24,7 +24,7 @@ from .output import counted, say
 def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     """Sync ``source`` into ``--out``; the exit status: 0 all copied, 1 a peer's log or
     object failed a check (the rest archived), 4 the peer publishes no log we pin."""
-    from crawler.verifying.verify_worker import available_cores
+    from storage.runtime.cores import available_cores
 
     ring, peer, policy = _checked(options, source)
     peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
