@@ -49,7 +49,13 @@ pipelines, extensions). Ours keeps every other default (WARC on, the default ver
 workers, conditional requests on), and each of its crawls is a first crawl into an
 empty archive with empty validators, in a new folder: nothing is deleted until the
 bench exits (``fresh_folder``).
-``--runs`` picks what runs beside it: ``bundles`` fetches exactly the bare spider's URLs
+``--runs`` picks what runs beside it: ``samework`` is issue 64's anchor, the program a user
+would write for the crawl's work without this project (bench/same_work_spider.py: one
+Scrapy process, the bare spider's settings, its callback checking every hash and
+signature with json + hashlib + pynacl, keeping the raw bytes content-addressed and
+writing WARC/1.1 request and response records with warcio, gzip; at the end one Parquet
+table, a signed attestation per bundle and a signed manifest), into a new folder each
+round, the bundle path's and full crawl's rates read against it; ``bundles`` fetches exactly the bare spider's URLs
 (seeds file, ``--no-follow``), ``sitemap`` is a first crawl from the mirror's sitemap,
 ``full`` the real job from one seed (links followed, record pages where the bundle does
 not name its citing records), ``wget`` is ``wget --warc-file`` over the bare spider's
@@ -552,9 +558,14 @@ def report(kind: str, n: int, runs: dict) -> None:
         same = med["samework"]
         against = [f"{names[label]} {same['time'] / med[label]['time']:.2f}x" for label in crawls]
         peak = max((med[label]["rss"] for label in crawls), default=0)
+        ceiling = ""
+        if "bundles" in med:  # each alone on idle cores: the one process its CPU, the crawl its CPU spread
+            cores = len(os.sched_getaffinity(0))
+            floor = (med["bundles"]["cpu"] + med["bundles"]["server_cpu"]) / cores
+            ceiling = f" (the CPU of both allows at most {same['cpu'] / floor:.2f}x)"
         summary.append(
-            f"against the same-work spider ({same['time']:.1f} s, {same['rss']:.0f} MiB): {', '.join(against)}"
-            f" its rate; peak RSS {peak / same['rss']:.2f}x its"
+            f"against the same-work spider ({same['time']:.1f} s, {same['cpu']:.1f} CPU s, {same['rss']:.0f} MiB):"
+            f" {', '.join(against)} its rate{ceiling}; peak RSS {peak / same['rss']:.2f}x its"
         )
     if "wget" in med:
         summary.append(f"wget --warc-file {med['wget']['time']:.1f} s in {med['wget']['rss']:.0f} MiB")
