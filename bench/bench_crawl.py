@@ -49,7 +49,13 @@ pipelines, extensions). Ours keeps every other default (WARC on, the default ver
 workers, conditional requests on), and each of its crawls is a first crawl into an
 empty archive with empty validators, in a new folder: nothing is deleted until the
 bench exits (``fresh_folder``).
-``--runs`` picks what runs beside it: ``bundles`` fetches exactly the bare spider's URLs
+``--runs`` picks what runs beside it: ``samework`` is issue 64's anchor, the program a user
+would write for the crawl's work without this project (bench/same_work_spider.py: one
+Scrapy process, the bare spider's settings, its callback checking every hash and
+signature with json + hashlib + pynacl, keeping the raw bytes content-addressed and
+writing WARC/1.1 request and response records with warcio, gzip; at the end one Parquet
+table, a signed attestation per bundle and a signed manifest), into a new folder each
+round, the bundle path's and full crawl's rates read against it; ``bundles`` fetches exactly the bare spider's URLs
 (seeds file, ``--no-follow``), ``sitemap`` is a first crawl from the mirror's sitemap,
 ``full`` the real job from one seed (links followed, record pages where the bundle does
 not name its citing records), ``wget`` is ``wget --warc-file`` over the bare spider's
@@ -118,7 +124,7 @@ OWN = {  # the Scrapy settings of crawler/settings.py the baseline does not take
     "ITEM_PIPELINES",
     "EXTENSIONS",
 }
-RUNS = ("bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
+RUNS = ("samework", "bundles", "sitemap", "full", "wget")  # what --runs may name, beside the bare spider
 LINKS = {  # the corpus kinds --links may name: where records name one another
     "pages": "record pages only (the bundles name no other record, as the registry's)",
     "bundles": "bundles (each names the records it cites and those citing it)",
@@ -343,23 +349,35 @@ def bundle_urls(url: str, suffixes: list[str], workdir: Path) -> Path:
 
 
 @contextmanager
-def bare_spider(urls: Path, bodies: int, workdir: Path, compressing: bool = False, extra: dict | None = None):
+def bare_spider(
+    urls: Path,
+    bodies: int,
+    workdir: Path,
+    compressing: bool = False,
+    extra: dict | None = None,
+    script: str = "plain_spider.py",
+    args: tuple = (),
+):
     """The bare spider's command, environment and working folder, for one run: a new
     temporary folder outside the checkout and no Scrapy project variables, so that
     Scrapy finds no project (no scrapy.cfg, no crawler.settings) and runs with
-    ``shared_settings(compressing)`` alone (and ``extra``, the spider's own switches).
-    Afterwards the bench stops unless its report says so and that it received all ``bodies``."""
+    ``shared_settings(compressing)`` alone (and ``extra``, the spider's own switches);
+    ``script`` and its further ``args``: another spider run the same way (the same-work one).
+    Afterwards the bench stops unless its report says so and that it received all
+    ``bodies``; the report."""
     report = workdir / "plain-report.json"
     report.unlink(missing_ok=True)
     project_variables = ("SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT")
     env = {name: value for name, value in os.environ.items() if name not in project_variables}
-    env["PYTHONPATH"] = str(ROOT)  # for the crawl's process knobs and the JSON charset middleware
+    # the crawl's process knobs and the JSON charset middleware; the benches' baselines
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'bench'}"
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "plain_spider.py"),
+        str(ROOT / "bench" / script),
         str(urls),
         json.dumps({**shared_settings(compressing), **(extra or {})}),
         str(report),
+        *map(str, args),
     ]
     outside = Path(tempfile.mkdtemp(prefix="pith-bare-spider-"))
     try:
@@ -377,6 +395,19 @@ def plain(urls: Path, bodies: int, workdir: Path, compressing: bool) -> dict:
     """One run of the bare spider over ``urls``, on a server ``compressing`` or not."""
     with bare_spider(urls, bodies, workdir, compressing) as (cmd, env, cwd):
         elapsed, rss, pss, cpu = run(cmd, env, cwd=cwd)
+    return {"time": elapsed, "rss": rss, "pss": pss, "cpu": cpu, "requests": bodies + 1, "records": bodies}
+
+
+def same_work(urls: Path, bodies: int, workdir: Path, keyring: Path) -> dict:
+    """One run of the same-work spider (bench/same_work_spider.py) over ``urls``: every
+    bundle checked, stored, recorded in WARC, then the table, attestations and manifest,
+    into a new folder; the bench stops unless it verified and stored every bundle."""
+    out = fresh_folder(workdir, "samework") / "out"
+    with bare_spider(urls, bodies, workdir, script="same_work_spider.py", args=(out, keyring)) as (cmd, env, cwd):
+        elapsed, rss, pss, cpu = run(cmd, env, cwd=cwd)
+    seen = json.loads((workdir / "plain-report.json").read_text())
+    if seen["stored"] != bodies or not (out / "manifest.json").exists():
+        raise SystemExit(f"the same-work spider stored {seen['stored']} bundles of {bodies}: {seen}")
     return {"time": elapsed, "rss": rss, "pss": pss, "cpu": cpu, "requests": bodies + 1, "records": bodies}
 
 
@@ -478,6 +509,8 @@ def compare(
         try:
             for _ in range(rounds):  # alternated: load from other jobs falls on every run alike
                 runs["plain"].append(served(lambda: plain(urls, n, workdir, compressing=kind == "serve")))
+                if "samework" in kinds:
+                    runs.setdefault("samework", []).append(served(lambda: same_work(urls, n, workdir, keyring)))
                 for workers in pools if "bundles" in kinds else []:
                     label = "bundles" if workers is None else f"bundles-w{workers}"
                     extra = ["--no-follow", "--seeds-file", str(seeds), *pool_args(workers)]
@@ -520,6 +553,19 @@ def report(kind: str, n: int, runs: dict) -> None:
         floor = (med["bundles"]["cpu"] + med["bundles"]["server_cpu"]) / cores
         summary.append(
             f"bundle path's CPU on {cores} cores at best {floor:.1f} s, so at most {bare['time'] / floor:.2f}x"
+        )
+    if "samework" in med:  # issue 64's anchor: the same work written plainly, in one process
+        same = med["samework"]
+        against = [f"{names[label]} {same['time'] / med[label]['time']:.2f}x" for label in crawls]
+        peak = max((med[label]["rss"] for label in crawls), default=0)
+        ceiling = ""
+        if "bundles" in med:  # each alone on idle cores: the one process its CPU, the crawl its CPU spread
+            cores = len(os.sched_getaffinity(0))
+            floor = (med["bundles"]["cpu"] + med["bundles"]["server_cpu"]) / cores
+            ceiling = f" (the CPU of both allows at most {same['cpu'] / floor:.2f}x)"
+        summary.append(
+            f"against the same-work spider ({same['time']:.1f} s, {same['cpu']:.1f} CPU s, {same['rss']:.0f} MiB):"
+            f" {', '.join(against)} its rate{ceiling}; peak RSS {peak / same['rss']:.2f}x its"
         )
     if "wget" in med:
         summary.append(f"wget --warc-file {med['wget']['time']:.1f} s in {med['wget']['rss']:.0f} MiB")

@@ -11,7 +11,13 @@ week whose registry publishes ResourceSync Change Lists (week 2, ``--resourcesyn
 and a week whose changed records kept their old dates (week 3, ``--dates lying``, no
 ResourceSync). Peak RSS is summed over every process a run starts.
 
+With ``--honest-weeks N`` (issue 64) it runs N weeks in a row instead, each with honest
+sitemap dates, and checks each week after the first against its budget: at most 1.05 x
+the records changed + 2% of the records + the listing files + 10 requests, and at most
+10% of the first week's time.
+
     python bench/bench_weekly.py --records 100000
+    python bench/bench_weekly.py --records 100000 --honest-weeks 4
 """
 
 import argparse
@@ -75,11 +81,32 @@ def crawl(base: str, registry: Path, work: Path, log: Path, *extra: str) -> dict
     }
 
 
+def within_budget(records: int, week: dict, first: dict) -> str:
+    """A later honest week against issue 64's budget: requests and time."""
+    changed = records // 100
+    budget = int(1.05 * changed + 0.02 * records + week["listing files"] + 10)
+    share = week["seconds"] / first["seconds"]
+    met = week["requests"] <= budget and share <= 0.10
+    return (
+        f"budget: {week['requests']} requests of at most {budget} (1.05 x {changed} changed + 2% + "
+        f"{week['listing files']} listing files + 10); {share:.1%} of the first week's time (at most 10%):"
+        f" {'met' if met else 'NOT met'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--honest-weeks", type=int, default=0, help="N honest weeks in a row, checked against the budget"
+    )
     args = parser.parse_args()
+    runs = RUNS
+    if args.honest_weeks:
+        runs = tuple(
+            (f"honest sitemap dates (week {week})", week, "honest", False, ()) for week in range(args.honest_weeks)
+        )
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-weekly-"))
     registry, log = work / "registry", work / "access.log"
     (registry / "site").mkdir(parents=True, exist_ok=True)
@@ -88,11 +115,16 @@ def main() -> None:
     )
     try:
         print(f"{args.records} records, 1% changed a week; nginx at {base}; work in {work}", flush=True)
-        for name, week, dates, resourcesync, extra in RUNS:
+        first = None
+        for name, week, dates, resourcesync, extra in runs:
             written = export(args.records, week, dates, resourcesync, registry, base)
             figures = crawl(base, registry, work, log, *extra)
             print(f"| {name} | " + " | ".join(f"{v}" for v in figures.values()) + f" | export {written:.0f} s |")
             print("   " + ", ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
+            if args.honest_weeks and first is None:
+                first = figures
+            elif args.honest_weeks:
+                print("   " + within_budget(args.records, figures, first), flush=True)
     finally:
         server.terminate()
         server.wait()

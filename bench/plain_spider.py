@@ -77,16 +77,17 @@ class PlainSpider(scrapy.Spider):
     def parse(self, response):
         self.crawler.stats.inc_value("plain/bodies")
 
+    def summary(self) -> dict:
+        """What the report says: the bodies received and what the spider ran under."""
+        return {
+            "bodies": self.crawler.stats.get_value("plain/bodies", 0),
+            "inside_project": inside_project(),
+            "bot_name": self.crawler.settings["BOT_NAME"],
+        }
+
     def closed(self, reason):
         with open(self.report, "w") as handle:
-            json.dump(
-                {
-                    "bodies": self.crawler.stats.get_value("plain/bodies", 0),
-                    "inside_project": inside_project(),
-                    "bot_name": self.crawler.settings["BOT_NAME"],
-                },
-                handle,
-            )
+            json.dump(self.summary(), handle)
 
 
 class ItemSpider(PlainSpider):

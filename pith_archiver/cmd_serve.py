@@ -10,11 +10,11 @@ from typing import Any
 
 import click
 
-from crawler.verifying.verify_worker import available_cores
 from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.verify import Status
 from storage.archive import layout
+from storage.runtime.cores import available_cores
 from storage.serving.archive_source import ArchiveSource, NothingServable
 from storage.serving.limits import CONNECTION_CAP, ServerLimits
 from storage.serving.resolver import SiteOptions

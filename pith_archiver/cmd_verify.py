@@ -9,12 +9,12 @@ from collections.abc import Iterable
 
 import click
 
-from crawler.verifying.verify_worker import available_cores
 from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason
 from pith.verify import Status
 from storage.archive.stores import StoreRefused
+from storage.runtime.cores import available_cores
 
 from . import FIXTURES, s3_sources, sources
 from .checking import TargetChecker

@@ -11,6 +11,7 @@ from pith.policy import Policy
 from storage.archive.manifest import committed_manifests
 from storage.archive.stores import StorageError, StoreRefused
 from storage.capture.warc import WarcPolicy, software
+from storage.runtime.cores import available_cores
 from storage.syncing.peers import HttpPeer, Peer, PeerUnreachable, StorePeer, open_peer, warc_recorder
 from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
@@ -28,8 +29,6 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     """Sync ``source`` into ``--out``; the exit status: 0 all copied, 1 a peer's log or
     object failed a check (the rest archived), 4 the peer could not be read or publishes
     no log we pin (nothing committed)."""
-    from crawler.verifying.verify_worker import available_cores
-
     ring, peer, policy = _checked(options, source)
     peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
     # the checking processes start before the archive is opened: they do not carry its history

@@ -69,9 +69,10 @@ def expand(targets: Iterable[str], s3_endpoint_url: str | None = None) -> list[T
         elif target.startswith(("http://", "https://")) or not path.is_dir():
             out.append(Target(target))
         elif (path / layout.MANIFESTS).is_dir():
-            out.extend(_below(((str(p), p.relative_to(path).as_posix()) for p in _documents(path)), archive=True))
+            prefix = os.path.join(str(path), "")
+            out.extend(_below(((p, p[len(prefix) :]) for p in _documents(path)), archive=True))
         else:
-            out.extend(Target(str(p)) for p in _documents(path))
+            out.extend(Target(p) for p in _documents(path))
     return out
 
 
@@ -85,9 +86,21 @@ def _s3(uri: str, s3_endpoint_url: str | None) -> list[Target]:
     return [Target(uri)] if listed is None else list(_below(*listed))
 
 
-def _documents(folder: Path) -> list[Path]:
-    """Sorted by their text (comparing Path objects costs more than reading a bundle)."""
-    return sorted((p for p in folder.rglob("*.json*") if p.suffix in (".json", FEED_SUFFIX) and p.is_file()), key=str)
+def _documents(folder: Path) -> list[str]:
+    """The paths of the ``.json`` and ``.jsonl`` files below ``folder``, sorted by their
+    text (comparing Path objects costs more than reading a bundle). Walked with
+    ``os.scandir``, whose entries know which are files: pathlib's ``rglob`` and an
+    ``is_file`` a path took 0.23 s of 6,000 bundles before any could be verified. As
+    ``rglob``, it does not descend into linked folders; a link is kept if it leads to a file."""
+    found, folders = [], [str(folder)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif os.path.splitext(entry.name)[1] in (".json", FEED_SUFFIX) and entry.is_file():
+                    found.append(entry.path)
+    return sorted(found)
 
 
 def _below(found: Iterable[tuple[str, str]], archive: bool) -> Iterator[Target]:

@@ -370,6 +370,25 @@ def test_help_lists_every_command_without_importing_them():
     )
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
     assert run.returncode == 0 and not imported & {"scrapy", "pyarrow", "boto3", "twisted"}
+    # nor the crawl's verifier worker, which brings the archive writer's rows: 0.09 s of start-up
+    assert not imported & {"crawler.verifying.verify_worker", "storage.writing.prepared"}, sorted(imported)
+
+
+def test_a_folder_lists_its_files_and_links_to_files_not_linked_folders(tmp_path):
+    first, second = real_bundle_paths()[:2]
+    folder = tmp_path / "bundles"
+    (folder / "nested").mkdir(parents=True)
+    shutil.copy(first, folder / first.name)
+    shutil.copy(second, folder / "nested" / second.name)
+    (folder / "linked.bundle.json").symlink_to(folder / first.name)  # a link to a file: checked
+    (folder / "elsewhere").symlink_to(folder / "nested", target_is_directory=True)  # a linked folder: not entered
+    (folder / "gone.bundle.json").symlink_to(tmp_path / "missing.json")  # leads nowhere: not a file
+    (folder / "folder.json").mkdir()  # named like a document, but a folder
+    result = run_verify(tmp_path, folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    sources = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("VERIFIED")]
+    assert sources == sorted(str(folder / name) for name in (first.name, "linked.bundle.json", f"nested/{second.name}"))
+    assert result.stdout.splitlines()[-1] == "3 verified, 0 rejected"
 
 
 ERROR_PAGE = b"<html><head><title>503 Service Unavailable</title></head><body>try again later</body></html>"

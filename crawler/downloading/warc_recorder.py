@@ -41,8 +41,12 @@ logger = logging.getLogger(__name__)
 
 
 def _headers(headers: Headers) -> list[tuple[str, str]]:
-    """Scrapy's headers as (name, value) text pairs, each value of a repeated header its own pair."""
-    return [(name.decode("latin-1"), value.decode("latin-1")) for name, values in headers.items() for value in values]
+    """Scrapy's headers as (name, value) text pairs, each value of a repeated header its own pair.
+    Read as the dict they are (normalised names, a list of bytes each), not through
+    ``Headers.items``, which normalises every name again: 13 lookups an exchange."""
+    return [
+        (name.decode("latin-1"), value.decode("latin-1")) for name, values in dict.items(headers) for value in values
+    ]
 
 
 class WarcRecorder:

@@ -31,11 +31,12 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from storage.capture.warc_process import WarcProcess
 from storage.runtime.child_process import FRAME, framed, start_child
+from storage.runtime.cores import available_cores
 
 from .. import signals as pith_signals
 from ..defaults import PITH_VERIFY_TIMEOUT
 from ..stat_keys import Stat
-from .verify_worker import BundleChecker, Checked, available_cores, decode, restore
+from .verify_worker import BundleChecker, Checked, decode, restore
 
 if TYPE_CHECKING:
     from storage.writing.writer import ArchiveWriter

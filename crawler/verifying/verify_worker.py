@@ -12,7 +12,6 @@ multiprocessing, so no resource-tracker process beside it and no re-import of th
 command line). Its socket's first message is its keyring and limits, as JSON.
 """
 
-import os
 import socket
 from dataclasses import asdict, replace
 from typing import NamedTuple
@@ -30,17 +29,6 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.stores import ObjectInfo, Put, StorageError
 from storage.runtime.child_process import framed, messages
 from storage.writing.prepared import Prepared, prepare
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity, not the machine's count)."""
-    counter = getattr(os, "process_cpu_count", None)
-    if counter is not None:
-        return counter() or 1
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 class Checked(NamedTuple):
