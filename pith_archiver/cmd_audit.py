@@ -42,7 +42,7 @@ from .run_hooks import RunHooks, run_hook_options
     metavar="PEER",
     help="Repair each object found missing or damaged from the first of these peers (a folder, http(s):// "
     "or s3://; repeatable) whose copy has the sha256 this archive's manifests list; a peer's log must be "
-    "signed by a pinned archive key, as for `crawl --from-archive`. Then audit again.",
+    "signed by a pinned archive key, as for `sync`. Then audit again.",
 )
 @run_hook_options("audit")
 @verbosity_options

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from . import tuning
-from .crawl_options import CrawlOptions, SectionedCommand, crawl_option_list
+from .crawl_options import CrawlOptions, SectionedCommand, crawl_option_list, renamed_sync
 from .exit_status import EXIT_STATUS_HELP
 from .output import verbosity_options
 from .run_hooks import run_hook_options
@@ -33,7 +33,7 @@ def crawl(**given: Any) -> None:
     if options.from_archive:
         from .peer_sync import sync_from_archive
 
-        sys.exit(sync_from_archive(options, options.from_archive))
+        sys.exit(sync_from_archive(renamed_sync(options)))
     if not options.seeds and not options.seeds_file and options.resolver is None:
         from .demo import run_demo
 

@@ -21,6 +21,7 @@ SAYS_CHECKPOINT = {
     "cmd_checkpoint",
     "cmd_cosign",
     "cmd_prove",
+    "cmd_sync",  # --witness-policy: the peer's checkpoints cosigned
     "cmd_witness",
     "commit",  # a commit publishes its log's new checkpoint
     "cosign",  # the transparency wing's modules, wherever the wing lies
@@ -30,7 +31,7 @@ SAYS_CHECKPOINT = {
     "keyrings",  # the archive key signs checkpoints
     "layout",  # where checkpoints lie
     "log_proofs",
-    "peer_sync",  # crawl --from-archive: where each peer log's sync got to
+    "peer_sync",  # sync PEER: where each peer log's sync got to
     "peer_files",  # serve ARCHIVE: a peer reads its logs' checkpoints
     "proof_files",  # verify --proof: proofs end at a checkpoint
     "repair",  # a peer repaired from must publish a checkpoint of a pinned key
