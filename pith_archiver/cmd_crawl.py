@@ -1,15 +1,20 @@
 """``pith-archiver crawl``: the main job."""
 
 import sys
-from typing import Any
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from . import tuning
-from .crawl_options import CrawlOptions, SectionedCommand, crawl_option_list, renamed_sync
-from .exit_status import EXIT_STATUS_HELP
-from .output import verbosity_options
+from .crawl_options import RENAMED_SYNC, CrawlOptions, SectionedCommand, crawl_option_list
+from .exit_status import EXIT_STATUS_HELP, ConfigError
+from .output import echo, verbosity_options
 from .run_hooks import run_hook_options
+
+if TYPE_CHECKING:
+    from .peer_sync import SyncOptions
 
 
 @click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
@@ -41,3 +46,28 @@ def crawl(**given: Any) -> None:
     from .crawl_run import checked, crawl_with  # Scrapy: only a crawl starts it
 
     sys.exit(crawl_with(checked(options)))
+
+
+def renamed_sync(options: CrawlOptions) -> "SyncOptions":
+    """``crawl --from-archive PEER``, renamed ``sync PEER``: the sync's options, with a
+    one-line notice; a crawl option given that a sync does not take is refused (one line,
+    exit 2), never ignored. It goes in the next release."""
+    from .peer_sync import SyncOptions
+
+    context = click.get_current_context()
+    taken = {field.name for field in fields(SyncOptions)} - {"peer"}
+    given = [
+        param.opts[-1] if isinstance(param, click.Option) else param.human_readable_name
+        for param in context.command.params
+        if param.name not in taken | {"from_archive", "verbose", "quiet"}
+        and context.get_parameter_source(param.name or "") is not ParameterSource.DEFAULT
+    ]
+    if given:
+        raise ConfigError(
+            f"--from-archive copies a peer instead of crawling: not with {', '.join(given)} "
+            f"(it is now `{RENAMED_SYNC}`)"
+        )
+    echo(
+        f"notice: `crawl --from-archive PEER` is now `{RENAMED_SYNC}`; the old form goes in the next release", err=True
+    )
+    return SyncOptions(peer=options.from_archive or "", **{name: getattr(options, name) for name in taken})

@@ -20,6 +20,7 @@ from .peer_sync import SyncOptions, sync_from_archive
     "s3_endpoint_url",
     "s3_single_writer",
     "keyrings",
+    "no_default_keys",
     "signing_key",
     "add_signing_key",
     "commit_every",

@@ -1,4 +1,5 @@
-"""One crawl from the crawl command's options: its Scrapy settings, run, reported.
+"""One crawl from the crawl command's options: its Scrapy settings (each option's
+setting, from the option table), its config, checked (``config_of``), run, reported.
 
 ``pith-archiver crawl`` and the embedded demo both come here, so every option means
 the same in both (``--stats-json``, ``--log-file``, ``--jobdir``, ``-s``, a witness
@@ -7,19 +8,36 @@ policy): the demo only chooses the seeds and the resolver first.
 
 import shlex
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from crawler.crawl_config import CrawlConfig
+import click
+
+from crawler.crawl_config import DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.frontier import SigningKeyInUse
 from crawler.scheduling.jobdir import JobdirInUse
+from crawler.seeds import SeedError, SeedList
 from crawler.stat_keys import CrawlStats
 from pith.policy import Policy
 
-from .crawl_options import CrawlOptions, config_of, scrapy_settings_of, setting_pairs
+from .crawl_options import CRAWL_OPTIONS, CrawlOptions
 from .crawl_report import STOPPED, outcome, report
+from .crawl_setup import (
+    check_archive_keyring,
+    check_base_url,
+    check_frontier,
+    check_signing_key,
+    check_store,
+    signing_key_file,
+)
 from .crawling import logging_settings, project_settings, run_crawl
 from .exit_status import ConfigError, ExitStatus
+from .keyrings import build_keyring
 from .output import say
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 
 @dataclass(frozen=True)
@@ -39,12 +57,91 @@ def checked(options: CrawlOptions) -> CheckedCrawl:
         from .cmd_cosign import read_policy  # its storage imports pyarrow: only when asked
 
         policy = read_policy(options.witness_policy)
-    overrides = scrapy_settings_of(options)
+    overrides = settings_of(options)
     pairs = setting_pairs(options.settings)  # -s: last, over everything
     config = config_of(options, project_settings({**overrides, **pairs}))  # checked once, handed over as built
     overrides.update(logging_settings(options.verbosity, options.progress, options.log_file, options.state_dir))
     overrides.update(pairs)
     return CheckedCrawl(options, config, overrides, policy)
+
+
+def config_of(options: CrawlOptions, settings: "BaseSettings") -> CrawlConfig:
+    """The crawl's config, each part checked (a ConfigError, one line, before the first
+    request); ``settings`` (the project's and ``-s``) give what no option does."""
+    try:
+        seeds = SeedList(options.seeds, options.seeds_file)
+    except SeedError as exc:
+        raise ConfigError(f"seed: {exc}") from None
+    if options.jobdir and options.frontier:
+        raise ConfigError("--jobdir and --frontier do not go together: the frontier keeps the crawl's state")
+    if options.check_state and options.check_state_sample is not None:
+        raise ConfigError("--check-state checks every record: give it or --check-state-sample N%, not both")
+    if options.no_follow and options.max_depth >= 0:
+        raise ConfigError("--max-depth counts link hops, and --no-follow follows none: give one of them")
+    if options.frontier and options.s3_single_writer:
+        raise ConfigError("--s3-single-writer and --frontier do not go together: a shared crawl has several writers")
+    tuned = tuned_by(settings)  # the options that give a setting are in it (settings_of)
+    if options.check_state or options.check_state_sample is not None:
+        sample = options.check_state_sample
+        tuned["check_state"] = 1.0 if options.check_state or sample is None else _share(sample)
+    tuned["state_dir"] = options.state_dir
+    if options.frontier:
+        check_frontier(options.frontier)
+    signing_key_file(options.signing_key)  # before the archive's folder is made
+    keyring = build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url)
+    archive_keyring = check_archive_keyring(options.archive_keyrings)
+    return CrawlConfig(
+        seeds=seeds,
+        resolver=DEFAULT_RESOLVER if options.resolver is None else check_base_url(options.resolver, "--resolver"),
+        mirrors=tuple(check_base_url(mirror, "--mirror") for mirror in options.mirrors),
+        mirrors_from_registry=options.mirrors_from_registry,
+        allow_hosts=options.allow_hosts,
+        max_records=options.max_records,
+        max_depth=options.max_depth,
+        follow=not options.no_follow,
+        keyring=keyring,  # a crawl never runs without one
+        archive_keyring=archive_keyring,
+        store=(store := check_store(options.archive, options.s3_endpoint_url, options.s3_single_writer)),
+        # last: it may create the key
+        signer=check_signing_key(options.signing_key, store, options.add_signing_key, archive_keyring),
+        **tuned,
+    )
+
+
+def settings_of(options: CrawlOptions) -> dict[str, Any]:
+    """The Scrapy settings the options given set (the table's ``setting``): the crawl's
+    config reads them (``tuned_by``), as Scrapy's plumbing does (``JOBDIR``, the frontier
+    add-on, which acts before the spider exists)."""
+    given = {
+        name: value for name, value in vars(options).items() if not (value is None or value is False or value == ())
+    }
+    return {
+        option.setting: option.as_setting(given[option.name])
+        for option in CRAWL_OPTIONS
+        if option.setting is not None and option.name in given
+    }
+
+
+def setting_pairs(values: Iterable[str]) -> dict[str, str]:
+    """``-s NAME=VALUE``, each a Scrapy setting."""
+    pairs = {}
+    for value in values:
+        name, sep, setting = value.partition("=")
+        if not sep:
+            raise ConfigError(f"-s {value!r} is not NAME=VALUE")
+        pairs[name] = setting
+    return pairs
+
+
+def _share(text: str) -> float:
+    """``N%`` (or a bare N) as a share between 0 and 1."""
+    try:
+        percent = float(text.strip().removesuffix("%"))
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise click.BadParameter(f"{text!r} is not a percentage from 0% to 100%", param_hint="--check-state-sample")
+    return percent / 100
 
 
 def crawl_with(crawl: CheckedCrawl) -> ExitStatus:

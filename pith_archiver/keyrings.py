@@ -36,21 +36,23 @@ class KeyringSource(click.ParamType):
         return str(self._file.convert(value, param, ctx))
 
 
+no_default_keys_option = click.option(
+    "--no-default-keys", is_flag=True, help=f"Do not trust the built-in registry key ({REGISTRY_KEY['key_id']})."
+)
+keyring_option = click.option(
+    "--keyring",
+    "keyrings",
+    multiple=True,
+    type=KeyringSource(),
+    help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
+    "its role), one key document such as an archive's keys/<key_id>.json (an archive "
+    "key; also as an http(s):// URL or s3://bucket/key), or an archiver's private key "
+    "file (its public half); repeatable.",
+)
+
+
 def keyring_options(func: Command) -> Command:
-    func = click.option(
-        "--no-default-keys", is_flag=True, help=f"Do not trust the built-in registry key ({REGISTRY_KEY['key_id']})."
-    )(func)
-    func = click.option(
-        "--keyring",
-        "keyrings",
-        multiple=True,
-        type=KeyringSource(),
-        help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
-        "its role), one key document such as an archive's keys/<key_id>.json (an archive "
-        "key; also as an http(s):// URL or s3://bucket/key), or an archiver's private key "
-        "file (its public half); repeatable.",
-    )(func)
-    return func
+    return keyring_option(no_default_keys_option(func))
 
 
 def machine_key(signing_key: str | None = None) -> Path | None:
