@@ -28,7 +28,7 @@ COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
     "prove": ("pith_archiver.cmd_prove:prove", "Prove a record's latest storage attestation (inclusion proof)."),
     "serve": ("pith_archiver.cmd_serve:serve", "Serve a corpus or an archive in Pith's resolver layout."),
-    "sync": ("pith_archiver.cmd_sync:sync", "Copy a peer archive through its signed logs, every object verified."),
+    "sync": ("pith_archiver.cmd_sync:sync", "Copy a peer archive through its signed logs."),
     "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles, feeds, releases, WACZ files: files, folders, URLs."),
     "witness": ("pith_archiver.cmd_witness:witness", "Run a C2SP tlog-witness for the logs of a policy."),
 }
