@@ -1,7 +1,7 @@
 """What a crawl is given, built and checked once: the one road into the crawl.
 
 Two functions build it. ``pith-archiver crawl`` (and its demo) builds it from its
-options (``pith_archiver.crawl_options.config_of``), each mistake one line before the
+options (``pith_archiver.crawl.run.config_of``), each mistake one line before the
 first request, and hands it to the spider (``config=``); ``scrapy crawl pith`` and
 Scrapyd build it from the settings and spider arguments when the spider is made
 (``CrawlConfig.from_settings``). Both take the tuning only settings give (the WARC
@@ -33,7 +33,7 @@ from . import defaults
 from .seeds import SeedList
 
 if TYPE_CHECKING:  # the command line builds a config without Scrapy (a sync from a peer runs none);
-    # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+    # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.crawl.tuning)
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 

@@ -16,9 +16,9 @@ from pith.keyring import REGISTRY_KEY, Keyring, KeyringError
 from storage.archive.signing_key import default_key_path
 from storage.archive.stores import StorageError
 
-from . import s3_sources
 from .exit_status import ConfigError
 from .output import Command
+from .reading import s3_sources
 
 KEY_DOCUMENT_LIMIT = 1024 * 1024
 REMOTE = ("http://", "https://", s3_sources.SCHEME)
@@ -94,7 +94,7 @@ def _published(source: str, s3_endpoint_url: str | None, option: str) -> str:
         if source.startswith(s3_sources.SCHEME):
             data = s3_sources.read_at_most(source, KEY_DOCUMENT_LIMIT, s3_endpoint_url)
         else:
-            from .sources import fetch
+            from .reading.sources import fetch
 
             data = fetch(source, KEY_DOCUMENT_LIMIT, "application/json")
     except (OSError, StorageError) as exc:

@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from .exit_status import ConfigError
-from .s3_sources import SCHEME
+from .reading.s3_sources import SCHEME
 
 
 def given(*names: str) -> list[str]:

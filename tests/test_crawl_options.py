@@ -14,10 +14,9 @@ from scrapy.settings import Settings
 from crawler.crawl_config import ARGUMENTS, DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.seeds import SeedError
 from pith.keyring import REGISTRY_KEY
-from pith_archiver.cmd_crawl import crawl
-from pith_archiver.crawl_options import CRAWL_OPTIONS, OPTION, SECTIONS, CrawlOptions
-from pith_archiver.crawl_run import settings_of
-from pith_archiver.crawling import project_settings
+from pith_archiver.commands.crawl import crawl
+from pith_archiver.crawl.options import CRAWL_OPTIONS, OPTION, SECTIONS, CrawlOptions
+from pith_archiver.crawl.run import project_settings, settings_of
 from storage.archive.signing_key import default_key_path
 
 

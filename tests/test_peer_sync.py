@@ -89,7 +89,7 @@ def test_a_sync_crawls_nothing_and_starts_neither_scrapy_nor_twisted(tmp_path, p
     imported = {
         line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
     }
-    assert {"pith_archiver.peer_sync", "pyarrow"} <= imported  # the imports are read
+    assert {"pith_archiver.peers.sync", "pyarrow"} <= imported  # the imports are read
     assert not {"scrapy", "twisted"} & imported
 
 

@@ -23,7 +23,7 @@ import pytest
 from crawler.stat_keys import CrawlStats
 from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
-from pith_archiver.crawl_report import outcome
+from pith_archiver.crawl.report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.interrupts import UNWIND
 from pith_archiver.output import counted

@@ -20,13 +20,13 @@ from crawler.crawl_config import DEFAULT_RESOLVER
 from crawler.defaults import PITH_ARCHIVE, PITH_COMMIT_EVERY, PITH_PROGRESS, PITH_RECHECK_AFTER_DAYS
 from storage.archive.signing_key import default_key_path
 
-from .crawl_report import FailureBudget
-from .crawl_setup import (
+from ..keyrings import keyring_option, no_default_keys_option
+from ..output import Command
+from ..reporting.run_hooks import RunHooks
+from .report import FailureBudget
+from .setup import (
     SINGLE_WRITER_HELP,
 )
-from .keyrings import keyring_option, no_default_keys_option
-from .output import Command
-from .run_hooks import RunHooks
 from .state_dir import default_state_dir
 
 if TYPE_CHECKING:  # a sync from a peer checks its options without Scrapy

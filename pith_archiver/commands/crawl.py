@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from . import tuning
-from .crawl_options import RENAMED_SYNC, CrawlOptions, SectionedCommand, crawl_option_list
-from .exit_status import EXIT_STATUS_HELP, ConfigError
-from .output import echo, verbosity_options
-from .run_hooks import run_hook_options
+from ..crawl import tuning
+from ..crawl.options import RENAMED_SYNC, CrawlOptions, SectionedCommand, crawl_option_list
+from ..exit_status import EXIT_STATUS_HELP, ConfigError
+from ..output import echo, verbosity_options
+from ..reporting.run_hooks import run_hook_options
 
 if TYPE_CHECKING:
-    from .peer_sync import SyncOptions
+    from ..peers.sync import SyncOptions
 
 
 @click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
@@ -36,14 +36,14 @@ def crawl(**given: Any) -> None:
     tuning.economise()  # before anything allocates: checking the configuration does
     options = CrawlOptions(**given)
     if options.from_archive:
-        from .peer_sync import sync_from_archive
+        from ..peers.sync import sync_from_archive
 
         sys.exit(sync_from_archive(renamed_sync(options)))
     if not options.seeds and not options.seeds_file and options.resolver is None:
-        from .demo import run_demo
+        from ..crawl.demo import run_demo
 
         sys.exit(run_demo(options))
-    from .crawl_run import checked, crawl_with  # Scrapy: only a crawl starts it
+    from ..crawl.run import checked, crawl_with  # Scrapy: only a crawl starts it
 
     sys.exit(crawl_with(checked(options)))
 
@@ -52,7 +52,7 @@ def renamed_sync(options: CrawlOptions) -> "SyncOptions":
     """``crawl --from-archive PEER``, renamed ``sync PEER``: the sync's options, with a
     one-line notice; a crawl option given that a sync does not take is refused (one line,
     exit 2), never ignored. It goes in the next release."""
-    from .peer_sync import SyncOptions
+    from ..peers.sync import SyncOptions
 
     context = click.get_current_context()
     taken = {field.name for field in fields(SyncOptions)} - {"peer"}

@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from . import tuning
-from .crawl_options import crawl_options_named
-from .exit_status import EXIT_STATUS_HELP
-from .output import verbosity_options
-from .peer_sync import SyncOptions, sync_from_archive
+from ..crawl import tuning
+from ..crawl.options import crawl_options_named
+from ..exit_status import EXIT_STATUS_HELP
+from ..output import verbosity_options
+from ..peers.sync import SyncOptions, sync_from_archive
 
 
 @click.command(epilog=EXIT_STATUS_HELP)

@@ -13,9 +13,9 @@ from pith.parse import parse
 from pith.reasons import Reason, Rejected
 from storage.archive.signing_key import new_signer
 
-from .exit_status import ConfigError
-from .output import echo, say, verbosity_options
-from .sources import fetch
+from ..exit_status import ConfigError
+from ..output import echo, say, verbosity_options
+from ..reading.sources import fetch
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 

@@ -11,9 +11,9 @@ from storage.witness.server import WitnessServer
 from storage.witness.service import Witness
 from storage.witness.state import WitnessState
 
-from .cmd_cosign import read_policy
-from .exit_status import ConfigError
-from .output import echo, log_to_stderr, verbosity_options
+from ..cosigning import read_policy
+from ..exit_status import ConfigError
+from ..output import echo, log_to_stderr, verbosity_options
 
 
 @click.command()

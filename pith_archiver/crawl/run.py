@@ -1,29 +1,43 @@
 """One crawl from the crawl command's options: its Scrapy settings (each option's
-setting, from the option table), its config, checked (``config_of``), run, reported.
+setting, from the option table), its config, checked (``config_of``), run in-process
+with the project settings plus overrides (``run_crawl``), reported.
 
-``pith-archiver crawl`` and the embedded demo both come here, so every option means
-the same in both (``--stats-json``, ``--log-file``, ``--jobdir``, ``-s``, a witness
-policy): the demo only chooses the seeds and the resolver first.
+``pith-archiver crawl``, the embedded demo and the benchmarks all come here, so every
+option means the same in each (``--stats-json``, ``--log-file``, ``--jobdir``, ``-s``,
+a witness policy) and every way in runs the same Scrapy configuration: the demo only
+chooses the seeds and the resolver first.
 """
 
+import os
 import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from scrapy.crawler import CrawlerProcess
+from scrapy.settings import Settings
+from twisted.python.failure import Failure
 
 from crawler.crawl_config import DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.frontier import SigningKeyInUse
 from crawler.scheduling.jobdir import JobdirInUse
 from crawler.seeds import SeedError, SeedList
+from crawler.signals import interim_committed, operator_notice
+from crawler.spiders.pith import PithSpider
 from crawler.stat_keys import CrawlStats
 from pith.policy import Policy
 
-from .crawl_options import CRAWL_OPTIONS, CrawlOptions
-from .crawl_report import STOPPED, outcome, report
-from .crawl_setup import (
+from ..exit_status import ConfigError, ExitStatus
+from ..keyrings import build_keyring
+from ..output import DEBUG, QUIET, VERBOSE, escape_logs, say
+from . import tuning
+from .options import CRAWL_OPTIONS, CrawlOptions
+from .report import STOPPED, outcome, report
+from .setup import (
     check_archive_keyring,
     check_base_url,
     check_frontier,
@@ -31,10 +45,7 @@ from .crawl_setup import (
     check_store,
     signing_key_file,
 )
-from .crawling import logging_settings, project_settings, run_crawl
-from .exit_status import ConfigError, ExitStatus
-from .keyrings import build_keyring
-from .output import say
+from .stop import CrawlStop
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -54,7 +65,7 @@ def checked(options: CrawlOptions) -> CheckedCrawl:
     """Check what ``options`` ask (a ConfigError, one line, before the first request)."""
     policy = None
     if options.witness_policy:
-        from .cmd_cosign import read_policy  # its storage imports pyarrow: only when asked
+        from ..cosigning import read_policy  # its storage imports pyarrow: only when asked
 
         policy = read_policy(options.witness_policy)
     overrides = settings_of(options)
@@ -166,7 +177,7 @@ def crawl_with(crawl: CheckedCrawl) -> ExitStatus:
         again = shlex.join(["pith-archiver", "cosign", options.archive, "--policy", options.witness_policy or ""])
         say(f"cosign: skipped, the crawl was stopped; cosign later with: {again}", err=True)
     elif policy is not None and config.store is not None and config.signer is not None:
-        from .cmd_cosign import cosign_after_crawl
+        from ..cosigning import cosign_after_crawl
 
         cosign_after_crawl(config.store, config.signer, policy)
     return status
@@ -177,3 +188,62 @@ def resume_command() -> str:
     shell. With a ``--jobdir`` it picks up the job's queue where it stopped; without one
     it starts over, and what was archived comes back unchanged (never stored twice)."""
     return shlex.join(["pith-archiver", *sys.argv[1:]])
+
+
+def project_settings(overrides: dict | None = None) -> Settings:
+    settings = Settings()
+    settings.setmodule("crawler.settings", priority="project")
+    for name, value in (overrides or {}).items():
+        settings.set(name, value, priority="cmdline")
+    return settings
+
+
+def logging_settings(verbosity: int, progress: str, log_file: str | None, state_dir: str) -> dict:
+    """Scrapy's log (banner, settings, stats dump) goes to a file unless -v asks for it
+    on stderr, so a terminal shows only the progress line and the summary, and cron
+    only what went wrong."""
+    progress = "off" if verbosity <= QUIET and progress == "auto" else progress
+    settings = {"PITH_PROGRESS": progress, "LOG_LEVEL": "DEBUG" if verbosity >= DEBUG else "INFO"}
+    if log_file or verbosity < VERBOSE:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = Path(log_file or Path(state_dir) / "logs" / f"crawl-{stamp}-{os.getpid()}.log")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            raise ConfigError(f"--log-file {path}: {exc.strerror or exc}") from None
+        settings["LOG_FILE"] = str(path)
+    return settings
+
+
+def run_crawl(config: CrawlConfig, overrides: dict, on_interim_commit: Callable[[dict], None] | None = None) -> dict:
+    """Crawl what ``config`` describes until done (or stopped by a signal, which commits what was archived:
+    ``crawl_stop``) and return the final Scrapy stats; ``on_interim_commit(stats)`` after each interim commit."""
+    tuning.economise()
+    tuning.without_unused_libraries()
+    process = CrawlerProcess(project_settings(overrides))
+    crawler = process.create_crawler(PithSpider)
+    crawler.signals.connect(_print_notice, signal=operator_notice)
+    if on_interim_commit is not None:
+
+        def interim_done(**_: Any) -> None:
+            on_interim_commit(crawler.stats.get_stats())
+
+        crawler.signals.connect(interim_done, signal=interim_committed, weak=False)
+    failures: list[Failure] = []
+    process.crawl(crawler, config=config).addErrback(failures.append)
+    escape_logs()  # on the root handler Scrapy has just installed for this crawl (its log file, or stderr with -v)
+    stop = CrawlStop(crawler, process.settings.getfloat("PITH_STOP_GRACE"))
+    with tuning.root_log_level(process.settings.get("LOG_LEVEL")):
+        stop.install()
+        try:
+            process.start(install_signal_handlers=False)  # ours, not Scrapy's (crawl_stop)
+        finally:
+            stop.uninstall()
+    if failures:  # the crawl could not start (a component refused): say why, not how
+        failures[0].raiseException()
+    return crawler.stats.get_stats()
+
+
+def _print_notice(line: str) -> None:
+    say(f"notice: {line}", err=True)

@@ -16,16 +16,17 @@ from pith.reasons import Reason
 from pith.verify import Status
 from storage.archive.stores import StoreRefused
 
-from . import FIXTURES, s3_sources, sources
-from .checking import TargetChecker
-from .exit_status import ConfigError, ExitStatus, RunFailed, worst
-from .interrupts import interrupted_status
-from .keyrings import build_keyring, keyring_options
-from .option_checks import refuse, refuse_endpoint_without_s3
-from .ordered_pool import ordered_map
-from .output import QUIET, VERBOSE, counted, echo, verbosity_options
-from .progress import progress
-from .repeats import Repeats
+from .. import FIXTURES
+from ..exit_status import ConfigError, ExitStatus, RunFailed, worst
+from ..interrupts import interrupted_status
+from ..keyrings import build_keyring, keyring_options
+from ..option_checks import refuse, refuse_endpoint_without_s3
+from ..ordered_pool import ordered_map
+from ..output import QUIET, VERBOSE, counted, echo, verbosity_options
+from ..reading import s3_sources, sources
+from ..reading.checking import TargetChecker
+from ..reporting.progress import progress
+from ..reporting.repeats import Repeats
 
 STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 
@@ -126,8 +127,11 @@ def verify(
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
-        from .cmd_cosign import read_policy
-        from .proof_files import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
+        from ..cosigning import read_policy
+        from ..reading.proof_files import (  # only proofs need the archive layer
+            check_proof_files,
+            check_tlog_proof_files,
+        )
 
         if policy_file:
             sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))

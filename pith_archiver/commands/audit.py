@@ -14,13 +14,13 @@ from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
 from storage.repair import Repair
 
-from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
-from .audit_repair import repair_history, repair_setup, repair_status, show_repair
-from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
-from .progress import progress
-from .repeats import Repeats
-from .run_hooks import RunHooks, run_hook_options
+from ..exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
+from ..output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
+from ..peers.repair import repair_history, repair_setup, repair_status, show_repair
+from ..reading.archives import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
+from ..reporting.progress import progress
+from ..reporting.repeats import Repeats
+from ..reporting.run_hooks import RunHooks, run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")

@@ -19,8 +19,8 @@ from storage.archive.open_store import open_store
 from storage.archive.s3_writes import CreateOnlyIgnored
 from storage.archive.stores import ObjectStore, StorageError
 
-from .exit_status import ConfigError
-from .output import say
+from ..exit_status import ConfigError
+from ..output import say
 
 SINGLE_WRITER_HELP = (
     "Write to an S3-compatible store that ignores conditional writes (If-None-Match: *, e.g. rclone serve s3): "
@@ -48,7 +48,7 @@ def check_base_url(url: str, option: str) -> str:
 
 def check_archive_keyring(keyrings: Iterable[str]) -> Keyring:
     """``--archive-keyring``: the other workers' archiver keys, readable (it may be empty)."""
-    from .keyrings import pinned_keys
+    from ..keyrings import pinned_keys
 
     return pinned_keys(keyrings, default_keys=False, role=ARCHIVE, option="--archive-keyring")
 

@@ -16,12 +16,12 @@ from storage.syncing.peers import HttpPeer, Peer, PeerUnreachable, StorePeer, op
 from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
-from .crawl_setup import check_signing_key, check_store, signing_key_file
-from .exit_status import ConfigError, ExitStatus, RunFailed
-from .interrupts import interrupted_status
-from .keyrings import build_keyring
-from .ordered_pool import eager_map
-from .output import counted, echo, say
+from ..crawl.setup import check_signing_key, check_store, signing_key_file
+from ..exit_status import ConfigError, ExitStatus, RunFailed
+from ..interrupts import interrupted_status
+from ..keyrings import build_keyring
+from ..ordered_pool import eager_map
+from ..output import counted, echo, say
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def _checked(options: SyncOptions) -> tuple[Keyring, Peer, Policy | None]:
         raise ConfigError(f"peer {options.peer}: {exc}") from None
     policy = None
     if options.witness_policy:
-        from .cmd_cosign import read_policy
+        from ..cosigning import read_policy
 
         policy = read_policy(options.witness_policy)
     return ring, peer, policy
