@@ -4,6 +4,7 @@ tests/test_export.py)."""
 
 import pytest
 
+from pith_archiver import FIXTURES
 from tests.plugins.cli import run_cli
 
 REAL = "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -21,7 +22,7 @@ def proof(tmp_path):
     [
         (["verify", "--policy", "logs.policy", "x.json"], "--policy: only with --proof FILE"),
         (["verify", "--proof", "{proof}", "--max-bytes", "9"], "--max-bytes: for the documents verified"),
-        (["verify", "--proof", "{proof}", "-j", "2", "--max-depth", "9"], "--max-depth and --jobs: for the documents"),
+        (["verify", "--proof", "{proof}", "-j", "2", "--max-nesting", "9"], "--max-nesting and --jobs: for the"),
         (["verify", "--proof", "{proof}", "--policy", "p", "--keyring", "{proof}"], "--keyring: not with --policy"),
         (["verify", "x.json", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
         (["audit", "{tmp}", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
@@ -39,3 +40,21 @@ def test_an_option_that_does_not_apply_is_one_line_and_exit_2(tmp_path, proof, a
     assert result.returncode == 2 and result.stdout == "", result.output
     [line] = result.stderr.splitlines()
     assert line.startswith(f"Error: {said}"), line
+
+
+@pytest.mark.parametrize(
+    "command, old, new, rest",
+    [
+        ("verify", "--max-depth", "--max-nesting", ["4", "{real}"]),  # --max-depth: a crawl's link hops
+        ("witness", "--key", "--signing-key", ["{tmp}/no-key.json", "--policy", "{tmp}/no.policy"]),  # --key: a key id
+    ],
+)
+def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_name(tmp_path, command, old, new, rest):
+    rest = [arg.replace("{real}", str(FIXTURES)).replace("{tmp}", str(tmp_path)) for arg in rest]
+    result, renamed = run_cli(command, old, *rest), run_cli(command, new, *rest)
+    notice = f"notice: {old} is now {new}; the old name goes in the next release"
+    assert result.stderr.splitlines()[0] == notice and notice not in renamed.stderr
+    assert (result.returncode, result.stdout) == (renamed.returncode, renamed.stdout)
+    assert result.stderr.splitlines()[1:] == renamed.stderr.splitlines()
+    shown = run_cli(command, "--help").stdout
+    assert new in shown and f"{old} " not in shown

@@ -19,7 +19,7 @@ from storage.archive.folder_store import LocalStore
 from storage.syncing.peers import HttpPeer, PeerUnreachable
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws, rebuilt, tampered, write_run
-from tests.plugins.cli import isolated_home
+from tests.plugins.cli import isolated_home, signing_key
 from tests.test_peer_sync import audit, raw_objects, sync
 
 SQUATTER_SEED = bytes(range(3, 35))
@@ -106,7 +106,8 @@ def sync_measured(tmp_path, source, corpus_dir) -> tuple[int, str, int]:
     (its own and its checking processes', the largest of them) in MiB."""
     args = [
         "sync", source, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json",
-        "--keyring", tmp_path / "peer-key.json", "--no-default-keys", "--signing-key", tmp_path / "own-key.json",
+        "--keyring", tmp_path / "peer-key.json", "--no-default-keys",
+        "--signing-key", signing_key(tmp_path / "own-key.json"),
     ]  # fmt: skip
     child = subprocess.Popen(
         [sys.executable, "-m", "pith_archiver", *map(str, args)],

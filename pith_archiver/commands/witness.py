@@ -13,11 +13,20 @@ from storage.witness.state import WitnessState
 
 from ..cosigning import read_policy
 from ..exit_status import ConfigError
+from ..option_checks import RenamedFrom
 from ..output import echo, log_to_stderr, verbosity_options
 
 
 @click.command()
-@click.option("--key", "key_file", required=True, help="The witness's signing key (a pith-archiver key file).")
+@click.option(
+    "--signing-key",
+    "key_file",
+    cls=RenamedFrom,
+    old="--key",  # until the next release: --key names a key id in `checkpoint`
+    required=True,
+    metavar="FILE",
+    help="The witness's signing key file (as `keys generate` writes it).",
+)
 @click.option(
     "--policy",
     "policy_file",
