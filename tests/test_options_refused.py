@@ -47,14 +47,16 @@ def test_an_option_that_does_not_apply_is_one_line_and_exit_2(tmp_path, proof, a
     [
         ("verify", "--max-depth", "--max-nesting", ["4", "{real}"]),  # --max-depth: a crawl's link hops
         ("witness", "--key", "--signing-key", ["{tmp}/no-key.json", "--policy", "{tmp}/no.policy"]),  # --key: a key id
+        ("keys generate", "--out", "--signing-key", ["{tmp}"]),  # --out: the archive; {tmp} is a folder
+        ("keys retire", "--keyring", "--into", ["{tmp}/k.json", "k", "--at", "2026-07-01T00:00:00Z"]),  # trusted keys
     ],
 )
 def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_name(tmp_path, command, old, new, rest):
     rest = [arg.replace("{real}", str(FIXTURES)).replace("{tmp}", str(tmp_path)) for arg in rest]
-    result, renamed = run_cli(command, old, *rest), run_cli(command, new, *rest)
+    result, renamed = run_cli(*command.split(), old, *rest), run_cli(*command.split(), new, *rest)
     notice = f"notice: {old} is now {new}; the old name goes in the next release"
     assert result.stderr.splitlines()[0] == notice and notice not in renamed.stderr
     assert (result.returncode, result.stdout) == (renamed.returncode, renamed.stdout)
     assert result.stderr.splitlines()[1:] == renamed.stderr.splitlines()
-    shown = run_cli(command, "--help").stdout
+    shown = run_cli(*command.split(), "--help").stdout
     assert new in shown and f"{old} " not in shown

@@ -62,7 +62,7 @@ def signing_key_file(path: str | None) -> Path:
     if path and not Path(path).exists():
         raise ConfigError(
             f"--signing-key {path}: no such file; only the default key ({default_key_path()}) is made on first use: "
-            f"check the path, or make a key there with: pith-archiver keys generate --out {path}"
+            f"check the path, or make a key there with: pith-archiver keys generate --signing-key {path}"
         )
     return Path(path) if path else default_key_path()
 
