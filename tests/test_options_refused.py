@@ -2,9 +2,14 @@
 option and why, exit 2, before anything is read or fetched (export's are in
 tests/test_export.py)."""
 
+from pathlib import Path
+
+import click
 import pytest
 
 from pith_archiver import FIXTURES
+from pith_archiver.cli import main
+from pith_archiver.option_checks import RenamedFrom
 from tests.plugins.cli import run_cli
 
 REAL = "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -60,3 +65,25 @@ def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_nam
     assert result.stderr.splitlines()[1:] == renamed.stderr.splitlines()
     shown = run_cli(*command.split(), "--help").stdout
     assert new in shown and f"{old} " not in shown
+
+
+def test_every_renamed_option_is_in_the_commands_page():
+    """docs/COMMANDS.md's table lists each renamed option, old and new, in its command."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "COMMANDS.md").read_text("utf-8")
+    table = page.split("## Renamed options", 1)[1].split("\n## ", 1)[0]
+    for name, command in commands_of(main):
+        for param in command.params:
+            if isinstance(param, RenamedFrom):
+                row = next((line for line in table.splitlines() if f"{name} {param.old}`" in line), "")
+                assert param.opts[0] in row, (name, param.old)
+
+
+def commands_of(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name in group.list_commands(None):  # type: ignore[arg-type]
+        command = group.get_command(None, name)  # type: ignore[arg-type]
+        if isinstance(command, click.Group):
+            found += commands_of(command, f"{prefix}{name} ")
+        elif command is not None:
+            found.append((f"{prefix}{name}", command))
+    return found
