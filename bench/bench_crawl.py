@@ -40,7 +40,7 @@ compression, the memory-usage extension). Over both, the bench's ``SETTINGS``:
 AutoThrottle off, 32 requests in flight (32 a host), LOG_LEVEL WARNING. The crawl's
 process knobs, which change no request, the baseline gets too: the garbage
 collector's threshold (``crawler.extensions.collector``, ``PITH_GC_THRESHOLD``), the
-malloc arenas capped and the root logger at LOG_LEVEL (``pith_archiver.tuning``), and
+malloc arenas capped and the root logger at LOG_LEVEL (``pith_archiver.crawl.tuning``), and
 from ``serve``, the one mirror that compresses, the JSON charset middleware
 (crawler/downloading/json_charset.py, which spares Scrapy a charset detection on a
 decompressed body). Not shared: what is the crawl's own work

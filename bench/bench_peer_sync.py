@@ -1,4 +1,4 @@
-"""A sync from a peer archive in a folder (``crawl --from-archive``) against the floor:
+"""A sync from a peer archive in a folder (``sync``) against the floor:
 a plain json + hashlib + pynacl verifier (bench/plain_verify.py) of the same bundles
 on the same cores, reading them from the same folder.
 
@@ -168,7 +168,7 @@ def sync(peer: Path, out: Path, keyrings: list[Path], key: Path) -> Measured:
     """A sync of ``peer`` into ``out``, as a subprocess."""
     if not key.exists():  # --signing-key names a key that exists: only the default is made on first use
         new_signer().save(key)
-    args = ["crawl", "--from-archive", str(peer), "--out", str(out), "--no-default-keys", "--signing-key", str(key)]
+    args = ["sync", str(peer), "--out", str(out), "--no-default-keys", "--signing-key", str(key)]
     for ring in keyrings:
         args += ["--keyring", str(ring)]
     started, cpu = time.perf_counter(), _children_cpu()

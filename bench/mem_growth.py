@@ -36,7 +36,7 @@ def main():
     from scrapy.crawler import CrawlerProcess
 
     from crawler.spiders.pith import PithSpider
-    from pith_archiver.crawling import project_settings
+    from pith_archiver.crawl.run import project_settings
     from pith_testkit.virtual import VirtualCatalog
 
     workdir = Path(tempfile.mkdtemp(prefix="pith-mem-"))

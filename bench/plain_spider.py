@@ -6,7 +6,7 @@ the last URL and writes REPORT_JSON: the bodies it received and what it ran unde
 baseline ran with the settings it was given and none of the checkout's.
 
 It pays no cost the crawl avoids: besides the crawl's transport settings (given by the
-bench), it runs under the crawl's process knobs (``pith_archiver.tuning``: the malloc
+bench), it runs under the crawl's process knobs (``pith_archiver.crawl.tuning``: the malloc
 arenas capped, the root logger at LOG_LEVEL) and, with ``PLAIN_JSON_CHARSET`` set (a
 server that compresses), declares UTF-8 on JSON as the crawl does (``json_charset``).
 

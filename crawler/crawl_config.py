@@ -1,7 +1,7 @@
 """What a crawl is given, built and checked once: the one road into the crawl.
 
 Two functions build it. ``pith-archiver crawl`` (and its demo) builds it from its
-options (``pith_archiver.crawl_options.config_of``), each mistake one line before the
+options (``pith_archiver.crawl.run.config_of``), each mistake one line before the
 first request, and hands it to the spider (``config=``); ``scrapy crawl pith`` and
 Scrapyd build it from the settings and spider arguments when the spider is made
 (``CrawlConfig.from_settings``). Both take the tuning only settings give (the WARC
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pith.keyring import ARCHIVE, Keyring, KeyringError
@@ -32,7 +33,7 @@ from . import defaults
 from .seeds import SeedList
 
 if TYPE_CHECKING:  # the command line builds a config without Scrapy (a sync from a peer runs none);
-    # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.tuning)
+    # storage.capture.warc imports pyarrow, which the crawl command tunes first (pith_archiver.crawl.tuning)
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
@@ -61,7 +62,8 @@ class CrawlConfig:
     follow: bool = True  # False: the seeds only
     check_state: float = defaults.PITH_CHECK_STATE  # share of records whose state.json is compared
     cross_check: int = defaults.PITH_CROSS_CHECK  # records also fetched from every mirror
-    recheck_after_days: float = defaults.PITH_RECHECK_AFTER_DAYS  # a held record not confirmed this long is asked
+    recheck_after: timedelta = timedelta(days=defaults.PITH_RECHECK_AFTER_DAYS)  # a held record not confirmed
+    # this long is asked again
     # trust
     keyring: Keyring = Keyring([])  # verifies the bundles (PITH_KEYRINGS, PITH_DEFAULT_KEYS)
     archive_keyring: Keyring = Keyring([])  # the other workers' archiver keys (PITH_ARCHIVE_KEYRINGS)
@@ -118,7 +120,7 @@ def tuned_by(settings: BaseSettings) -> dict[str, Any]:
     return {
         "check_state": settings.getfloat("PITH_CHECK_STATE"),
         "cross_check": max(0, settings.getint("PITH_CROSS_CHECK")),
-        "recheck_after_days": max(0.0, settings.getfloat("PITH_RECHECK_AFTER_DAYS")),
+        "recheck_after": timedelta(days=max(0.0, settings.getfloat("PITH_RECHECK_AFTER_DAYS"))),
         "commit_every": settings.getint("PITH_COMMIT_EVERY"),
         "warc": WarcPolicy(
             settings.getint("PITH_WARC_MAX_BYTES"),

@@ -17,19 +17,26 @@ from .exit_status import EXIT_STATUS_HELP, ExitStatus
 from .output import echo
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
-    "audit": ("pith_archiver.cmd_audit:audit", "Check that an archive holds what it promises."),
+    "audit": ("pith_archiver.commands.audit:audit", "Check that an archive holds what it promises."),
     "checkpoint": (
-        "pith_archiver.cmd_checkpoint:checkpoint",
+        "pith_archiver.commands.checkpoint:checkpoint",
         "Print the latest signed checkpoint of each archiver key.",
     ),
-    "cosign": ("pith_archiver.cmd_cosign:cosign", "Have the archive's logs cosigned by the witnesses of a policy."),
-    "crawl": ("pith_archiver.cmd_crawl:crawl", "Crawl a resolver, verify every bundle, archive it."),
-    "export": ("pith_archiver.cmd_export:export", "Export the committed contents of an archive."),
-    "keys": ("pith_archiver.cmd_keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
-    "prove": ("pith_archiver.cmd_prove:prove", "Prove a record's latest storage attestation (inclusion proof)."),
-    "serve": ("pith_archiver.cmd_serve:serve", "Serve a corpus or an archive in Pith's resolver layout."),
-    "verify": ("pith_archiver.cmd_verify:verify", "Verify bundles, feeds, releases, WACZ files: files, folders, URLs."),
-    "witness": ("pith_archiver.cmd_witness:witness", "Run a C2SP tlog-witness for the logs of a policy."),
+    "cosign": (
+        "pith_archiver.commands.cosign:cosign",
+        "Have the archive's logs cosigned by the witnesses of a policy.",
+    ),
+    "crawl": ("pith_archiver.commands.crawl:crawl", "Crawl a resolver, verify every bundle, archive it."),
+    "export": ("pith_archiver.commands.export:export", "Export the committed contents of an archive."),
+    "keys": ("pith_archiver.commands.keys:keys", "The archiver's signing keys; pinning a rotated registry key."),
+    "prove": ("pith_archiver.commands.prove:prove", "Prove a record's latest storage attestation (inclusion proof)."),
+    "serve": ("pith_archiver.commands.serve:serve", "Serve a corpus or an archive in Pith's resolver layout."),
+    "sync": ("pith_archiver.commands.sync:sync", "Copy a peer archive through its signed logs."),
+    "verify": (
+        "pith_archiver.commands.verify:verify",
+        "Verify bundles, feeds, releases, WACZ files: files, folders, URLs.",
+    ),
+    "witness": ("pith_archiver.commands.witness:witness", "Run a C2SP tlog-witness for the logs of a policy."),
 }
 
 

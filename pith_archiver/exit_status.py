@@ -11,40 +11,39 @@ from pith.printable import printable
 
 
 class ExitStatus(IntEnum):
-    OK = 0  # done: everything asked for was archived / verified / found clean
-    REJECTED = 1  # done, but verification rejected something (bundles, feeds, proofs) or audit found discrepancies
-    USAGE = 2  # usage or configuration error: nothing was started
-    PARTIAL = 3  # done with failures: some records could not be fetched or read, within --max-failures,
-    #                  or exchanges missing from the WARC files (the WARC writer stopped)
-    FAILED = 4  # the run failed: nothing archived, resolver unreachable, failures past --max-failures,
-    #                  records unaccounted for, the store failed or nothing could be committed
-    INTERRUPTED = 130  # stopped by Ctrl-C (SIGINT); a crawl committed what was archived: rerun to resume
-    TERMINATED = 143  # stopped by SIGTERM (systemctl stop, kill): as INTERRUPTED
+    """What a command's exit status says; what each means, in words, is ``MEANING``."""
+
+    OK = 0
+    REJECTED = 1
+    USAGE = 2
+    PARTIAL = 3
+    FAILED = 4
+    INTERRUPTED = 130  # SIGINT (Ctrl-C)
+    TERMINATED = 143  # SIGTERM (systemctl stop, kill)
 
 
-EXIT_STATUS_HELP = (
-    "Exit status: 0 done; 1 rejected bundles, split views or discrepancies found; 2 usage or "
-    "configuration error (nothing started); 3 done with failures (some records not fetched, within "
-    "--max-failures, or exchanges missing from the WARC files); 4 failed (nothing archived, resolver "
-    "unreachable, too many failures, records unaccounted for, or nothing committed); 130 interrupted "
-    "(Ctrl-C), 143 stopped by SIGTERM (rerun the same command to resume)."
-)
-
-MEANING = {  # one line each, as the README's table says it (for machines: --notify)
+# what each status means, one line each: the one table the README's, every command's help
+# (EXIT_STATUS_HELP) and a run's summary for machines (--notify, ``RunSummary``) all say
+MEANING = {
     ExitStatus.OK: "done: everything asked for was archived (or unchanged), verified, or found clean",
-    ExitStatus.REJECTED: "done, but rejected bundles, split views, a rejected feed or proof, or audit discrepancies",
-    ExitStatus.USAGE: "a usage or configuration error: nothing was started",
+    ExitStatus.REJECTED: (
+        "done, but rejected bundles (kept in quarantine/), split views, a rejected feed or proof, "
+        "or audit discrepancies"
+    ),
+    ExitStatus.USAGE: "a usage or configuration error: nothing was started (one line on stderr)",
     ExitStatus.PARTIAL: (
-        "done with failures: some records could not be fetched, within --max-failures, "
-        "or exchanges are missing from the WARC files"
+        "done with failures: some records could not be fetched, within --max-failures (default 1% of the "
+        "records found), or exchanges are missing from the WARC files"
     ),
     ExitStatus.FAILED: (
         "failed: nothing archived, resolver unreachable, too many failures, records unaccounted for, "
-        "or nothing committed"
+        "nothing committed, or no archive where one was named"
     ),
-    ExitStatus.INTERRUPTED: "interrupted: what was archived is committed; rerun the same command to resume",
-    ExitStatus.TERMINATED: "stopped by SIGTERM: what was archived is committed; rerun the same command to resume",
+    ExitStatus.INTERRUPTED: "interrupted (Ctrl-C): what was verified is committed; rerun the same command to resume",
+    ExitStatus.TERMINATED: "stopped by SIGTERM, as after Ctrl-C twice: rerun the same command to resume",
 }
+
+EXIT_STATUS_HELP = "Exit status: " + "; ".join(f"{int(status)} {text}" for status, text in MEANING.items()) + "."
 
 PRECEDENCE = (ExitStatus.USAGE, ExitStatus.FAILED, ExitStatus.REJECTED, ExitStatus.PARTIAL, ExitStatus.OK)
 

@@ -6,7 +6,7 @@ call keeps the interpreter from exiting) would ignore both. So each command runs
 both raising (SIGTERM as ``Terminated``, a KeyboardInterrupt), which the group turns
 into one line and exit 130 or 143; once a signal has been received, another one, or
 ``UNWIND`` seconds of unwinding, end the process at once. The crawl installs its own
-handlers while Scrapy runs (``pith_archiver.crawl_stop``) and hands back to these.
+handlers while Scrapy runs (``pith_archiver.crawl.stop``) and hands back to these.
 """
 
 import os

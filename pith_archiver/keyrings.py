@@ -16,9 +16,9 @@ from pith.keyring import REGISTRY_KEY, Keyring, KeyringError
 from storage.archive.signing_key import default_key_path
 from storage.archive.stores import StorageError
 
-from . import s3_sources
 from .exit_status import ConfigError
 from .output import Command
+from .reading import s3_sources
 
 KEY_DOCUMENT_LIMIT = 1024 * 1024
 REMOTE = ("http://", "https://", s3_sources.SCHEME)
@@ -36,21 +36,23 @@ class KeyringSource(click.ParamType):
         return str(self._file.convert(value, param, ctx))
 
 
+no_default_keys_option = click.option(
+    "--no-default-keys", is_flag=True, help=f"Do not trust the built-in registry key ({REGISTRY_KEY['key_id']})."
+)
+keyring_option = click.option(
+    "--keyring",
+    "keyrings",
+    multiple=True,
+    type=KeyringSource(),
+    help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
+    "its role), one key document such as an archive's keys/<key_id>.json (an archive "
+    "key; also as an http(s):// URL or s3://bucket/key), or an archiver's private key "
+    "file (its public half); repeatable.",
+)
+
+
 def keyring_options(func: Command) -> Command:
-    func = click.option(
-        "--no-default-keys", is_flag=True, help=f"Do not trust the built-in registry key ({REGISTRY_KEY['key_id']})."
-    )(func)
-    func = click.option(
-        "--keyring",
-        "keyrings",
-        multiple=True,
-        type=KeyringSource(),
-        help='Pin the keys in this JSON file: {"keys": [...]} (registry keys unless an entry names '
-        "its role), one key document such as an archive's keys/<key_id>.json (an archive "
-        "key; also as an http(s):// URL or s3://bucket/key), or an archiver's private key "
-        "file (its public half); repeatable.",
-    )(func)
-    return func
+    return keyring_option(no_default_keys_option(func))
 
 
 def machine_key(signing_key: str | None = None) -> Path | None:
@@ -92,7 +94,7 @@ def _published(source: str, s3_endpoint_url: str | None, option: str) -> str:
         if source.startswith(s3_sources.SCHEME):
             data = s3_sources.read_at_most(source, KEY_DOCUMENT_LIMIT, s3_endpoint_url)
         else:
-            from .sources import fetch
+            from .reading.sources import fetch
 
             data = fetch(source, KEY_DOCUMENT_LIMIT, "application/json")
     except (OSError, StorageError) as exc:

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from pith.links import REGISTRY_BASE
-from pith_archiver.archive_reading import TRUST_HELP, is_archive, trust_options
 from pith_archiver.cli import LazyGroup
-from pith_archiver.cmd_serve import listen_options, open_source
+from pith_archiver.commands.serve import listen_options, open_source
 from pith_archiver.exit_status import ConfigError
 from pith_archiver.output import log_to_stderr, say, verbosity_options
+from pith_archiver.reading.archives import TRUST_HELP, is_archive, trust_options
 from storage.serving.resolver import SiteOptions
 from storage.serving.source import BUNDLES_DIR, KEYRING_NAME
 

@@ -98,7 +98,7 @@ def test_all_verified_exits_zero(real_docs):
     [
         ["--no-such-option"],
         ["--max-bytes", "0"],
-        ["--max-depth", "1"],
+        ["--max-nesting", "1"],
         ["--no-default-keys"],  # nothing left to trust
         ["--keyring", "/nonexistent/keys.json"],
     ],
@@ -127,7 +127,7 @@ def test_unreadable_path_is_counted_and_partial(tmp_path):
     "mutation, args, reason",
     [
         (None, ["--max-bytes", "4096"], "too_large"),  # a real bundle is ~13 KB
-        (None, ["--max-depth", "4"], "too_deep"),  # and 8 deep
+        (None, ["--max-nesting", "4"], "too_deep"),  # and 8 deep
         ("invalid_utf8", [], "invalid_utf8"),
         ("nan_literal", [], "non_finite_number"),
     ],
@@ -164,7 +164,7 @@ def test_exit_codes_from_a_real_process(corpus):
     real = [str(p) for p in real_bundle_paths()]
     codes = [
         subprocess.run(command + args, capture_output=True, timeout=60).returncode
-        for args in (real, [str(corpus)], ["--max-depth", "0"])
+        for args in (real, [str(corpus)], ["--max-nesting", "0"])
     ]
     assert codes == [0, 1, 2]
 

@@ -1,7 +1,9 @@
 """The one road into the crawl: the crawl command's options, grouped and handed over
 as one object, and the config built from them or from Scrapy's settings."""
 
+import re
 from dataclasses import fields
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -12,9 +14,9 @@ from scrapy.settings import Settings
 from crawler.crawl_config import ARGUMENTS, DEFAULT_RESOLVER, CrawlConfig, tuned_by
 from crawler.seeds import SeedError
 from pith.keyring import REGISTRY_KEY
-from pith_archiver.cmd_crawl import crawl
-from pith_archiver.crawl_options import SECTIONS, CrawlOptions
-from pith_archiver.crawling import project_settings
+from pith_archiver.commands.crawl import crawl
+from pith_archiver.crawl.options import CRAWL_OPTIONS, OPTION, SECTIONS, CrawlOptions
+from pith_archiver.crawl.run import project_settings, settings_of
 from storage.archive.signing_key import default_key_path
 
 
@@ -22,10 +24,46 @@ def test_every_crawl_option_is_in_a_help_section_and_a_field_of_the_options_obje
     names = {param.name for param in crawl.params} - {"help"}
     sectioned = [name for _, section in SECTIONS for name in section]
     assert len(sectioned) == len(set(sectioned))  # each option in one section
-    assert names - {"seeds"} == set(sectioned)
+    assert names - {"seeds", "from_archive"} == set(sectioned)  # --from-archive: hidden, renamed `sync`
     # what click hands over becomes CrawlOptions whole (the hook and verbosity options become one field each)
     handed = names - {"quiet", "verbose", "metrics_file", "pushgateway", "notify_urls"} | {"verbosity", "hooks"}
     assert handed == {field.name for field in fields(CrawlOptions)}
+
+
+def options_given(*args: str) -> CrawlOptions:
+    """``crawl ARGS`` as click parses them, before the command runs."""
+    params = crawl.make_context("crawl", list(args)).params
+    hooks_and_verbosity = {"quiet", "verbose", "metrics_file", "pushgateway", "notify_urls"}
+    return CrawlOptions(**{k: v for k, v in params.items() if k not in hooks_and_verbosity}, verbosity=1, hooks=None)
+
+
+@pytest.mark.parametrize(
+    "args, field, value",
+    [
+        (["--commit-every", "0"], "commit_every", 0),
+        (["--recheck-after", "2.5"], "recheck_after", timedelta(days=2.5)),
+        (["--cross-check", "3"], "cross_check", 3),
+        (["--no-warc"], "warc", None),
+        (["--worker", "w9"], "worker", "w9"),
+        (["--log-origin", "archive.example.org/pith"], "log_origin", "archive.example.org/pith"),
+    ],
+)
+def test_an_option_with_a_setting_reaches_the_config_through_its_row_alone(args, field, value):
+    """The table's row is all an option needs to reach the crawl: its setting, which the
+    config reads as ``scrapy crawl -s`` gives it (no line of code copies the option)."""
+    settings = project_settings(settings_of(options_given(*args)))
+    assert tuned_by(settings)[field] == value
+    (row,) = [row for row in CRAWL_OPTIONS if row.name == field.replace("warc", "no_warc")]
+    assert row.setting in settings_of(options_given(*args))
+
+
+def test_the_walk_of_one_option_in_architecture_is_one_row_and_where_it_takes_effect():
+    """docs/ARCHITECTURE.md's walk names the row it shows, and that row is the table's."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md").read_text("utf-8")
+    walk = text[text.index("## Adding a crawl option") :].split("\n## ", 1)[0]
+    assert "one row" in walk and "where it takes effect" in walk.lower()
+    named, setting = re.search(r'CrawlOption\(\s*"(\w+)",\s*\w+,\s*"--[\w-]+".*?setting="(\w+)"', walk, re.S).groups()
+    assert OPTION[named].setting == setting
 
 
 def test_the_help_lists_the_options_under_their_sections():

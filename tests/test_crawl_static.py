@@ -95,7 +95,7 @@ def test_pyarrow_encodes_with_the_system_allocator_unless_the_operator_says_othe
 
 
 def test_the_malloc_arenas_are_capped_unless_the_operator_set_them():
-    code = "from pith_archiver.tuning import economise; print(economise())"
+    code = "from pith_archiver.crawl.tuning import economise; print(economise())"
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     capped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     left = subprocess.run(

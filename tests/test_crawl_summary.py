@@ -10,7 +10,7 @@ import re
 import pytest
 
 from crawler.stat_keys import Stat
-from pith_archiver.crawl_report import report
+from pith_archiver.crawl.report import report
 from pith_archiver.output import QUIET
 from storage.archive.s3_store import S3Store
 from storage.archive.stores import StorageError

@@ -15,11 +15,11 @@ import pytest
 from pith.checkpoint import log_origin
 from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey
 from pith.signing import Signer
-from pith_archiver.metrics import push_metrics
-from pith_archiver.notify import deliver
-from pith_archiver.run_summary import RunSummary
-from pith_archiver.side_request import SideRequestBudget
-from pith_archiver.sources import fetch
+from pith_archiver.reading.sources import fetch
+from pith_archiver.reporting.metrics import push_metrics
+from pith_archiver.reporting.notify import deliver
+from pith_archiver.reporting.run_summary import RunSummary
+from pith_archiver.reporting.side_request import SideRequestBudget
 from storage.archive.folder_store import LocalStore
 from storage.runtime.deadline_http import DeadlineExceeded, NoAnswer, exchange
 from storage.transparency.witness_client import WitnessUnreachable, add_checkpoint_body, post_add_checkpoint

@@ -25,7 +25,7 @@ def every_command(folder, archive: str) -> dict[str, list]:
     """Each command that reads keys or an archive, as it would be given ``archive``."""
     return {
         "crawl": ["crawl", "--resolver", "http://127.0.0.1:9", "--out", folder / "out", REAL],
-        "sync": ["crawl", "--from-archive", archive, "--keyring", folder / "peer-key.json", "--out", folder / "copy"],
+        "sync": ["sync", archive, "--keyring", folder / "peer-key.json", "--out", folder / "copy"],
         "verify": ["verify", archive],
         "audit": ["audit", archive],
         "export": ["export", archive, "--bag", folder / "bag"],

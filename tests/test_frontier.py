@@ -38,7 +38,7 @@ from crawler.spiders.pith import PithSpider
 from crawler.worker import worker_name
 from pith.keyring import Keyring
 from pith.signing import Signer
-from pith_archiver.crawling import project_settings
+from pith_archiver.crawl.run import project_settings
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from storage.archive.layout import check_run_id, new_run_id

@@ -19,20 +19,19 @@ SAYS_CHECKPOINT = {
     "audit_repair",  # a repair publishes a stale published checkpoint again
     "checkpoint_repair",
     "cli",  # the checkpoint command's entry
-    "cmd_audit",
-    "cmd_checkpoint",
-    "cmd_cosign",
-    "cmd_prove",
-    "cmd_witness",
+    "checkpoint",
+    "prove",
+    "sync",  # sync PEER: the peer's checkpoints, cosigned with --witness-policy; where each log got to
+    "witness",
     "commit",  # a commit publishes its log's new checkpoint
     "cosign",  # the transparency wing's modules, wherever the wing lies
+    "cosigning",  # a policy's witnesses cosign checkpoints
     "export",  # a bag copies the logs' checkpoints
     "export_card",
     "key_logs",
     "keyrings",  # the archive key signs checkpoints
     "layout",  # where checkpoints lie
     "log_proofs",
-    "peer_sync",  # crawl --from-archive: where each peer log's sync got to
     "peer_files",  # serve ARCHIVE: a peer reads its logs' checkpoints
     "proof_files",  # verify --proof: proofs end at a checkpoint
     "repair",  # a peer repaired from must publish a checkpoint of a pinned key
@@ -153,10 +152,10 @@ def test_signals_are_documented_as_sent():
     assert {name: args for name, args in documented.items() if sent[name] != args} == {}
 
 
-def test_each_cmd_module_is_named_for_its_command():
-    """``pith_archiver/cmd_X.py`` holds command X and nothing else is a cmd_ module."""
+def test_each_command_module_is_named_for_its_command():
+    """``pith_archiver/commands/X.py`` holds command X, and the wing holds nothing else."""
     assert {
-        name: target for name, (target, _) in COMMANDS.items() if target != f"pith_archiver.cmd_{name}:{name}"
+        name: target for name, (target, _) in COMMANDS.items() if target != f"pith_archiver.commands.{name}:{name}"
     } == {}
-    modules = {path.stem.removeprefix("cmd_") for path in (ROOT / "pith_archiver").glob("cmd_*.py")}
+    modules = {path.stem for path in (ROOT / "pith_archiver" / "commands").glob("*.py")} - {"__init__"}
     assert modules == set(COMMANDS)

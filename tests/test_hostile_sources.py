@@ -21,7 +21,7 @@ from crawler.items import BundleItem
 from crawler.stat_keys import CrawlStats, Stat
 from pith.verify import Status, Verdict
 from pith_archiver import FIXTURES
-from pith_archiver.crawl_report import outcome
+from pith_archiver.crawl.report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import counted
 from pith_testkit.faults import FaultPlan

@@ -1,4 +1,5 @@
 """The house rules a reader relies on (docs/ARCHITECTURE.md): no module over 450 lines,
+at most 15 modules directly inside a package (the rest in wings),
 no function in storage's writing wing over 60 (its hot path, ``ArchiveWriter.add_verified``,
 stays readable at a glance), and no circle of imports, so that each module can be read
 knowing only what it imports."""
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MOST_LINES_PER_MODULE = 450
 MOST_LINES_PER_FUNCTION = 60
 SHORT_FUNCTIONS_IN = ("storage/writing",)
+MOST_MODULES_DIRECTLY_INSIDE = 15  # more, and a package goes in wings named for what they do
+IN_WINGS = ("pith_archiver", "crawler", "storage", "pipelines")  # pith/, the protocol core, is one layer
 
 
 def product_packages() -> list[str]:
@@ -95,6 +98,12 @@ def test_no_function_in_storage_writing_is_over_60_lines(folder):
         for name, lines in long_functions(path.read_text("utf-8")).items()
     }
     assert found == {}
+
+
+@pytest.mark.parametrize("package", IN_WINGS)
+def test_a_package_holds_at_most_15_modules_directly_the_rest_in_wings(package):
+    direct = sorted(path.name for path in (ROOT / package).glob("*.py"))
+    assert len(direct) <= MOST_MODULES_DIRECTLY_INSIDE, direct
 
 
 @pytest.mark.parametrize("package", product_packages())

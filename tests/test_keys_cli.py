@@ -18,7 +18,7 @@ from tests.plugins.crawling import run_cli_crawl
 
 def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
     out = tmp_path / "keys" / "archive-key.json"
-    result = run_cli("keys", "generate", "--out", str(out), "--key-id", "library-archive-1")
+    result = run_cli("keys", "generate", "--signing-key", str(out), "--key-id", "library-archive-1")
     assert result.returncode == 0, result.output
     signer = Signer.load(out)
     assert signer.key_id == "library-archive-1"
@@ -31,13 +31,13 @@ def test_generate_writes_a_private_key_and_prints_its_public_document(tmp_path):
 
 def test_generate_never_replaces_a_key_and_checks_the_id(tmp_path):
     out = tmp_path / "key.json"
-    assert run_cli("keys", "generate", "--out", str(out)).returncode == 0
+    assert run_cli("keys", "generate", "--signing-key", str(out)).returncode == 0
     before = out.read_bytes()
-    again = run_cli("keys", "generate", "--out", str(out))
+    again = run_cli("keys", "generate", "--signing-key", str(out))
     assert again.returncode == 2 and "never replaced" in again.output
     assert out.read_bytes() == before
     assert Signer.load(out).key_id.startswith("pith-archiver-")
-    bad = run_cli("keys", "generate", "--out", str(tmp_path / "other.json"), "--key-id", "a/b")
+    bad = run_cli("keys", "generate", "--signing-key", str(tmp_path / "other.json"), "--key-id", "a/b")
     assert bad.returncode == 2 and "--key-id" in bad.output
     assert not (tmp_path / "other.json").exists()
 
@@ -46,7 +46,7 @@ def test_generate_never_replaces_a_key_and_checks_the_id(tmp_path):
 def test_crawl_signs_with_the_given_key_and_publishes_it(tmp_path, static_site):
     base, suffixes, _ = static_site
     key_file = tmp_path / "archive-key.json"
-    assert run_cli("keys", "generate", "--out", str(key_file), "--key-id", "w1-key").returncode == 0
+    assert run_cli("keys", "generate", "--signing-key", str(key_file), "--key-id", "w1-key").returncode == 0
     archive = tmp_path / "archive"
     result = run_cli_crawl(
         tmp_path, "--resolver", base, "--out", str(archive), "--signing-key", str(key_file), suffixes[0]

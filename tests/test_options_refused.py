@@ -2,8 +2,14 @@
 option and why, exit 2, before anything is read or fetched (export's are in
 tests/test_export.py)."""
 
+from pathlib import Path
+
+import click
 import pytest
 
+from pith_archiver import FIXTURES
+from pith_archiver.cli import main
+from pith_archiver.option_checks import RenamedFrom
 from tests.plugins.cli import run_cli
 
 REAL = "pith:2019:RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -21,7 +27,7 @@ def proof(tmp_path):
     [
         (["verify", "--policy", "logs.policy", "x.json"], "--policy: only with --proof FILE"),
         (["verify", "--proof", "{proof}", "--max-bytes", "9"], "--max-bytes: for the documents verified"),
-        (["verify", "--proof", "{proof}", "-j", "2", "--max-depth", "9"], "--max-depth and --jobs: for the documents"),
+        (["verify", "--proof", "{proof}", "-j", "2", "--max-nesting", "9"], "--max-nesting and --jobs: for the"),
         (["verify", "--proof", "{proof}", "--policy", "p", "--keyring", "{proof}"], "--keyring: not with --policy"),
         (["verify", "x.json", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
         (["audit", "{tmp}", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3://"),
@@ -39,3 +45,45 @@ def test_an_option_that_does_not_apply_is_one_line_and_exit_2(tmp_path, proof, a
     assert result.returncode == 2 and result.stdout == "", result.output
     [line] = result.stderr.splitlines()
     assert line.startswith(f"Error: {said}"), line
+
+
+@pytest.mark.parametrize(
+    "command, old, new, rest",
+    [
+        ("verify", "--max-depth", "--max-nesting", ["4", "{real}"]),  # --max-depth: a crawl's link hops
+        ("witness", "--key", "--signing-key", ["{tmp}/no-key.json", "--policy", "{tmp}/no.policy"]),  # --key: a key id
+        ("keys generate", "--out", "--signing-key", ["{tmp}"]),  # --out: the archive; {tmp} is a folder
+        ("keys retire", "--keyring", "--into", ["{tmp}/k.json", "k", "--at", "2026-07-01T00:00:00Z"]),  # trusted keys
+    ],
+)
+def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_name(tmp_path, command, old, new, rest):
+    rest = [arg.replace("{real}", str(FIXTURES)).replace("{tmp}", str(tmp_path)) for arg in rest]
+    result, renamed = run_cli(*command.split(), old, *rest), run_cli(*command.split(), new, *rest)
+    notice = f"notice: {old} is now {new}; the old name goes in the next release"
+    assert result.stderr.splitlines()[0] == notice and notice not in renamed.stderr
+    assert (result.returncode, result.stdout) == (renamed.returncode, renamed.stdout)
+    assert result.stderr.splitlines()[1:] == renamed.stderr.splitlines()
+    shown = run_cli(*command.split(), "--help").stdout
+    assert new in shown and f"{old} " not in shown
+
+
+def test_every_renamed_option_is_in_the_commands_page():
+    """docs/COMMANDS.md's table lists each renamed option, old and new, in its command."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "COMMANDS.md").read_text("utf-8")
+    table = page.split("## Renamed options", 1)[1].split("\n## ", 1)[0]
+    for name, command in commands_of(main):
+        for param in command.params:
+            if isinstance(param, RenamedFrom):
+                row = next((line for line in table.splitlines() if f"{name} {param.old}`" in line), "")
+                assert param.opts[0] in row, (name, param.old)
+
+
+def commands_of(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name in group.list_commands(None):  # type: ignore[arg-type]
+        command = group.get_command(None, name)  # type: ignore[arg-type]
+        if isinstance(command, click.Group):
+            found += commands_of(command, f"{prefix}{name} ")
+        elif command is not None:
+            found.append((f"{prefix}{name}", command))
+    return found

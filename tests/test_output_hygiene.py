@@ -12,7 +12,7 @@ import pytest
 
 from pith.printable import printable
 from pith.signing import Signer
-from pith_archiver.crawl_report import report
+from pith_archiver.crawl.report import report
 from pith_archiver.output import escape_logs
 from storage.archive.folder_store import LocalStore
 from storage.capture.warc import Exchange, WarcPolicy

@@ -1,4 +1,4 @@
-"""``crawl --from-archive``: an archive copied from a peer through the peer's signed log,
+"""``sync``: an archive copied from a peer through the peer's signed log,
 from a folder, over HTTP from a static server on loopback, and from a bucket (moto);
 then incrementally; and from hostile peers (a flipped object, a lying tile, a
 rollback, a fork)."""
@@ -29,14 +29,13 @@ from tests.plugins.listener import handler_server
 
 
 def sync(tmp_path, source, corpus_dir, peer_signer, *more, **run):
-    """``crawl --from-archive SOURCE --out tmp/copy``, trusting the corpus and the peer's key
+    """``sync SOURCE --out tmp/copy``, trusting the corpus and the peer's key
     (``run``: how ``run_cli`` runs it)."""
     key_doc = tmp_path / "peer-key.json"
     if not key_doc.exists():
         key_doc.write_text(json.dumps(peer_signer.pinned().document()))
     return run_cli(
-        "crawl",
-        "--from-archive",
+        "sync",
         source,
         "--out",
         tmp_path / "copy",
@@ -90,7 +89,7 @@ def test_a_sync_crawls_nothing_and_starts_neither_scrapy_nor_twisted(tmp_path, p
     imported = {
         line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
     }
-    assert {"pith_archiver.peer_sync", "pyarrow"} <= imported  # the imports are read
+    assert {"pith_archiver.peers.sync", "pyarrow"} <= imported  # the imports are read
     assert not {"scrapy", "twisted"} & imported
 
 
@@ -115,16 +114,40 @@ def test_a_second_sync_reads_only_what_changed(tmp_path, peer, corpus_dir, corpu
     audit(tmp_path, corpus_dir).check(0)
 
 
-def test_a_sync_given_seeds_too_is_a_usage_error(tmp_path, peer, corpus_dir, peer_signer):
-    result = sync(tmp_path, peer, corpus_dir, peer_signer, "pith:2026:x")
-    assert result.returncode == 2 and "--from-archive copies a peer" in result.stderr
-    assert not (tmp_path / "copy").exists()
+NEW = "`pith-archiver sync PEER`"
+
+
+def test_crawl_from_archive_still_syncs_for_one_release_with_a_notice(tmp_path, peer, corpus_dir, peer_signer):
+    """The old spelling works, naming the new command in one line on stderr."""
+    key_doc = tmp_path / "peer-key.json"
+    key_doc.write_text(json.dumps(peer_signer.pinned().document()))
+    result = run_cli(
+        "crawl", "--from-archive", peer, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json",
+        "--keyring", key_doc, "--no-default-keys", "--signing-key", signing_key(tmp_path / "own-key.json"),
+    ).check(0)  # fmt: skip
+    [notice] = [line for line in result.stderr.splitlines() if line.startswith("notice:")]
+    assert NEW in notice
+    assert raw_objects(tmp_path / "copy") == raw_objects(peer)
+
+
+@pytest.mark.parametrize("crawl_only", [["pith:2026:x"], ["--max-records", "5"], ["--recheck-after", "3"]])
+def test_crawl_from_archive_refuses_the_crawl_options_a_sync_does_not_take(tmp_path, peer, crawl_only):
+    result = run_cli("crawl", "--from-archive", peer, "--out", tmp_path / "copy", *crawl_only)
+    assert result.returncode == 2 and not (tmp_path / "copy").exists()
+    named = "SEEDS" if crawl_only[0].startswith("pith:") else crawl_only[0]
+    [line] = result.stderr.splitlines()
+    assert line == f"Error: --from-archive copies a peer instead of crawling: not with {named} (it is now {NEW})"
+
+
+def test_sync_offers_only_the_options_a_copy_uses(tmp_path, peer):
+    """`crawl --help` no longer lists --from-archive; `sync` takes no crawl option."""
+    assert "--from-archive" not in run_cli("crawl", "--help").check(0).stdout
+    result = run_cli("sync", peer, "--out", tmp_path / "copy", "--max-records", "5")
+    assert result.returncode == 2 and "No such option '--max-records'" in result.stderr
 
 
 def test_a_sync_without_the_peers_key_pinned_is_a_usage_error(tmp_path, peer, corpus_dir):
-    result = run_cli(
-        "crawl", "--from-archive", peer, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json"
-    )
+    result = run_cli("sync", peer, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json")
     assert result.returncode == 2 and "pin the peer's archive key" in result.stderr
 
 
@@ -291,7 +314,7 @@ def test_a_bundle_that_does_not_verify_here_is_quarantined(tmp_path, peer, corpu
     key_doc = tmp_path / "peer-key.json"
     key_doc.write_text(json.dumps(peer_signer.pinned().document()))
     result = run_cli(
-        "crawl", "--from-archive", peer, "--out", tmp_path / "copy", "--keyring", only_corpus,
+        "sync", peer, "--out", tmp_path / "copy", "--keyring", only_corpus,
         "--keyring", key_doc, "--no-default-keys", "--signing-key", signing_key(tmp_path / "own-key.json"),
     )  # fmt: skip
     result.check(1)

@@ -1,4 +1,4 @@
-"""``crawl --from-archive`` against peers that squat another's log origin, cannot be
+"""``sync`` against peers that squat another's log origin, cannot be
 reached, or hold a huge file where a bundle should be; and what a sync's summary says
 (archived new against already held, why each object was refused, its closing line)."""
 
@@ -19,7 +19,7 @@ from storage.archive.folder_store import LocalStore
 from storage.syncing.peers import HttpPeer, PeerUnreachable
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.archives import corpus_raws, rebuilt, tampered, write_run
-from tests.plugins.cli import isolated_home
+from tests.plugins.cli import isolated_home, signing_key
 from tests.test_peer_sync import audit, raw_objects, sync
 
 SQUATTER_SEED = bytes(range(3, 35))
@@ -91,7 +91,7 @@ def test_an_unreachable_peer_fails_with_one_line_and_commits_nothing(tmp_path, c
     result = sync(tmp_path, url, corpus_dir, peer_signer)
     result.check(4)
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"Error: --from-archive {url}: unreachable: {url}/log/") and "refused" in line, line
+    assert line.startswith(f"Error: peer {url}: unreachable: {url}/log/") and "refused" in line, line
     assert not (tmp_path / "copy" / "manifests").exists()
 
 
@@ -105,8 +105,9 @@ def sync_measured(tmp_path, source, corpus_dir) -> tuple[int, str, int]:
     """The sync in a child of its own: its exit status, its output and its peak RSS
     (its own and its checking processes', the largest of them) in MiB."""
     args = [
-        "crawl", "--from-archive", source, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json",
-        "--keyring", tmp_path / "peer-key.json", "--no-default-keys", "--signing-key", tmp_path / "own-key.json",
+        "sync", source, "--out", tmp_path / "copy", "--keyring", corpus_dir / "keyring.json",
+        "--keyring", tmp_path / "peer-key.json", "--no-default-keys",
+        "--signing-key", signing_key(tmp_path / "own-key.json"),
     ]  # fmt: skip
     child = subprocess.Popen(
         [sys.executable, "-m", "pith_archiver", *map(str, args)],

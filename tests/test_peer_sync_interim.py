@@ -1,4 +1,4 @@
-"""A long ``crawl --from-archive`` commits as it goes (``--commit-every``, as a crawl
+"""A long ``sync`` commits as it goes (``--commit-every``, as a crawl
 does): what one manifest lists stays bounded; only the last run lists the peer's
 checkpoint as synced, so a sync cut short starts again from the one before."""
 
@@ -18,7 +18,7 @@ def sync(tmp_path, corpus_dir, peer_signer, *more):
     key_doc = tmp_path / "peer-key.json"
     key_doc.write_text(json.dumps(peer_signer.pinned().document()))
     return run_cli(
-        "crawl", "--from-archive", tmp_path / "peer", "--out", tmp_path / "copy",
+        "sync", tmp_path / "peer", "--out", tmp_path / "copy",
         "--keyring", corpus_dir / "keyring.json", "--keyring", key_doc, "--no-default-keys",
         "--signing-key", signing_key(tmp_path / "own-key.json"), *more,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""``crawl --from-archive http://...`` from a peer archive served by nginx, as a peer
+"""``sync http://...`` from a peer archive served by nginx, as a peer
 serves one: copied whole, byte for byte; then, a week later with 1% of its records
 re-archived at the peer, synced again reading only what changed (counted in nginx's
 own access log, not by the sync)."""

@@ -22,11 +22,11 @@ LATER = "2026-07-08T00:00:00Z"
 
 
 def peer_sync(tmp_path, peer, signer, corpus_dir):
-    """``crawl --from-archive PEER --out tmp/copy``, the peer's key pinned."""
+    """``sync PEER --out tmp/copy``, the peer's key pinned."""
     key_doc = tmp_path / f"{signer.key_id}.json"
     key_doc.write_text(json.dumps(signer.pinned().document()))
     return run_cli(
-        "crawl", "--from-archive", peer, "--out", tmp_path / "copy",
+        "sync", peer, "--out", tmp_path / "copy",
         "--keyring", corpus_dir / "keyring.json", "--keyring", key_doc, "--no-default-keys",
         "--signing-key", signing_key(tmp_path / "own-key.json"),
     )  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pith.keyring import REGISTRY_KEY
-from pith_archiver.demo import demo_port
+from pith_archiver.crawl.demo import demo_port
 from pith_testkit.faults import FaultPlan
 from storage.archive.folder_store import LocalStore
 from tests.plugins.cli import isolated_home, run_cli

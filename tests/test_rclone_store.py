@@ -102,10 +102,9 @@ def test_a_sync_from_it_and_an_export_to_it(tmp_path, rclone_endpoint, rclone_bu
     peer_key = f"{archive}/keys/{key_document}"
     copier = tmp_path / "copier"
     copier.mkdir()
-    synced = run_cli(
-        "crawl", "--from-archive", archive, "--keyring", peer_key, *endpoint, "--out", copier / "copy", home=copier
-    )
-    assert synced.returncode == 0 and "3 archived, 0 quarantined" in synced.stdout, synced.output[-3000:]
+    synced = run_cli("sync", archive, "--keyring", peer_key, *endpoint, "--out", copier / "copy", home=copier)
+    synced.check(0)
+    assert "3 archived new, 0 already held, 0 quarantined" in synced.stdout, synced.output[-3000:]
     assert run_cli("audit", copier / "copy", home=copier).check().stdout.splitlines()[-1].startswith("clean: ")
 
     export = ["export", copier / "copy", "--format", "parquet", "--to", f"s3://{rclone_bucket}/export", *endpoint]

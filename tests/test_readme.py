@@ -5,8 +5,10 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from pith_archiver.cli import main
+from pith_archiver.exit_status import MEANING
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text("utf-8")
@@ -35,3 +37,13 @@ def test_the_detail_that_left_the_readme_is_in_docs():
     commands = (ROOT / "docs" / "COMMANDS.md").read_text("utf-8")
     for kept in ("--frontier redis://", "--mirrors-from-registry", "--commit-every", "scrapyd-deploy", "pith:RLLQL635"):
         assert kept in commands, kept
+
+
+def test_the_exit_status_table_and_the_help_say_what_the_code_means():
+    """One table of meanings (``exit_status.MEANING``): the README's says it, every
+    command's help says it, and a run's summary for machines says it."""
+    table = README.split("## Exit status", 1)[1].split("\n## ", 1)[0]
+    rows = {int(status): text.replace("`", "") for status, text in re.findall(r"^\| (\d+) \| (.+) \|$", table, re.M)}
+    assert rows == {int(status): text for status, text in MEANING.items()}
+    help_text = " ".join(CliRunner().invoke(main, ["--help"], terminal_width=2000).output.split())
+    assert all(f"{int(status)} {text}" in help_text for status, text in MEANING.items())

@@ -177,15 +177,15 @@ def test_pinning_the_new_key_and_retiring_the_old_one(tmp_path, corpus_dir, rota
         == 6
     )
     url = f"{server.url}/pith-signing-key.json"
-    wrong = run_cli("keys", "pin", url, "--fingerprint", "0" * 32, "--keyring", str(keyring))
+    wrong = run_cli("keys", "pin", url, "--fingerprint", "0" * 32, "--into", str(keyring))
     assert wrong.returncode == 2
     assert f"no key with fingerprint {'0' * 32} (it offers: {NEW_KEY.key_id} {NEW_KEY.fingerprint})" in wrong.output
     pinned = run_cli(
-        "keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint, "--not-before", ROTATION, "--keyring", str(keyring)
+        "keys", "pin", url, "--fingerprint", NEW_KEY.fingerprint, "--not-before", ROTATION, "--into", str(keyring)
     )
     assert pinned.returncode == 0, pinned.output
     old = corpus_signer(SMALL_CORPUS_SEED).key_id
-    retired = run_cli("keys", "retire", old, "--at", ROTATION, "--keyring", str(keyring))
+    retired = run_cli("keys", "retire", old, "--at", ROTATION, "--into", str(keyring))
     assert retired.returncode == 0, retired.output
 
     again = run_cli_crawl(tmp_path, *seeded(tmp_path, suffixes, keyring), resolver=server.url, out=tmp_path / "archive")
@@ -220,7 +220,7 @@ def test_a_retired_key_keeps_what_it_signed_before(tmp_path, corpus_dir, raws):
     keyring = tmp_path / "keyring.json"
     shutil.copy(corpus_dir / KEYRING_NAME, keyring)
     old = corpus_signer(SMALL_CORPUS_SEED)
-    assert run_cli("keys", "retire", old.key_id, "--at", ROTATION, "--keyring", str(keyring)).returncode == 0
+    assert run_cli("keys", "retire", old.key_id, "--at", ROTATION, "--into", str(keyring)).returncode == 0
     suffix, raw = next(iter(raws.items()))
     late = json.loads(raw)
     late["built_at"] = REBUILT_AT
@@ -328,20 +328,20 @@ def test_keys_pin_and_retire_refuse_bad_input_in_one_line(tmp_path):
     not_json.write_text("<html>moved</html>")
     cases = [
         (
-            ["pin", str(document), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(keyring)],
+            ["pin", str(document), "--fingerprint", NEW_KEY.fingerprint, "--into", str(keyring)],
             f"key_id {NEW_KEY.key_id} is pinned twice with different keys",
         ),
         (
-            ["pin", str(not_json), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(tmp_path / "k.json")],
+            ["pin", str(not_json), "--fingerprint", NEW_KEY.fingerprint, "--into", str(tmp_path / "k.json")],
             "not a key document (malformed_json",
         ),
         (
-            ["pin", str(tmp_path / "absent.json"), "--fingerprint", NEW_KEY.fingerprint, "--keyring", str(keyring)],
+            ["pin", str(tmp_path / "absent.json"), "--fingerprint", NEW_KEY.fingerprint, "--into", str(keyring)],
             "No such file or directory",
         ),
-        (["pin", str(document), "--fingerprint", "xyz", "--keyring", str(keyring)], "32 hex digits"),
-        (["retire", "no-such-key", "--at", ROTATION, "--keyring", str(keyring)], "no key no-such-key there"),
-        (["retire", NEW_KEY.key_id, "--at", "next week", "--keyring", str(keyring)], "an RFC 3339 timestamp"),
+        (["pin", str(document), "--fingerprint", "xyz", "--into", str(keyring)], "32 hex digits"),
+        (["retire", "no-such-key", "--at", ROTATION, "--into", str(keyring)], "no key no-such-key there"),
+        (["retire", NEW_KEY.key_id, "--at", "next week", "--into", str(keyring)], "an RFC 3339 timestamp"),
     ]
     for args, message in cases:
         result = run_cli("keys", *args)

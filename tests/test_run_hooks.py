@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pith_archiver.notify import deliver
-from pith_archiver.side_request import BUDGET_SECONDS, BUDGET_VARIABLE, SideRequestBudget
+from pith_archiver.reporting.notify import deliver
+from pith_archiver.reporting.side_request import BUDGET_SECONDS, BUDGET_VARIABLE, SideRequestBudget
 from pith_testkit.faults import FaultPlan
 from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home, run_cli

@@ -1,4 +1,4 @@
-"""``serve ARCHIVE`` is a peer: ``crawl --from-archive`` and ``audit --repair-from`` read
+"""``serve ARCHIVE`` is a peer: ``sync`` and ``audit --repair-from`` read
 its logs, keys and raw objects from it as from a static file server, and it serves
 only what its trusted manifests list, checked, read-only."""
 

@@ -23,7 +23,7 @@ import pytest
 from crawler.stat_keys import CrawlStats
 from pith.signed_note import NOTE_KEY, VerifierKey
 from pith.signing import Signer
-from pith_archiver.crawl_report import outcome
+from pith_archiver.crawl.report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.interrupts import UNWIND
 from pith_archiver.output import counted
@@ -334,7 +334,7 @@ def test_a_command_waiting_on_the_network_ends_on_a_signal(
         else:
             peer_key = tmp_path / "peer-key.json"
             peer_key.write_text(json.dumps(Signer.from_seed("a-peer", bytes(32)).pinned().document()))
-            args = ["crawl", "--from-archive", silent.url, "--out", "copy", "--keyring", peer_key]
+            args = ["sync", silent.url, "--out", "copy", "--keyring", peer_key]
         asked = lambda: silent.requests  # noqa: E731
     process = subprocess.Popen(
         [sys.executable, "-m", "pith_archiver", *map(str, args)],

@@ -28,13 +28,13 @@ def default_key(home):
 def test_a_signing_key_that_does_not_exist_is_refused_and_none_is_made(tmp_path):
     typo = tmp_path / "keys" / "signing-kye.json"
     line = error_line(run_cli("crawl", "--out", tmp_path / "archive", "--signing-key", typo, home=tmp_path))
-    assert f"--signing-key {typo}: no such file" in line and "pith-archiver keys generate --out" in line
+    assert f"--signing-key {typo}: no such file" in line and "pith-archiver keys generate --signing-key" in line
     assert not typo.exists() and not typo.parent.exists() and not default_key(tmp_path).exists()
     assert not (tmp_path / "archive").exists()  # refused before the archive's folder was made
     peer_key = tmp_path / "peer-key.json"
     peer_key.write_text(json.dumps(new_signer().pinned().document()))
-    sync = ["--from-archive", tmp_path, "--keyring", peer_key, "--out", tmp_path / "copy", "--signing-key", typo]
-    synced = run_cli("crawl", *sync)
+    sync = [tmp_path, "--keyring", peer_key, "--out", tmp_path / "copy", "--signing-key", typo]
+    synced = run_cli("sync", *sync)
     assert "no such file" in error_line(synced) and not typo.exists() and not (tmp_path / "copy").exists()
 
 

@@ -103,7 +103,7 @@ def aics_witness(home: Path, name: str, origin: str, vkey: str) -> tuple[str, st
 def our_witness(home: Path, name: str, vkey: str) -> tuple[str, str, subprocess.Popen]:
     Signer.generate(name).save(home / "key.json")
     (home / "policy").write_text(f"log {vkey}\nquorum none\n")
-    command = [sys.executable, "-m", "pith_archiver", "witness", "--key", str(home / "key.json")]
+    command = [sys.executable, "-m", "pith_archiver", "witness", "--signing-key", str(home / "key.json")]
     command += ["--policy", str(home / "policy"), "--name", f"witness.test/{name}"]
     command += ["--state", str(home / "state.sqlite"), "--port", "0"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -1,4 +1,4 @@
-"""The crawl's performance knobs (pith_archiver.tuning) change nothing they do not own:
+"""The crawl's performance knobs (pith_archiver.crawl.tuning) change nothing they do not own:
 the root logger has the crawl's level only while the crawl runs, and pandas stays out
 of a crawl's process. (The allocators:
 tests/test_crawl_static.py; the collector's threshold: tests/test_collector.py.)"""
@@ -11,7 +11,7 @@ import sys
 import pytest
 from scrapy.utils.log import DEFAULT_LOGGING
 
-from pith_archiver.tuning import root_log_level
+from pith_archiver.crawl.tuning import root_log_level
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_a_crawl_keeps_numpy_pandas_and_remote_filesystems_out_of_pyarrow(tmp_pa
         assert importlib.util.find_spec(name) is not None, f"the test environment installs {name} (datasets)"
     code = f"""
 import sys
-from pith_archiver.tuning import without_unused_libraries
+from pith_archiver.crawl.tuning import without_unused_libraries
 without_unused_libraries()
 import pyarrow as pa, pyarrow.parquet as pq
 table = pa.Table.from_pylist([{{"n": 1, "s": "x"}}])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crawler.stat_keys import CrawlStats
-from pith_archiver.crawl_report import outcome
+from pith_archiver.crawl.report import outcome
 from pith_archiver.exit_status import ExitStatus
 from pith_testkit.faults import FaultPlan
 from tests.plugins.cli import isolated_home, run_cli

@@ -23,7 +23,7 @@ from pith.keyring import Keyring
 from pith.parse import Limits
 from pith.shipped import real_bundles
 from pith.signing import Signer
-from pith_archiver.crawl_report import report
+from pith_archiver.crawl.report import report
 from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import QUIET
 from pith_testkit.faults import FaultPlan

@@ -8,7 +8,7 @@ host. ``CONCURRENT_REQUESTS_PER_DOMAIN`` (and ``DOWNLOAD_SLOTS`` concurrency) th
 caps nothing when there is no download delay. Taking the slot when the download is
 handed over keeps the cap; the task's own bookkeeping then releases it as before.
 
-A crawl stopping at once (a second Ctrl-C, or SIGTERM: ``pith_archiver.crawl_stop``)
+A crawl stopping at once (a second Ctrl-C, or SIGTERM: ``pith_archiver.crawl.stop``)
 must not wait for downloads that may take up to ``DOWNLOAD_TIMEOUT`` each, nor for a
 retry's backoff: ``drop_in_flight`` cancels every fetch the downloader holds. The
 spider never hears of a dropped request (its errback would count the record failed):

@@ -6,7 +6,7 @@ collection that walks the young objects, and every few hundred bundles a full on
 Scrapy's whole heap: 3 to 4 s of a 10,000-bundle crawl's thread (bench/RESULTS.md,
 "Seventh round"). A larger first threshold collects the same cycles a few MiB later.
 A threshold already higher, or a collector switched off (0), is left as it is. One of
-the crawl's performance knobs (the others: ``pith_archiver.tuning``; all of them in
+the crawl's performance knobs (the others: ``pith_archiver.crawl.tuning``; all of them in
 docs/OPERATIONS.md, "Performance knobs").
 """
 

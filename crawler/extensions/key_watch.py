@@ -42,7 +42,7 @@ def announced_keys(document: object) -> list[dict]:
 def registry_pin_hint(url: str, key: PinnedKey) -> str:
     return (
         f"check its fingerprint with the registry out of band, then pin it: "
-        f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --keyring FILE, "
+        f"pith-archiver keys pin {url} --fingerprint {key.fingerprint} --into FILE, "
         "and crawl with --keyring FILE"
     )
 

@@ -34,6 +34,7 @@ confirmed. Until the archive is opened (``ready``), no record is skipped.
 import json
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,11 +81,11 @@ class Freshness:
 
     crawler: Crawler
 
-    def __init__(self, state_dir: Path, source: str, recheck_after_days: float, stats: StatsCollector) -> None:
+    def __init__(self, state_dir: Path, source: str, recheck_after: timedelta, stats: StatsCollector) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.state_path = state_dir / "freshness.json"
         self.source = source
-        self.recheck_after = int(recheck_after_days * DAY)
+        self.recheck_after = recheck_after // timedelta(microseconds=1)  # the clock's unit
         self.stats = stats
         self.clock = RunClock()
         self.rerun = self.state_path.exists()  # a run before this one committed here
@@ -118,10 +119,10 @@ class Freshness:
     def from_crawler(cls, crawler: Crawler) -> "Freshness":
         config = crawl_config(crawler)
         settings = crawler.settings
-        if not config.state_dir or not settings.get("PITH_ARCHIVE") or not settings.getbool("PITH_LISTED_DATES"):
+        if not config.state_dir or config.store is None or not settings.getbool("PITH_LISTED_DATES"):
             raise NotConfigured
         assert crawler.stats is not None  # noqa: S101 - made before the extensions
-        freshness = cls(Path(config.state_dir), config.resolver, config.recheck_after_days, crawler.stats)
+        freshness = cls(Path(config.state_dir), config.resolver, config.recheck_after, crawler.stats)
         freshness.crawler = crawler
         freshness.bounded = config.max_records > 0
         crawler.signals.connect(freshness.opened, signal=pith_signals.archive_opened)

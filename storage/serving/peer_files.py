@@ -1,4 +1,4 @@
-"""What a peer reads of a served archive, so that ``crawl --from-archive`` and ``audit
+"""What a peer reads of a served archive, so that ``sync`` and ``audit
 --repair-from`` work against ``serve ARCHIVE`` as against a static file server over
 its folder: the published checkpoint of each of its logs, the logs' tiles and signed
 checkpoints, its key documents and its raw objects, each at its path in the archive.

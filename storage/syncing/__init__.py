@@ -1,1 +1,1 @@
-"""Copying a peer archive through its signed logs (``crawl --from-archive``)."""
+"""Copying a peer archive through its signed logs (``sync``)."""

@@ -1,4 +1,4 @@
-"""Copying a peer archive through its logs (``crawl --from-archive``): for each of the
+"""Copying a peer archive through its logs (``sync``): for each of the
 peer's pinned archive keys, its log is read and checked (``storage.syncing.peer_log``),
 then every raw object a new entry names is fetched, and archived through this
 archive's own writer, as a crawl archives: its own attestations, its own log. What

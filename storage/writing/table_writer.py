@@ -35,7 +35,7 @@ SPOOL_BUFFER = 64 * 1024
 
 def memory_pool() -> str:
     """The allocator pyarrow encodes with: ``ARROW_DEFAULT_MEMORY_POOL``, read when
-    pyarrow first builds its pool (``pith_archiver.tuning`` sets it for a crawl)."""
+    pyarrow first builds its pool (``pith_archiver.crawl.tuning`` sets it for a crawl)."""
     import pyarrow as pa
 
     return str(pa.default_memory_pool().backend_name)

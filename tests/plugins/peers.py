@@ -1,4 +1,4 @@
-"""A peer archive to copy from (``crawl --from-archive``) or repair from: the corpus in
+"""A peer archive to copy from (``sync``) or repair from: the corpus in
 one run, signed by the peer's own archive key."""
 
 from pathlib import Path

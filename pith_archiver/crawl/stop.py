@@ -31,9 +31,9 @@ from crawler.downloading.downloader import CappedDownloader
 from crawler.extensions.crawl_archive import CrawlArchive
 from crawler.stat_keys import Stat
 
-from . import interrupts
-from .interrupts import SIGNALS, name_of
-from .output import counted, say
+from .. import interrupts
+from ..interrupts import SIGNALS, name_of
+from ..output import counted, say
 
 logger = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from storage.archive.reader import NothingCommitted, ObjectAltered
 from storage.archive.stores import ObjectStore, StorageError
 from storage.publishing.export import ExportError, export_bag, export_dataset
 
-from .archive_reading import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
-from .crawl_setup import SINGLE_WRITER_HELP, check_store
-from .exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
-from .option_checks import refuse
-from .output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
-from .progress import progress
-from .run_hooks import RunHooks, run_hook_options
+from ..crawl.setup import SINGLE_WRITER_HELP, check_store
+from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
+from ..option_checks import refuse
+from ..output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
+from ..reading.archives import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
+from ..reporting.progress import progress
+from ..reporting.run_hooks import RunHooks, run_hook_options
 
 RAW_IN = {  # why --with-raw does not go with the other formats
     "bag": "a bag always holds the raw bundles",

@@ -12,8 +12,8 @@ from pith.reasons import Rejected
 from pith.tlog_proof import MAX_PROOF_BYTES, check_tlog_proof
 from pith.verify import Status
 
-from .exit_status import ConfigError, ExitStatus
-from .output import echo
+from ..exit_status import ConfigError, ExitStatus
+from ..output import echo
 
 PROOF_LIMITS = Limits(max_bytes=1 << 20)
 

@@ -14,13 +14,13 @@ from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
 from storage.repair import Repair
 
-from .archive_reading import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
-from .audit_repair import repair_history, repair_setup, repair_status, show_repair
-from .exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
-from .output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
-from .progress import progress
-from .repeats import Repeats
-from .run_hooks import RunHooks, run_hook_options
+from ..exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
+from ..output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
+from ..peers.repair import repair_history, repair_setup, repair_status, show_repair
+from ..reading.archives import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
+from ..reporting.progress import progress
+from ..reporting.repeats import Repeats
+from ..reporting.run_hooks import RunHooks, run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -42,7 +42,7 @@ from .run_hooks import RunHooks, run_hook_options
     metavar="PEER",
     help="Repair each object found missing or damaged from the first of these peers (a folder, http(s):// "
     "or s3://; repeatable) whose copy has the sha256 this archive's manifests list; a peer's log must be "
-    "signed by a pinned archive key, as for `crawl --from-archive`. A table file or index no peer has is "
+    "signed by a pinned archive key, as for `sync`. A table file or index no peer has is "
     "rebuilt from the raw objects, a stale published checkpoint published again. Then audit again.",
 )
 @run_hook_options("audit")

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from storage.runtime.deadline_http import exchange
 
-from .exit_status import ConfigError
+from ..exit_status import ConfigError
 from .run_summary import RunSummary
 from .side_request import SideRequestBudget
 

@@ -1,7 +1,7 @@
-"""``pith-archiver cosign``: the archive's logs cosigned by the witnesses of a policy
-(C2SP tlog-witness), their cosignatures published in each log's checkpoint."""
-
-import click
+"""Witness policies and cosigning, shared by the commands that use them: reading a
+policy file (``cosign``, ``witness``, ``verify --proof``, ``crawl`` and ``sync``
+``--witness-policy``), and having an archive's logs cosigned by a policy's witnesses
+(``cosign``, and ``crawl --witness-policy`` after the crawl)."""
 
 from pith.checkpoint import open_checkpoint
 from pith.keyring import Keyring
@@ -14,9 +14,8 @@ from storage.log_proofs import current_log
 from storage.transparency.cosign import cosign_log
 from storage.transparency.key_logs import LogBroken, key_logs
 
-from .archive_reading import TRUST_HELP, Trust, open_archive, trust_options
-from .exit_status import ConfigError, ExitStatus, RunFailed
-from .output import echo, log_to_stderr, verbosity_options
+from .exit_status import ConfigError
+from .output import echo
 
 
 def read_policy(path: str) -> Policy:
@@ -70,33 +69,3 @@ def cosign_after_crawl(store: ObjectStore, signer: Signer, policy: Policy) -> No
     except (ConfigError, LogBroken, Rejected, StorageError) as exc:
         lines = [f"cosign: {exc}"]
     echo("\n".join(lines), err=True)
-
-
-@click.command(epilog=TRUST_HELP)
-@click.argument("archive")
-@click.option(
-    "--policy",
-    "policy_file",
-    required=True,
-    help="Witness policy: 'log VKEY [URL]', 'witness NAME VKEY URL', 'group NAME k|any|all MEMBER...', "
-    "'quorum NAME' lines (docs/TRANSPARENCY.md).",
-)
-@trust_options
-@verbosity_options
-def cosign(archive: str, policy_file: str, trust: Trust, verbosity: int) -> None:
-    """Send the newest checkpoint of each log of ARCHIVE that the policy lists to the
-    policy's witnesses, and publish it with their cosignatures once the quorum is met.
-    Exit 0 when every log's quorum is met; 1 when one is not, or a witness has seen a
-    larger log (a rollback) or one this log does not extend (a fork)."""
-    log_to_stderr(verbosity)
-    policy = read_policy(policy_file)
-    store, keyring = open_archive(archive, trust)
-    try:
-        lines, met = cosign_logs(store, keyring, policy)
-    except (LogBroken, Rejected) as exc:
-        echo(f"log_broken {archive}: {exc}")
-        raise SystemExit(ExitStatus.REJECTED) from None
-    except StorageError as exc:
-        raise RunFailed(str(exc)) from None
-    echo("\n".join(lines))
-    raise SystemExit(ExitStatus.OK if met else ExitStatus.REJECTED)

@@ -14,10 +14,10 @@ from storage.audit import AuditCounts
 from storage.repair import RepairReport
 from storage.syncing.peers import Peer, open_peer
 
-from .archive_reading import Trust, pinned_keyring
-from .exit_status import ConfigError, ExitStatus
-from .keyrings import machine_key
-from .output import counted, echo, say
+from ..exit_status import ConfigError, ExitStatus
+from ..keyrings import machine_key
+from ..output import counted, echo, say
+from ..reading.archives import Trust, pinned_keyring
 
 # what a repair mends: an object (from a peer's copy, or rebuilt), and what checking its bytes found;
 # a stale published checkpoint

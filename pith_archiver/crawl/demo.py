@@ -16,11 +16,11 @@ from storage.serving.runner import BackgroundMirror
 from storage.serving.server import MirrorServer
 from storage.serving.source import CorpusDirectory
 
-from .crawl_options import CrawlOptions
-from .crawl_run import CheckedCrawl, checked, crawl_with
-from .exit_status import ExitStatus
+from ..exit_status import ExitStatus
+from ..output import NORMAL, echo
 from .next_steps import next_steps
-from .output import NORMAL, echo
+from .options import CrawlOptions
+from .run import CheckedCrawl, checked, crawl_with
 from .state_dir import archive_location
 
 DEMO_START = "sitemap"  # one seed that reaches every record served

@@ -1,8 +1,9 @@
-"""``pith-archiver crawl --from-archive SOURCE``: copy a peer archive through its logs
+"""``pith-archiver sync PEER``: copy a peer archive through its logs
 (``storage.syncing``) instead of crawling the registry, verifying on every core as
 ``verify --jobs`` does, and say what each of the peer's logs gave."""
 
 from collections import Counter
+from dataclasses import dataclass
 
 from crawler.defaults import PITH_COMMIT_EVERY
 from pith.keyring import ARCHIVE, Keyring
@@ -16,20 +17,39 @@ from storage.syncing.peers import HttpPeer, Peer, PeerUnreachable, StorePeer, op
 from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
-from .crawl_options import CrawlOptions
-from .crawl_setup import check_signing_key, check_store, signing_key_file
-from .exit_status import ConfigError, ExitStatus, RunFailed
-from .interrupts import interrupted_status
-from .keyrings import build_keyring
-from .ordered_pool import eager_map
-from .output import counted, echo, say
+from ..crawl.setup import check_signing_key, check_store, signing_key_file
+from ..exit_status import ConfigError, ExitStatus, RunFailed
+from ..interrupts import interrupted_status
+from ..keyrings import build_keyring
+from ..ordered_pool import eager_map
+from ..output import counted, echo, say
 
 
-def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
-    """Sync ``source`` into ``--out``; the exit status: 0 all copied, 1 a peer's log or
+@dataclass(frozen=True)
+class SyncOptions:
+    """What ``pith-archiver sync`` was given, as click parsed it."""
+
+    peer: str
+    archive: str
+    s3_endpoint_url: str | None
+    s3_single_writer: bool
+    keyrings: tuple[str, ...]
+    no_default_keys: bool
+    signing_key: str | None
+    add_signing_key: bool
+    commit_every: int | None
+    no_warc: bool
+    log_origin: str | None
+    worker: str | None
+    witness_policy: str | None
+    verbosity: int
+
+
+def sync_from_archive(options: SyncOptions) -> ExitStatus:
+    """Sync the peer into ``--out``; the exit status: 0 all copied, 1 a peer's log or
     object failed a check (the rest archived), 4 the peer could not be read or publishes
     no log we pin (nothing committed)."""
-    ring, peer, policy = _checked(options, source)
+    ring, peer, policy = _checked(options)
     peer_keys = Keyring(key for key in ring if key.role == ARCHIVE)
     # the checking processes start before the archive is opened: they do not carry its history
     with eager_map(PeerChecks(ring, peer_keys), available_cores()) as check_map:
@@ -48,7 +68,7 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
             return status
         except PeerUnreachable as exc:  # before anything was written: every log's checkpoint is read first
             writer.abort()
-            raise RunFailed(f"--from-archive {peer.uri}: unreachable: {exc}") from None
+            raise RunFailed(f"peer {peer.uri}: unreachable: {exc}") from None
         except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
             writer.abort()
             raise RunFailed(f"--out: {exc}") from None
@@ -57,7 +77,7 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
             raise
     if not outcomes:
         writer.abort()
-        raise RunFailed(f"--from-archive {peer.uri}: it publishes no log of a pinned archive key")
+        raise RunFailed(f"peer {peer.uri}: it publishes no log of a pinned archive key")
     try:
         manifest = writer.commit(stats={"peer_reads": peer.reads}, params=sync.params())
     except StorageError as exc:
@@ -70,33 +90,29 @@ def sync_from_archive(options: CrawlOptions, source: str) -> ExitStatus:
     return status
 
 
-def _checked(options: CrawlOptions, source: str) -> tuple[Keyring, Peer, Policy | None]:
+def _checked(options: SyncOptions) -> tuple[Keyring, Peer, Policy | None]:
     """The keyring (the peer's archive keys among them), the peer and the witness
     policy: each checked, a one-line usage error before any read."""
-    if options.seeds or options.seeds_file or options.resolver is not None or options.mirrors or options.frontier:
-        raise ConfigError(
-            "--from-archive copies a peer instead of crawling: no seeds, --resolver, --mirror or --frontier"
-        )
     ring = build_keyring(options.keyrings, options.no_default_keys, s3_endpoint_url=options.s3_endpoint_url)
     if not any(key.role == ARCHIVE for key in ring):
-        raise ConfigError("--from-archive: pin the peer's archive key with --keyring (its keys/<key_id>.json)")
+        raise ConfigError("sync: pin the peer's archive key with --keyring (its keys/<key_id>.json)")
     try:
-        peer = open_peer(source, options.s3_endpoint_url)
+        peer = open_peer(options.peer, options.s3_endpoint_url)
         if isinstance(peer, StorePeer):
             peer.store.probe_reads()
     except ValueError as exc:
-        raise ConfigError(f"--from-archive {source}: {exc}") from None
+        raise ConfigError(f"peer {options.peer}: {exc}") from None
     except StoreRefused as exc:
-        raise ConfigError(f"--from-archive: {exc}") from None
+        raise ConfigError(f"peer {options.peer}: {exc}") from None
     policy = None
     if options.witness_policy:
-        from .cmd_cosign import read_policy
+        from ..cosigning import read_policy
 
         policy = read_policy(options.witness_policy)
     return ring, peer, policy
 
 
-def _open_writer(options: CrawlOptions, peer: Peer) -> ArchiveWriter:
+def _open_writer(options: SyncOptions, peer: Peer) -> ArchiveWriter:
     """The writer of ``--out``; an HTTP peer's exchanges go into its WARC files."""
     endpoint = options.s3_endpoint_url if options.archive.startswith("s3://") else None
     signing_key_file(options.signing_key)  # before the archive's folder is made

@@ -13,9 +13,10 @@ from pith.parse import parse
 from pith.reasons import Reason, Rejected
 from storage.archive.signing_key import new_signer
 
-from .exit_status import ConfigError
-from .output import echo, say, verbosity_options
-from .sources import fetch
+from ..exit_status import ConfigError
+from ..option_checks import RenamedFrom
+from ..output import echo, say, verbosity_options
+from ..reading.sources import fetch
 
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names keys/<key_id>.json and a table partition
 
@@ -31,9 +32,12 @@ def keys() -> None:
 
 @keys.command()
 @click.option(
-    "--out",
+    "--signing-key",
     "out",
+    cls=RenamedFrom,
+    old="--out",  # until the next release: --out names the archive in crawl and sync
     required=True,
+    metavar="FILE",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the private key file here (mode 0600); an existing file is never replaced.",
 )
@@ -89,11 +93,11 @@ def _keyring_entries(path: Path) -> list[dict]:
     try:
         doc = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"--keyring {path}: {exc}") from None
+        raise ConfigError(f"--into {path}: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
-        raise ConfigError(f'--keyring {path}: expected {{"keys": [...]}}')
+        raise ConfigError(f'--into {path}: expected {{"keys": [...]}}')
     if not all(isinstance(entry, dict) for entry in doc["keys"]):
-        raise ConfigError(f"--keyring {path}: every key entry is an object")
+        raise ConfigError(f"--into {path}: every key entry is an object")
     return doc["keys"]
 
 
@@ -105,7 +109,7 @@ def _write_keyring(path: Path, entry: dict) -> None:
         temporary.write_text(json.dumps({"keys": entries}, indent=2) + "\n", "utf-8")
         os.replace(temporary, path)
     except OSError as exc:
-        raise ConfigError(f"--keyring {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"--into {path}: {exc.strerror or exc}") from None
 
 
 def _pin(path: Path, entry: dict) -> None:
@@ -116,14 +120,17 @@ def _pin(path: Path, entry: dict) -> None:
             key_from_entry(entry, REGISTRY)
         )
     except KeyringError as exc:
-        raise ConfigError(f"--keyring {path}: {exc}; find out which is genuine first") from None
+        raise ConfigError(f"--into {path}: {exc}; find out which is genuine first") from None
     _write_keyring(path, entry)
 
 
 keyring_file_option = click.option(
-    "--keyring",
+    "--into",
     "keyring",
+    cls=RenamedFrom,
+    old="--keyring",  # until the next release: --keyring names the keys trusted everywhere else
     required=True,
+    metavar="FILE",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The keyring file to write (created if absent; give it to crawl, verify, audit, serve and export).",
 )
@@ -197,6 +204,6 @@ def retire(key_id: str, at: str, keyring: Path, verbosity: int) -> None:
     if known is None and key_id == REGISTRY_KEY["key_id"]:
         known = {**REGISTRY_KEY, "role": REGISTRY}
     if known is None:
-        raise ConfigError(f"--keyring {keyring}: no key {key_id} there (nor is it the built-in registry key)")
+        raise ConfigError(f"--into {keyring}: no key {key_id} there (nor is it the built-in registry key)")
     _pin(keyring, {**known, "not_after": at})
     say(f"{key_id} retires at {at} in {keyring}")

@@ -19,8 +19,8 @@ from storage.archive.open_store import open_store
 from storage.archive.s3_writes import CreateOnlyIgnored
 from storage.archive.stores import ObjectStore, StorageError
 
-from .exit_status import ConfigError
-from .output import say
+from ..exit_status import ConfigError
+from ..output import say
 
 SINGLE_WRITER_HELP = (
     "Write to an S3-compatible store that ignores conditional writes (If-None-Match: *, e.g. rclone serve s3): "
@@ -48,7 +48,7 @@ def check_base_url(url: str, option: str) -> str:
 
 def check_archive_keyring(keyrings: Iterable[str]) -> Keyring:
     """``--archive-keyring``: the other workers' archiver keys, readable (it may be empty)."""
-    from .keyrings import pinned_keys
+    from ..keyrings import pinned_keys
 
     return pinned_keys(keyrings, default_keys=False, role=ARCHIVE, option="--archive-keyring")
 
@@ -62,7 +62,7 @@ def signing_key_file(path: str | None) -> Path:
     if path and not Path(path).exists():
         raise ConfigError(
             f"--signing-key {path}: no such file; only the default key ({default_key_path()}) is made on first use: "
-            f"check the path, or make a key there with: pith-archiver keys generate --out {path}"
+            f"check the path, or make a key there with: pith-archiver keys generate --signing-key {path}"
         )
     return Path(path) if path else default_key_path()
 

@@ -7,8 +7,8 @@ from pith.checkpoint import open_checkpoint
 from pith.signed_note import NOTE_KEY, VerifierKey
 from storage.log_proofs import checkpoint_notes
 
-from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, trust_options
-from .output import echo, log_to_stderr, verbosity_options
+from ..output import echo, log_to_stderr, verbosity_options
+from ..reading.archives import TRUST_HELP, NoProof, Trust, open_archive, reading, trust_options
 
 
 @click.command(epilog=TRUST_HELP)

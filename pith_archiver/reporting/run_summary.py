@@ -1,8 +1,8 @@
 """What one run of ``crawl``, ``audit`` or ``export`` did, typed, for the machines that
-watch scheduled runs (``pith_archiver.metrics``, ``pith_archiver.notify``).
+watch scheduled runs (``pith_archiver.reporting.metrics``, ``pith_archiver.reporting.notify``).
 
 The command fills in its counts; the exit status is the one the process exits with
-(``pith_archiver.run_hooks`` reads it), so a metric or a message never disagrees with
+(``pith_archiver.reporting.run_hooks`` reads it), so a metric or a message never disagrees with
 what cron or systemd saw.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from crawler.stat_keys import CrawlStats
 
-from .exit_status import MEANING, ExitStatus
+from ..exit_status import MEANING, ExitStatus
 
 DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the run finished and committed
 

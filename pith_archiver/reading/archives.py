@@ -29,11 +29,11 @@ from storage.archive.stores import ObjectStore, StorageError, StoreRefused
 from storage.log_proofs import NotAttested
 from storage.transparency.key_logs import LogBroken
 
+from ..exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
+from ..keyrings import keyring_options, machine_key, pinned_keys
+from ..option_checks import refuse_endpoint_without_s3
+from ..output import Command
 from . import s3_sources
-from .exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
-from .keyrings import keyring_options, machine_key, pinned_keys
-from .option_checks import refuse_endpoint_without_s3
-from .output import Command
 
 TRUST_HELP = (
     "Trusted: the built-in registry key (unless --no-default-keys), every --keyring file, and this "

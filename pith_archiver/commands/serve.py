@@ -22,7 +22,10 @@ from storage.serving.runner import serve_until_signalled
 from storage.serving.server import RENEW_SECONDS, MirrorServer
 from storage.serving.source import BundleCheck, CorpusDirectory, NoBundleFiles, NothingToServe, RecordSource
 
-from .archive_reading import (
+from ..exit_status import ConfigError
+from ..ordered_pool import ordered_map
+from ..output import Command, echo, log_to_stderr, verbosity_options
+from ..reading.archives import (
     TRUST_HELP,
     Trust,
     is_archive,
@@ -32,10 +35,7 @@ from .archive_reading import (
     reading,
     trust_options,
 )
-from .checking import TargetChecker
-from .exit_status import ConfigError
-from .ordered_pool import ordered_map
-from .output import Command, echo, log_to_stderr, verbosity_options
+from ..reading.checking import TargetChecker
 
 
 @dataclass(frozen=True)

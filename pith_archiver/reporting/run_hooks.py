@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from .crawl_setup import check_http_url
-from .exit_status import ExitStatus
-from .interrupts import interrupted_status
-from .output import Command, echo
+from ..crawl.setup import check_http_url
+from ..exit_status import ExitStatus
+from ..interrupts import interrupted_status
+from ..output import Command, echo
 from .run_summary import RunSummary, crawl_counts
 from .side_request import SideRequestBudget
 

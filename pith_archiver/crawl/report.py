@@ -12,8 +12,8 @@ import click
 
 from crawler.stat_keys import BAD_COPIES, CrawlStats, Stat, StatFamily, read_family
 
-from .exit_status import ExitStatus, worst
-from .output import NORMAL, QUIET, counted, echo
+from ..exit_status import ExitStatus, worst
+from ..output import NORMAL, QUIET, counted, echo
 
 INTERRUPTED_REASONS = ("shutdown",)  # Scrapy's reason for SIGINT / SIGTERM
 STOPPED = (ExitStatus.INTERRUPTED, ExitStatus.TERMINATED)

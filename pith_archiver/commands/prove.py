@@ -17,9 +17,9 @@ from storage.archive.reader import CommittedArchive
 from storage.archive.stores import ObjectStore, StorageError
 from storage.log_proofs import prove_record
 
-from .archive_reading import TRUST_HELP, NoProof, Trust, open_archive, reading, record_number, trust_options
-from .exit_status import ConfigError
-from .output import echo, log_to_stderr, verbosity_options
+from ..exit_status import ConfigError
+from ..output import echo, log_to_stderr, verbosity_options
+from ..reading.archives import TRUST_HELP, NoProof, Trust, open_archive, reading, record_number, trust_options
 
 
 @click.command(epilog=TRUST_HELP)

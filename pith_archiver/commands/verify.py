@@ -16,16 +16,17 @@ from pith.verify import Status
 from storage.archive.stores import StoreRefused
 from storage.runtime.cores import available_cores
 
-from . import FIXTURES, s3_sources, sources
-from .checking import TargetChecker
-from .exit_status import ConfigError, ExitStatus, RunFailed, worst
-from .interrupts import interrupted_status
-from .keyrings import build_keyring, keyring_options
-from .option_checks import refuse, refuse_endpoint_without_s3
-from .ordered_pool import ordered_map
-from .output import QUIET, VERBOSE, counted, echo, verbosity_options
-from .progress import progress
-from .repeats import Repeats
+from .. import FIXTURES
+from ..exit_status import ConfigError, ExitStatus, RunFailed, worst
+from ..interrupts import interrupted_status
+from ..keyrings import build_keyring, keyring_options
+from ..option_checks import RenamedFrom, refuse, refuse_endpoint_without_s3
+from ..ordered_pool import ordered_map
+from ..output import QUIET, VERBOSE, counted, echo, verbosity_options
+from ..reading import s3_sources, sources
+from ..reading.checking import TargetChecker
+from ..reporting.progress import progress
+from ..reporting.repeats import Repeats
 
 STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
 
@@ -41,7 +42,9 @@ STATUSES = (Status.VERIFIED, Status.REJECTED, Status.UNREADABLE, Status.SKIPPED)
     help="Reject documents larger than this.",
 )
 @click.option(
-    "--max-depth",
+    "--max-nesting",
+    cls=RenamedFrom,
+    old="--max-depth",  # until the next release: --max-depth counts a crawl's link hops
     type=click.IntRange(2),
     default=DEFAULT_MAX_DEPTH,
     show_default=True,
@@ -75,7 +78,7 @@ def verify(
     no_default_keys: bool,
     as_json: bool,
     max_bytes: int,
-    max_depth: int,
+    max_nesting: int,
     jobs: int | None,
     proofs: tuple[str, ...],
     policy_file: str | None,
@@ -119,20 +122,23 @@ def verify(
     if not proofs:
         refuse(["policy_file"], "only with --proof FILE (it names the logs and witnesses a tlog-proof answers to)")
     else:
-        refuse(["max_bytes", "max_depth", "jobs"], "for the documents verified, not --proof files")
+        refuse(["max_bytes", "max_nesting", "jobs"], "for the documents verified, not --proof files")
     if policy_file:
         refuse(["keyrings", "no_default_keys"], "not with --policy (a tlog-proof is checked against the policy's keys)")
     ring = build_keyring(keyrings, no_default_keys, with_machine_key=True, s3_endpoint_url=s3_endpoint_url)
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
-        from .cmd_cosign import read_policy
-        from .proof_files import check_proof_files, check_tlog_proof_files  # only proofs need the archive layer
+        from ..cosigning import read_policy
+        from ..reading.proof_files import (  # only proofs need the archive layer
+            check_proof_files,
+            check_tlog_proof_files,
+        )
 
         if policy_file:
             sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))
         sys.exit(check_proof_files(proofs, ring, as_json))
-    checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_depth), s3_endpoint_url)
+    checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_nesting), s3_endpoint_url)
     try:
         targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
     except sources.SourceError as exc:

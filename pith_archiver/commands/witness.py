@@ -11,13 +11,22 @@ from storage.witness.server import WitnessServer
 from storage.witness.service import Witness
 from storage.witness.state import WitnessState
 
-from .cmd_cosign import read_policy
-from .exit_status import ConfigError
-from .output import echo, log_to_stderr, verbosity_options
+from ..cosigning import read_policy
+from ..exit_status import ConfigError
+from ..option_checks import RenamedFrom
+from ..output import echo, log_to_stderr, verbosity_options
 
 
 @click.command()
-@click.option("--key", "key_file", required=True, help="The witness's signing key (a pith-archiver key file).")
+@click.option(
+    "--signing-key",
+    "key_file",
+    cls=RenamedFrom,
+    old="--key",  # until the next release: --key names a key id in `checkpoint`
+    required=True,
+    metavar="FILE",
+    help="The witness's signing key file (as `keys generate` writes it).",
+)
 @click.option(
     "--policy",
     "policy_file",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .output import QUIET, current_verbosity
+from ..output import QUIET, current_verbosity
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 from storage.archive.s3_store import S3Store
 from storage.archive.stores import ObjectStore
 
-from .crawl_options import CrawlOptions
-from .s3_sources import SCHEME
+from ..reading.s3_sources import SCHEME
+from .options import CrawlOptions
 
 RECORDS = "tables/records"
 BY_YEAR = "SELECT year, count(*) AS records FROM records GROUP BY year ORDER BY year"
