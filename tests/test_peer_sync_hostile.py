@@ -101,6 +101,18 @@ def test_a_peer_that_never_answers_is_unreachable_at_its_deadline(hostile_receiv
         HttpPeer(hostile_receiver("silent").url, deadline=1.0).read("log/k/checkpoint")
 
 
+# Linux keeps a process's peak RSS across exec, so a command started straight from this
+# test's process (large late in the suite) would report this process's peak as its own: it
+# is started from a small Python of its own, whose child's peak is the command's alone.
+MEASURED = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+output = child.stdout.read()
+_, status, usage = os.wait4(child.pid, 0)
+sys.stdout.buffer.write(output + b"\\n%d %d\\n" % (os.waitstatus_to_exitcode(status), usage.ru_maxrss))
+"""
+
+
 def sync_measured(tmp_path, source, corpus_dir) -> tuple[int, str, int]:
     """The sync in a child of its own: its exit status, its output and its peak RSS
     (its own and its checking processes', the largest of them) in MiB."""
@@ -109,17 +121,16 @@ def sync_measured(tmp_path, source, corpus_dir) -> tuple[int, str, int]:
         "--keyring", tmp_path / "peer-key.json", "--no-default-keys",
         "--signing-key", signing_key(tmp_path / "own-key.json"),
     ]  # fmt: skip
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pith_archiver", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    measured = subprocess.run(
+        [sys.executable, "-c", MEASURED, sys.executable, "-m", "pith_archiver", *map(str, args)],
+        capture_output=True,
         cwd=tmp_path,
         env={**os.environ, **isolated_home(tmp_path)},
+        check=True,
     )
-    output = child.stdout.read().decode()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, output, usage.ru_maxrss // 1024
+    output, _, last = measured.stdout.decode().rstrip("\n").rpartition("\n")
+    status, peak = map(int, last.split())
+    return status, output, peak // 1024
 
 
 @pytest.mark.slow
