@@ -21,7 +21,7 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 from scrapy.utils.project import inside_project
 
-from pith_archiver import tuning
+from pith_archiver.crawl import tuning
 
 
 def json_charset() -> type:

@@ -35,7 +35,7 @@ from scrapy.crawler import CrawlerProcess
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from pith_archiver import tuning
+from pith_archiver.crawl import tuning
 
 
 def sha256_file(path: str) -> str:
