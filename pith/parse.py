@@ -40,7 +40,7 @@ DEFAULT_MAX_DEPTH = 64
 PADDING_RATIO = 1.05
 PADDING_BYTES = 4096
 
-_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'{}[]"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
 _ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 
 
@@ -74,17 +74,18 @@ def _without_escapes(raw: bytes) -> bytes:
     return raw
 
 
-def _bracket_depth(unescaped: bytes, max_depth: int) -> int | None:
-    """Nesting depth from the structural bracket bytes of ``_without_escapes`` text,
-    peeling innermost pairs (C speed). Brackets inside strings must go first:
-    '["]",[[]],"["]' reads 2 deep from all its brackets but is 3 deep. A string with
-    no bracket leaves '""' (dropped at once); only if a quote remains are the quoted
-    runs cut out. Both kinds count as one ('{' as '['): peeling '[]' and then '{}' in
-    one round would take '{[]}' in a single step. None (brackets that do not pair)
-    sends the caller to the tree."""
-    brackets = unescaped.translate(_ONE_BRACKET_KIND, _NOT_STRUCTURE).replace(b'""', b"")
-    if b'"' in brackets:  # some string holds brackets: keep only what lies outside quotes
-        brackets = b"".join(brackets.split(b'"')[0::2])
+def _outside_strings(unescaped: bytes) -> bytes:
+    """What lies outside the strings of ``_without_escapes`` text: its structure, numbers
+    and literals. One split serves both scans below (it is most of their cost)."""
+    return b"".join(unescaped.split(b'"')[0::2])
+
+
+def _bracket_depth(outside: bytes, max_depth: int) -> int | None:
+    """Nesting depth from the bracket bytes of ``_outside_strings`` text, peeling
+    innermost pairs (C speed). Both kinds count as one ('{' as '['): peeling '[]' and
+    then '{}' in one round would take '{[]}' in a single step. None (brackets that do
+    not pair) sends the caller to the tree."""
+    brackets = outside.translate(_ONE_BRACKET_KIND, _NOT_BRACKET)
     depth = 0
     while brackets:
         peeled = brackets.replace(b"[]", b"")
@@ -108,11 +109,11 @@ def _compact_reading(raw: bytes) -> object | None:
         return None
 
 
-def _holds_float(unescaped: bytes) -> bool:
-    """Whether compact ``_without_escapes`` text holds a float: outside its strings,
+def _holds_float(outside: bytes) -> bool:
+    """Whether compact text holds a float, from what lies ``_outside_strings``: there
     compact JSON holds ``.``, ``e`` or ``E`` only in a float, but for the e of true and
     false; orjson writes every float with one of them."""
-    outside = b"".join(unescaped.split(b'"')[0::2]).replace(b"true", b"").replace(b"false", b"")
+    outside = outside.replace(b"true", b"").replace(b"false", b"")
     return b"." in outside or b"e" in outside or b"E" in outside
 
 
@@ -221,9 +222,9 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
     if orjson is None:  # pragma: no cover
         return _check_padding(_reference_parse(raw, limits), raw, limits)
     data = _compact_reading(raw)
-    unescaped = _without_escapes(raw)
-    if data is not None and not _holds_float(unescaped):
-        depth = _bracket_depth(unescaped, limits.max_depth)
+    outside = _outside_strings(_without_escapes(raw))
+    if data is not None and not _holds_float(outside):
+        depth = _bracket_depth(outside, limits.max_depth)
         if depth is None or depth > limits.max_depth:
             _check_reference_tree(data, limits.max_depth)
         return Document(data, exact=True, size=len(raw))
@@ -237,7 +238,7 @@ def parse(raw: bytes, limits: Limits = Limits()) -> Document:
         return _check_padding(_reference_parse(raw, limits), raw, limits)
     if not compact:
         return _check_padding(_reference_parse(raw, limits), raw, limits)
-    depth = _bracket_depth(unescaped, limits.max_depth)
+    depth = _bracket_depth(outside, limits.max_depth)
     if depth is None or depth > limits.max_depth:
         _check_reference_tree(data, limits.max_depth)
     return Document(data, exact=not decoder.floats, size=len(raw))
