@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from pith.reasons import Reason
 from pith.split_view import Equivocation
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from storage.archive.stores import Put, StorageError
 from storage.writing.prepared import Prepared
 

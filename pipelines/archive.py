@@ -23,7 +23,7 @@ from crawler.items import BundleItem, FetchFailureItem, StateCheckItem
 from crawler.links import base_of
 from crawler.stat_keys import Stat
 from pipelines.verdict_record import verdict_fields
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from storage.archive import layout
 from storage.archive.stores import StorageError
 

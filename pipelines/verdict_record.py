@@ -4,7 +4,7 @@ to the WARC writer (``storage.capture.warc.WarcWriter.verdict``)."""
 
 from typing import Any
 
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from storage.capture.warc import software
 
 

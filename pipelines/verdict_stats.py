@@ -12,8 +12,9 @@ from crawler.crawl_config import pith_crawl_only
 from crawler.items import BundleItem
 from crawler.signals import bundle_rejected
 from crawler.stat_keys import Stat, StatFamily
+from pith.json_path import value_at
 from pith.reasons import Reason
-from pith.verify import Verdict, value_at
+from pith.verdict import Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,9 @@ from typing import Any, cast
 from .keyring import ARCHIVE, Keyring
 from .parse import Limits, parse
 from .reasons import Reason, Rejected
+from .schema import need, need_equal, need_hex, need_timestamp
+from .signed_event import check_event
 from .signing import Signer
-from .verify import TIMESTAMP_RE, _need, _need_equal, _need_hex, check_event
 
 EVENT_TYPE = "storage_attestation"
 TARGET = "storage"
@@ -106,16 +107,15 @@ def read_repair(line: bytes, keyring: Keyring, path: str) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, path, "a repair event is an object")
     prefix = f"{path}."
-    _need_equal(event, "event_type", REPAIR_EVENT_TYPE, prefix)
-    payload = _need(event, "payload", dict, prefix)
+    need_equal(event, "event_type", REPAIR_EVENT_TYPE, prefix)
+    payload = need(event, "payload", dict, prefix)
     for name in REPAIR_TEXTS:
-        _need(payload, name, str, f"{prefix}payload.")
-    _need_hex(payload, "sha256", f"{prefix}payload.")
-    _need(payload, "size", int, f"{prefix}payload.")
+        need(payload, name, str, f"{prefix}payload.")
+    need_hex(payload, "sha256", f"{prefix}payload.")
+    need(payload, "size", int, f"{prefix}payload.")
     if payload.get("damaged_copy") is not None:
-        _need(payload, "damaged_copy", str, f"{prefix}payload.")
-    if not TIMESTAMP_RE.fullmatch(_need(event, "created_at", str, prefix)):
-        raise Rejected(Reason.SCHEMA_VIOLATION, f"{prefix}created_at", "expected an RFC 3339 UTC timestamp")
+        need(payload, "damaged_copy", str, f"{prefix}payload.")
+    need_timestamp(event, "created_at", prefix)
     check_event(event, keyring, path, None, document.exact, role=ARCHIVE)
     return event
 
@@ -125,20 +125,19 @@ def check_attestation(event: object, keyring: Keyring, path: str, exact: bool = 
     if not isinstance(event, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, path, "an attestation is an object")
     prefix = f"{path}."
-    _need_equal(event, "event_type", EVENT_TYPE, prefix)
-    _need_equal(event, "target", TARGET, prefix)
-    _need(event, "subject_pith_number", str, prefix)
-    _need_equal(_need(event, "signer", dict, prefix), "signer_type", SIGNER_TYPE, f"{prefix}signer.")
+    need_equal(event, "event_type", EVENT_TYPE, prefix)
+    need_equal(event, "target", TARGET, prefix)
+    need(event, "subject_pith_number", str, prefix)
+    need_equal(need(event, "signer", dict, prefix), "signer_type", SIGNER_TYPE, f"{prefix}signer.")
     if event.get("prev_event") is not None:
-        _need(event, "prev_event", str, prefix)
-    payload = _need(event, "payload", dict, prefix)
+        need(event, "prev_event", str, prefix)
+    payload = need(event, "payload", dict, prefix)
     for name in HASHES:
-        _need_hex(payload, name, f"{prefix}payload.")
+        need_hex(payload, name, f"{prefix}payload.")
     for name in TEXTS:
-        _need(payload, name, str, f"{prefix}payload.")
-    _need(payload, "size", int, f"{prefix}payload.")
-    if not TIMESTAMP_RE.fullmatch(_need(payload, "stored_at", str, f"{prefix}payload.")):
-        raise Rejected(Reason.SCHEMA_VIOLATION, f"{prefix}payload.stored_at", "expected an RFC 3339 UTC timestamp")
+        need(payload, name, str, f"{prefix}payload.")
+    need(payload, "size", int, f"{prefix}payload.")
+    need_timestamp(payload, "stored_at", f"{prefix}payload.")
     return check_event(event, keyring, path, None, exact, role=ARCHIVE)
 
 

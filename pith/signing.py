@@ -14,8 +14,8 @@ from nacl.signing import SigningKey
 from .canonical import canon_sha256
 from .keyring import ARCHIVE, SIGNING_KEY_TYPE, PinnedKey, key_from_entry
 from .numbers import key_fingerprints
-
-EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
+from .schema import SIGNATURE_STATUS
+from .signed_event import EVENT_MESSAGE, EVENT_UNHASHED
 
 
 def utc_now() -> str:
@@ -76,7 +76,7 @@ class Signer:
 
     def signature(self, digest_hex: str, signed_message: str, signed_at: str | None = None) -> dict[str, Any]:
         return {
-            "signature_status": "signed_v1",
+            "signature_status": SIGNATURE_STATUS,
             "algorithm": "ed25519",
             "key_id": self.key_id,
             "public_key_fingerprint": self.fingerprint,
@@ -91,7 +91,7 @@ class Signer:
         content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
         digest = canon_sha256(content, exact)
         signed = dict(content)
-        signed["signature"] = self.signature(digest, "open_graph_event_sha256_bytes", signed_at)
+        signed["signature"] = self.signature(digest, EVENT_MESSAGE, signed_at)
         signed["content_sha256"] = digest
         signed["event_id"] = "sha256:" + digest
         return signed

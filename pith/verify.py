@@ -11,83 +11,23 @@ an archive from keeping its records.
 
 import base64
 import binascii
-import re
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from .canonical import canon_sha256
+from .json_path import first_difference
 from .keyring import REGISTRY, SIGNATURE_MEMBERS, Keyring
 from .merge import MERGE_VERSION, MergeResult, merge
 from .numbers import SHORT_LENGTHS, key_fingerprints, number_from_suffix, pith_suffix, short_pith_number
 from .parse import Limits, parse
 from .reasons import Reason, Rejected
+from .schema import need, need_equal, need_hex, need_timestamp, signature_block
+from .signed_event import check_event
+from .verdict import Status, Verdict
 
-EVENT_UNHASHED = ("signature", "content_sha256", "event_id")
 RECEIPT_MESSAGE = "canonical_sha256_bytes"
-EVENT_MESSAGE = "open_graph_event_sha256_bytes"
 BUNDLE_MESSAGE = "bundle_sha256_bytes"
-SIGNATURE_STATUS = "signed_v1"
 BUNDLE_SIGNATURE_MEMBERS = SIGNATURE_MEMBERS | {"bundle_sha256"}
 BUNDLE_VERSIONS = ("1.0",)  # the bundle_version values this archiver knows how to check
-# RFC 3339 in UTC, as every timestamp in the real bundles is written.
-TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
-
-
-class Status(StrEnum):
-    """What became of a document: the ``status`` of a verdict, of a verifications row and
-    of ``verify``'s output."""
-
-    VERIFIED = "verified"
-    REJECTED = "rejected"
-    FAILED = "failed"  # the crawl could not fetch it: no bytes to judge (reason fetch_failed or too_large)
-    UNREADABLE = "unreadable"  # verify: a file it could not read
-    SKIPPED = "skipped"  # verify: a file it was not asked to judge (not a bundle, feed, note or release)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Immutable: what one check found. Components that add to it (the archive, the
-    split-view pipeline) keep their findings beside it, never in it."""
-
-    status: Status
-    reason: str = ""  # a code from pith.reasons.REASONS when rejected
-    path: str = ""
-    detail: str = ""
-    pith_number: str | None = None
-    canonical_sha256: str | None = None
-    bundle_sha256: str | None = None
-    state_sha256: str | None = None
-    bundle: dict[str, Any] | None = field(default=None, repr=False)  # the parsed document, once it parsed
-    exact: bool = False  # pith.canonical.canon may take its fast path on ``bundle``
-    merge_confirmed: bool = True  # false: some event types merged by a rule only inferred
-    inferred_types: tuple[str, ...] = ()  # those event types, in first-seen order
-    merge_inferred_match: bool | None = None  # the inferred rule recomputes exactly the signed state
-
-    @property
-    def ok(self) -> bool:
-        return self.status == Status.VERIFIED
-
-    def as_dict(self) -> dict[str, Any]:
-        merge = (
-            {}
-            if self.merge_confirmed
-            else {
-                "merge_confirmed": False,
-                "inferred_types": list(self.inferred_types),
-                "merge_inferred_match": self.merge_inferred_match,
-            }
-        )
-        return {
-            "status": self.status,
-            "reason": self.reason or None,
-            "path": self.path or None,
-            "detail": self.detail or None,
-            "pith_number": self.pith_number,
-            "canonical_sha256": self.canonical_sha256,
-            "bundle_sha256": self.bundle_sha256,
-            **merge,
-        }
 
 
 def verify_bundle(raw: bytes, keyring: Keyring, limits: Limits = Limits()) -> Verdict:
@@ -116,59 +56,26 @@ def verify_document(bundle: Any, keyring: Keyring, exact: bool = False) -> Verdi
     return Verdict(Status.VERIFIED, bundle=bundle, exact=exact, **facts)
 
 
-# --- schema helpers --------------------------------------------------------------
-
-
-def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
-    value = obj.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {want}, found {type(value).__name__}")
-    return value
-
-
-def _need_hex(obj: dict[str, Any], key: str, path: str) -> str:
-    value: str = _need(obj, key, str, path)
-    if len(value) != 64 or value.strip("0123456789abcdef"):
-        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", "expected 64 lowercase hex digits")
-    return value
-
-
-def _need_equal(obj: dict[str, Any], key: str, expected: object, path: str) -> None:
-    if obj.get(key) != expected:
-        raise Rejected(Reason.SCHEMA_VIOLATION, f"{path}{key}", f"expected {expected!r}, found {obj.get(key)!r}")
-
-
-def _signature_block(obj: dict[str, Any], key: str, message: str, path: str) -> dict[str, Any]:
-    sig: dict[str, Any] = _need(obj, key, dict, path)
-    _need_equal(sig, "signed_message", message, f"{path}{key}.")
-    _need_equal(sig, "signature_status", SIGNATURE_STATUS, f"{path}{key}.")
-    return sig
-
-
-# --- the checks ------------------------------------------------------------------
-
-
 def bundle_facts(bundle: Any, keyring: Keyring, exact: bool = False) -> dict[str, Any]:
     if not isinstance(bundle, dict):
         raise Rejected(Reason.SCHEMA_VIOLATION, "", f"a bundle is an object, found {type(bundle).__name__}")
-    _need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
+    need_equal(bundle, "bundle_type", "pith_open_graph_bundle", "")
     _check_versions(bundle)
-    number = _need(bundle, "pith_number", str, "")
-    record = _need(bundle, "canonical_record", dict, "")
-    canonical = _need_hex(bundle, "canonical_sha256", "")
-    aliases = _need(bundle, "source_aliases", list, "")
-    events = _need(bundle, "events", list, "")
-    state = _need(bundle, "state", dict, "")
-    submitted = _need(
-        _need(record, "metadata", dict, "canonical_record."), "submitted_at", str, "canonical_record.metadata."
+    number = need(bundle, "pith_number", str, "")
+    record = need(bundle, "canonical_record", dict, "")
+    canonical = need_hex(bundle, "canonical_sha256", "")
+    aliases = need(bundle, "source_aliases", list, "")
+    events = need(bundle, "events", list, "")
+    state = need(bundle, "state", dict, "")
+    submitted = need(
+        need(record, "metadata", dict, "canonical_record."), "submitted_at", str, "canonical_record.metadata."
     )
 
     created_index = _check_record(bundle, record, canonical, events, state, exact)
     _check_numbers(bundle, number, canonical, submitted, aliases, state)
     _check_public_keys(bundle, keyring)
     receipt_path = f"events[{created_index}].payload."
-    receipt = _signature_block(events[created_index]["payload"], "receipt", RECEIPT_MESSAGE, receipt_path)
+    receipt = signature_block(events[created_index]["payload"], "receipt", RECEIPT_MESSAGE, receipt_path)
     if receipt.get("canonical_sha256") != canonical:
         raise Rejected(
             Reason.CANONICAL_HASH_MISMATCH, f"{receipt_path}receipt.canonical_sha256", "the receipt signs another hash"
@@ -202,7 +109,7 @@ def bundle_facts(bundle: Any, keyring: Keyring, exact: bool = False) -> dict[str
 def _check_versions(bundle: dict[str, Any]) -> None:
     """A version this archiver does not know is named, never guessed at."""
     for key, known in (("bundle_version", BUNDLE_VERSIONS), ("merge_version", (MERGE_VERSION,))):
-        value = _need(bundle, key, str, "")
+        value = need(bundle, key, str, "")
         if value not in known:
             raise Rejected(
                 Reason.UNSUPPORTED_VERSION,
@@ -225,12 +132,12 @@ def _check_record(
     if len(created) != 1:
         raise Rejected(Reason.SCHEMA_VIOLATION, "events", f"expected one record_created event, found {len(created)}")
     index = created[0]
-    payload = _need(events[index], "payload", dict, f"events[{index}].")
+    payload = need(events[index], "payload", dict, f"events[{index}].")
     if payload.get("canonical_record") != record:
         raise Rejected(Reason.RECORD_MISMATCH, f"events[{index}].payload.canonical_record")
     if payload.get("canonical_sha256") != canonical:
         raise Rejected(Reason.CANONICAL_HASH_MISMATCH, f"events[{index}].payload.canonical_sha256")
-    current = _need(state, "current", dict, "state.")
+    current = need(state, "current", dict, "state.")
     if current.get("canonical_record") != record:
         raise Rejected(Reason.RECORD_MISMATCH, "state.current.canonical_record")
     return index
@@ -264,14 +171,14 @@ def _check_numbers(
 
 
 def _check_public_keys(bundle: dict[str, Any], keyring: Keyring) -> None:
-    for index, entry in enumerate(_need(bundle, "public_keys", list, "")):
+    for index, entry in enumerate(need(bundle, "public_keys", list, "")):
         path = f"public_keys[{index}]."
         if not isinstance(entry, dict):
             raise Rejected(Reason.SCHEMA_VIOLATION, f"public_keys[{index}]", "expected an object")
         if entry.get("algorithm") != "ed25519":
             raise Rejected(Reason.UNSUPPORTED_ALGORITHM, f"{path}algorithm", f"{entry.get('algorithm')!r}")
         try:
-            raw = base64.b64decode(_need(entry, "public_key_b64", str, path), validate=True)
+            raw = base64.b64decode(need(entry, "public_key_b64", str, path), validate=True)
         except (binascii.Error, ValueError):
             raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{path}public_key_b64", "not base64") from None
         if len(raw) != 32:
@@ -286,48 +193,11 @@ def _check_public_keys(bundle: dict[str, Any], keyring: Keyring) -> None:
             )
 
 
-def check_event(
-    event: Any, keyring: Keyring, path: str, subject: str | None, exact: bool = False, role: str = REGISTRY
-) -> str:
-    """Check one signed event (hash, id, subject, signature by a key of ``role``);
-    return its content hash. Shared by bundles and by storage attestation feeds."""
-    if not isinstance(event, dict):
-        raise Rejected(Reason.SCHEMA_VIOLATION, path, "an event is an object")
-    prefix = f"{path}."
-    _need(event, "event_type", str, prefix)
-    _need(event, "payload", dict, prefix)
-    signer = _need(event, "signer", dict, prefix)
-    content_sha256 = _need_hex(event, "content_sha256", prefix)
-    content = {k: v for k, v in event.items() if k not in EVENT_UNHASHED}
-    if canon_sha256(content, exact) != content_sha256:
-        raise Rejected(Reason.EVENT_HASH_MISMATCH, f"{prefix}content_sha256", "does not hash the event")
-    if event.get("event_id") != "sha256:" + content_sha256:
-        raise Rejected(Reason.EVENT_ID_MISMATCH, f"{prefix}event_id", "expected 'sha256:' + content_sha256")
-    if subject is not None and event.get("subject_pith_number") != subject:
-        raise Rejected(Reason.SUBJECT_MISMATCH, f"{prefix}subject_pith_number", f"expected {subject}")
-    signature = _signature_block(event, "signature", EVENT_MESSAGE, prefix)
-    if signer.get("key_id") != signature.get("key_id") or signer.get("public_key_fingerprint") != signature.get(
-        "public_key_fingerprint"
-    ):
-        raise Rejected(Reason.KEY_FINGERPRINT_MISMATCH, f"{prefix}signer", "signer and signature name different keys")
-    # outside the content hash: in a feed nothing else covers it
-    keyring.check_signature(
-        signature,
-        bytes.fromhex(content_sha256),
-        f"{prefix}signature",
-        Reason.EVENT_SIGNATURE_INVALID,
-        SIGNATURE_MEMBERS,
-        role=role,
-        created_at=event.get("created_at"),
-    )
-    return content_sha256
-
-
 def _check_state(merged: MergeResult, state: dict[str, Any], exact: bool) -> tuple[str, dict[str, Any]]:
     """The state's hash, and the state without it. With an inferred merge rule the
     recomputation is not held against the signed state (the caller records whether
     they agree)."""
-    state_sha256 = _need_hex(state, "state_sha256", "state.")
+    state_sha256 = need_hex(state, "state_sha256", "state.")
     body = {k: v for k, v in state.items() if k != "state_sha256"}
     if canon_sha256(body, exact) != state_sha256:
         raise Rejected(Reason.STATE_HASH_MISMATCH, "state.state_sha256", "does not hash the state")
@@ -341,12 +211,11 @@ def _check_state(merged: MergeResult, state: dict[str, Any], exact: bool) -> tup
 
 
 def _check_bundle_signature(bundle: dict[str, Any], keyring: Keyring, exact: bool) -> str:
-    sig = _signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
+    sig = signature_block(bundle, "bundle_signature", BUNDLE_MESSAGE, "")
     # signed_at is the one field no hash covers: hold it to a timestamp's form, so
     # anything passed on as verified carries no unsigned payload beyond a date.
-    if not TIMESTAMP_RE.fullmatch(_need(sig, "signed_at", str, "bundle_signature.")):
-        raise Rejected(Reason.SCHEMA_VIOLATION, "bundle_signature.signed_at", "expected an RFC 3339 UTC timestamp")
-    claimed = _need_hex(sig, "bundle_sha256", "bundle_signature.")
+    need_timestamp(sig, "signed_at", "bundle_signature.")
+    claimed = need_hex(sig, "bundle_sha256", "bundle_signature.")
     body = {k: v for k, v in bundle.items() if k != "bundle_signature"}
     if canon_sha256(body, exact) != claimed:
         raise Rejected(Reason.BUNDLE_HASH_MISMATCH, "bundle_signature.bundle_sha256", "does not hash the bundle")
@@ -364,22 +233,6 @@ def _check_bundle_signature(bundle: dict[str, Any], keyring: Keyring, exact: boo
     return claimed
 
 
-def first_difference(expected: Any, found: Any, path: str = "") -> str:
-    """Path of the first place two JSON values differ (for people reading a verdict)."""
-    if isinstance(expected, dict) and isinstance(found, dict):
-        for key in sorted(set(expected) | set(found)):
-            if expected.get(key, _MISSING) != found.get(key, _MISSING):
-                sub = f"{path}.{key}" if path else key
-                return first_difference(expected.get(key), found.get(key), sub)
-    elif isinstance(expected, list) and isinstance(found, list):
-        for index, (a, b) in enumerate(zip(expected, found)):
-            if a != b:
-                return first_difference(a, b, f"{path}[{index}]")
-        if len(expected) != len(found):
-            return f"{path}[{min(len(expected), len(found))}]"
-    return path
-
-
 def key_ids(bundle: Any) -> tuple[str, ...]:
     """The key ids of every signature in a parsed bundle, sorted (none when it did not parse)."""
     if not isinstance(bundle, dict):
@@ -389,18 +242,3 @@ def key_ids(bundle: Any) -> tuple[str, ...]:
         *(e.get("signature") for e in bundle.get("events") or [] if isinstance(e, dict)),
     ]
     return tuple(sorted({s["key_id"] for s in signed if isinstance(s, dict) and isinstance(s.get("key_id"), str)}))
-
-
-_MISSING = object()
-PATH_STEP = re.compile(r"([^.\[\]]+)|\[([0-9]+)\]")
-
-
-def value_at(doc: Any, path: str) -> Any:
-    """The value a verdict's ``path`` names in ``doc`` (``events[0].payload.receipt.key_id``);
-    None when there is none."""
-    for name, index in PATH_STEP.findall(path):
-        try:
-            doc = doc[int(index)] if index else doc[name]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return doc

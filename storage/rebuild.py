@@ -28,7 +28,8 @@ from typing import Any
 from pith.attestation import read_attestation, split_lines
 from pith.keyring import Keyring
 from pith.reasons import Reason, Rejected
-from pith.verify import Verdict, verify_bundle
+from pith.verdict import Verdict
+from pith.verify import verify_bundle
 from storage.archive import layout
 from storage.archive.manifest import listed, read_committed, superseded
 from storage.archive.reader import check_digest, read_entry, table_batches

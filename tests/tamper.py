@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pith.canonical import canon_sha256
+from pith.json_path import PATH_STEP
 from pith.keyring import REGISTRY, key_from_entry
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from pith.signed_event import EVENT_UNHASHED
 from pith.signing import Signer
-from pith.verify import EVENT_UNHASHED, PATH_STEP
 from pith_testkit.mint import seal, sign_bundle
 from storage.serving.record import compact_json
 

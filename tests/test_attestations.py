@@ -15,8 +15,8 @@ from pith.attestation import Chain, check_feed
 from pith.keyring import ARCHIVE, Keyring
 from pith.merge import entry, merge
 from pith.reasons import Rejected
+from pith.signed_event import check_event
 from pith.signing import Signer
-from pith.verify import check_event
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests

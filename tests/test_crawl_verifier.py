@@ -21,7 +21,7 @@ from crawler.verifying.verifier import Worker
 from crawler.verifying.verify_worker import BundleChecker, Checked, decode, encode_verdict, restore
 from pith.keyring import ARCHIVE, Keyring
 from pith.parse import Limits
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from pith_archiver import FIXTURES
 from pith_testkit.faults import FaultPlan
 from storage.archive import layout

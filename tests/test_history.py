@@ -11,7 +11,8 @@ import pytest
 
 from pith.reasons import Reason
 from pith.split_view import Equivocation
-from pith.verify import Status, Verdict, verify_bundle
+from pith.verdict import Status, Verdict
+from pith.verify import verify_bundle
 from storage.archive.folder_store import LocalStore
 from storage.archive.history import (
     EVENT_COLUMNS,

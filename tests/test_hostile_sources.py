@@ -19,7 +19,7 @@ from crawler.downloading.spread import SourcePool
 from crawler.extensions.record_ledger import RecordLedger
 from crawler.items import BundleItem
 from crawler.stat_keys import CrawlStats, Stat
-from pith.verify import Status, Verdict
+from pith.verdict import Status, Verdict
 from pith_archiver import FIXTURES
 from pith_archiver.crawl.report import outcome
 from pith_archiver.exit_status import ExitStatus

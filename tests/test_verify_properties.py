@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from pith.canonical import reference_canon
 from pith.keyring import Keyring
 from pith.parse import padded_bound
-from pith.verify import TIMESTAMP_RE, verify_bundle
+from pith.schema import TIMESTAMP_RE
+from pith.verify import verify_bundle
 from storage.serving.record import compact_json
 from tests.plugins.core import real_bundle_paths
 from tests.tamper import locate

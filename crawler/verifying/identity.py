@@ -15,7 +15,7 @@ import re
 
 from pith.numbers import PITH_NUMBER_RE
 from pith.reasons import Reason
-from pith.verify import Status, Verdict
+from pith.verdict import Status, Verdict
 
 SHORT_ALIAS_RE = re.compile(r"^[A-Z2-7]{8}(?:[A-Z2-7]{4}){0,2}$")  # a short number's 8, 12 or 16 characters
 

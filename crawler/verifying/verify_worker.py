@@ -23,7 +23,8 @@ from pith.graph import names_every_citer
 from pith.keyring import Keyring, key_from_entry
 from pith.parse import Limits, parse
 from pith.reasons import Rejected
-from pith.verify import Status, Verdict, key_ids, verify_document
+from pith.verdict import Status, Verdict
+from pith.verify import key_ids, verify_document
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.stores import ObjectInfo, Put, StorageError

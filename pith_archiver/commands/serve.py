@@ -12,7 +12,7 @@ import click
 
 from pith.keyring import Keyring
 from pith.parse import Limits
-from pith.verify import Status
+from pith.verdict import Status
 from storage.archive import layout
 from storage.runtime.cores import available_cores
 from storage.serving.archive_source import ArchiveSource, NothingServable

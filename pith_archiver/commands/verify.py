@@ -12,7 +12,7 @@ import click
 from pith.attestation import Chain
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason
-from pith.verify import Status
+from pith.verdict import Status
 from storage.archive.stores import StoreRefused
 from storage.runtime.cores import available_cores
 

@@ -11,7 +11,8 @@ from pith.canonical import canon
 from pith.keyring import Keyring
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
-from pith.verify import Status, verify_bundle
+from pith.verdict import Status
+from pith.verify import verify_bundle
 from storage.archive.folder_store import LocalStore
 from storage.archive.stores import StorageError
 from storage.publishing.release_check import verify_release

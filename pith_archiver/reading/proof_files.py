@@ -10,7 +10,7 @@ from pith.policy import Policy
 from pith.proof import check_proof
 from pith.reasons import Rejected
 from pith.tlog_proof import MAX_PROOF_BYTES, check_tlog_proof
-from pith.verify import Status
+from pith.verdict import Status
 
 from ..exit_status import ConfigError, ExitStatus
 from ..output import echo

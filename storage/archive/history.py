@@ -26,7 +26,7 @@ from storage.runtime.page_cache import PAGE_CACHE_KIB
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pith.verify import Verdict
+    from pith.verdict import Verdict
 
 logger = logging.getLogger(__name__)
 

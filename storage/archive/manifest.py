@@ -19,9 +19,9 @@ from pith.canonical import canon, canon_sha256
 from pith.keyring import ARCHIVE, SIGNATURE_MEMBERS, Keyring
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
+from pith.schema import SIGNATURE_STATUS
 from pith.shipped import version
 from pith.signing import Signer, utc_now
-from pith.verify import SIGNATURE_STATUS
 from storage.archive import layout
 from storage.archive.layout import SCHEMA_VERSION
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError

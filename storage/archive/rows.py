@@ -7,7 +7,7 @@ from typing import Any
 
 from pith.canonical import canon
 from pith.split_view import Equivocation
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from storage.archive import layout
 
 

@@ -37,7 +37,8 @@ from pith.parse import DEFAULT_MAX_BYTES
 from pith.policy import Policy
 from pith.reasons import Reason, Rejected
 from pith.signed_note import read_note
-from pith.verify import Status, Verdict, verify_bundle
+from pith.verdict import Status, Verdict
+from pith.verify import verify_bundle
 from storage.archive.manifest import listed
 from storage.archive.reader import read_entry
 from storage.archive.stores import ObjectInfo, ObjectStore

@@ -14,7 +14,7 @@ from typing import cast
 
 import orjson
 
-from pith.verify import Verdict
+from pith.verdict import Verdict
 from storage.archive.history import Judgement, event_digest
 from storage.archive.rows import alias_rows, event_rows, record_row, timestamp, verification_row, verified_bundle
 from storage.transparency.attestations import Stored

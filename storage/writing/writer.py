@@ -36,7 +36,7 @@ from pith.reasons import Reason
 from pith.shipped import version
 from pith.signing import Signer
 from pith.split_view import Equivocation
-from pith.verify import Status, Verdict
+from pith.verdict import Status, Verdict
 from storage.archive import layout
 from storage.archive.history import Judgement, judge
 from storage.archive.history_loader import HistoryLoader
