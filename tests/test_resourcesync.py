@@ -4,10 +4,12 @@ reference client, run as a subprocess over real sockets) copies every bundle fro
 Capability List names, fetching exactly the records that run changed, and audits the
 copy in sync, against ``pith-archiver serve`` left running while the run commits."""
 
+import os
 import re
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from xml.etree.ElementTree import Element
 
@@ -23,6 +25,7 @@ from storage.serving.server import MirrorServer
 from storage.serving.source import KEYRING_NAME
 from tests.plugins.archives import corpus_raws, extended, write_run
 from tests.plugins.mirror import serve_process
+from tests.plugins.scripted_site import clock_at
 from tests.test_archive_mirror import fetch
 
 RESYNC = Path(sys.executable).parent / "resync-sync"
@@ -149,3 +152,80 @@ def test_a_new_run_that_cannot_be_read_leaves_the_runs_read_before_served(
         changes_listed(server.url)
     assert caplog.text.count("the new runs could not be read") == 1  # not again until the manifests change
     assert "serving the runs read before" in caplog.text
+
+
+FAST_CLOCK_RUN = """
+import sys
+from pathlib import Path
+from pith.keyring import Keyring
+from pith.signing import Signer
+from tests.plugins.archives import write_run
+from storage.archive.folder_store import LocalStore
+
+archive, keyring, *bundles = sys.argv[1:]
+write_run(
+    LocalStore(Path(archive)),
+    Signer.from_seed("test-key-1", bytes(range(32))),
+    Keyring.build([Path(keyring)], default_keys=False),
+    [Path(bundle).read_bytes() for bundle in bundles],
+)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_committed_under_a_fast_clock_does_not_hide_the_runs_after_it(
+    tmp_path, archive, corpus_dir, corpus_keyring, test_signer
+):
+    """A run whose machine's clock ran 30 days fast commits in the future; a client that
+    followed it still takes the next honest run's changes (the served moments never run
+    ahead of the serving clock, so the client never resumes from the future)."""
+    raws, dst = corpus_raws(corpus_dir), tmp_path / "copy"
+    fast, honest = sorted(raws)[:5], sorted(raws)[5:10]
+    options = ["--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys", "--reread-every", "0.1"]
+    with serve_process(archive.root, *options) as (_, url):
+        assert "created=43" in resync(tmp_path, "--baseline", url, str(dst))
+        bundles = []
+        for suffix in fast:
+            bundles.append(tmp_path / f"{suffix}.json")
+            bundles[-1].write_bytes(extended(raws[suffix], REBUILT_AT))
+        env = {**os.environ, **clock_at(datetime.now(timezone.utc) + timedelta(days=30))}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                FAST_CLOCK_RUN,
+                str(archive.root),
+                str(corpus_dir / KEYRING_NAME),
+                *map(str, bundles),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for_changes(url, 48)
+        changelist = capability(url, "changelist")
+        said = resync(tmp_path, "--incremental", "--changelist-uri", changelist, url, str(dst))
+        assert set(re.findall(r"updated: \S+/pith/(\w+)/bundle\.json ->", said)) == set(fast)
+
+        later = {suffix: extended(raws[suffix], "2026-06-03T00:00:00Z") for suffix in honest}
+        now = datetime.now(timezone.utc)  # this machine's honest clock: fetched and committed now
+        write_run(archive, test_signer, corpus_keyring, list(later.values()), fetched_at=now)
+        wait_for_changes(url, 53)
+        said = resync(tmp_path, "--incremental", "--changelist-uri", changelist, url, str(dst))
+        assert set(honest) <= set(re.findall(r"updated: \S+/pith/(\w+)/bundle\.json ->", said))
+        assert copied(dst) == {**raws, **{s: extended(raws[s], REBUILT_AT) for s in fast}, **later}
+        served = [md.get("until") for md in document(changelist).findall("sm:sitemap/rs:md", NS)] or [
+            md.get("until") for md in document(changelist).findall("rs:md", NS)
+        ]
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert all(until <= now for until in filter(None, served)), served
+
+
+def wait_for_changes(url: str, count: int) -> None:
+    """Until the served mirror has read the new run (it rereads its archive as requests come)."""
+    deadline = time.monotonic() + 20
+    while changes_listed(url) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert changes_listed(url) == count

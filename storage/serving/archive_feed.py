@@ -10,6 +10,12 @@ a Resource List, which resumes from the newest ``lastmod`` it saw, skips the cha
 that list already held and takes every later one, even from a run whose fetches
 overlapped the commit before it.
 
+A clock that ran fast when a run committed must not hide the runs after it: a client
+that saw a moment in the future would resume from it and skip every change until the
+clock caught up. So no moment given is later than the serving clock's now: such a run
+is given now (and its changes again, later, as now moves on), and the runs after it,
+committed at honest times, are all later than what a client saw.
+
 Nothing is read until a ResourceSync document asks: then one pass over the runs'
 ``records`` table files indexes which run first archived each record and which run
 archived its current version (two integers per record); a Change List page reads its
@@ -23,7 +29,7 @@ import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,6 +49,10 @@ logger = logging.getLogger(__name__)
 CHANGE_COLUMNS = ["pith_number", "bundle_sha256", "raw_sha256", "fetched_at", "accepted_as_current"]
 MILLISECOND = timedelta(milliseconds=1)
 BUNDLE_TYPE = "application/json"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def _moment(text: str) -> datetime:
@@ -110,12 +120,12 @@ class ArchiveFeed:
         self._index: _Index | None = None
 
     def at(self) -> str | None:
-        return w3c(self.runs[-1].committed_at) if self.runs else None
+        return w3c(self._committed(len(self.runs) - 1, _now())) if self.runs else None
 
     def resource(self, suffix: str, base: str) -> Described:
         version = self.served[suffix]
         run = self._indexed().current_run[self._position(suffix)]
-        moment = self.runs[run].committed_at if run >= 0 else version.built_at
+        moment = self._committed(run, _now()) if run >= 0 else version.built_at
         return Described(
             links_for(suffix, base)["bundle"],
             w3c(moment) if moment else None,
@@ -125,17 +135,18 @@ class ArchiveFeed:
         )
 
     def spans(self) -> list[ChangeSpan]:
-        counts = self._indexed().counts
+        counts, now = self._indexed().counts, _now()
         return [
-            ChangeSpan(run.key, w3c(self._earliest(k)), w3c(run.committed_at), counts[k])
+            ChangeSpan(run.key, w3c(self._earliest(k, now)), w3c(self._committed(k, now)), counts[k])
             for k, run in enumerate(self.runs)
             if counts[k]
         ]
 
     def changes(self, span: ChangeSpan, start: int, stop: int, base: str) -> Iterator[Described]:
         k = next(k for k, run in enumerate(self.runs) if run.key == span.key)
-        run, index = self.runs[k], self._indexed()
-        earliest, latest = self._earliest(k), run.committed_at - MILLISECOND
+        run, index, now = self.runs[k], self._indexed(), _now()
+        committed = self._committed(k, now)
+        earliest, latest = self._earliest(k, now), committed - MILLISECOND
         before = index.batch_starts[k]
         skip = max(0, bisect.bisect_right(before, start) - 1)  # batches wholly before ``start`` are not decoded
         n = before[skip] if before else 0
@@ -147,16 +158,21 @@ class ArchiveFeed:
                     fetched = min(max(row["fetched_at"], earliest), latest)
                     yield Described(
                         links_for(self.suffixes[position], base)["bundle"],
-                        w3c(run.committed_at),
+                        w3c(committed),
                         row["raw_sha256"],
                         change=CREATED if index.first_run[position] == k else UPDATED,
                         datetime=w3c(fetched),
                     )
                 n += 1
 
-    def _earliest(self, k: int) -> datetime:
+    def _committed(self, k: int, now: datetime) -> datetime:
+        """When run ``k`` is said to have committed: never later than ``now``."""
+        return min(self.runs[k].committed_at, now)
+
+    def _earliest(self, k: int, now: datetime) -> datetime:
         """The earliest time a change of run ``k`` is given: just after the commit before it."""
-        return self.runs[k - 1].committed_at + MILLISECOND if k else self.runs[k].started_at
+        after = self._committed(k - 1, now) + MILLISECOND if k else min(self.runs[k].started_at, now)
+        return min(after, self._committed(k, now))
 
     def _position(self, suffix: str) -> int:
         return bisect.bisect_left(self.suffixes, suffix)
