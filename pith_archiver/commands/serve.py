@@ -3,7 +3,7 @@ fit for public use. Its options (where it listens, what its site says, its limit
 are decorators the test kit's fault-injecting ``serve`` reuses."""
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,49 +89,52 @@ def limit_options(command: Command) -> Command:
             raise click.UsageError(str(exc)) from None
         return command(*args, limits=limits, **kwargs)
 
-    seconds = click.FloatRange(0, min_open=True)
-    for option in reversed(
-        [
-            click.option(
-                "--header-timeout",
-                type=seconds,
-                default=ServerLimits.header_timeout,
-                show_default=True,
-                help="Seconds a client has to send a request's head (from the connection's opening or "
-                "the request's first byte); then 408 and close.",
-            ),
-            click.option(
-                "--body-timeout",
-                type=seconds,
-                default=ServerLimits.body_timeout,
-                show_default=True,
-                help="Seconds a client has to send the request body it declared; then 408 and close.",
-            ),
-            click.option(
-                "--idle-timeout",
-                type=seconds,
-                default=ServerLimits.idle_timeout,
-                show_default=True,
-                help="Seconds a keep-alive connection may wait for its next request before it is closed.",
-            ),
-            click.option(
-                "--send-timeout",
-                type=seconds,
-                default=ServerLimits.send_timeout,
-                show_default=True,
-                help="Seconds a client has to take an answer before its connection is dropped.",
-            ),
-            click.option(
-                "--max-connections",
-                type=click.IntRange(1),
-                default=None,
-                help=f"Open connections served at once; more are answered 503 and closed. Default: "
-                f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room.",
-            ),
-        ]
-    ):
+    for option in reversed(limit_flags()):
         with_limits = option(with_limits)
     return with_limits
+
+
+def limit_flags() -> list[Callable[[Command], Command]]:
+    """The options ``limit_options`` reads, in the order ``--help`` lists them."""
+    seconds = click.FloatRange(0, min_open=True)
+    return [
+        click.option(
+            "--header-timeout",
+            type=seconds,
+            default=ServerLimits.header_timeout,
+            show_default=True,
+            help="Seconds a client has to send a request's head (from the connection's opening or "
+            "the request's first byte); then 408 and close.",
+        ),
+        click.option(
+            "--body-timeout",
+            type=seconds,
+            default=ServerLimits.body_timeout,
+            show_default=True,
+            help="Seconds a client has to send the request body it declared; then 408 and close.",
+        ),
+        click.option(
+            "--idle-timeout",
+            type=seconds,
+            default=ServerLimits.idle_timeout,
+            show_default=True,
+            help="Seconds a keep-alive connection may wait for its next request before it is closed.",
+        ),
+        click.option(
+            "--send-timeout",
+            type=seconds,
+            default=ServerLimits.send_timeout,
+            show_default=True,
+            help="Seconds a client has to take an answer before its connection is dropped.",
+        ),
+        click.option(
+            "--max-connections",
+            type=click.IntRange(1),
+            default=None,
+            help=f"Open connections served at once; more are answered 503 and closed. Default: "
+            f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room.",
+        ),
+    ]
 
 
 def listen_options(command: Command) -> Command:
