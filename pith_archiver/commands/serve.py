@@ -89,9 +89,7 @@ def limit_options(command: Command) -> Command:
             raise click.UsageError(str(exc)) from None
         return command(*args, limits=limits, **kwargs)
 
-    for option in reversed(limit_flags()):
-        with_limits = option(with_limits)
-    return with_limits
+    return with_options(with_limits, limit_flags())
 
 
 def limit_flags() -> list[Callable[[Command], Command]]:
@@ -157,33 +155,41 @@ def listen_options(command: Command) -> Command:
         site = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
         return command(*args, listening=Listening(host, port, public_url, site, limits), **kwargs)
 
-    for option in reversed(
-        [
-            click.option("--host", default="127.0.0.1", show_default=True),
-            click.option(
-                "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port."
-            ),
-            click.option("--public-url", help="Base URL to write into links (default: the URL listened on)."),
-            click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest."),
-            click.option(
-                "--sitemap-page-size",
-                type=click.IntRange(1),
-                default=SiteOptions.sitemap_page_size,
-                show_default=True,
-                help="URLs per sitemap page; more records make /sitemap.xml an index.",
-            ),
-            click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable."),
-            click.option(
-                "--cache-size",
-                type=click.IntRange(1),
-                default=SiteOptions.cache_size,
-                show_default=True,
-                help="Rendered record documents kept in memory.",
-            ),
-        ]
-    ):
-        with_listening = option(with_listening)
-    return limit_options(with_listening)
+    return limit_options(with_options(with_listening, listen_flags()))
+
+
+def listen_flags() -> list[Callable[[Command], Command]]:
+    """The options ``listen_options`` reads, in the order ``--help`` lists them."""
+    return [
+        click.option("--host", default="127.0.0.1", show_default=True),
+        click.option(
+            "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port."
+        ),
+        click.option("--public-url", help="Base URL to write into links (default: the URL listened on)."),
+        click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest."),
+        click.option(
+            "--sitemap-page-size",
+            type=click.IntRange(1),
+            default=SiteOptions.sitemap_page_size,
+            show_default=True,
+            help="URLs per sitemap page; more records make /sitemap.xml an index.",
+        ),
+        click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable."),
+        click.option(
+            "--cache-size",
+            type=click.IntRange(1),
+            default=SiteOptions.cache_size,
+            show_default=True,
+            help="Rendered record documents kept in memory.",
+        ),
+    ]
+
+
+def with_options(command: Command, options: list[Callable[[Command], Command]]) -> Command:
+    """``command`` with the click ``options``, which ``--help`` lists in the order given."""
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.command(epilog=TRUST_HELP)
