@@ -3,7 +3,7 @@ fit for public use. Its options (where it listens, what its site says, its limit
 are decorators the test kit's fault-injecting ``serve`` reuses."""
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,49 +89,50 @@ def limit_options(command: Command) -> Command:
             raise click.UsageError(str(exc)) from None
         return command(*args, limits=limits, **kwargs)
 
+    return with_options(with_limits, limit_flags())
+
+
+def limit_flags() -> list[Callable[[Command], Command]]:
+    """The options ``limit_options`` reads, in the order ``--help`` lists them."""
     seconds = click.FloatRange(0, min_open=True)
-    for option in reversed(
-        [
-            click.option(
-                "--header-timeout",
-                type=seconds,
-                default=ServerLimits.header_timeout,
-                show_default=True,
-                help="Seconds a client has to send a request's head (from the connection's opening or "
-                "the request's first byte); then 408 and close.",
-            ),
-            click.option(
-                "--body-timeout",
-                type=seconds,
-                default=ServerLimits.body_timeout,
-                show_default=True,
-                help="Seconds a client has to send the request body it declared; then 408 and close.",
-            ),
-            click.option(
-                "--idle-timeout",
-                type=seconds,
-                default=ServerLimits.idle_timeout,
-                show_default=True,
-                help="Seconds a keep-alive connection may wait for its next request before it is closed.",
-            ),
-            click.option(
-                "--send-timeout",
-                type=seconds,
-                default=ServerLimits.send_timeout,
-                show_default=True,
-                help="Seconds a client has to take an answer before its connection is dropped.",
-            ),
-            click.option(
-                "--max-connections",
-                type=click.IntRange(1),
-                default=None,
-                help=f"Open connections served at once; more are answered 503 and closed. Default: "
-                f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room.",
-            ),
-        ]
-    ):
-        with_limits = option(with_limits)
-    return with_limits
+    return [
+        click.option(
+            "--header-timeout",
+            type=seconds,
+            default=ServerLimits.header_timeout,
+            show_default=True,
+            help="Seconds a client has to send a request's head (from the connection's opening or "
+            "the request's first byte); then 408 and close.",
+        ),
+        click.option(
+            "--body-timeout",
+            type=seconds,
+            default=ServerLimits.body_timeout,
+            show_default=True,
+            help="Seconds a client has to send the request body it declared; then 408 and close.",
+        ),
+        click.option(
+            "--idle-timeout",
+            type=seconds,
+            default=ServerLimits.idle_timeout,
+            show_default=True,
+            help="Seconds a keep-alive connection may wait for its next request before it is closed.",
+        ),
+        click.option(
+            "--send-timeout",
+            type=seconds,
+            default=ServerLimits.send_timeout,
+            show_default=True,
+            help="Seconds a client has to take an answer before its connection is dropped.",
+        ),
+        click.option(
+            "--max-connections",
+            type=click.IntRange(1),
+            default=None,
+            help=f"Open connections served at once; more are answered 503 and closed. Default: "
+            f"{CONNECTION_CAP}, or less when the open-file limit (ulimit -n) leaves less room.",
+        ),
+    ]
 
 
 def listen_options(command: Command) -> Command:
@@ -154,33 +155,41 @@ def listen_options(command: Command) -> Command:
         site = SiteOptions(name=name, sitemap_page_size=sitemap_page_size, disallow=disallow, cache_size=cache_size)
         return command(*args, listening=Listening(host, port, public_url, site, limits), **kwargs)
 
-    for option in reversed(
-        [
-            click.option("--host", default="127.0.0.1", show_default=True),
-            click.option(
-                "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port."
-            ),
-            click.option("--public-url", help="Base URL to write into links (default: the URL listened on)."),
-            click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest."),
-            click.option(
-                "--sitemap-page-size",
-                type=click.IntRange(1),
-                default=SiteOptions.sitemap_page_size,
-                show_default=True,
-                help="URLs per sitemap page; more records make /sitemap.xml an index.",
-            ),
-            click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable."),
-            click.option(
-                "--cache-size",
-                type=click.IntRange(1),
-                default=SiteOptions.cache_size,
-                show_default=True,
-                help="Rendered record documents kept in memory.",
-            ),
-        ]
-    ):
-        with_listening = option(with_listening)
-    return limit_options(with_listening)
+    return limit_options(with_options(with_listening, listen_flags()))
+
+
+def listen_flags() -> list[Callable[[Command], Command]]:
+    """The options ``listen_options`` reads, in the order ``--help`` lists them."""
+    return [
+        click.option("--host", default="127.0.0.1", show_default=True),
+        click.option(
+            "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port."
+        ),
+        click.option("--public-url", help="Base URL to write into links (default: the URL listened on)."),
+        click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest."),
+        click.option(
+            "--sitemap-page-size",
+            type=click.IntRange(1),
+            default=SiteOptions.sitemap_page_size,
+            show_default=True,
+            help="URLs per sitemap page; more records make /sitemap.xml an index.",
+        ),
+        click.option("--disallow", multiple=True, help="Add a Disallow rule to robots.txt; repeatable."),
+        click.option(
+            "--cache-size",
+            type=click.IntRange(1),
+            default=SiteOptions.cache_size,
+            show_default=True,
+            help="Rendered record documents kept in memory.",
+        ),
+    ]
+
+
+def with_options(command: Command, options: list[Callable[[Command], Command]]) -> Command:
+    """``command`` with the click ``options``, which ``--help`` lists in the order given."""
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.command(epilog=TRUST_HELP)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 import click
 
 from pith.attestation import Chain
+from pith.keyring import Keyring
 from pith.parse import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, Limits
 from pith.reasons import Reason
 from pith.verdict import Status
@@ -119,26 +120,45 @@ def verify(
     error; 3 some could not be read (none rejected); 4 nothing could be read or verified.
     """
     refuse_endpoint_without_s3(s3_endpoint_url, (*paths, *keyrings))
-    if not proofs:
-        refuse(["policy_file"], "only with --proof FILE (it names the logs and witnesses a tlog-proof answers to)")
-    else:
-        refuse(["max_bytes", "max_nesting", "jobs"], "for the documents verified, not --proof files")
-    if policy_file:
-        refuse(["keyrings", "no_default_keys"], "not with --policy (a tlog-proof is checked against the policy's keys)")
+    refuse_inapplicable_options(bool(proofs), bool(policy_file))
     ring = build_keyring(keyrings, no_default_keys, with_machine_key=True, s3_endpoint_url=s3_endpoint_url)
     if proofs:
         if paths:
             raise ConfigError("give --proof FILE or PATHs to verify, not both")
-        from ..cosigning import read_policy
-        from ..reading.proof_files import (  # only proofs need the archive layer
-            check_proof_files,
-            check_tlog_proof_files,
-        )
-
-        if policy_file:
-            sys.exit(check_tlog_proof_files(proofs, read_policy(policy_file), as_json))
-        sys.exit(check_proof_files(proofs, ring, as_json))
+        sys.exit(check_proofs(proofs, policy_file, ring, as_json))
     checker = TargetChecker(ring, Limits(max_bytes=max_bytes, max_depth=max_nesting), s3_endpoint_url)
+    targets = expand_targets(paths, s3_endpoint_url)
+    sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
+
+
+def refuse_inapplicable_options(proofs: bool, policy: bool) -> None:
+    """Refuse the options that do not apply: --policy without --proof, the documents'
+    limits with --proof, and the keyrings with --policy (its own keys are checked)."""
+    if not proofs:
+        refuse(["policy_file"], "only with --proof FILE (it names the logs and witnesses a tlog-proof answers to)")
+    else:
+        refuse(["max_bytes", "max_nesting", "jobs"], "for the documents verified, not --proof files")
+    if policy:
+        refuse(["keyrings", "no_default_keys"], "not with --policy (a tlog-proof is checked against the policy's keys)")
+
+
+def check_proofs(proofs: tuple[str, ...], policy_file: str | None, ring: Keyring, as_json: bool) -> ExitStatus:
+    """Check --proof files offline: tlog-proof files against ``policy_file``'s logs and
+    quorum when given, else inclusion proofs against ``ring``."""
+    from ..cosigning import read_policy
+    from ..reading.proof_files import (  # only proofs need the archive layer
+        check_proof_files,
+        check_tlog_proof_files,
+    )
+
+    if policy_file:
+        return check_tlog_proof_files(proofs, read_policy(policy_file), as_json)
+    return check_proof_files(proofs, ring, as_json)
+
+
+def expand_targets(paths: tuple[str, ...], s3_endpoint_url: str | None) -> list[sources.Target]:
+    """The documents PATHs stand for (the shipped registry bundles when none is given);
+    a source that cannot be read fails the run, one refused is a configuration error."""
     try:
         targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
     except sources.SourceError as exc:
@@ -147,7 +167,7 @@ def verify(
         raise ConfigError(str(exc)) from None
     if not targets:
         raise ConfigError("no *.json or *.jsonl files found in the given paths")
-    sys.exit(verify_documents(checker, targets, jobs or available_cores(), Report(as_json, verbosity)))
+    return targets
 
 
 def verify_documents(checker: TargetChecker, targets: list, jobs: int, report: "Report") -> ExitStatus:

@@ -262,15 +262,8 @@ def write_release(
     archive = CommittedArchive.read(store, keyring)
     current = current_versions(archive)
     index = pa.table({"pith_number": list(current), "bundle_sha256": list(current.values())}, schema=VERSIONS)
-    changes: dict[str, list] = {"pith_number": [], "previous_bundle_sha256": [], "bundle_sha256": [], "kind": []}
+    changes = _changes_since(previous, current)
     if previous is not None:
-        for number, bundle in current.items():
-            before = previous.versions.get(number)
-            if before != bundle:
-                changes["pith_number"].append(number)
-                changes["previous_bundle_sha256"].append(before)
-                changes["bundle_sha256"].append(bundle)
-                changes["kind"].append("added" if before is None else "changed")
         current = dict(zip(changes["pith_number"], changes["bundle_sha256"]))
     check_included(archive, current.values())  # before anything is written
     wanted = pa.array(sorted(set(current.values())), pa.string())
@@ -278,25 +271,7 @@ def write_release(
     release_id = f"{created.strftime('%Y%m%dT%H%M%SZ')}-{canon_sha256(sorted(current.items()))[:8]}"
     with tempfile.TemporaryDirectory(prefix="pith-release-") as spool:
         folder = Path(spool)
-        writers = {
-            name: ShardWriter(folder, name, shard_bytes) for name in ("records", "events", "aliases", "citations")
-        }
-        emitted: set[str] = set()
-        dois = _dois(archive, wanted)
-        for batch in _table_rows(archive, "records", wanted):
-            bundles = batch.column("bundle_sha256").to_pylist()
-            fresh = [bundle not in emitted for bundle in bundles]
-            emitted.update(bundles)
-            batch = batch.set_column(
-                batch.schema.get_field_index("doi"), DOI, pa.array(map(dois.get, bundles), pa.string())
-            )
-            writers["records"].write(batch.filter(pa.array(fresh)))
-        for table in ("events", "aliases"):
-            for batch in _table_rows(archive, table, wanted):
-                writers[table].write(batch)
-                if table == "events":
-                    snapshots = batch.filter(pc.equal(batch.column("event_type"), "graph_snapshot"))
-                    writers["citations"].write(_citations(snapshots))
+        writers = _write_tables(archive, wanted, folder, shard_bytes)
         if previous is not None:
             writers["changes"] = ShardWriter(folder, "changes", shard_bytes)
             writers["changes"].write(pa.RecordBatch.from_pydict(changes, schema=CHANGES))
@@ -318,13 +293,62 @@ def write_release(
         }
         if describe is not None:
             describe(release, folder)
-        for extra in [folder / VERSIONS_INDEX, *sorted(p for p in folder.iterdir() if p.is_file())]:
-            path = extra.relative_to(folder).as_posix()
-            release["files"].append(_file_entry(path, extra))
-        release = sign_release(release, signer)
-        for entry in release["files"]:
-            dest.put_file(entry["path"], folder / entry["path"])
-        dest.put_bytes(RELEASE_FILE, canon(release) + b"\n")
-        dest.flush()
+        release = _sign_and_upload(release, folder, signer, dest)
     logger.info("release %s: %s", release_id, {name: t["rows"] for name, t in release["tables"].items()})
+    return release
+
+
+def _changes_since(previous: Previous | None, current: dict[str, str]) -> dict[str, list]:
+    """The ``changes`` table's columns: each record added or changed since ``previous``
+    (none without one), with its version there and here."""
+    changes: dict[str, list] = {"pith_number": [], "previous_bundle_sha256": [], "bundle_sha256": [], "kind": []}
+    if previous is None:
+        return changes
+    for number, bundle in current.items():
+        before = previous.versions.get(number)
+        if before != bundle:
+            changes["pith_number"].append(number)
+            changes["previous_bundle_sha256"].append(before)
+            changes["bundle_sha256"].append(bundle)
+            changes["kind"].append("added" if before is None else "changed")
+    return changes
+
+
+def _write_tables(
+    archive: CommittedArchive, wanted: pa.Array, folder: Path, shard_bytes: int
+) -> dict[str, ShardWriter]:
+    """Every release's tables, the ``wanted`` versions' rows, into shards in ``folder``:
+    one records row per version, with its DOI; the citations from its last graph
+    snapshot."""
+    writers = {name: ShardWriter(folder, name, shard_bytes) for name in TABLES}
+    emitted: set[str] = set()
+    dois = _dois(archive, wanted)
+    for batch in _table_rows(archive, "records", wanted):
+        bundles = batch.column("bundle_sha256").to_pylist()
+        fresh = [bundle not in emitted for bundle in bundles]
+        emitted.update(bundles)
+        batch = batch.set_column(
+            batch.schema.get_field_index("doi"), DOI, pa.array(map(dois.get, bundles), pa.string())
+        )
+        writers["records"].write(batch.filter(pa.array(fresh)))
+    for table in ("events", "aliases"):
+        for batch in _table_rows(archive, table, wanted):
+            writers[table].write(batch)
+            if table == "events":
+                snapshots = batch.filter(pc.equal(batch.column("event_type"), "graph_snapshot"))
+                writers["citations"].write(_citations(snapshots))
+    return writers
+
+
+def _sign_and_upload(release: dict, folder: Path, signer: Signer, dest: ObjectStore) -> dict:
+    """List the versions index and the metadata files beside release.json, sign it, and
+    upload every file it lists, then release.json; returns it signed."""
+    for extra in [folder / VERSIONS_INDEX, *sorted(p for p in folder.iterdir() if p.is_file())]:
+        path = extra.relative_to(folder).as_posix()
+        release["files"].append(_file_entry(path, extra))
+    release = sign_release(release, signer)
+    for entry in release["files"]:
+        dest.put_file(entry["path"], folder / entry["path"])
+    dest.put_bytes(RELEASE_FILE, canon(release) + b"\n")
+    dest.flush()
     return release

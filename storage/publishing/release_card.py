@@ -177,18 +177,27 @@ CITATION = (
 )
 
 
-def card(release: dict, schemas: dict[str, pa.Schema]) -> str:
-    tables = [table for table in schemas if _shards(release, table)]
-    configs = "".join(
+def _configs(release: dict, tables: list[str]) -> str:
+    """The card's ``datasets`` configs: one per table, naming its exact shards (YAML)."""
+    return "".join(
         f"- config_name: {table}\n  data_files:\n"
         + "".join(f"  - {json.dumps(entry['path'])}\n" for entry in _shards(release, table))
         for table in tables
     )
-    columns = "".join(
+
+
+def _columns(release: dict, schemas: dict[str, pa.Schema], tables: list[str]) -> str:
+    """The card's column reference: a Markdown table of each table's columns and meanings."""
+    return "".join(
         f"\n### {table} ({release['tables'][table]['rows']} rows)\n\n| column | meaning |\n| --- | --- |\n"
         + "".join(f"| `{field.name}` | {field_doc(field) or field.name} |\n" for field in schemas[table])
         for table in tables
     )
+
+
+def card(release: dict, schemas: dict[str, pa.Schema]) -> str:
+    tables = [table for table in schemas if _shards(release, table)]
+    configs, columns = _configs(release, tables), _columns(release, schemas, tables)
     since = (
         f" It holds only what changed since release `{release['since']}` (table `changes`)." if release["since"] else ""
     )
