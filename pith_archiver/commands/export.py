@@ -60,7 +60,7 @@ RAW_IN = {  # why --with-raw does not go with the other formats
     "--with-raw", is_flag=True, help="With --format parquet: copy the raw bundles too (a bag always has them)."
 )
 @click.option("--source-organization", help="With --format bag: the bag's Source-Organization (who transfers it).")
-@click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the run", "the export"))
+@click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the crawl", "the export"))
 @trust_options
 @run_hook_options("export")
 @verbosity_options
