@@ -109,7 +109,7 @@ def test_a_sync_from_it_and_an_export_to_it(tmp_path, rclone_endpoint, rclone_bu
 
     export = ["export", copier / "copy", "--format", "parquet", "--out", f"s3://{rclone_bucket}/export", *endpoint]
     line = error_line(run_cli(*export, home=copier))
-    assert line.startswith("Error: --to: ") and "conditional writes" in line and "--s3-single-writer" in line
+    assert line.startswith("Error: --out: ") and "conditional writes" in line and "--s3-single-writer" in line
     assert objects(rclone_endpoint, rclone_bucket, "export") == []
     run_cli(*export, "--s3-single-writer", home=copier).check()
     exported = objects(rclone_endpoint, rclone_bucket, "export")
