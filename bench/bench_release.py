@@ -52,7 +52,7 @@ def main():
             shutil.rmtree(out)
             out = workdir / f"release-{round_}"
             command = [sys.executable, "-m", "pith_archiver", "export", str(args.archive), "--format", "release"]
-            wall, rss, _, cpu = run([*command, "--to", str(out), "--keyring", str(args.keyring), "-q"])
+            wall, rss, _, cpu = run([*command, "--out", str(out), "--keyring", str(args.keyring), "-q"])
             runs["release"].append((wall, rss, cpu, size_of(out)))
             shutil.rmtree(out)
     finally:

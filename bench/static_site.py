@@ -6,7 +6,7 @@ rendering cache, a redirect from ``/pith/<ID>`` to ``/pith/<ID>/``).
 
 Per record: ``pith/<ID>/bundle.json`` (the bundle's bytes, hard-linked), ``state.json``
 and ``index.html`` (the record page the project's mirror renders, with its "cites" and
-"cited by" links); plus ``robots.txt`` and ``sitemap.xml``. No mirror manifest.
+"cited by" links); plus ``robots.txt`` and ``sitemap.xml``. No mirror list.
 """
 
 import os

@@ -65,10 +65,11 @@ class ResolverUrls:
     def host(self) -> str:
         return urlsplit(self.base).hostname or ""
 
-    def with_manifest(self, manifest: dict) -> "ResolverUrls":
-        """Adopt the path templates of a mirror manifest, rebased on this resolver:
-        a manifest lists its own host's URLs, but we fetch from the base we were given."""
-        mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
+    def with_manifest(self, mirror_list: dict) -> "ResolverUrls":
+        """Adopt the path templates of a mirror list (``/pith-mirrors.json``), rebased on
+        this resolver: a mirror list names its own host's URLs, but we fetch from the base
+        we were given."""
+        mirrors = mirror_list.get("mirrors") if isinstance(mirror_list, dict) else None
         if not isinstance(mirrors, list) or not mirrors:
             return self
         chosen = next(
@@ -97,9 +98,9 @@ def learnt_template(url: str, base: str, suffix: str) -> str | None:
     return parts.path.replace(suffix, "{suffix}") + (f"?{parts.query}" if parts.query else "")
 
 
-def mirror_bases(manifest: dict) -> list[str]:
-    """Base URLs of every mirror a manifest lists (fallback candidates)."""
-    mirrors = manifest.get("mirrors") if isinstance(manifest, dict) else None
+def mirror_bases(mirror_list: dict) -> list[str]:
+    """Base URLs of every mirror a mirror list names (fallback candidates)."""
+    mirrors = mirror_list.get("mirrors") if isinstance(mirror_list, dict) else None
     bases = []
     for mirror in mirrors if isinstance(mirrors, list) else []:
         if isinstance(mirror, dict) and isinstance(mirror.get("base_url"), str):

@@ -153,7 +153,7 @@ def read_attestation(line: bytes, keyring: Keyring, path: str) -> dict[str, Any]
 
 @dataclass
 class ChainStretch:
-    """One feed's run of one key's chain."""
+    """The part of one key's chain one feed holds, unbroken."""
 
     source: str  # the feed it is in
     key_id: str
@@ -167,8 +167,8 @@ class Chain:
     the second), one chain per archiver key.
 
     Within a feed each attestation must name the key's one before it: ``follow``
-    raises chain_broken at once. Each feed's run of a key is a stretch, and ``breaks``
-    checks at the end that each key's stretches join into one chain."""
+    raises chain_broken at once. Each feed's part of a key's chain is a stretch, and
+    ``breaks`` checks at the end that each key's stretches join into one chain."""
 
     def __init__(self) -> None:
         self._stretches: list[ChainStretch] = []

@@ -36,24 +36,50 @@ def refuse_endpoint_without_s3(s3_endpoint_url: str | None, locations: Iterable[
 
 
 class RenamedFrom(click.Option):
-    """An option renamed so that one word keeps one meaning across commands: its old flag
-    (``old``) still works for one release, with a one-line notice naming the new one; the
-    help shows only the new."""
+    """An option renamed so that one word keeps one meaning across commands: each old
+    flag (``old``: one, or several) still works for one release, with a one-line notice
+    naming the new one; the help shows only the new. An old flag that also chose another
+    option's value names it in ``implies`` (``export --bag OUT`` is ``--out OUT --format
+    bag``: ``{"--bag": ("fmt", "bag")}``); that option given otherwise is refused."""
 
-    def __init__(self, *args: Any, old: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        old: str | tuple[str, ...],
+        implies: Mapping[str, tuple[str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.old = old
+        self.olds = (old,) if isinstance(old, str) else old
+        self.implies = dict(implies or {})
 
     def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
         super().add_to_parser(parser, ctx)
-        parser.add_option(obj=self, opts=[self.old], dest=self._old_dest, action="store", nargs=self.nargs)
+        for old in self.olds:
+            parser.add_option(obj=self, opts=[old], dest=self._dest_of(old), action="store", nargs=self.nargs)
 
     def handle_parse_result(self, ctx: click.Context, opts: Mapping[str, Any], args: list[str]) -> tuple[Any, list]:
-        if self._old_dest in opts:
-            echo(f"notice: {self.old} is now {self.opts[0]}; the old name goes in the next release", err=True)
-            opts = {**opts, self.name or "": opts[self._old_dest]}
+        spelled = [old for old in self.olds if self._dest_of(old) in opts]
+        if spelled and (self.name in opts or len(spelled) > 1):
+            twice = [self.opts[0], *spelled] if self.name in opts else spelled
+            raise ConfigError(f"{' and '.join(twice)}: one option, give it once")
+        for old in spelled:
+            now = " ".join([self.opts[0], *self._imply(ctx, opts, old)])
+            echo(f"notice: {old} is now {now}; the old name goes in the next release", err=True)
+            opts = {**opts, self.name or "": opts[self._dest_of(old)]}
         return super().handle_parse_result(ctx, opts, args)
 
-    @property
-    def _old_dest(self) -> str:
-        return f"{self.name}_as_{self.old.lstrip('-').replace('-', '_')}"
+    def _imply(self, ctx: click.Context, opts: Mapping[str, Any], old: str) -> list[str]:
+        """The other option ``old`` chose, as its default for this command line (refused
+        when given otherwise), spelled for the notice."""
+        if old not in self.implies:
+            return []
+        name, value = self.implies[old]
+        flag = next(param.opts[0] for param in ctx.command.params if param.name == name)
+        if opts.get(name, value) != value:
+            raise ConfigError(f"{flag} {opts[name]} does not go with {old}")
+        ctx.default_map = {**(ctx.default_map or {}), name: value}
+        return [flag, value]
+
+    def _dest_of(self, old: str) -> str:
+        return f"{self.name}_as_{old.lstrip('-').replace('-', '_')}"

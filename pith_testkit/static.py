@@ -2,7 +2,7 @@
 server (nginx) to serve: each record's bundle, the listings (the sitemap and its pages,
 the ResourceSync documents when the source publishes them, found by following the
 ``<loc>`` links from ``/sitemap.xml`` and ``/.well-known/resourcesync``), robots.txt,
-the mirror manifest and the signing key. Each file's mtime is the Last-Modified the
+the mirror list and the signing key. Each file's mtime is the Last-Modified the
 project's own server gives it, so a static server's validators follow the same dates.
 
 Writing week after week into one folder keeps the files that did not change as they

@@ -254,7 +254,7 @@ READERS = {  # a command that reads an archive, and what it is asked to do
     "audit": [],
     "checkpoint": [],
     "serve": [],
-    "export": ["--format", "parquet", "--to", "{out}"],
+    "export": ["--format", "parquet", "--out", "{out}"],
 }
 
 

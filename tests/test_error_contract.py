@@ -28,7 +28,7 @@ def every_command(folder, archive: str) -> dict[str, list]:
         "sync": ["sync", archive, "--keyring", folder / "peer-key.json", "--out", folder / "copy"],
         "verify": ["verify", archive],
         "audit": ["audit", archive],
-        "export": ["export", archive, "--bag", folder / "bag"],
+        "export": ["export", archive, "--format", "bag", "--out", folder / "bag"],
         "serve": ["serve", archive],
         "checkpoint": ["checkpoint", archive],
         "prove": ["prove", archive, REAL],

@@ -105,7 +105,9 @@ def test_a_bag_of_an_s3_archive_through_the_command_line(tmp_path, corpus_dir, c
     result = run_cli(
         "export",
         f"s3://{s3_bucket}/archive",
-        "--bag",
+        "--format",
+        "bag",
+        "--out",
         str(tmp_path / "bag"),
         "--s3-endpoint-url",
         s3_endpoint,
@@ -152,7 +154,7 @@ def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, 
         str(archive.root),
         "--format",
         "parquet",
-        "--to",
+        "--out",
         str(tmp_path / "d"),
         "--keyring",
         str(corpus_dir / KEYRING_NAME),
@@ -167,6 +169,24 @@ def test_a_plain_dataset_is_tables_and_readme_unless_raw_is_asked_for(tmp_path, 
     } | {"README.md"}
     readme = (tmp_path / "d" / "README.md").read_text()
     assert "manifests/`" not in readme.split("## Provenance")[0] and "| `tables/records/` |" in readme
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [(["--bag"], ["--format", "bag", "--out"]), (["--to"], ["--out"]), (["--format", "parquet", "--to"], ["--out"])],
+)
+def test_the_old_names_of_out_still_export_with_a_notice(tmp_path, corpus_dir, corpus_keyring, old, new):
+    """``--bag OUT`` (now ``--out OUT --format bag``) and ``--to DEST`` (now ``--out``): the
+    same export as the new names make, after one line naming them."""
+    archive = LocalStore(tmp_path / "source")
+    fill(archive, corpus_dir, corpus_keyring)
+    trust = ["--keyring", corpus_dir / KEYRING_NAME, "--trust-archive-keys"]
+    before = run_cli("export", archive.root, *old, tmp_path / "old", *trust).check()
+    after = run_cli("export", archive.root, *new, tmp_path / "new", *trust).check()
+    now = "--out --format bag" if old == ["--bag"] else "--out"
+    assert before.stderr.splitlines() == [f"notice: {old[-1]} is now {now}; the old name goes in the next release"]
+    assert before.stdout.replace(str(tmp_path / "old"), "DEST") == after.stdout.replace(str(tmp_path / "new"), "DEST")
+    assert after.stderr == ""
 
 
 @pytest.mark.parametrize("prefix", [layout.RAW, layout.TABLES])
@@ -211,10 +231,10 @@ def test_every_format_refuses_alike_what_does_not_verify_under_the_pinned_keys(t
     out = tmp_path / "out"
     out.mkdir()
     targets = {
-        "bag": ["--bag", out / "bag"],
-        "parquet": ["--format", "parquet", "--to", out / "parquet"],
-        "release": ["--format", "release", "--to", out / "release"],
-        "wacz": ["--format", "wacz", "--to", out / "x.wacz"],
+        "bag": ["--format", "bag", "--out", out / "bag"],
+        "parquet": ["--format", "parquet", "--out", out / "parquet"],
+        "release": ["--format", "release", "--out", out / "release"],
+        "wacz": ["--format", "wacz", "--out", out / "x.wacz"],
     }
     refusals = set()
     for fmt, args in targets.items():
@@ -239,11 +259,11 @@ def test_export_and_verify_count_a_wacz_alike(tmp_path, monkeypatch):
     run_cli_crawl(tmp_path, "-s", "PITH_CONDITIONAL_REQUESTS=false", logged=False).check()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the demo's archiver key
     archive, wacz = tmp_path / "archive", tmp_path / "out.wacz"
-    made = run_cli("export", archive, "--format", "wacz", "--to", wacz, "--with-raw")
+    made = run_cli("export", archive, "--format", "wacz", "--out", wacz, "--with-raw")
     assert made.returncode == 2 and made.stderr == (
         "Error: --with-raw: only with --format parquet (a WACZ holds the bundles as fetched, in its WARC files)\n"
     )
-    made = run_cli("export", archive, "--format", "wacz", "--to", wacz).check()
+    made = run_cli("export", archive, "--format", "wacz", "--out", wacz).check()
     assert "WARC files (3 bundles inside, 6 pages, " in made.stdout, made.output
     verified = run_cli("verify", wacz).check()
     assert f"VERIFIED    wacz  {wacz}  3 bundles inside\n" in verified.stdout
@@ -252,16 +272,20 @@ def test_export_and_verify_count_a_wacz_alike(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "give either --bag OUT or --format parquet|release|wacz --to DEST"),
-        (["--bag", "b", "--to", "d"], "give either --bag OUT or --format parquet|release|wacz --to DEST"),
+        ([], "give --out DEST (and --format bag, release or wacz for other than parquet)"),
+        (["--format", "bag", "--out", "s3://b/bag"], "--out s3://b/bag: a bag is written at a new local path"),
+        (["--format", "bag", "--out", "b", "--with-raw"], "--with-raw: only with --format parquet (a bag always holds"),
+        (["--format", "release", "--out", "d", "--with-raw"], "--with-raw: only with --format parquet (a release"),
+        (["--out", "d", "--since", "x"], "--since: only with --format release (a previous release) or wacz"),
+        (["--format", "bag", "--out", "b", "--since", "x"], "--since: only with --format release"),
+        (["--out", "d", "--source-organization", "Us"], "--source-organization: only with --format bag"),
+        (["--format", "wacz", "--out", "x.wacz", "--source-organization", "Us"], "--source-organization: only with"),
+        (["--format", "bag", "--out", "b", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to"),
+        (["--out", "d", "--s3-single-writer"], "--s3-single-writer applies to an s3:// --out, and none was given"),
+        # the old names of --out, until the next release: refused as before when they disagree
+        (["--bag", "b", "--to", "d"], "--to and --bag: one option, give it once"),
+        (["--out", "b", "--to", "d"], "--out and --to: one option, give it once"),
         (["--bag", "b", "--format", "parquet"], "--format parquet does not go with --bag"),
-        (["--bag", "b", "--with-raw"], "--with-raw: only with --format parquet (a bag always holds the raw bundles)"),
-        (["--format", "release", "--to", "d", "--with-raw"], "--with-raw: only with --format parquet (a release"),
-        (["--to", "d", "--since", "x"], "--since: only with --format release (a previous release) or wacz"),
-        (["--bag", "b", "--since", "x"], "--since: only with --format release"),
-        (["--to", "d", "--source-organization", "Us"], "--source-organization: only with --bag"),
-        (["--format", "wacz", "--to", "x.wacz", "--source-organization", "Us"], "--source-organization: only with"),
-        (["--bag", "b", "--s3-endpoint-url", "http://127.0.0.1:1"], "--s3-endpoint-url applies to s3:// locations"),
     ],
 )
 def test_export_usage_errors(tmp_path, args, message):

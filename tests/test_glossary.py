@@ -84,6 +84,42 @@ def test_the_sentence_check_sees_the_old_wording():
     assert not interim_checkpoints("The published checkpoint is the newest. An interim commit is a run.")
 
 
+# "manifest" is only the signed run manifest: /pith-mirrors.json is the mirror list (its wire
+# value "pith_mirror_manifest" stays, pith.links.MIRROR_LIST_TYPE) and a BagIt bag's checksum
+# lists are bag manifests, BagIt's word
+MANIFEST_MISUSES = re.compile(
+    r"\bmirror[ _]manifests?\b|\b(?:resolver|registry)'s manifest\b|\bmirrors? (?:the|its) manifest\b"
+    r"|\bsha(?:256|512)(?: and sha512)? manifests?\b",
+    re.I,
+)
+# being edited elsewhere as this check came: its two log lines, its request priority and its
+# call of ResolverUrls.with_manifest are renamed for the mirror list with it
+AWAITING_THE_MIRROR_LIST = {"crawler/spiders/pith.py"}
+
+
+def manifest_misuses(text: str) -> list[str]:
+    """Where ``text`` calls the mirror list, or a bag's checksum lists, a manifest."""
+    return [" ".join(found.split()) for found in MANIFEST_MISUSES.findall(text)]
+
+
+def test_only_a_run_manifest_is_called_a_manifest():
+    found = {
+        str(path.relative_to(ROOT)): manifest_misuses(path.read_text("utf-8"))
+        for path in [*product_modules(), *DOCS]
+        if str(path.relative_to(ROOT)) not in AWAITING_THE_MIRROR_LIST
+    }
+    assert {path: misuses for path, misuses in found.items() if misuses} == {}
+
+
+def test_the_manifest_check_sees_the_old_wording():
+    assert manifest_misuses("the URL patterns of its mirror manifest (`/pith-mirrors.json`)")
+    assert manifest_misuses("every mirror the resolver's manifest lists, and the mirrors the manifest lists")
+    assert manifest_misuses("def mirror_manifest(base): ...")
+    assert manifest_misuses("a BagIt bag (sha256 and sha512 manifests)")
+    assert not manifest_misuses('"manifest_type": "pith_mirror_manifest"; sha256 and sha512 bag manifests')
+    assert not manifest_misuses("every object the run manifest lists; the mirror list names the mirrors")
+
+
 def open_run_misuses(source: str) -> list[str]:
     """Where ``open_run`` names anything but a ``storage.writing.open_run.OpenRun``: a run id
     is a ``run_id``."""

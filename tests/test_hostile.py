@@ -1,7 +1,7 @@
 """Hostile input from a resolver and from the command line, each bounded and named:
 path tricks in record IDs (in seeds and in the links a resolver serves), a huge
 Content-Length, gzip bombs, deeply nested JSON, a redirect to another host and a
-mirror manifest naming another host. The resolver is a small stdlib HTTP server
+mirror list naming another host. The resolver is a small stdlib HTTP server
 written here, on a real loopback socket, that logs every request it gets.
 """
 
@@ -110,12 +110,12 @@ def hostile_routes(elsewhere: Site) -> dict:
     state = json.dumps(json.loads(raw)["state"], separators=(",", ":"), ensure_ascii=False).encode()
     page = "".join(f'<a href="{link}">{link}</a> ' for link in TRICKS)
     one_gib = gzip.compress(b"\0" * (1 << 24), compresslevel=9) * 64  # 64 gzip members of 16 MiB of zeros
-    manifest = {"manifest_type": "pith_mirror_manifest", "mirrors": [{"base_url": elsewhere.url("localhost")}]}
+    mirror_list = {"manifest_type": "pith_mirror_manifest", "mirrors": [{"base_url": elsewhere.url("localhost")}]}
     return {
         bundle(REAL): (200, json_headers(), raw),
         f"/pith/{REAL}/state.json": (200, json_headers(), state),
         f"/pith/{REAL}": (200, [("Content-Type", "text/html; charset=utf-8")], page.encode()),
-        "/pith-mirrors.json": (200, json_headers(), json.dumps(manifest).encode()),
+        "/pith-mirrors.json": (200, json_headers(), json.dumps(mirror_list).encode()),
         bundle(BOMB_IN_BOMB): (200, json_headers(("Content-Encoding", "gzip, gzip")), BOMB_FILE.read_bytes()),
         bundle(BOMB): (200, json_headers(("Content-Encoding", "gzip")), one_gib),
         bundle(HUGE): (200, json_headers(("Content-Length", str(10**15))), b"{" * 4096),
@@ -148,7 +148,7 @@ def test_a_hostile_resolver_is_bounded_and_named(tmp_path, sites, figures):
     )
     assert result.returncode == 1, result.stderr[-3000:]  # too_deep rejected; the failures are within the budget
 
-    assert elsewhere.requests == []  # no redirect, manifest or link took the crawl to another host
+    assert elsewhere.requests == []  # no redirect, mirror list or link took the crawl to another host
     assert [path for path in site.requests if not REQUEST_SHAPE.match(path)] == []  # no path trick became a request
     assert site.requests.count(bundle(HUGE)) == 1  # refused on its header, not retried
     assert bundle(ELSEWHERE) in site.requests  # a record named on another host is fetched here, if at all

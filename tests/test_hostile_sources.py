@@ -303,7 +303,7 @@ def test_an_alias_resolved_to_another_record_is_a_wrong_record(tmp_path, corpus_
 
 @pytest.mark.slow
 def test_a_swapping_mirror_the_registry_lists_costs_no_record(tmp_path, corpus_dir, mirror):
-    """--mirrors-from-registry: the resolver's manifest lists a mirror that swaps."""
+    """--mirrors-from-registry: the resolver's mirror list names a mirror that swaps."""
     swapping = mirror(faults=FaultPlan(swap_with=REAL))
     suffixes = build_static_site(tmp_path / "registry")
     listed = [{"name": "swapping", "base_url": swapping.url}]

@@ -116,7 +116,7 @@ def test_a_bundle_forged_with_the_archiver_key_is_rejected_everywhere(tmp_path, 
         other = next(s for s in suffixes if s != REAL)
         assert fetch(f"{url}/pith/{other}/bundle.json") == (200, (FIXTURES / f"{other}.bundle.json").read_bytes())
 
-    exported = run_cli("export", archive, "--bag", tmp_path / "bag", home=tmp_path)
+    exported = run_cli("export", archive, "--format", "bag", "--out", tmp_path / "bag", home=tmp_path)
     assert "wrong_key_role" in one_error_line(exported, 1)
     assert not (tmp_path / "bag").exists()
 
@@ -252,14 +252,29 @@ def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_p
         run_cli("audit", archive, "--signing-key", tmp_path / "none", home=tmp_path), 2
     )
     assert "notjson.json" in one_error_line(
-        run_cli("export", archive, "--bag", tmp_path / "b", "--keyring", tmp_path / "notjson.json", home=tmp_path), 2
+        run_cli(
+            "export",
+            archive,
+            "--format",
+            "bag",
+            "--out",
+            tmp_path / "b",
+            "--keyring",
+            tmp_path / "notjson.json",
+            home=tmp_path,
+        ),
+        2,
     )
-    assert "already exists" in one_error_line(run_cli("export", archive, "--bag", tmp_path, home=tmp_path), 2)
+    assert "already exists" in one_error_line(
+        run_cli("export", archive, "--format", "bag", "--out", tmp_path, home=tmp_path), 2
+    )
     assert "no manifest verifies" in one_error_line(
         run_cli(
             "export",
             archive,
-            "--bag",
+            "--format",
+            "bag",
+            "--out",
             tmp_path / "b",
             home=tmp_path,
             env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")},
@@ -275,6 +290,6 @@ def test_audit_serve_and_export_errors_are_one_line_with_their_exit_status(tmp_p
     assert "connection refused" in one_error_line(down, 4)  # a store that is down: the run failed
     unset = run_cli("audit", "s3://no-such-bucket/archive", *endpoint, home=tmp_path)
     assert "no credentials found" in one_error_line(unset, 2)  # the setup's to fix
-    exported = run_cli("export", archive, "--bag", tmp_path / "bag", "-q", home=tmp_path)
+    exported = run_cli("export", archive, "--format", "bag", "--out", tmp_path / "bag", "-q", home=tmp_path)
     assert exported.returncode == 0 and exported.stderr == ""
     assert exported.stdout.startswith("exported 3 bundle versions")

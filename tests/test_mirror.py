@@ -327,17 +327,17 @@ def test_one_connection_carries_many_requests(server, corpus_catalog):
 # --- site documents ------------------------------------------------------------------------
 
 
-def test_signing_key_and_mirror_manifest(server, corpus_catalog):
+def test_signing_key_and_mirror_list(server, corpus_catalog):
     status, headers, body = get(f"{server.url}/pith-signing-key.json")
     assert status == 200 and headers["Content-Type"] == "application/json"
     assert json.loads(body) == corpus_signer(SMALL_CORPUS_SEED).public_document()
     status, headers, body = get(f"{server.url}/pith-mirrors.json")
-    manifest = json.loads(body)
+    mirror_list = json.loads(body)
     assert status == 200 and headers["Content-Type"] == "application/json"
-    assert manifest["manifest_type"] == "pith_mirror_manifest" and manifest["manifest_version"] == "1.0"
-    (entry,) = manifest["mirrors"]
+    assert mirror_list["manifest_type"] == "pith_mirror_manifest" and mirror_list["manifest_version"] == "1.0"
+    (entry,) = mirror_list["mirrors"]
     assert entry["base_url"] == server.url and entry["status"] == "primary"
-    assert {k["key_id"] for k in manifest["public_keys"]} == {
+    assert {k["key_id"] for k in mirror_list["public_keys"]} == {
         corpus_signer(SMALL_CORPUS_SEED).key_id,
         "pith-v1-2026-05",
     }
@@ -364,8 +364,8 @@ def test_home_page_points_at_the_site_documents(server, corpus_catalog):
 
 def test_public_url_is_used_in_links(mirror):
     server = mirror(public_url="https://mirror.example")
-    manifest = json.loads(get(f"{server.url}/pith-mirrors.json")[2])
-    assert manifest["mirrors"][0]["bundle_url"] == "https://mirror.example/pith/{suffix}/bundle.json"
+    mirror_list = json.loads(get(f"{server.url}/pith-mirrors.json")[2])
+    assert mirror_list["mirrors"][0]["bundle_url"] == "https://mirror.example/pith/{suffix}/bundle.json"
     assert get(f"{server.url}/pith/1904.12043", follow=False)[1]["Location"] == f"https://mirror.example/pith/{REAL}"
 
 

@@ -48,18 +48,24 @@ def test_an_option_that_does_not_apply_is_one_line_and_exit_2(tmp_path, proof, a
 
 
 @pytest.mark.parametrize(
-    "command, old, new, rest",
+    "command, old, new, rest, implied",
     [
-        ("verify", "--max-depth", "--max-nesting", ["4", "{real}"]),  # --max-depth: a crawl's link hops
-        ("witness", "--key", "--signing-key", ["{tmp}/no-key.json", "--policy", "{tmp}/no.policy"]),  # --key: a key id
-        ("keys generate", "--out", "--signing-key", ["{tmp}"]),  # --out: the archive; {tmp} is a folder
-        ("keys retire", "--keyring", "--into", ["{tmp}/k.json", "k", "--at", "2026-07-01T00:00:00Z"]),  # trusted keys
+        ("verify", "--max-depth", "--max-nesting", ["4", "{real}"], []),  # --max-depth: a crawl's link hops
+        ("witness", "--key", "--signing-key", ["{tmp}/no-key.json", "--policy", "{tmp}/no.policy"], []),  # a key id
+        ("keys generate", "--out", "--signing-key", ["{tmp}"], []),  # --out: the archive; {tmp} is a folder
+        ("keys retire", "--keyring", "--into", ["{tmp}/k.json", "k", "--at", "2026-07-01T00:00:00Z"], []),  # trusted
+        ("export", "--to", "--out", ["{tmp}/d", "{tmp}/no-archive"], []),  # --out: the destination, as in crawl
+        ("export", "--bag", "--out", ["{tmp}/d", "{tmp}/no-archive"], ["--format", "bag"]),
     ],
 )
-def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_name(tmp_path, command, old, new, rest):
+def test_a_renamed_option_works_for_one_release_with_a_notice_naming_the_new_name(
+    tmp_path, command, old, new, rest, implied
+):
+    """The old flag gives what the new one gives (with ``implied``, what the old flag also
+    chose), after one line naming the new."""
     rest = [arg.replace("{real}", str(FIXTURES)).replace("{tmp}", str(tmp_path)) for arg in rest]
-    result, renamed = run_cli(*command.split(), old, *rest), run_cli(*command.split(), new, *rest)
-    notice = f"notice: {old} is now {new}; the old name goes in the next release"
+    result, renamed = run_cli(*command.split(), old, *rest), run_cli(*command.split(), new, *rest, *implied)
+    notice = f"notice: {' '.join([old, 'is now', new, *implied])}; the old name goes in the next release"
     assert result.stderr.splitlines()[0] == notice and notice not in renamed.stderr
     assert (result.returncode, result.stdout) == (renamed.returncode, renamed.stdout)
     assert result.stderr.splitlines()[1:] == renamed.stderr.splitlines()
@@ -73,9 +79,9 @@ def test_every_renamed_option_is_in_the_commands_page():
     table = page.split("## Renamed options", 1)[1].split("\n## ", 1)[0]
     for name, command in commands_of(main):
         for param in command.params:
-            if isinstance(param, RenamedFrom):
-                row = next((line for line in table.splitlines() if f"{name} {param.old}`" in line), "")
-                assert param.opts[0] in row, (name, param.old)
+            for old in param.olds if isinstance(param, RenamedFrom) else ():
+                row = next((line for line in table.splitlines() if f"{name} {old}`" in line), "")
+                assert param.opts[0] in row, (name, old)
 
 
 def commands_of(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:

@@ -107,9 +107,9 @@ def test_a_sync_from_it_and_an_export_to_it(tmp_path, rclone_endpoint, rclone_bu
     assert "3 archived new, 0 already held, 0 quarantined" in synced.stdout, synced.output[-3000:]
     assert run_cli("audit", copier / "copy", home=copier).check().stdout.splitlines()[-1].startswith("clean: ")
 
-    export = ["export", copier / "copy", "--format", "parquet", "--to", f"s3://{rclone_bucket}/export", *endpoint]
+    export = ["export", copier / "copy", "--format", "parquet", "--out", f"s3://{rclone_bucket}/export", *endpoint]
     line = error_line(run_cli(*export, home=copier))
-    assert line.startswith("Error: --to: ") and "conditional writes" in line and "--s3-single-writer" in line
+    assert line.startswith("Error: --out: ") and "conditional writes" in line and "--s3-single-writer" in line
     assert objects(rclone_endpoint, rclone_bucket, "export") == []
     run_cli(*export, "--s3-single-writer", home=copier).check()
     exported = objects(rclone_endpoint, rclone_bucket, "export")

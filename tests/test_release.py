@@ -34,7 +34,7 @@ def archive(tmp_path, corpus_dir, corpus_keyring):
 
 def release(archive_path, out, corpus_dir, *extra):
     return run_cli(
-        "export", archive_path, "--format", "release", "--to", out, "--keyring", corpus_dir / KEYRING_NAME, *extra
+        "export", archive_path, "--format", "release", "--out", out, "--keyring", corpus_dir / KEYRING_NAME, *extra
     )
 
 
@@ -151,7 +151,7 @@ def test_a_release_from_s3_to_s3(tmp_path, corpus_dir, corpus_keyring, s3_endpoi
         f"s3://{s3_bucket}/archive",
         "--format",
         "release",
-        "--to",
+        "--out",
         f"s3://{s3_bucket}/release",
         "--keyring",
         corpus_dir / KEYRING_NAME,
@@ -170,7 +170,7 @@ def test_a_release_of_bundles_that_do_not_verify_under_the_pinned_keys_is_refuse
     version's bundle is unknown_key, so the release is refused as a bag is, before
     anything is written."""
     out = tmp_path / "out"
-    made = run_cli("export", archive.root, "--format", "release", "--to", out)
+    made = run_cli("export", archive.root, "--format", "release", "--out", out)
     assert made.returncode == 1, made.output
     [line] = made.stderr.strip().splitlines()
     assert line.startswith("Error: raw/bundles/") and "does not verify (unknown_key at " in line, line

@@ -275,10 +275,10 @@ def test_damaged_table_files_no_peer_holds_are_rebuilt_from_the_raw_objects(
     # an export of the tables and a bag take the rebuilt files, and the bag validates
     keys = ["--keyring", corpus_dir / "keyring.json", "--keyring", tmp_path / "own-pinned.json", "--no-default-keys"]
     (tmp_path / "own-pinned.json").write_text(json.dumps(own.pinned().document()))
-    run_cli("export", archive, "--format", "parquet", "--to", tmp_path / "dataset", *keys).check(0)
+    run_cli("export", archive, "--format", "parquet", "--out", tmp_path / "dataset", *keys).check(0)
     for table in REBUILT:
         assert table_rows(tmp_path / "dataset", table) == before[table], table
-    run_cli("export", archive, "--bag", tmp_path / "bag", *keys).check(0)
+    run_cli("export", archive, "--format", "bag", "--out", tmp_path / "bag", *keys).check(0)
     bagit.Bag(str(tmp_path / "bag")).validate()
     # damaged in turn, a rebuilt file is rebuilt from the raw objects of the run its rows are of
     rebuilt = archive / repair["supersedes"][0]["by"]

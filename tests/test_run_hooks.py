@@ -160,7 +160,9 @@ def test_audit_and_export_report_the_same_way(tmp_path, corpus_dir, mirror, list
     assert audit.returncode == 0, audit.stderr
     found = metrics((tmp_path / "audit.prom").read_text())
     assert found["labels"] == ("audit", "archive") and found["records_archived"] == 1 and found["exit_status"] == 0
-    export = run_cli("export", "archive", "--bag", "bag", "-q", "--metrics-file", "export.prom", home=tmp_path)
+    export = run_cli(
+        "export", "archive", "--format", "bag", "--out", "bag", "-q", "--metrics-file", "export.prom", home=tmp_path
+    )
     assert export.returncode == 0, export.stderr
     exported = metrics((tmp_path / "export.prom").read_text())
     assert exported["labels"] == ("export", "archive") and exported["records_archived"] == 1
@@ -192,7 +194,7 @@ def test_bad_reporting_options_are_one_line_and_exit_2_before_anything(tmp_path,
     where = {
         "crawl": ["--resolver", server.url, "--out", "archive", REAL],
         "audit": ["archive"],
-        "export": ["archive", "--bag", "bag"],
+        "export": ["archive", "--format", "bag", "--out", "bag"],
     }[command]
     proc = run_cli(command, *where, *args, home=tmp_path)
     assert proc.returncode == 2, proc.stderr

@@ -310,7 +310,7 @@ def test_sigterm_after_the_summary_ends_the_cosign_of_a_witness_that_never_answe
 READING = {  # a command reading an archive whose store never answers, and its options
     "audit": (),
     "checkpoint": (),
-    "export": ("--to", "exported"),
+    "export": ("--out", "exported"),
     "prove": (f"pith:2026:{SEEDS[0]}",),
     "serve": ("--port", "0"),
 }

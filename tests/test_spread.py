@@ -83,7 +83,7 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
     assert "mirror " + bad.url + " demoted after 3 bad copies" in result.stderr
 
 
-def test_mirrors_from_the_registry_manifest_take_their_share(tmp_path):
+def test_mirrors_from_the_registry_mirror_list_take_their_share(tmp_path):
     with ExitStack() as servers:
         urls = []
         for name in ("registry", "m1", "m2"):

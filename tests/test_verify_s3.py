@@ -23,7 +23,7 @@ def on_s3(tmp_path, corpus_dir, corpus_keyring, test_signer, s3_bucket, s3_endpo
     test_signer.save(key)
     keys = ["--no-default-keys", "--keyring", corpus_dir / KEYRING_NAME, "--keyring", key]
     endpoint = ["--s3-endpoint-url", s3_endpoint]
-    release = ["--format", "release", "--to", f"s3://{s3_bucket}/release", "--signing-key", key]
+    release = ["--format", "release", "--out", f"s3://{s3_bucket}/release", "--signing-key", key]
     released = run_cli("export", f"s3://{s3_bucket}/archive", *release, *endpoint, *keys)
     assert released.returncode == 0, released.output
     return keys

@@ -151,7 +151,7 @@ PYWB = Path(os.environ.get("PITH_PYWB_BIN", Path(__file__).resolve().parents[1] 
 
 
 def export_wacz(tmp_path, archive, out, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pith_archiver", "export", str(archive), "--format", "wacz", "--to", str(out), *args]
+    cmd = [sys.executable, "-m", "pith_archiver", "export", str(archive), "--format", "wacz", "--out", str(out), *args]
     env = {**os.environ, **isolated_home(tmp_path)}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
 

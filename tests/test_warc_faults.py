@@ -245,7 +245,7 @@ def _check_the_run_stayed_honest(tmp_path, result, archive, corpus_dir, why: str
     listed = {entry["path"] for entry in manifest["objects"]}
     assert {f"warc/{path.name}" for path in warcs} <= listed
     assert sum(len(urls_in(path)) for path in warcs) > 0
-    wacz = run_cli("export", archive, "--format", "wacz", "--to", tmp_path / "after.wacz", home=tmp_path)
+    wacz = run_cli("export", archive, "--format", "wacz", "--out", tmp_path / "after.wacz", home=tmp_path)
     assert wacz.returncode == 0, wacz.output
 
 

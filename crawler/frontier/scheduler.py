@@ -36,7 +36,7 @@ class FrontierScheduler(Scheduler):
     A request that opens a task (``meta[Meta.TASK]`` not held by this worker) goes
     to the shared queue, through scrapy-redis's shared duplicate filter; everything
     else (retries, redirects, mirror fallbacks, the state.json check of a bundle, the
-    mirror manifest) stays in a local queue, unfiltered: it continues work this worker
+    mirror list) stays in a local queue, unfiltered: it continues work this worker
     holds, which another worker redoes whole if this one dies. Settings:
     PITH_FRONTIER_LEASE, PITH_FRONTIER_IDLE_CLOSE, PITH_FRONTIER_POLL.
     """

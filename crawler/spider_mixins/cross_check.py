@@ -5,8 +5,8 @@ seeds named in order and no link following, the first N seeds): ``CrossCheckSamp
 marks them (``meta[Meta.CROSS_CHECK]``) and makes them unconditional, so that a
 re-crawl has a body to compare even when the record has not changed. When a marked
 bundle arrives, the spider (through ``CrossCheck``) fetches the record again from
-every other source of the crawl (its ``--mirror`` URLs and the mirrors its manifest
-lists); the split-view pipeline (``pipelines.split_view``) compares the copies once
+every other source of the crawl (its ``--mirror`` URLs and the mirrors its resolver's
+mirror list names); the split-view pipeline (``pipelines.split_view``) compares the copies once
 they are verified. Copies are fetched unconditionally and never followed: their links
 were read from the first copy.
 """

@@ -15,7 +15,7 @@ from storage.publishing.export import ExportError, export_bag, export_dataset
 
 from ..crawl.setup import SINGLE_WRITER_HELP, check_store
 from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
-from ..option_checks import refuse
+from ..option_checks import RenamedFrom, refuse
 from ..output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
 from ..reading.archives import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
 from ..reporting.progress import progress
@@ -30,12 +30,23 @@ RAW_IN = {  # why --with-raw does not go with the other formats
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
 @click.argument("archive")
-@click.option("--bag", "bag_out", type=click.Path(), help="Write a BagIt bag at this new local path.")
+@click.option(
+    "--out",
+    "dest",
+    cls=RenamedFrom,
+    old=("--to", "--bag"),  # until the next release: --out is the destination, as in crawl
+    implies={"--bag": ("fmt", "bag")},
+    metavar="DEST",
+    help="Where the export goes: a bag, a new local path; parquet or release, a new folder or "
+    "s3://bucket/prefix; wacz, a file path or s3://bucket/key ending .wacz.",
+)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["bag", "parquet", "release", "wacz"]),
-    help="bag (with --bag), parquet, release or wacz (with --to) [default: bag with --bag, parquet with --to].",
+    default="parquet",
+    show_default=True,
+    help="What --out receives.",
 )
 @click.option(
     "--since",
@@ -46,25 +57,17 @@ RAW_IN = {  # why --with-raw does not go with the other formats
     "WARCs of this run id and the runs after it.",
 )
 @click.option(
-    "--to",
-    "dest",
-    metavar="DEST",
-    help="Where --format parquet, release or wacz writes: a new folder or s3://bucket/prefix (wacz: a file "
-    "path or s3://bucket/key ending .wacz).",
-)
-@click.option(
     "--with-raw", is_flag=True, help="With --format parquet: copy the raw bundles too (a bag always has them)."
 )
-@click.option("--source-organization", help="With --bag: the bag's Source-Organization (who transfers it).")
-@click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the run", "the export"))
+@click.option("--source-organization", help="With --format bag: the bag's Source-Organization (who transfers it).")
+@click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the crawl", "the export"))
 @trust_options
 @run_hook_options("export")
 @verbosity_options
 def export(
     archive: str,
-    bag_out: str | None,
-    fmt: str | None,
     dest: str | None,
+    fmt: str,
     with_raw: bool,
     since: str | None,
     source_organization: str | None,
@@ -77,15 +80,15 @@ def export(
     of four formats:
 
     \b
-    bag      --bag OUT: a BagIt bag (sha256 and sha512 manifests) whose data/ holds the
-             tables, raw bundles, attestations, manifests, keys and a dataset README
-             (schema, counts, provenance).
-    parquet  --format parquet --to DEST: the tables and the README (with --with-raw
-             the raw bundles too), in a folder or S3 prefix.
-    release  --format release --to DEST: a dataset release of each record's current
+    bag      --format bag --out OUT: a BagIt bag (sha256 and sha512 bag manifests)
+             whose data/ holds the tables, raw bundles, attestations, run manifests,
+             keys and a dataset README (schema, counts, provenance).
+    parquet  --out DEST: the tables and the README (with --with-raw the raw bundles
+             too), in a folder or S3 prefix.
+    release  --format release --out DEST: a dataset release of each record's current
              version, signed (release.json), with Croissant, data package and Hugging
              Face cards; --since PREVIOUS: only what changed since that release.
-    wacz     --format wacz --to FILE.wacz: the crawl's WARC files as one WACZ web
+    wacz     --format wacz --out FILE.wacz: the crawl's WARC files as one WACZ web
              archive (pywb, ReplayWeb.page), its digest signed; --since RUN_ID: the
              WARCs of that run and the runs after it.
 
@@ -97,9 +100,9 @@ def export(
     not go with the format among them), 4 when a store fails or ARCHIVE holds no archive.
     """
     log_to_stderr(verbosity)
-    fmt, target = _check_format(fmt, bag_out, dest)
-    if s3_single_writer and not (dest or "").startswith("s3://"):
-        raise ConfigError("--s3-single-writer applies to an s3:// --to, and none was given")
+    target = _checked_destination(fmt, dest)
+    if s3_single_writer and not target.startswith("s3://"):
+        raise ConfigError("--s3-single-writer applies to an s3:// --out, and none was given")
     store, keyring = open_archive(archive, trust, elsewhere=(dest, since))
     writer = Writer(trust.s3_endpoint_url, s3_single_writer)
     if fmt == "wacz":
@@ -195,16 +198,16 @@ def _wacz(
     writer: "Writer",
     hooks: RunHooks,
 ) -> None:
-    """``--format wacz``: the committed WARCs as one WACZ file (``--to`` a local path or s3://bucket/key)."""
+    """``--format wacz``: the committed WARCs as one WACZ file (``--out`` a local path or s3://bucket/key)."""
     from storage.archive.signing_key import load_or_create
     from storage.capture.wacz import WaczError, write_wacz
 
     folder, _, name = dest.rstrip("/").rpartition("/")
     if not name.endswith(".wacz"):
-        raise ConfigError(f"--to {dest}: a WACZ file's name ends with .wacz")
+        raise ConfigError(f"--out {dest}: a WACZ file's name ends with .wacz")
     target = writer.open(folder or ".")
     if any(stored.path == name for stored in target.list(name)):
-        raise ConfigError(f"--to {dest}: exists already")
+        raise ConfigError(f"--out {dest}: exists already")
     try:
         summary = write_wacz(store, keyring, load_or_create(trust.signing_key), target, name, since=since)
     except Exception as exc:
@@ -228,22 +231,20 @@ class Writer:
 
     def open(self, dest: str) -> ObjectStore:
         if dest.startswith("s3://"):
-            return check_store(dest, self.s3_endpoint_url, self.single_writer, option="--to")
+            return check_store(dest, self.s3_endpoint_url, self.single_writer, option="--out")
         return open_location(dest, self.s3_endpoint_url)
 
 
-def _check_format(fmt: str | None, bag_out: str | None, dest: str | None) -> tuple[str, str]:
-    """The format asked for, once the options agree with it, and where it goes."""
-    target = bag_out or dest
-    if target is None or bool(bag_out) == bool(dest):
-        raise ConfigError("give either --bag OUT or --format parquet|release|wacz --to DEST")
-    wanted = "bag" if bag_out else (fmt if fmt in ("release", "wacz") else "parquet")
-    if fmt not in (None, wanted):
-        raise ConfigError(f"--format {fmt} does not go with {'--bag' if bag_out else '--to'}")
-    if wanted not in ("release", "wacz"):
+def _checked_destination(fmt: str, dest: str | None) -> str:
+    """Where the export goes, once the options agree with the format."""
+    if dest is None:
+        raise ConfigError("give --out DEST (and --format bag, release or wacz for other than parquet)")
+    if fmt == "bag" and dest.startswith("s3://"):
+        raise ConfigError(f"--out {dest}: a bag is written at a new local path")
+    if fmt not in ("release", "wacz"):
         refuse(["since"], "only with --format release (a previous release) or wacz (a run id)")
-    if wanted != "parquet":
-        refuse(["with_raw"], f"only with --format parquet ({RAW_IN[wanted]})")
-    if wanted != "bag":
-        refuse(["source_organization"], "only with --bag (a field of the bag's bag-info.txt)")
-    return wanted, target
+    if fmt != "parquet":
+        refuse(["with_raw"], f"only with --format parquet ({RAW_IN[fmt]})")
+    if fmt != "bag":
+        refuse(["source_organization"], "only with --format bag (a field of the bag's bag-info.txt)")
+    return dest

@@ -118,7 +118,7 @@ CRAWL_OPTIONS = (  # in the order of the help
         "--check-state-sample",
         metavar="N%",
         default=None,
-        help="As --check-state, for N% of the records only (the same ones on every run).",
+        help="As --check-state, for N% of the records only (the same ones on every crawl).",
     ),
     CrawlOption(
         "cross_check",
@@ -138,8 +138,9 @@ CRAWL_OPTIONS = (  # in the order of the help
         type=click.FloatRange(0),
         default=None,
         metavar="DAYS",
-        help="A re-run skips held records its sitemaps date as unchanged, but asks again (conditionally) any "
-        f"not confirmed for DAYS (default: {PITH_RECHECK_AFTER_DAYS:g}; 0: every record, dates ignored).",
+        help="A crawl into an archive that holds records skips those its sitemaps date as unchanged, but asks "
+        f"again (conditionally) any not confirmed for DAYS (default: {PITH_RECHECK_AFTER_DAYS:g}; 0: every "
+        "record, dates ignored).",
         setting="PITH_RECHECK_AFTER_DAYS",
     ),
     CrawlOption("keyrings", TRUST, declared=keyring_option),
@@ -191,7 +192,7 @@ CRAWL_OPTIONS = (  # in the order of the help
         "--commit-every",
         type=click.IntRange(0),
         default=None,
-        help=f"Commit a manifest every N bundles as the run goes (0: only at the end) [default: {PITH_COMMIT_EVERY}].",
+        help=f"Commit a run every N bundles as the crawl goes (0: only at the end) [default: {PITH_COMMIT_EVERY}].",
         setting="PITH_COMMIT_EVERY",
     ),
     CrawlOption(
@@ -199,7 +200,7 @@ CRAWL_OPTIONS = (  # in the order of the help
         ARCHIVE,
         "--no-warc",
         is_flag=True,
-        help="Do not record the run's HTTP exchanges in WARC files (PITH_WARC=False).",
+        help="Do not record the crawl's HTTP exchanges in WARC files (PITH_WARC=False).",
         setting="PITH_WARC",
         as_setting=operator.not_,
     ),
@@ -262,7 +263,7 @@ CRAWL_OPTIONS = (  # in the order of the help
         type=FailureBudget(),
         default="1%",
         show_default=True,
-        help="Records that may fail to fetch (after retries and mirrors) before the run counts as failed "
+        help="Records that may fail to fetch (after retries and mirrors) before the crawl counts as failed "
         "(exit 4) rather than done with failures (exit 3): a count, or a share of the records found.",
     ),
     CrawlOption("settings", RUNNING, "-s", "--set", multiple=True, help="A Scrapy setting NAME=VALUE; repeatable."),

@@ -24,7 +24,7 @@ from ..output import say
 
 SINGLE_WRITER_HELP = (
     "Write to an S3-compatible store that ignores conditional writes (If-None-Match: *, e.g. rclone serve s3): "
-    f"check each name before writing it and hold {WRITER_LEASE} in the prefix for the run. Only one writer "
+    f"check each name before writing it and hold {WRITER_LEASE} in the prefix for the crawl. Only one writer "
     "may use that prefix."
 )
 

@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pith_archiver
+from pith.links import MIRROR_LIST_TYPE
 from pith.merge import STATE_TYPE
 from pith.parse import DEFAULT_MAX_BYTES
 from storage.archive import layout
@@ -216,6 +217,8 @@ def not_a_bundle(document: object) -> str:
         return "a keyring"
     if "key_id" in document and "public_key_b64" in document:
         return "a key document"
+    if document.get("manifest_type") == MIRROR_LIST_TYPE:
+        return "a mirror list"
     if "manifest_type" in document:
         return "an archive manifest"
     if "catalog_version" in document or "corpus" in document:

@@ -70,9 +70,10 @@ def export_bag(
     on_object: Progress | None = None,
 ) -> ExportSummary:
     """Write a BagIt bag at ``out`` (a new path): data/ holds the committed tables, raw
-    bundles, attestations, keys and manifests and README.md, with sha256 and sha512
-    manifests. Every raw bundle is verified again first (one that does not verify stops
-    the export); the bag is built next to ``out`` and renamed into place when whole.
+    bundles, attestations, keys and run manifests and README.md, with sha256 and sha512
+    bag manifests (BagIt's checksum lists). Every raw bundle is verified again first
+    (one that does not verify stops the export); the bag is built next to ``out`` and
+    renamed into place when whole.
     ``on_object(done, total)`` is called as bundles are checked and objects copied."""
     out = Path(out).absolute()
     if out.exists():

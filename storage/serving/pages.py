@@ -1,5 +1,5 @@
 """The documents a mirror writes itself (everything but bundles): record pages in HTML
-and JSON-LD, the sitemap, robots.txt, the mirror manifest and the home page. Pure
+and JSON-LD, the sitemap, robots.txt, the mirror list and the home page. Pure
 functions of their inputs, so the same record always renders the same bytes."""
 
 import json
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from xml.sax.saxutils import escape as xml_escape
 
-from pith.links import links_for
+from pith.links import MIRROR_LIST_TYPE, links_for
 
 from .catalog import CatalogView
 from .record import RecordView
@@ -87,8 +87,9 @@ def record_jsonld(view: RecordView, suffix: str, cites: list[str], cited_by: lis
     }
 
 
-def mirror_manifest(base: str, name: str, public_keys: list[dict]) -> dict:
-    """``/pith-mirrors.json``: this mirror's URL patterns (``{suffix}`` placeholders) and keys."""
+def mirror_list(base: str, name: str, public_keys: list[dict]) -> dict:
+    """``/pith-mirrors.json``, the mirror list: this mirror's URL patterns (``{suffix}``
+    placeholders) and keys."""
     patterns = links_for("{suffix}", base)
     entry = {
         "name": name,
@@ -100,7 +101,7 @@ def mirror_manifest(base: str, name: str, public_keys: list[dict]) -> dict:
         "well_known_bundle_url": patterns["well_known_bundle"],
     }
     return {
-        "manifest_type": "pith_mirror_manifest",
+        "manifest_type": MIRROR_LIST_TYPE,
         "manifest_version": "1.0",
         "mirrors": [entry],
         "public_keys": public_keys,
@@ -143,7 +144,7 @@ def home_page(base: str, name: str, records: int) -> str:
 <p>A Pith mirror serving {records} records.</p>
 <ul>
 <li><a href="{escape(base)}/sitemap.xml">sitemap</a></li>
-<li><a href="{escape(base)}/pith-mirrors.json">mirror manifest</a></li>
+<li><a href="{escape(base)}/pith-mirrors.json">mirror list</a></li>
 <li><a href="{escape(base)}/pith-signing-key.json">signing key</a></li>
 </ul>
 </body></html>

@@ -69,10 +69,10 @@ class ResolverSite:
             ),
             "/pith-mirrors.json": Response(
                 200,
-                compact_json(pages.mirror_manifest(self.base, options.name, self.catalog.public_keys)),
+                compact_json(pages.mirror_list(self.base, options.name, self.catalog.public_keys)),
                 JSON,
                 newest,
-                document="manifest",
+                document="mirror_list",
             ),
         }
         key_document = source.signing_key_document or (

@@ -1,4 +1,4 @@
-"""Committing a run of a run, in the order that keeps a crash harmless: once its
+"""Committing a run, in the order that keeps a crash harmless: once its
 raw objects are stored, sign their attestations (continuing the key's chain), close
 its tables, store the attestation feed, grow the key's transparency log (its tiles),
 publish the key document, write the signed manifest, then publish the log's new
