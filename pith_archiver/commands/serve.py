@@ -166,7 +166,12 @@ def listen_flags() -> list[Callable[[Command], Command]]:
             "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port."
         ),
         click.option("--public-url", help="Base URL to write into links (default: the URL listened on)."),
-        click.option("--name", default=SiteOptions.name, show_default=True, help="Mirror name in the manifest."),
+        click.option(
+            "--name",
+            default=SiteOptions.name,
+            show_default=True,
+            help="Mirror name in the mirror list (/pith-mirrors.json).",
+        ),
         click.option(
             "--sitemap-page-size",
             type=click.IntRange(1),
