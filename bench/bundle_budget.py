@@ -28,7 +28,8 @@ from pith.keyring import Keyring  # noqa: E402
 from pith.parse import Limits  # noqa: E402
 from pith_archiver.keyrings import build_keyring  # noqa: E402
 from storage.archive.folder_store import LocalStore  # noqa: E402
-from storage.capture.warc import Exchange, WarcWriter  # noqa: E402
+from storage.capture.exchanges import Exchange  # noqa: E402
+from storage.capture.warc import WarcWriter  # noqa: E402
 
 RESPONSE_HEADERS = [  # what nginx sends with a bundle
     ("Server", "nginx"),

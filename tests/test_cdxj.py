@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.capture.cdxj import _PLAIN_URL, SERVER_NOT_MODIFIED, _library_key, sort_index, url_key
-from storage.capture.warc import Exchange, FetchFailure, WarcWriter
+from storage.capture.exchanges import Exchange, FetchFailure
+from storage.capture.warc import WarcWriter
 from storage.capture.warc_salvage import salvage
 from tests.plugins.cli import ROOT
 
@@ -232,11 +233,11 @@ def test_the_crawls_own_urls_take_the_fast_way():
 
 
 def test_a_records_gzip_member_is_as_small_as_with_zlibs_full_window(real_raw):
-    """Records are gzipped with a window sized to them (storage.capture.warc.gzip_member):
+    """Records are gzipped with a window sized to them (storage.capture.warc_file.gzip_member):
     each inflates back to the record and is no larger than the full window makes it."""
     import zlib
 
-    from storage.capture.warc import gzip_member
+    from storage.capture.warc_file import gzip_member
 
     small = [b"WARC/1.1\r\nWARC-Type: request\r\n", b"x", bytes(range(256)) * 3, b"a" * 70_000]
     for data in [*real_raw.values(), *small]:

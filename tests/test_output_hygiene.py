@@ -15,7 +15,8 @@ from pith.signing import Signer
 from pith_archiver.crawl.report import report
 from pith_archiver.output import escape_logs
 from storage.archive.folder_store import LocalStore
-from storage.capture.warc import Exchange, WarcPolicy
+from storage.capture.exchanges import Exchange
+from storage.capture.warc import WarcPolicy
 from storage.writing.writer import ArchiveWriter
 from tests.plugins.cli import run_cli
 from tests.plugins.core import real_bundle_paths

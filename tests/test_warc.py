@@ -384,7 +384,8 @@ def test_each_warc_is_listed_by_the_run_holding_its_rows(tmp_path):
 
     from pith.signing import Signer
     from storage.archive.manifest import committed_manifests
-    from storage.capture.warc import Exchange, WarcPolicy
+    from storage.capture.exchanges import Exchange
+    from storage.capture.warc import WarcPolicy
     from storage.writing.writer import ArchiveWriter
 
     signer = Signer.generate("test-archiver")

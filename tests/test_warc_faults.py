@@ -30,7 +30,8 @@ from pith_testkit.faults import FaultPlan
 from storage.archive import layout
 from storage.archive.folder_store import LocalStore
 from storage.archive.manifest import committed_manifests
-from storage.capture.warc import Exchange, WarcPolicy
+from storage.capture.exchanges import Exchange
+from storage.capture.warc import WarcPolicy
 from storage.capture.warc_process import CHILD
 from storage.capture.warc_salvage import complete_length, salvage
 from storage.runtime.child_process import WatchedChild, framed, messages

@@ -9,7 +9,7 @@ runs last on the way out, so the request record has the headers Scrapy sends.
 
 The WARC writer (``storage.capture.warc_process.WarcProcess``) belongs to the crawl's archive
 (the ``CrawlArchive`` extension: its files go into the archive's runs); each exchange
-goes to it as an ``Exchange`` (``storage.capture.warc``). Its queue full, the response waits
+goes to it as an ``Exchange`` (``storage.capture.exchanges``). Its queue full, the response waits
 until there is room (the reactor goes on), so a writer slower than the crawl slows the
 crawl rather than losing records, and a stuck one is stopped by its watch. A request
 that got no response (a refused connection, a timeout, a body cut short: Scrapy drops
@@ -30,7 +30,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
-from storage.capture.warc import Exchange, FetchFailure
+from storage.capture.exchanges import Exchange, FetchFailure
 from storage.capture.warc_process import WarcProcess
 
 from ..crawl_config import crawl_config

@@ -7,6 +7,10 @@ no sitemap seed (a sitemap lists every record already), and when the bundle does
 name every record citing it. The state document is fetched only for the share of records
 PITH_CHECK_STATE asks (it is signed inside the bundle already). A URL template the resolver
 redirects is learnt from the first redirect, so later URLs are built final (no redirect hop).
+
+Its mixins (``crawler.spider_mixins``) each own one concern: the sources a record's
+bundle is fetched from, a bad copy's or a failed fetch's fallback, the record pages and
+alias seeds, the sitemap walk, the state.json check and the cross-check sample.
 """
 
 import logging
@@ -18,11 +22,9 @@ from urllib.parse import urlsplit
 import scrapy
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DownloadCancelledError
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from pith.numbers import SUFFIX_RE
 from pith.parse import Limits, parse
 from pith.reasons import Reason, Rejected
 from pith.signing import utc_now
@@ -30,27 +32,31 @@ from pith.signing import utc_now
 from .. import signals as pith_signals
 from ..crawl_config import ARGUMENTS, CrawlConfig
 from ..downloading.spread import SourcePool
-from ..failures import describe, failed_request, forbidden_by_robots
-from ..items import BundleItem, FetchFailureItem
-from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, port_of, suffixes_in
+from ..items import BundleItem
+from ..links import ResolverUrls, base_of, learnt_template, mirror_bases, suffixes_in
 from ..meta_keys import Meta
 from ..scheduling.claims import BUNDLE, record_task
-from ..seeds import SeedError, alias_path
+from ..seeds import SeedError
 from ..spider_mixins.cross_check import CrossCheck
+from ..spider_mixins.fallbacks import BundleFallbacks
+from ..spider_mixins.record_pages import RecordPages
 from ..spider_mixins.sitemaps import SitemapWalk
+from ..spider_mixins.sources import RecordSources
 from ..spider_mixins.state_check import StateCheck
-from ..stat_keys import Stat, StatFamily
+from ..stat_keys import Stat
 from ..verifying.identity import bound
 from ..verifying.verifier import Verifier
+from ..verifying.verify_worker import Checked
 
 logger = logging.getLogger(__name__)
 
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
-# finish records before opening new ones, so memory and the frontier stay small (state.json: 30, sitemaps: 5)
-PRIORITY = {"manifest": 100, "bundle": 20, "fallback": 20, "page": 10, "alias": 10}
+# finish records before opening new ones, so memory and the frontier stay small
+# (state.json: 30, record pages and aliases: 10, Change Lists: 6, sitemaps: 5)
+PRIORITY = {"manifest": 100, "bundle": 20}
 
 
-class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
+class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages, BundleFallbacks, scrapy.Spider):
     name = "pith"
     custom_settings = {}
     unspread = 0  # record bundle requests still to send to the resolver: the --cross-check sample
@@ -73,36 +79,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         self.pool = SourcePool(self.sources)  # the sources bundle requests are spread over (crawler.downloading.spread)
         self.aliases: dict[str, str] = {}  # suffix -> the alias seed the resolver resolved to it
 
-    def allows_port(self, host: str, port: int) -> bool:
-        """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
-        port; one named by the resolver or a mirror only on their ports: a service on
-        another port of the same machine is not part of the crawl."""
-        if host in self.allow_hosts:
-            return True
-        return any(parts.hostname == host and port_of(parts) == port for parts in map(urlsplit, self.sources))
-
-    @property
-    def sources(self) -> list[str]:
-        """The base URLs records are fetched from: the resolver, then its mirrors."""
-        return [self.resolver.base, *self.fallbacks]
-
-    def source(self) -> str:
-        """Where a record's bundle request goes: the resolver for the --cross-check sample
-        (whose copies the other sources' are compared with), else the pool's pick."""
-        if self.unspread > 0:
-            self.unspread -= 1
-            return self.pool.take(self.resolver.base)
-        return self.pool.pick() or self.resolver.base  # every source demoted: the resolver
-
-    def add_mirror(self, base: str) -> None:
-        """A mirror the bundle requests are spread over from now on."""
-        if base != self.resolver.base and base not in self.fallbacks:
-            self.fallbacks.append(base)
-            self.pool.add(base)
-            host = urlsplit(base).hostname
-            if host is not None and host not in self.allowed_domains:
-                self.allowed_domains = sorted({*self.allowed_domains, host})
-
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> "PithSpider":
         """The spider of the crawl ``config`` describes, or (``scrapy crawl pith -a``,
@@ -121,9 +97,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         crawler.signals.connect(spider.version_refused, signal=pith_signals.version_refused)
         crawler.signals.connect(spider.reread_sitemaps, signal=pith_signals.dates_distrusted)
         return spider
-
-    def count_sources(self) -> None:
-        self.pool.join(self.crawler)
 
     def _stat(self, key: str, count: int = 1) -> None:
         self.crawler.stats.inc_value(key, count)
@@ -211,37 +184,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             return self.alias_request(task["alias"], task["depth"])
         return self.sitemap_request(task["base"] + task["path"])
 
-    def alias_request(self, alias: str, depth: int) -> scrapy.Request:
-        return scrapy.Request(
-            self.resolver.base + alias_path(alias),
-            callback=self.parse_page,
-            priority=PRIORITY["alias"],
-            errback=self.alias_failed,
-            meta={Meta.DEPTH: depth, Meta.ALIAS: alias, Meta.TASK: f"alias:{alias}"},
-        )
-
-    def page_wanted(self, depth: int, names_every_citer: bool = False) -> bool:
-        """Whether a record's page could name records its bundle does not (the bundle
-        ``names_every_citer`` when it was read and its citations are complete)."""
-        return self.pages and (self.config.max_depth < 0 or depth < self.config.max_depth) and not names_every_citer
-
-    def page_request(self, suffix: str, depth: int, task: str, bundle_failed: bool = False) -> scrapy.Request:
-        """``bundle_failed``: the record's bundle failed already, and the record is
-        counted once against --max-failures, not again when its page fails too."""
-        return scrapy.Request(
-            self.resolver.url("record_url", suffix),
-            callback=self.parse_page,
-            priority=PRIORITY["page"],
-            errback=self.page_failed,
-            dont_filter=True,
-            meta={
-                Meta.DEPTH: depth,
-                Meta.TASK: task,
-                Meta.TEMPLATE: "record_url",
-                Meta.BUNDLE_FAILED: bundle_failed,
-            },
-        )
-
     def records_in(self, body: bytes, depth: int, own: str | None = None) -> Iterator[scrapy.Request]:
         """Requests opening the records ``body`` names but its ``own``, which is open already."""
         if not self.config.follow or (0 <= self.config.max_depth < depth):
@@ -272,27 +214,6 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             },
         )
 
-    def copy_refused(self, meta: dict, reason: str) -> scrapy.Request | None:
-        """A rejected copy: counted against its source; when a mirror served it (or
-        any source served another record), the record's request again from a source
-        not tried yet (None when there is none)."""
-        base = meta[Meta.TRIED][-1]
-        wrong = reason == Reason.WRONG_RECORD
-        self.pool.judged(base, Reason.WRONG_RECORD if wrong else "rejected")
-        if base == self.resolver.base and not wrong:
-            return None
-        other = self.pool.pick(meta[Meta.TRIED])
-        if other is None:
-            return None
-        self._stat(Stat.MIRROR_REFETCHES)
-        logger.info("%s served a rejected copy (%s); fetching %s from %s", base, reason, meta[Meta.SUFFIX], other)
-        return self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
-
-    def version_refused(self, url: str, relation: str) -> None:
-        """The archive refused a verified copy from ``url``: stale or forked from the
-        version it holds (``relation``)."""
-        self.pool.judged(url, relation)
-
     def learn_redirect(self, response: Response, suffix: str) -> None:
         """A URL this spider built from a template was redirected: build the final one
         directly from now on (a static file server redirects ``/pith/<ID>`` to
@@ -312,30 +233,20 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
             self._stat(Stat.REDIRECTS_LEARNT)
             logger.info("%s redirects to %s: building %s URLs as %s", first, response.url, kind, template)
 
-    # --- callbacks -----------------------------------------------------------------
+    # --- bundles -----------------------------------------------------------------
     async def parse_bundle(self, response: Response) -> AsyncIterator[Any]:
         meta = response.meta
         suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
         self.learn_redirect(response, suffix)
         if response.status == 304:
-            self.pool.done(meta[Meta.TRIED][-1])
-            self.pool.unchanged(meta[Meta.TRIED][-1])
-            self._stat(Stat.NOT_MODIFIED)
-            self.settled(suffix, "unchanged")
-            self.aliases.pop(suffix, None)
-            if self.page_wanted(depth):  # the links are in the body we did not get again
-                yield self.page_request(suffix, depth, meta[Meta.TASK])
+            for request in self.bundle_unchanged(meta):
+                yield request
             return
         self._stat(Stat.BUNDLES_FETCHED)
         fetched_at = utc_now()
-        try:
-            # off the reactor (crawler.verifying.verifier); the parsed tree only where it is read
-            tree = suffix in self.aliases or self.config.check_state > 0 or self.config.cross_check > 0
-            checked = await self.verifier.verify(response.body, tree)
-        finally:  # outstanding until judged: a source is not given more while its copies await their verdict
-            self.pool.done(meta[Meta.TRIED][-1])
+        checked = await self.check_bundle(response.body, suffix, meta[Meta.TRIED][-1])
         # another record's bundle answers nothing (crawler.verifying.identity)
-        verdict, parsed = bound(checked.verdict, suffix, self.aliases.get(suffix)), checked.parsed
+        verdict = bound(checked.verdict, suffix, self.aliases.get(suffix))
         bundle = verdict.bundle  # taken first: the archive pipeline drops it from the verdict once stored (if read)
         item = BundleItem(
             url=response.url,
@@ -352,99 +263,51 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, scrapy.Spider):
         retry = None if verdict.ok else self.copy_refused(meta, verdict.reason)
         if retry is None:
             self.aliases.pop(suffix, None)  # the record's last copy
-        if not verdict.ok:
-            if retry is not None or verdict.reason == Reason.WRONG_RECORD:
-                item.answers = False  # a bad copy is evidence; the record is had from another source, or failed
-                yield item
-                if retry is not None:
-                    yield retry
-                else:
-                    for failed in self.record_failed(meta, response.url, Reason.WRONG_RECORD, verdict.detail):
-                        yield failed
-                return
-        else:
+        if verdict.ok:
             self.pool.served(meta[Meta.TRIED][-1])
-        if not parsed:
+        elif retry is not None or verdict.reason == Reason.WRONG_RECORD:
+            for output in self.bad_copy(meta, item, retry):
+                yield output
+            return
+        for output in self.bundle_read(response, item, checked, bundle):
+            yield output
+
+    def bundle_unchanged(self, meta: dict) -> Iterator[scrapy.Request]:
+        """A 304: the record is settled unchanged; its page is asked when it may name
+        records (the links are in the body not sent again)."""
+        self.pool.done(meta[Meta.TRIED][-1])
+        self.pool.unchanged(meta[Meta.TRIED][-1])
+        self._stat(Stat.NOT_MODIFIED)
+        self.settled(meta[Meta.SUFFIX], "unchanged")
+        self.aliases.pop(meta[Meta.SUFFIX], None)
+        if self.page_wanted(meta[Meta.DEPTH]):
+            yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK])
+
+    async def check_bundle(self, body: bytes, suffix: str, source: str) -> Checked:
+        """The bundle parsed and verified off the reactor (crawler.verifying.verifier), its
+        parsed tree kept only where it is read (an alias to check, a state.json or a
+        cross-check to compare)."""
+        try:
+            tree = suffix in self.aliases or self.config.check_state > 0 or self.config.cross_check > 0
+            return await self.verifier.verify(body, tree)
+        finally:  # outstanding until judged: a source is not given more while its copies await their verdict
+            self.pool.done(source)
+
+    def bundle_read(self, response: Response, item: BundleItem, checked: Checked, bundle: dict | None) -> Iterator[Any]:
+        """The item of a copy that answers for its record, then what it leads to: when it
+        parsed, its copies from the other sources (a cross-check), its state.json, the
+        records it names; and its record's page, when that may name more."""
+        meta = response.meta
+        suffix, depth = meta[Meta.SUFFIX], meta[Meta.DEPTH]
+        if not checked.parsed:
             yield item
             if self.page_wanted(depth):
                 yield self.page_request(suffix, depth, meta[Meta.TASK])
             return
         copies = list(self.cross_check_requests(response, item))  # marks the item: before it is yielded
         yield item
-        for request in copies:
-            yield request
-        for request in self.state_requests(response, suffix, bundle):
-            yield request
-        for request in self.records_in(response.body, depth + 1, suffix):
-            yield request
+        yield from copies
+        yield from self.state_requests(response, suffix, bundle)
+        yield from self.records_in(response.body, depth + 1, suffix)
         if self.page_wanted(depth, checked.names_every_citer):
             yield self.page_request(suffix, depth, meta[Meta.TASK])
-
-    def parse_page(self, response: Response) -> Iterator[scrapy.Request]:
-        depth = response.meta.get(Meta.DEPTH, 0)
-        suffix = next((s for s in suffixes_in(response.url.encode()) if SUFFIX_RE.match(s)), None)
-        if Meta.ALIAS in response.meta:
-            # an alias seed: the redirect landed on the record page
-            if suffix is None:
-                found = suffixes_in(response.body)
-                suffix = found[0] if len(found) == 1 else None
-            if suffix is None:
-                self._stat(Stat.SEEDS_UNRESOLVED)
-                logger.warning("alias %s did not lead to a record page", response.meta[Meta.ALIAS])
-                return
-            self.aliases[suffix] = response.meta[Meta.ALIAS]  # its bundle must carry it
-            yield from self.record_requests([suffix], depth)
-        else:
-            self._stat(Stat.PAGES_FETCHED)
-            if suffix is not None:
-                self.learn_redirect(response, suffix)
-        yield from self.records_in(response.body, depth + 1, suffix)
-
-    # --- failures ------------------------------------------------------------------
-    def bundle_failed(self, failure: Failure) -> Iterator[Any]:
-        request = failed_request(failure)
-        meta = request.meta
-        self.pool.done(meta[Meta.TRIED][-1])
-        forbidden = forbidden_by_robots(failure)  # a policy of that source, not a bad copy
-        if not forbidden:
-            self.pool.judged(meta[Meta.TRIED][-1], "failed")  # a timeout or refused connection counts as a bad copy
-        other = self.pool.pick(meta[Meta.TRIED])
-        if forbidden and other is None:  # every source tried forbids it
-            self._stat(Stat.ROBOTS_FORBIDDEN)
-            self.settled(meta[Meta.SUFFIX], "forbidden")
-            return
-        if other is not None:
-            self._stat(Stat.MIRROR_FALLBACKS)
-            logger.info("bundle %s failed (%s); trying %s", request.url, describe(failure), other)
-            yield self.bundle_request(other, meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TRIED])
-            return
-        # Scrapy cancels a download that passes DOWNLOAD_MAXSIZE, and ignores one that inflates past it
-        too_large = failure.check(DownloadCancelledError) or "DOWNLOAD_MAXSIZE" in str(failure.value)
-        reason = Reason.TOO_LARGE if too_large else Reason.FETCH_FAILED
-        limit = self.settings.getint("DOWNLOAD_MAXSIZE")
-        detail = f"body larger than the {limit}-byte limit" if too_large else describe(failure)
-        yield from self.record_failed(meta, request.url, reason, detail)
-
-    def record_failed(self, meta: dict, url: str, reason: Reason, detail: str) -> Iterator[Any]:
-        """No source gave the record: its failure, and its page when that may name more records."""
-        self.aliases.pop(meta[Meta.SUFFIX], None)
-        self._stat(StatFamily.BUNDLE_FAILURES + reason)
-        yield FetchFailureItem(
-            url=url, fetched_at=utc_now(), suffix=meta.get(Meta.SUFFIX), reason=reason, detail=detail
-        )
-        if self.page_wanted(meta[Meta.DEPTH]):  # the records beyond it are still reachable
-            yield self.page_request(meta[Meta.SUFFIX], meta[Meta.DEPTH], meta[Meta.TASK], bundle_failed=True)
-
-    def page_failed(self, failure: Failure) -> None:
-        self._stat(
-            Stat.PAGE_FAILURES_AFTER_BUNDLE
-            if failed_request(failure).meta.get(Meta.BUNDLE_FAILED)
-            else Stat.PAGE_FAILURES
-        )
-        logger.info("record page %s failed: %s", failed_request(failure).url, describe(failure))
-
-    def alias_failed(self, failure: Failure) -> None:
-        self._stat(Stat.SEEDS_UNRESOLVED)
-        logger.warning(
-            "alias %s could not be resolved: %s", failed_request(failure).meta.get(Meta.ALIAS), describe(failure)
-        )

@@ -141,6 +141,16 @@ def _datapackage(uri: str, manifests: list[dict], resources: list[dict], pages: 
     return datapackage
 
 
+def _seal(package: zipfile.ZipFile, datapackage: dict, signer: Signer) -> None:
+    """Write the package's description last, once every resource it lists is in:
+    ``datapackage.json``, and its digest signed by the archive key."""
+    raw = json.dumps(datapackage, indent=2, ensure_ascii=False).encode() + b"\n"
+    package.writestr("datapackage.json", raw, compress_type=zipfile.ZIP_DEFLATED)
+    sha256 = hashlib.sha256(raw).hexdigest()
+    digest = sign_digest({"path": "datapackage.json", "hash": f"sha256:{sha256}"}, sha256, signer)
+    package.writestr("datapackage-digest.json", json.dumps(digest, indent=2) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+
+
 def write_wacz(
     store: ObjectStore,
     keyring: Keyring,
@@ -189,14 +199,7 @@ def write_wacz(
                 "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in [PAGES_HEADER, *pages]), "utf-8"
             )
             add(PAGES, work / "pages.jsonl", zipfile.ZIP_DEFLATED)
-            datapackage = _datapackage(store.uri, manifests, resources, pages, created)
-            raw = json.dumps(datapackage, indent=2, ensure_ascii=False).encode() + b"\n"
-            package.writestr("datapackage.json", raw, compress_type=zipfile.ZIP_DEFLATED)
-            sha256 = hashlib.sha256(raw).hexdigest()
-            digest = sign_digest({"path": "datapackage.json", "hash": f"sha256:{sha256}"}, sha256, signer)
-            package.writestr(
-                "datapackage-digest.json", json.dumps(digest, indent=2) + "\n", compress_type=zipfile.ZIP_DEFLATED
-            )
+            _seal(package, _datapackage(store.uri, manifests, resources, pages, created), signer)
         size = local.stat().st_size
         dest.put_file(name, local)
         dest.flush()

@@ -29,7 +29,8 @@ import orjson
 
 from storage.archive import layout
 from storage.capture.cdxj import sort_index
-from storage.capture.warc import Exchange, FetchFailure, WarcPolicy, WarcWriter
+from storage.capture.exchanges import Exchange, FetchFailure
+from storage.capture.warc import WarcPolicy, WarcWriter
 from storage.capture.warc_salvage import salvage
 from storage.runtime.child_process import framed, keep_alive, messages
 

@@ -35,7 +35,8 @@ from storage.archive.manifest import listed
 from storage.archive.reader import table_batches
 from storage.archive.stores import ObjectInfo, ObjectStore, StorageError
 from storage.capture.captures import read_batches
-from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Exchange, FetchFailure, Run, WarcPolicy
+from storage.capture.exchanges import Exchange, FetchFailure
+from storage.capture.warc import DIGESTS_KEPT, SEED_COLUMNS, Run, WarcPolicy
 from storage.runtime.child_process import WatchedChild
 
 logger = logging.getLogger(__name__)

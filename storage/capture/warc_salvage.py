@@ -1,7 +1,7 @@
 """What a WARC writer killed mid-file leaves behind, made whole again.
 
 The writer flushes each gzipped record to its spool file as it writes it
-(``storage.capture.warc``), so a writer killed by a signal leaves every record but the one
+(``storage.capture.warc_file``), so a writer killed by a signal leaves every record but the one
 under way. ``salvage`` cuts the file after its last complete gzip member, and reads
 the ``captures`` rows and the CDXJ lines back from the records themselves (a row and
 its verdict, held in the dead writer's memory, are gone with it; its lines may not

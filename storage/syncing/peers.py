@@ -20,7 +20,7 @@ from storage.archive.folder_store import LocalStore
 from storage.archive.layout import LayoutError, check_path
 from storage.archive.open_store import open_store
 from storage.archive.stores import CHUNK, ObjectMissing, ObjectStore, StorageError
-from storage.capture.warc import Exchange, FetchFailure
+from storage.capture.exchanges import Exchange, FetchFailure
 from storage.capture.warc_process import WarcProcess
 from storage.runtime.deadline_http import NoAnswer, exchange
 
