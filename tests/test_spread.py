@@ -56,7 +56,9 @@ def test_a_mirror_serving_bad_copies_is_demoted_and_its_records_had_elsewhere(
     tmp_path, corpus_dir, corpus_catalog, mirror, seeds_file
 ):
     suffixes = sorted(corpus_catalog.suffixes)
-    good = mirror(faults=FaultPlan(latency_ms=20))
+    # the resolver answers slower than the mirror, so that the mirror has served three bad
+    # copies before the resolver alone has answered every record, however loaded the machine
+    good = mirror(faults=FaultPlan(latency_ms=150))
     bad = mirror(faults=FaultPlan(latency_ms=20, tamper=set(suffixes)))  # every copy it serves is tampered
     result = run_cli_crawl(
         tmp_path,
