@@ -65,7 +65,7 @@ class ResolverUrls:
     def host(self) -> str:
         return urlsplit(self.base).hostname or ""
 
-    def with_manifest(self, mirror_list: dict) -> "ResolverUrls":
+    def with_mirror_list(self, mirror_list: dict) -> "ResolverUrls":
         """Adopt the path templates of a mirror list (``/pith-mirrors.json``), rebased on
         this resolver: a mirror list names its own host's URLs, but we fetch from the base
         we were given."""

@@ -92,9 +92,6 @@ MANIFEST_MISUSES = re.compile(
     r"|\bsha(?:256|512)(?: and sha512)? manifests?\b",
     re.I,
 )
-# being edited elsewhere as this check came: its two log lines, its request priority and its
-# call of ResolverUrls.with_manifest are renamed for the mirror list with it
-AWAITING_THE_MIRROR_LIST = {"crawler/spiders/pith.py"}
 
 
 def manifest_misuses(text: str) -> list[str]:
@@ -104,9 +101,7 @@ def manifest_misuses(text: str) -> list[str]:
 
 def test_only_a_run_manifest_is_called_a_manifest():
     found = {
-        str(path.relative_to(ROOT)): manifest_misuses(path.read_text("utf-8"))
-        for path in [*product_modules(), *DOCS]
-        if str(path.relative_to(ROOT)) not in AWAITING_THE_MIRROR_LIST
+        str(path.relative_to(ROOT)): manifest_misuses(path.read_text("utf-8")) for path in [*product_modules(), *DOCS]
     }
     assert {path: misuses for path, misuses in found.items() if misuses} == {}
 

@@ -1,5 +1,5 @@
 """The sources a crawl fetches records from: the resolver, then its mirrors (``--mirror``,
-and those its manifest lists with ``--mirrors-from-registry``), over which the bundle
+and those its mirror list names with ``--mirrors-from-registry``), over which the bundle
 requests are spread (``crawler.downloading.spread``); and the ports of their hosts the
 crawl may reach (a spider mixin of ``pith``)."""
 

@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 SEED_BATCH = 10_000  # seeds read from a seeds file at once
 # finish records before opening new ones, so memory and the frontier stay small
 # (state.json: 30, record pages and aliases: 10, Change Lists: 6, sitemaps: 5)
-PRIORITY = {"manifest": 100, "bundle": 20}
+PRIORITY = {"mirror_list": 100, "bundle": 20}
 
 
 class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages, BundleFallbacks, scrapy.Spider):
@@ -115,8 +115,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages
         yield scrapy.Request(
             self.resolver.base + "/pith-mirrors.json",
             callback=self.parse_mirror_list,
-            errback=self.manifest_unavailable,
-            priority=PRIORITY["manifest"],
+            errback=self.mirror_list_unavailable,
+            priority=PRIORITY["mirror_list"],
             dont_filter=True,
             meta={"dont_retry": False},
         )
@@ -124,12 +124,12 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages
     def parse_mirror_list(self, response: Response) -> Iterator[scrapy.Request]:
         try:
             document = parse(response.body, self.limits).data
-            manifest = document if isinstance(document, dict) else {}
+            mirror_list = document if isinstance(document, dict) else {}
         except Rejected as rejected:
-            logger.warning("mirror manifest %s unusable (%s); using the default URL layout", response.url, rejected)
-            manifest = {}
-        self.resolver = self.resolver.with_manifest(manifest)
-        for base in mirror_bases(manifest) if self.config.mirrors_from_registry else ():
+            logger.warning("mirror list %s unusable (%s); using the default URL layout", response.url, rejected)
+            mirror_list = {}
+        self.resolver = self.resolver.with_mirror_list(mirror_list)
+        for base in mirror_bases(mirror_list) if self.config.mirrors_from_registry else ():
             parts = urlsplit(base)
             if parts.scheme in ("http", "https") and parts.hostname:  # as --resolver and --mirror are checked
                 self.add_mirror(base)
@@ -138,8 +138,8 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages
         yield from self.records_in(response.body, depth=0)
         yield from self.seed_requests()
 
-    def manifest_unavailable(self, failure: Failure) -> Iterator[scrapy.Request]:
-        logger.info("no mirror manifest at %s; using the default URL layout", self.resolver.base)
+    def mirror_list_unavailable(self, failure: Failure) -> Iterator[scrapy.Request]:
+        logger.info("no mirror list at %s; using the default URL layout", self.resolver.base)
         yield from self.seed_requests()
 
     def seed_requests(self) -> Iterator[scrapy.Request]:
