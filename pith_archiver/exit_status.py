@@ -67,7 +67,7 @@ class ConfigError(OneLineError):
     exit_code = ExitStatus.USAGE
 
 
-class RunFailed(OneLineError):
-    """The work could not be done (a store or resolver failed under it): one line, exit 4."""
+class JobFailed(OneLineError):
+    """The job could not do its work (a store or resolver failed under it): one line, exit 4."""
 
     exit_code = ExitStatus.FAILED

@@ -14,7 +14,7 @@ from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
 from storage.repair import Repair
 
-from ..exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
+from ..exit_status import EXIT_STATUS_HELP, ExitStatus, JobFailed
 from ..output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
 from ..peers.repair import repair_history, repair_setup, repair_status, show_repair
 from ..reading.archives import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
@@ -121,7 +121,7 @@ def _audit(
                 run.counts.discrepancies[found.code] += 1
                 echo(json.dumps(found.as_dict()) if as_json else found.line())
         except StorageError as exc:
-            raise RunFailed(f"audit stopped: {exc}") from None
+            raise JobFailed(f"audit stopped: {exc}") from None
     counts = run.counts
     for line in [] if as_json else [*repeats.lines(), *repair_history(run.repairs)]:
         echo(line)

@@ -14,7 +14,7 @@ from storage.archive.stores import ObjectStore, StorageError
 from storage.publishing.export import ExportError, export_bag, export_dataset
 
 from ..crawl.setup import SINGLE_WRITER_HELP, check_store
-from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
+from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, JobFailed
 from ..option_checks import RenamedFrom, refuse
 from ..output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
 from ..reading.archives import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
@@ -136,7 +136,7 @@ def _fail(archive: str, exc: Exception, usage: type[Exception]) -> NoReturn:
     if isinstance(exc, usage):
         raise ConfigError(str(exc)) from None
     if isinstance(exc, StorageError):
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     raise exc
 
 
