@@ -1,7 +1,7 @@
 """The exit status contract every command keeps, so a scheduler that reads only the
 status knows what happened. When several apply, the first in this order wins:
 USAGE, FAILED, REJECTED, PARTIAL, OK (INTERRUPTED or TERMINATED when a signal stopped the
-run, unless its commit failed: FAILED)."""
+job, unless its commit failed: FAILED)."""
 
 from enum import IntEnum
 
@@ -23,7 +23,7 @@ class ExitStatus(IntEnum):
 
 
 # what each status means, one line each: the one table the README's, every command's help
-# (EXIT_STATUS_HELP) and a run's summary for machines (--notify, ``RunSummary``) all say
+# (EXIT_STATUS_HELP) and a job's summary for machines (--notify, ``JobSummary``) all say
 MEANING = {
     ExitStatus.OK: "done: everything asked for was archived (or unchanged), verified, or found clean",
     ExitStatus.REJECTED: (
@@ -67,7 +67,7 @@ class ConfigError(OneLineError):
     exit_code = ExitStatus.USAGE
 
 
-class RunFailed(OneLineError):
-    """The work could not be done (a store or resolver failed under it): one line, exit 4."""
+class JobFailed(OneLineError):
+    """The job could not do its work (a store or resolver failed under it): one line, exit 4."""
 
     exit_code = ExitStatus.FAILED

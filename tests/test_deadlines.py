@@ -16,9 +16,9 @@ from pith.checkpoint import log_origin
 from pith.signed_note import COSIGNATURE_KEY, NOTE_KEY, VerifierKey
 from pith.signing import Signer
 from pith_archiver.reading.sources import fetch
+from pith_archiver.reporting.job_summary import JobSummary
 from pith_archiver.reporting.metrics import push_metrics
 from pith_archiver.reporting.notify import deliver
-from pith_archiver.reporting.run_summary import RunSummary
 from pith_archiver.reporting.side_request import SideRequestBudget
 from storage.archive.folder_store import LocalStore
 from storage.runtime.deadline_http import DeadlineExceeded, NoAnswer, exchange
@@ -121,7 +121,7 @@ def notify(url: str) -> str | None:
 
 def pushgateway(url: str) -> str | None:
     try:
-        push_metrics(url, RunSummary("audit", "archive"), {}, SideRequestBudget(3.0))
+        push_metrics(url, JobSummary("audit", "archive"), {}, SideRequestBudget(3.0))
     except DeadlineExceeded as exc:
         return str(exc)
     return None

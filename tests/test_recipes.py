@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pith_archiver.reporting.run_summary import DONE
+from pith_archiver.reporting.job_summary import DONE
 from storage.serving.source import KEYRING_NAME
 from tests.plugins.cli import isolated_home
 from tests.plugins.listener import closed_port_url

@@ -14,13 +14,13 @@ from storage.audit import SIZE_RULE, Audit, AuditCounts
 from storage.log_proofs import log_findings
 from storage.repair import Repair
 
-from ..exit_status import EXIT_STATUS_HELP, ExitStatus, RunFailed
+from ..exit_status import EXIT_STATUS_HELP, ExitStatus, JobFailed
 from ..output import VERBOSE, counted, echo, log_to_stderr, say, verbosity_options
 from ..peers.repair import repair_history, repair_setup, repair_status, show_repair
 from ..reading.archives import TRUST_HELP, Trust, archive_pin_hint, open_archive, trust_options
+from ..reporting.job_hooks import JobHooks, job_hook_options
 from ..reporting.progress import progress
 from ..reporting.repeats import Repeats
-from ..reporting.run_hooks import RunHooks, run_hook_options
 
 
 @click.command(epilog=f"{TRUST_HELP}\n\n{EXIT_STATUS_HELP}")
@@ -45,7 +45,7 @@ from ..reporting.run_hooks import RunHooks, run_hook_options
     "signed by a pinned archive key, as for `sync`. A table file or index no peer has is "
     "rebuilt from the raw objects, a stale published checkpoint published again. Then audit again.",
 )
-@run_hook_options("audit")
+@job_hook_options("audit")
 @verbosity_options
 def audit(
     archive: str,
@@ -54,7 +54,7 @@ def audit(
     checkpoints: tuple[str, ...],
     repair_from: tuple[str, ...],
     verbosity: int,
-    hooks: RunHooks,
+    hooks: JobHooks,
 ) -> None:
     """Check that ARCHIVE (a folder or s3://bucket/prefix) holds what it promises.
 
@@ -121,7 +121,7 @@ def _audit(
                 run.counts.discrepancies[found.code] += 1
                 echo(json.dumps(found.as_dict()) if as_json else found.line())
         except StorageError as exc:
-            raise RunFailed(f"audit stopped: {exc}") from None
+            raise JobFailed(f"audit stopped: {exc}") from None
     counts = run.counts
     for line in [] if as_json else [*repeats.lines(), *repair_history(run.repairs)]:
         echo(line)

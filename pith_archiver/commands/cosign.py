@@ -8,7 +8,7 @@ from storage.archive.stores import StorageError
 from storage.transparency.key_logs import LogBroken
 
 from ..cosigning import cosign_logs, read_policy
-from ..exit_status import ExitStatus, RunFailed
+from ..exit_status import ExitStatus, JobFailed
 from ..output import echo, log_to_stderr, verbosity_options
 from ..reading.archives import TRUST_HELP, Trust, open_archive, trust_options
 
@@ -38,6 +38,6 @@ def cosign(archive: str, policy_file: str, trust: Trust, verbosity: int) -> None
         echo(f"log_broken {archive}: {exc}")
         raise SystemExit(ExitStatus.REJECTED) from None
     except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     echo("\n".join(lines))
     raise SystemExit(ExitStatus.OK if met else ExitStatus.REJECTED)

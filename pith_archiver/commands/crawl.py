@@ -11,7 +11,7 @@ from ..crawl import tuning
 from ..crawl.options import RENAMED_SYNC, CrawlOptions, SectionedCommand, crawl_option_list
 from ..exit_status import EXIT_STATUS_HELP, ConfigError
 from ..output import echo, verbosity_options
-from ..reporting.run_hooks import run_hook_options
+from ..reporting.job_hooks import job_hook_options
 
 if TYPE_CHECKING:
     from ..peers.sync import SyncOptions
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 @click.command(cls=SectionedCommand, epilog=EXIT_STATUS_HELP)
 @crawl_option_list
-@run_hook_options("crawl")
+@job_hook_options("crawl")
 @verbosity_options
 def crawl(**given: Any) -> None:
     """Crawl a resolver from SEEDS, verify every bundle, archive it into --out.

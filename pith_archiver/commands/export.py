@@ -14,12 +14,12 @@ from storage.archive.stores import ObjectStore, StorageError
 from storage.publishing.export import ExportError, export_bag, export_dataset
 
 from ..crawl.setup import SINGLE_WRITER_HELP, check_store
-from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, RunFailed
+from ..exit_status import EXIT_STATUS_HELP, ConfigError, ExitStatus, JobFailed
 from ..option_checks import RenamedFrom, refuse
 from ..output import QUIET, counted, echo, log_to_stderr, say, verbosity_options
 from ..reading.archives import TRUST_HELP, Trust, nothing_trusted, open_archive, open_location, trust_options
+from ..reporting.job_hooks import JobHooks, job_hook_options
 from ..reporting.progress import progress
-from ..reporting.run_hooks import RunHooks, run_hook_options
 
 RAW_IN = {  # why --with-raw does not go with the other formats
     "bag": "a bag always holds the raw bundles",
@@ -62,7 +62,7 @@ RAW_IN = {  # why --with-raw does not go with the other formats
 @click.option("--source-organization", help="With --format bag: the bag's Source-Organization (who transfers it).")
 @click.option("--s3-single-writer", is_flag=True, help=SINGLE_WRITER_HELP.replace("the crawl", "the export"))
 @trust_options
-@run_hook_options("export")
+@job_hook_options("export")
 @verbosity_options
 def export(
     archive: str,
@@ -74,7 +74,7 @@ def export(
     s3_single_writer: bool,
     trust: Trust,
     verbosity: int,
-    hooks: RunHooks,
+    hooks: JobHooks,
 ) -> None:
     """Export the committed contents of ARCHIVE (a folder or s3://bucket/prefix), in one
     of four formats:
@@ -136,7 +136,7 @@ def _fail(archive: str, exc: Exception, usage: type[Exception]) -> NoReturn:
     if isinstance(exc, usage):
         raise ConfigError(str(exc)) from None
     if isinstance(exc, StorageError):
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     raise exc
 
 
@@ -148,7 +148,7 @@ def _release(
     since: str | None,
     trust: Trust,
     writer: "Writer",
-    hooks: RunHooks,
+    hooks: JobHooks,
 ) -> None:
     """``--format release``: the archive's current snapshot (or what changed ``since``)."""
     from storage.archive.reader import CommittedArchive
@@ -196,7 +196,7 @@ def _wacz(
     since: str | None,
     trust: Trust,
     writer: "Writer",
-    hooks: RunHooks,
+    hooks: JobHooks,
 ) -> None:
     """``--format wacz``: the committed WARCs as one WACZ file (``--out`` a local path or s3://bucket/key)."""
     from storage.archive.signing_key import load_or_create

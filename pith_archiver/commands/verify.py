@@ -18,7 +18,7 @@ from storage.archive.stores import StoreRefused
 from storage.runtime.cores import available_cores
 
 from .. import FIXTURES
-from ..exit_status import ConfigError, ExitStatus, RunFailed, worst
+from ..exit_status import ConfigError, ExitStatus, JobFailed, worst
 from ..interrupts import interrupted_status
 from ..keyrings import build_keyring, keyring_options
 from ..option_checks import RenamedFrom, refuse, refuse_endpoint_without_s3
@@ -162,7 +162,7 @@ def expand_targets(paths: tuple[str, ...], s3_endpoint_url: str | None) -> list[
     try:
         targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
     except sources.SourceError as exc:
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     except StoreRefused as exc:
         raise ConfigError(str(exc)) from None
     if not targets:

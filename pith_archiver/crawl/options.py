@@ -22,7 +22,7 @@ from storage.archive.signing_key import default_key_path
 
 from ..keyrings import keyring_option, no_default_keys_option
 from ..output import Command
-from ..reporting.run_hooks import RunHooks
+from ..reporting.job_hooks import JobHooks
 from .report import FailureBudget
 from .setup import (
     SINGLE_WRITER_HELP,
@@ -167,7 +167,7 @@ CRAWL_OPTIONS = (  # in the order of the help
         "--add-signing-key",
         is_flag=True,
         help="Let this signing key start signing an archive that other keys sign (a new machine, a new key); "
-        "without it such a run is refused.",
+        "without it such a crawl or sync is refused.",
     ),
     CrawlOption(
         "archive",
@@ -368,7 +368,7 @@ class CrawlOptions:
     log_file: str | None
     stats_json: str | None
     verbosity: int
-    hooks: RunHooks
+    hooks: JobHooks
 
     @property
     def state_dir(self) -> str:

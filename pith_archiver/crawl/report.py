@@ -42,7 +42,7 @@ def allowed_failures(budget: tuple[float, bool], records: int) -> float:
 @dataclass
 class CrawlOutcome:
     status: ExitStatus
-    why: str  # one line: what the status means for this run
+    why: str  # one line: what the status means for this crawl
     failures: dict  # reason -> count
     rejections: dict  # reason -> count
 

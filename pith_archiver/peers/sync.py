@@ -18,7 +18,7 @@ from storage.syncing.sync import PeerChecks, PeerOutcome, PeerSync
 from storage.writing.writer import ArchiveWriter
 
 from ..crawl.setup import check_signing_key, check_store, signing_key_file
-from ..exit_status import ConfigError, ExitStatus, RunFailed
+from ..exit_status import ConfigError, ExitStatus, JobFailed
 from ..interrupts import interrupted_status
 from ..keyrings import build_keyring
 from ..ordered_pool import eager_map
@@ -68,20 +68,20 @@ def sync_from_archive(options: SyncOptions) -> ExitStatus:
             return status
         except PeerUnreachable as exc:  # before anything was written: every log's checkpoint is read first
             writer.abort()
-            raise RunFailed(f"peer {peer.uri}: unreachable: {exc}") from None
+            raise JobFailed(f"peer {peer.uri}: unreachable: {exc}") from None
         except StorageError as exc:  # a write failed: an interim commit, or the run's uploads
             writer.abort()
-            raise RunFailed(f"--out: {exc}") from None
+            raise JobFailed(f"--out: {exc}") from None
         except BaseException:
             writer.abort()
             raise
     if not outcomes:
         writer.abort()
-        raise RunFailed(f"peer {peer.uri}: it publishes no log of a pinned archive key")
+        raise JobFailed(f"peer {peer.uri}: it publishes no log of a pinned archive key")
     try:
         manifest = writer.commit(stats={"peer_reads": peer.reads}, params=sync.params())
     except StorageError as exc:
-        raise RunFailed(f"--out: {exc}") from None
+        raise JobFailed(f"--out: {exc}") from None
     for outcome in outcomes:
         say(_line(outcome))
     say(f"from {peer.uri}: {counted(peer.reads, 'file')} read; committed {manifest}")

@@ -29,7 +29,7 @@ from storage.archive.stores import ObjectStore, StorageError, StoreRefused
 from storage.log_proofs import NotAttested
 from storage.transparency.key_logs import LogBroken
 
-from ..exit_status import ConfigError, ExitStatus, OneLineError, RunFailed
+from ..exit_status import ConfigError, ExitStatus, JobFailed, OneLineError
 from ..keyrings import keyring_options, machine_key, pinned_keys
 from ..option_checks import refuse_endpoint_without_s3
 from ..output import Command
@@ -108,7 +108,7 @@ def open_location(uri: str, s3_endpoint_url: str | None) -> ObjectStore:
     except StoreRefused as exc:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     return store
 
 
@@ -129,7 +129,7 @@ def trusted_keyring(store: ObjectStore, trust: Trust) -> Keyring:
     except (KeyringError, StoreRefused) as exc:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
     if not len(ring):
         raise ConfigError("no key to trust: give --keyring FILE or drop --no-default-keys")
     return ring
@@ -148,11 +148,11 @@ def open_archive(uri: str, trust: Trust, elsewhere: tuple[str | None, ...] = ())
     return store, keyring
 
 
-def no_archive(uri: str, why: str) -> RunFailed:
+def no_archive(uri: str, why: str) -> JobFailed:
     """The one-line error for a folder or prefix holding no archive: a command that
     finds nothing to read has failed (exit 4), never found it clean, since an unmounted
     volume or a mistyped prefix looks just like an empty archive."""
-    return RunFailed(f"no archive at {uri}: {why}")
+    return JobFailed(f"no archive at {uri}: {why}")
 
 
 def check_holds_archive(uri: str, store: ObjectStore) -> None:
@@ -219,7 +219,7 @@ def reading(archive: str) -> Iterator[None]:
     except StoreRefused as exc:
         raise ConfigError(str(exc)) from None
     except StorageError as exc:
-        raise RunFailed(str(exc)) from None
+        raise JobFailed(str(exc)) from None
 
 
 def nothing_trusted(archive: str, exc: NothingCommitted) -> ConfigError:

@@ -1,2 +1,2 @@
-"""What a run tells whoever watches it: progress, repeated findings told once, and the
-summary, metrics and notifications a scheduled run sends when it ends."""
+"""What a command tells whoever watches it: progress, repeated findings told once, and the
+summary, metrics and notifications a scheduled job sends when it ends."""

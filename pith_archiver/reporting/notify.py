@@ -1,7 +1,7 @@
-"""``--notify URL``: POST one JSON summary of a run when it ends (a chat webhook, an
+"""``--notify URL``: POST one JSON summary of a job when it ends (a chat webhook, an
 alerting relay, a ticket system). Delivery is tried a few times, each attempt and all
 of them together within a deadline however the receiver behaves (``side_request``),
-and never changes the run's exit status: what could not be delivered is one warning line.
+and never changes the job's exit status: what could not be delivered is one warning line.
 """
 
 import json
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pith.shipped import version
 from storage.runtime.deadline_http import NoAnswer, exchange
 
-from .run_summary import RunSummary
+from .job_summary import JobSummary
 from .side_request import SideRequestBudget
 
 ATTEMPTS = 3
@@ -22,7 +22,7 @@ RETRIED_STATUSES = (408, 429, 500, 502, 503, 504)
 
 def deliver(url: str, body: bytes, budget: SideRequestBudget, attempts: int = ATTEMPTS) -> str | None:
     """POST ``body`` to ``url``; None once delivered (a 2xx), else why not."""
-    request = urllib.request.Request(  # noqa: S310 - run_hooks accepts only http(s) --notify URLs
+    request = urllib.request.Request(  # noqa: S310 - job_hooks accepts only http(s) --notify URLs
         url,
         data=body,
         method="POST",
@@ -48,11 +48,11 @@ def deliver(url: str, body: bytes, budget: SideRequestBudget, attempts: int = AT
     return f"{why} after {attempts} attempts"
 
 
-def notify(urls: Iterable[str], summary: RunSummary, budget: SideRequestBudget) -> list[str]:
+def notify(urls: Iterable[str], summary: JobSummary, budget: SideRequestBudget) -> list[str]:
     """Send the summary to every URL; the warning lines of those not delivered."""
     body = json.dumps(summary.as_dict(), sort_keys=True).encode()
     return [
-        f"warning: --notify {url}: the run summary was not delivered ({why}); the exit status is unchanged"
+        f"warning: --notify {url}: the job summary was not delivered ({why}); the exit status is unchanged"
         for url in urls
         if (why := deliver(url, body, budget)) is not None
     ]

@@ -1,10 +1,10 @@
-"""The time the HTTP requests a run makes beside its work (``--notify``,
+"""The time the HTTP requests a job makes beside its work (``--notify``,
 ``--pushgateway``) may take together.
 
 Each request is one exchange within its own deadline (``storage.runtime.deadline_http``), of
 which only the status line and headers are waited for: a body, however large or slow,
-is never read. Together the side requests of a run have a budget
-(``SideRequestBudget``), so a run with several of them, retries included, still ends
+is never read. Together the side requests of a job have a budget
+(``SideRequestBudget``), so a job with several of them, retries included, still ends
 in bounded time.
 """
 
@@ -12,12 +12,12 @@ import os
 import time
 
 ATTEMPT_SECONDS = 10.0  # one request, from the name lookup to the answer's headers
-BUDGET_SECONDS = 40.0  # every side request of a run together, retries and their pauses included
+BUDGET_SECONDS = 40.0  # every side request of a job together, retries and their pauses included
 BUDGET_VARIABLE = "PITH_ARCHIVER_SIDE_REQUEST_SECONDS"  # overrides BUDGET_SECONDS (a shorter wait in tests)
 
 
 class SideRequestBudget:
-    """The seconds left for a run's side requests; each attempt gets at most
+    """The seconds left for a job's side requests; each attempt gets at most
     ``ATTEMPT_SECONDS`` of them."""
 
     def __init__(self, seconds: float | None = None) -> None:
@@ -35,4 +35,4 @@ class SideRequestBudget:
         return min(self.attempt_seconds, self.left())
 
     def spent(self) -> str:
-        return f"the {self.seconds:g} s all side requests of a run may take are spent"
+        return f"the {self.seconds:g} s all side requests of a job may take are spent"

@@ -1,4 +1,4 @@
-"""What a scheduled run tells the machines watching it: ``--metrics-file`` read back
+"""What a scheduled job tells the machines watching it: ``--metrics-file`` read back
 with prometheus_client's own parser, ``--pushgateway`` and ``--notify`` received by a
 listener on loopback. All through the real command line, against the project's mirror."""
 
@@ -76,7 +76,7 @@ def test_a_crawl_writes_its_metrics_at_each_interim_commit_and_at_the_end_pushes
     during = [snapshot for snapshot in seen if snapshot["run_in_progress"] == 1]
     assert during, "no interim commit wrote the metrics file"
     assert 0 < during[0]["records_archived"] < archived
-    assert "exit_status" not in during[0]  # no run had finished before this one
+    assert "exit_status" not in during[0]  # no job had finished before this one
 
     final = metrics(metrics_file.read_text())
     assert final["labels"] == ("crawl", "archive")
@@ -106,7 +106,7 @@ def test_a_crawl_writes_its_metrics_at_each_interim_commit_and_at_the_end_pushes
 
 
 @pytest.mark.slow
-def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path, listener):
+def test_a_failed_job_keeps_the_last_success_and_its_message_is_retried(tmp_path, listener):
     metrics_file = tmp_path / "pith.prom"
     metrics_file.write_text(
         "# TYPE pith_archiver_last_success_timestamp_seconds gauge\n"
@@ -133,7 +133,7 @@ def test_a_failed_run_keeps_the_last_success_and_its_message_is_retried(tmp_path
     final = metrics(metrics_file.read_text())
     failed = int(proc.stderr.split(" failed,", 1)[0].rsplit(" ", 1)[1])  # as the one summary line says
     assert final["exit_status"] == 4 and final["records_archived"] == 0 and final["records_failed"] == failed >= 1
-    assert final["last_success_timestamp_seconds"] == 1.7e09  # kept: this run did not succeed
+    assert final["last_success_timestamp_seconds"] == 1.7e09  # kept: this job did not succeed
     assert len(hook.received) == 2 and hook.received[0].body == hook.received[1].body
     summary = json.loads(hook.received[1].body)
     assert (summary["exit_status"], summary["status"], summary["succeeded"]) == (4, "failed", False)
@@ -147,7 +147,7 @@ def test_an_unreachable_notify_url_is_one_warning_and_changes_no_exit_status(tmp
     proc = run_cli(*crawl_args(corpus_dir, mirror(), "-q", "--no-follow", "--notify", url, REAL), home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if not line.startswith("created the archiver signing key")]
-    assert len(warnings) == 1 and warnings[0].startswith(f"warning: --notify {url}: the run summary was not delivered")
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: --notify {url}: the job summary was not delivered")
     assert "after 3 attempts" in warnings[0] and "the exit status is unchanged" in warnings[0]
 
 
@@ -217,10 +217,10 @@ def test_every_attempt_and_all_of_them_share_the_budget(hostile_receiver, listen
     assert budget.attempt_seconds == 1.0
     started = time.monotonic()
     why = deliver(receiver.url, b"{}", budget)  # 1 s, a pause of 1 s, 1 s, then no time for a third
-    assert why.startswith("no answer within 1.0 s;") and why.endswith("all side requests of a run may take are spent")
+    assert why.startswith("no answer within 1.0 s;") and why.endswith("all side requests of a job may take are spent")
     assert receiver.requests == 2 and time.monotonic() - started < 3.5
     late = listener()
-    assert deliver(late.url, b"{}", budget) == "not tried; the 3 s all side requests of a run may take are spent"
+    assert deliver(late.url, b"{}", budget) == "not tried; the 3 s all side requests of a job may take are spent"
     assert late.received == []
 
 
@@ -245,6 +245,6 @@ def test_audit_ends_with_its_own_status_whatever_the_receivers_do(tmp_path, corp
         assert (
             pushed == "warning: --pushgateway: DeadlineExceeded: no answer within 1.3 s; the exit status is unchanged"
         )
-        assert notified.startswith(f"warning: --notify {hook.url}: the run summary was not delivered (no answer")
-        assert notified.endswith("the 4 s all side requests of a run may take are spent); the exit status is unchanged")
+        assert notified.startswith(f"warning: --notify {hook.url}: the job summary was not delivered (no answer")
+        assert notified.endswith("the 4 s all side requests of a job may take are spent); the exit status is unchanged")
     assert gateway.requests == 2 and hook.requests >= 2

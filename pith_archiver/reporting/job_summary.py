@@ -1,8 +1,9 @@
-"""What one run of ``crawl``, ``audit`` or ``export`` did, typed, for the machines that
-watch scheduled runs (``pith_archiver.reporting.metrics``, ``pith_archiver.reporting.notify``).
+"""What one job (one invocation of ``crawl``, ``audit`` or ``export``) did, typed, for
+the machines that watch scheduled jobs (``pith_archiver.reporting.metrics``,
+``pith_archiver.reporting.notify``).
 
 The command fills in its counts; the exit status is the one the process exits with
-(``pith_archiver.reporting.run_hooks`` reads it), so a metric or a message never disagrees with
+(``pith_archiver.reporting.job_hooks`` reads it), so a metric or a message never disagrees with
 what cron or systemd saw.
 """
 
@@ -13,22 +14,22 @@ from crawler.stat_keys import CrawlStats
 
 from ..exit_status import MEANING, ExitStatus
 
-DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the run finished and committed
+DONE = (ExitStatus.OK, ExitStatus.REJECTED, ExitStatus.PARTIAL)  # the job finished and committed
 
 
 @dataclass
-class RunSummary:
+class JobSummary:
     command: str  # crawl, audit or export
     archive: str
     started: float = field(default_factory=time.time)  # seconds since the epoch
-    status: ExitStatus | None = None  # None while the run goes on (a crawl's interim commit)
+    status: ExitStatus | None = None  # None while the job goes on (a crawl's interim commit)
     why: str = ""
     archived: int = 0  # crawl: bundles archived new; audit: bundles checked; export: bundle versions exported
     unchanged: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason (audit: discrepancy code) -> count
     failed: int = 0
     requests: int = 0
-    run_id: str | None = None
+    run_id: str | None = None  # a crawl's first run, which names the crawl
     manifest: str | None = None  # the latest manifest committed, in the archive
     finished: float | None = None
 

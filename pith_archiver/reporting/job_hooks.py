@@ -1,9 +1,10 @@
-"""What a scheduled run tells the machines watching it when it ends: ``--metrics-file``,
-``--pushgateway`` and ``--notify``, shared by ``crawl``, ``audit`` and ``export``.
+"""What a job (one invocation of ``crawl``, ``audit`` or ``export``, as cron or systemd
+starts it) tells the machines watching it when it ends: ``--metrics-file``,
+``--pushgateway`` and ``--notify``, shared by the three commands.
 
 The options are checked before the command does anything (one line, exit 2); each
 given empty means none, as a scheduled unit's command line gives an unset variable. The
-command fills in its counts (``RunHooks.update``); the exit status is the one the
+command fills in its counts (``JobHooks.update``); the exit status is the one the
 process exits with, however the command ended, so the metrics and the message always
 say what cron or systemd saw. Nothing here changes that status: a file or a push that
 fails is one warning line.
@@ -20,11 +21,11 @@ from ..crawl.setup import check_http_url
 from ..exit_status import ExitStatus
 from ..interrupts import interrupted_status
 from ..output import Command, echo
-from .run_summary import RunSummary, crawl_counts
+from .job_summary import JobSummary, crawl_counts
 from .side_request import SideRequestBudget
 
 
-class RunHooks:
+class JobHooks:
     def __init__(
         self,
         command: str,
@@ -43,10 +44,10 @@ class RunHooks:
         for url in urls:
             check_http_url(url, "--notify", "https://hooks.example.org/pith")
         self.metrics_file, self.pushgateway, self.notify_urls = metrics_file, pushgateway, urls
-        self.summary = RunSummary(command, archive)
+        self.summary = JobSummary(command, archive)
 
     def update(self, **counts: object) -> None:
-        """The run's counts so far (RunSummary fields)."""
+        """The job's counts so far (JobSummary fields)."""
         for name, value in counts.items():
             setattr(self.summary, name, value)
 
@@ -64,8 +65,8 @@ class RunHooks:
         self.update(**crawl_counts(stats), why=why)
 
     def finish(self, status: ExitStatus) -> None:
-        """Report the run. The push and the messages share one budget of time
-        (``side_request``): however their receivers behave, the run ends soon after."""
+        """Report the job. The push and the messages share one budget of time
+        (``side_request``): however their receivers behave, the job ends soon after."""
         self.summary.status, self.summary.finished = status, time.time()
         if self.metrics_file:
             self._warn_on_failure("--metrics-file", self._write_metrics)
@@ -94,7 +95,7 @@ class RunHooks:
     def _warn_on_failure(option: str, action: Callable[[], object]) -> None:
         try:
             action()
-        except Exception as exc:  # a report that fails never fails the run it reports
+        except Exception as exc:  # a report that fails never fails the job it reports
             echo(f"warning: {option}: {type(exc).__name__}: {exc}; the exit status is unchanged", err=True)
 
 
@@ -105,9 +106,9 @@ def _status_of(code: str | int | None) -> ExitStatus:
         return ExitStatus.FAILED
 
 
-def run_hook_options(command: str) -> Callable[[Command], Command]:
-    """Adds --metrics-file, --pushgateway and --notify, and ``hooks`` (a RunHooks) to
-    the command's arguments; reports the run however it ends."""
+def job_hook_options(command: str) -> Callable[[Command], Command]:
+    """Adds --metrics-file, --pushgateway and --notify, and ``hooks`` (a JobHooks) to
+    the command's arguments; reports the job however it ends."""
 
     def decorate(func: Command) -> Command:
         func = click.option(
@@ -115,15 +116,15 @@ def run_hook_options(command: str) -> Callable[[Command], Command]:
             "notify_urls",
             multiple=True,
             metavar="URL",
-            help="POST a JSON summary of the run to this http(s) URL when it ends; repeatable; empty: none.",
+            help="POST a JSON summary of the job to this http(s) URL when it ends; repeatable; empty: none.",
         )(func)
         func = click.option(
-            "--pushgateway", metavar="URL", help="Push the run's metrics to this Prometheus Pushgateway."
+            "--pushgateway", metavar="URL", help="Push the job's metrics to this Prometheus Pushgateway."
         )(func)
         func = click.option(
             "--metrics-file",
             metavar="FILE",
-            help="Write the run's Prometheus metrics to this file (node_exporter's textfile collector), "
+            help="Write the job's Prometheus metrics to this file (node_exporter's textfile collector), "
             "replaced whole at the end" + (" and at each interim commit." if command == "crawl" else "."),
         )(func)
 
@@ -135,7 +136,7 @@ def run_hook_options(command: str) -> Callable[[Command], Command]:
             notify_urls: tuple[str, ...] = (),
             **kwargs: Any,
         ) -> None:
-            hooks = RunHooks(command, kwargs.get("archive") or "", metrics_file, pushgateway, notify_urls)
+            hooks = JobHooks(command, kwargs.get("archive") or "", metrics_file, pushgateway, notify_urls)
             status = ExitStatus.FAILED  # an error nobody foresaw (the group makes it exit 4)
             try:
                 func(*args, hooks=hooks, **kwargs)
