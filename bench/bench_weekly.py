@@ -1,15 +1,15 @@
-"""A weekly run against a registry that changes (issue 47): what each run costs the
+"""A weekly crawl against a registry that changes (issue 47): what each crawl costs the
 registry (requests, counted in nginx's own access log and by the crawl) and how long it
 takes.
 
 One virtual registry of N records (the test kit's, 1% changed a week), exported week by
 week as plain files and served by nginx, crawled from its sitemap into one archive with
 the defaults users get (WARC on) but AutoThrottle off, as the other crawl benches: the
-first run (week 0); a week with honest sitemap dates (week 1); today's full conditional
+first crawl (week 0); a week with honest sitemap dates (week 1); today's full conditional
 sweep of the same week (``--recheck-after 0``: every held record asked, dates ignored); a
 week whose registry publishes ResourceSync Change Lists (week 2, ``--resourcesync``);
 and a week whose changed records kept their old dates (week 3, ``--dates lying``, no
-ResourceSync). Peak RSS is summed over every process a run starts.
+ResourceSync). Peak RSS is summed over every process a crawl starts.
 
 With ``--honest-weeks N`` (issue 64) it runs N weeks in a row instead, each with honest
 sitemap dates, and checks each week after the first against its budget: at most 1.05 x

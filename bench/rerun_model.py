@@ -1,4 +1,4 @@
-"""The model-based test of scheduled re-runs (tests/test_rerun_model.py) in its long
+"""The model-based test of scheduled re-crawls (tests/test_rerun_model.py) in its long
 profile: many simulated weeks of lying listings, clock jumps and changes, each week a
 real crawl against nginx, and of peers that grow, roll back and squat an origin, each
 week a real sync. Prints what the weeks did (runs, honest weeks and their requests

@@ -26,7 +26,7 @@ PITH_MIRROR_DEMOTE_AFTER = 3  # bad copies (rejected, wrong record, stale, forke
 # it gets no more requests
 # bundle requests in flight to a mirror until it has served good copies (crawler.downloading.spread)
 PITH_MIRROR_HOLD_BACK = 2
-PITH_LISTED_DATES = True  # a re-run skips held records its listing dates as unchanged (crawler.scheduling.freshness)
+PITH_LISTED_DATES = True  # a re-crawl skips held records its listing dates as unchanged (crawler.scheduling.freshness)
 PITH_RECHECK_AFTER_DAYS = 30.0  # ... and asks again any record not confirmed for this many days
 PITH_CONDITIONAL_REQUESTS = True  # send the validators saved at earlier commits (If-None-Match / If-Modified-Since)
 PITH_STATE_DIR = None  # where conditional-request validators live (None: off)

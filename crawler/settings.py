@@ -25,7 +25,7 @@ COOKIES_ENABLED = False
 REFERER_ENABLED = False
 # No port of ours listens during a crawl: no telnet console, and no Scrapy 2.19 remote
 # control (an HTTP server that runs code sent to it, and a job file under ~/.local/state
-# each run) for an unattended job nobody attaches to.
+# each crawl) for an unattended job nobody attaches to.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 # Those components are left out of Scrapy's base lists too (derived from Scrapy's own,
@@ -106,7 +106,7 @@ EXTENSIONS = {
     "crawler.extensions.key_watch.SigningKeyWatch": 100,
     "crawler.extensions.collector.CollectorThreshold": 0,
     "crawler.extensions.record_ledger.RecordLedger": 0,
-    "crawler.scheduling.freshness.Freshness": 0,  # PITH_ARCHIVE and PITH_LISTED_DATES: a re-run asks what changed
+    "crawler.scheduling.freshness.Freshness": 0,  # PITH_ARCHIVE and PITH_LISTED_DATES: a re-crawl asks what changed
 }
 
 # records wait on disk (PITH_FRONTIER: FrontierScheduler)

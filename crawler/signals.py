@@ -6,7 +6,7 @@
 # validators of conditional requests, a job's seen-set, a frontier's claims) is a cache
 # checked against these, and dropped where they no longer hold what it was built on.
 # ``warc``: its WARC writer (None with --no-warc), whose process hosts the verifier;
-# ``writer``: the archive writer, whose held versions a scheduled re-run asks again by.
+# ``writer``: the archive writer, whose held versions a scheduled re-crawl asks again by.
 archive_opened = object()
 # the crawl's archive (CrawlArchive) committed the final manifest, whose run id is ``run_id``
 archive_committed = object()
@@ -16,7 +16,7 @@ frontier_recovered = object()
 # a line the person running the crawl must read now (``line``): the command line prints it
 operator_notice = object()
 # a fetched bundle was rejected (``url``): its validators must not be kept, so that the
-# next run fetches it again (after a key is pinned, or an upgrade) instead of a 304
+# next crawl fetches it again (after a key is pinned, or an upgrade) instead of a 304
 bundle_rejected = object()
 # a bundle fetched from ``url`` was archived in the run whose run id is ``run_id``:
 # it is committed when that run is

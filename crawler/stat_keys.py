@@ -20,7 +20,7 @@ class Stat:
     RECORDS_SKIPPED_MAX_RECORDS: Final = "pith/records_skipped_max_records"
     RECORDS_UNACCOUNTED: Final = "pith/records_unaccounted"  # opened, never settled (crawler.extensions.record_ledger)
     SITEMAPS_SKIPPED_MAX_RECORDS: Final = "pith/sitemaps_skipped_max_records"
-    # a scheduled re-run (crawler.scheduling.freshness): held records its listing dates as
+    # a scheduled re-crawl (crawler.scheduling.freshness): held records its listing dates as
     # unchanged, not asked; sitemaps whose index date did not move, not read; the sample and
     # the records past PITH_RECHECK_AFTER_DAYS asked again; sampled records found changed
     # although dated unchanged; 1 when the source's dates are not trusted

@@ -60,7 +60,7 @@ class ArchivePipeline:
         return cls(crawler, archive)
 
     def _lost(self, item: Any, response: Any, spider: Any, failure: Failure) -> None:
-        """A pipeline raised on an item: its record is not archived, and the run must not
+        """A pipeline raised on an item: its record is not archived, and the crawl must not
         say it was (it counts against --max-failures like a record that could not be fetched)."""
         self.stats.inc_value(Stat.ITEM_ERRORS)
 

@@ -36,7 +36,7 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the one byte limit of a bundle: what the 
 DEFAULT_MAX_DEPTH = 64
 # Text may exceed its compact encoding by 5% plus 4 KiB (docs/VERIFICATION.md): the
 # default separators ', ' and ': ' of most JSON writers (+5% on the real bundles) pass,
-# a 12 MiB run of whitespace does not.
+# a 12 MiB stretch of whitespace does not.
 PADDING_RATIO = 1.05
 PADDING_BYTES = 4096
 

@@ -6,7 +6,7 @@ every alias resolved to one other record (misresolve), every bundle forged, bund
 (or robots.txt) trickled a byte at a time.
 
 A FaultPlan says what to inject; a FaultInjector applies one plan to a stream of
-requests, drawing its random rates from the plan's seed, so a run with the same
+requests, drawing its random rates from the plan's seed, so a crawl with the same
 requests in the same order injects the same faults. The answers it shapes are
 FaultyResponses, which name their fault for the request log; ``pith_testkit.server``
 is the mirror server that consults an injector.

@@ -156,7 +156,7 @@ class Paper:
 
 def text_sha256(text: str) -> str:
     """The registry's ``title_canon_sha256`` / ``abstract_canon_sha256`` rule, as checked on
-    the real bundles: SHA-256 of the lower-cased text with runs of whitespace made one space."""
+    the real bundles: SHA-256 of the lower-cased text with each stretch of whitespace made one space."""
     return hashlib.sha256(" ".join(text.split()).lower().encode("utf-8")).hexdigest()
 
 

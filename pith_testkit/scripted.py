@@ -1,5 +1,5 @@
 """A registry whose listings say whatever a test scripts, written as plain files for a
-static server (nginx): for testing a scheduled re-run against sources that lie.
+static server (nginx): for testing a scheduled re-crawl against sources that lie.
 
 The records are those ``VirtualCorpus(records, seed)`` mints; ``change`` gives one a new
 version (its bundle's append-only successor, signed by the corpus key at a moment the

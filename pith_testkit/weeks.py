@@ -1,4 +1,4 @@
-"""A registry that changes week by week, for scheduled runs to be tested and measured
+"""A registry that changes week by week, for scheduled crawls to be tested and measured
 against: ``serve --virtual N --week W`` serves the records ``--virtual N`` plans as
 they stand at the end of week W.
 

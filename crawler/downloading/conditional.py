@@ -1,4 +1,4 @@
-"""Conditional re-fetching: the validators of documents an earlier run archived, sent
+"""Conditional re-fetching: the validators of documents an earlier crawl archived, sent
 again so that an unchanged document costs a 304."""
 
 import logging
@@ -24,7 +24,7 @@ WAITING_BATCH = 256  # validators of archived bundles written to the waiting tab
 
 
 class ConditionalRequestMiddleware:
-    """Send If-None-Match / If-Modified-Since for documents fetched by an earlier run.
+    """Send If-None-Match / If-Modified-Since for documents fetched by an earlier crawl.
 
     The validators are a cache of the archive, never a truth of their own: each is
     kept with the run id of the manifest that committed its bundle, and when the
@@ -40,7 +40,7 @@ class ConditionalRequestMiddleware:
     bundle is archived (``bundle_archived``) a validator is held in memory; from then
     until its run commits (``interim_committed``, ``archive_committed``) it waits
     on disk, so a crawl of a million records holds no million validators. A rejected
-    bundle's are dropped (``bundle_rejected``): a run after its key is pinned, or after
+    bundle's are dropped (``bundle_rejected``): a crawl after its key is pinned, or after
     an upgrade, must fetch it again rather than hear 304.
     """
 
@@ -51,7 +51,7 @@ class ConditionalRequestMiddleware:
         self.stats = stats
         self.unbound = self._open_table()
         # this process's own (a private temporary database): the workers of a frontier
-        # share the validators, and a killed run's waiting ones were never committed. Never
+        # share the validators, and a killed crawl's waiting ones were never committed. Never
         # read after a crash either, so one transaction from start to end: no insert pays
         # for a commit of its own
         self.waiting = sqlite3.connect("", isolation_level=None)

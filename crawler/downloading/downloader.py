@@ -12,7 +12,7 @@ A crawl stopping at once (a second Ctrl-C, or SIGTERM: ``pith_archiver.crawl.sto
 must not wait for downloads that may take up to ``DOWNLOAD_TIMEOUT`` each, nor for a
 retry's backoff: ``drop_in_flight`` cancels every fetch the downloader holds. The
 spider never hears of a dropped request (its errback would count the record failed):
-it goes back to the scheduler, so a ``--jobdir`` keeps it for the next run.
+it goes back to the scheduler, so a ``--jobdir`` keeps it for the resumed crawl.
 """
 
 from typing import Any

@@ -191,8 +191,8 @@ class CrawlArchive:
         if self.interim is not None:
             await maybe_deferred_to_future(self.interim)
         if not self.stats.get_value(Stat.BUNDLES_FETCHED) and not self.stats.get_value(Stat.NOT_MODIFIED):
-            # a run that reached no bundle (resolver down, every seed failing) commits
-            # nothing: an empty manifest would read as a run that worked
+            # a crawl that reached no bundle (resolver down, every seed failing) commits
+            # nothing: an empty manifest would read as a crawl that worked
             await run_in_thread(self.writer.abort)
             await run_in_thread(self.uploader.close)
             logger.error("no bundle was fetched: nothing committed")

@@ -3,7 +3,7 @@
 The resolver publishes its current signing key at ``/pith-signing-key.json``. When the
 registry rotates its key, every bundle signed by the new one is ``unknown_key`` until
 an operator pins it; this extension fetches that document as the crawl opens and
-compares it with the pinned keyring, so the run says up front which key appeared
+compares it with the pinned keyring, so the crawl says up front which key appeared
 (key_id and fingerprint) and how to pin it. It never trusts the key itself.
 """
 

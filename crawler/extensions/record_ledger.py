@@ -11,7 +11,7 @@ source that answers for one record with another's leaves the one asked for open.
 
 Only the records still open are held (those in flight), so memory does not grow with
 the crawl. When the spider closes, the ones left open are unaccounted for: counted
-(``pith/records_unaccounted``, the run's exit status 4) and named in the log.
+(``pith/records_unaccounted``, the job's exit status 4) and named in the log.
 Stats: ``pith/records/<outcome>`` per record settled.
 """
 

@@ -50,7 +50,7 @@ def claim_found(
     found: list[tuple[Opening, Kept]], ledger: ClaimLedger, limit: int, stats: StatsCollector | None
 ) -> list[Kept]:
     """Claim the records found, ``(opening, kept)`` each, in one call to the ledger per
-    run of one depth, and count the verdicts: what was kept with each record claimed
+    consecutive group of one depth, and count the verdicts: what was kept with each record claimed
     now, in order (a record named twice is claimed once)."""
     claimed = []
     for depth, group in groupby(found, key=lambda entry: entry[0][1]):

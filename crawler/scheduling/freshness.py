@@ -1,4 +1,4 @@
-"""What a scheduled re-run asks for: the records that changed, by the listing's dates,
+"""What a scheduled re-crawl asks for: the records that changed, by the listing's dates,
 and a check that those dates tell the truth.
 
 A resolver's sitemaps date each record (``<lastmod>``). A record the archive holds is
@@ -10,15 +10,15 @@ from the source and from this machine's clock is bounded both ways
 (``crawler.scheduling.listed_time``): a date in the future is no date, and a
 confirmation stamped in the future is due.
 
-Dates can lie. Each run also asks again, conditionally, a rotating sample of the held
-records (at least 64 or 1%, at most 2% of them or 10, and every record within 100 runs),
+Dates can lie. Each crawl also asks again, conditionally, a rotating sample of the held
+records (at least 64 or 1%, at most 2% of them or 10, and every record within 100 crawls),
 and every record not confirmed for ``PITH_RECHECK_AFTER_DAYS``. A held
-record the run finds changed is a lie when its listing claimed it unchanged: by its own
+record the crawl finds changed is a lie when its listing claimed it unchanged: by its own
 date, by the silence of a Change List, or by sitting in a sitemap not read because its
 index date had not moved (found when the walk ends: ``spider_idle``). The source's dates
-are then distrusted at once, in the same run: ``dates_distrusted`` is sent (the sitemap
+are then distrusted at once, in the same crawl: ``dates_distrusted`` is sent (the sitemap
 walk reads every listing again and asks every record), ``pith/lastmod_distrusted`` is
-set, and the distrust is kept in the crawl's state folder for later runs until a run
+set, and the distrust is kept in the crawl's state folder for later crawls until a crawl
 that asked every record finds no lying date. A lying date may cost requests, never a
 record.
 
@@ -27,7 +27,7 @@ that the summary's counts add up to the records held.
 
 The truth is the archive: the held versions are read from the archive writer when the
 archive is opened (``archive_opened``); confirmations and the sample's place are kept in
-the state folder, saved when the run commits, and count only for the version they
+the state folder, saved when the crawl commits its final run, and count only for the version they
 confirmed. Until the archive is opened (``ready``), no record is skipped.
 """
 
@@ -49,11 +49,11 @@ from ..crawl_config import crawl_config
 from ..items import BundleItem
 from ..stat_keys import Stat, StatFamily, read_family
 from .held_records import Asked, HeldRecords, sample_size
-from .listed_time import DAY, Listed, RunClock, changed_since, listed_date
+from .listed_time import DAY, CrawlClock, Listed, changed_since, listed_date
 
 logger = logging.getLogger(__name__)
 
-SETTLED = {"archived", "unchanged"}  # record outcomes after which a run's reading of the Change Lists is kept
+SETTLED = {"archived", "unchanged"}  # record outcomes after which a crawl's reading of the Change Lists is kept
 ASKED_STATS = {
     Asked.DATED: Stat.ASKED_DATED,
     Asked.SAMPLED: Stat.RECHECK_SAMPLE,
@@ -63,7 +63,7 @@ ASKED_STATS = {
 
 
 class HeldVersions(Protocol):
-    """What a re-run needs of the archive writer (``archive_opened``'s ``writer``)."""
+    """What a re-crawl needs of the archive writer (``archive_opened``'s ``writer``)."""
 
     def held_versions(self) -> Iterator[tuple[str, bytes, int, int]]:
         """``(pith_number, bundle digest, built_at, fetched_at)`` of each record's current
@@ -72,7 +72,7 @@ class HeldVersions(Protocol):
 
 
 class Freshness:
-    """Extension: which held records a run asks for, and whether their dates lie.
+    """Extension: which held records a crawl asks for, and whether their dates lie.
 
     The spider's listing walks use it through ``crawler.get_extension``: ``ready``,
     ``clock``, ``may_trust_listings``, ``wants``/``reads_sitemap``/``sample`` for the
@@ -87,20 +87,20 @@ class Freshness:
         self.source = source
         self.recheck_after = recheck_after // timedelta(microseconds=1)  # the clock's unit
         self.stats = stats
-        self.clock = RunClock()
-        self.rerun = self.state_path.exists()  # a run before this one committed here
+        self.clock = CrawlClock()
+        self.recrawl = self.state_path.exists()  # a crawl before this one committed here
         self.state: dict[str, Any] = self._read_state()
         self.distrusted = source in self.state["distrusted"]
-        self.swept = self.distrusted  # a run that asks every record: it may clear the distrust
+        self.swept = self.distrusted  # a crawl that asks every record: it may clear the distrust
         self.lies = 0
         self.listing_read = False  # a sitemap or Change List was read: its silence is a claim
-        self.change_lists_read = False  # every Change List was read this run
+        self.change_lists_read = False  # every Change List was read this crawl
         self.newest_change: str | None = None  # the newest change they named (the resolver's clock)
         self.reason: str | None = None  # why the crawl ended
-        self.saved = False  # the run committed, and its state was saved
-        self.bounded = False  # --max-records: a run that may not ask every record
+        self.saved = False  # the crawl's final run committed, and its state was saved
+        self.bounded = False  # --max-records: a crawl that may not ask every record
         self.held_count = 0  # records the archive holds (once it is opened)
-        self.sample_to = self.state["sample_from"]  # the bucket this run's sample ended at
+        self.sample_to = self.state["sample_from"]  # the bucket this crawl's sample ended at
         self.ready: Deferred = Deferred()
         self.records = HeldRecords(state_dir / "confirmed.sqlite3")
 
@@ -156,15 +156,15 @@ class Freshness:
 
     def may_trust_listings(self) -> bool:
         """Whether the listings alone may say what changed (the Change Lists read instead
-        of the sitemaps): a re-run (a run committed here before), and, once the archive
+        of the sitemaps): a re-crawl (a crawl committed here before), and, once the archive
         is open, one that holds records whose source's dates are trusted."""
-        return self.rerun and (not self.ready.called or (self.held_count > 0 and not self.distrusted))
+        return self.recrawl and (not self.ready.called or (self.held_count > 0 and not self.distrusted))
 
     def sample(self) -> list[str]:
-        """The held records this run asks again whatever their dates: the next
+        """The held records this crawl asks again whatever their dates: the next
         ``sample_size`` of the rotation (the held records in the order of their bucket,
         from where the last sample ended), and those not confirmed for
-        ``PITH_RECHECK_AFTER_DAYS`` (or confirmed later than the clock now: by a run
+        ``PITH_RECHECK_AFTER_DAYS`` (or confirmed later than the clock now: by a crawl
         whose clock was fast)."""
         if not self.held_count or self.distrusted:
             return []
@@ -201,7 +201,7 @@ class Freshness:
         if version is None:
             return True  # not held: new to the archive
         built, listed_then = self._then(*version)
-        if listed is None:  # no date (or one in the future): as a run without dates
+        if listed is None:  # no date (or one in the future): as a crawl without dates
             changed = True
         else:
             changed = lastmod != listed_then if listed_then is not None else changed_since(listed, (built, False))
@@ -214,7 +214,7 @@ class Freshness:
         return self.distrusted
 
     def read_to(self) -> Listed | None:
-        """The newest change this resolver's Change Lists named in the last finished run
+        """The newest change this resolver's Change Lists named in the last finished crawl
         (None: read every page; so too a position later than the clock allows)."""
         return self.clock.bounded(listed_date(self.state["read_to"].get(self.source)))
 
@@ -253,13 +253,13 @@ class Freshness:
         return skipped
 
     def held(self, suffix: str) -> bool:
-        """Whether the archive holds the record: a link to it in a re-run walking the
+        """Whether the archive holds the record: a link to it in a re-crawl walking the
         sitemaps is left to them, which date it."""
         return self.ready.called and self.records.holds(suffix)
 
     def reads_sitemap(self, url: str, lastmod: str | None) -> bool:
         """Whether an index's child is read: not when the date the index gives it is
-        the one it had when a committed run read it (never while the dates are
+        the one it had when a crawl read it and committed (never while the dates are
         distrusted, nor for a date in the future). The date is kept when it is read."""
         dated = lastmod if self.clock.credible(lastmod) is not None else None
         if not self.distrusted and self.ready.called and dated is not None and self.state["sitemaps"].get(url) == dated:
@@ -268,7 +268,7 @@ class Freshness:
         self.state.setdefault("read", {})[url] = dated
         return True
 
-    # --- what the run found -----------------------------------------------------------
+    # --- what the crawl found ---------------------------------------------------------
     def settled(self, suffix: str | None, outcome: str) -> None:
         if outcome == "unchanged" and suffix:
             self.records.confirm(suffix, None, self.clock.now)
@@ -278,14 +278,14 @@ class Freshness:
             return
         sha = item.verdict.bundle_sha256
         digest = bytes.fromhex(sha) if sha else None
-        # a newer version: a lie when this run's listing dated it unchanged (or, not
+        # a newer version: a lie when this crawl's listing dated it unchanged (or, not
         # read yet, when it does: ``wants``; never listed: when the walk ends, ``idle``)
         if digest is not None and self.records.renewed(item.suffix, digest):
             self._lied(item.suffix)
         self.records.confirm(item.suffix, digest, self.clock.now)
 
     def idle(self) -> None:
-        """The walk ended: a held record found changed that no listing read in this run
+        """The walk ended: a held record found changed that no listing read in this crawl
         dated (its sitemap skipped because the index date did not move, or not listed
         at all) was claimed unchanged by that silence, and is a lie like a dated one.
         Every listing is then read again before the crawl may close."""
@@ -325,14 +325,14 @@ class Freshness:
             self.stats.set_value(key, counts.get(why, 0))
 
     def committed(self, run_id: str | None = None, **_: Any) -> None:
-        """The run committed: keep its confirmations, the sitemaps it read, the rotation's
+        """The crawl committed its final run: keep its confirmations, the sitemaps it read, the rotation's
         next place and what it found of the dates."""
         if self.reason is None:
             self._count()
         self.records.keep(since=self.clock.now)
         self.state["sitemaps"].update(self.state.pop("read", {}))
         self.state["run"] = str(run_id) if run_id is not None else None
-        if not self.distrusted:  # the next run's sample follows this one's
+        if not self.distrusted:  # the next crawl's sample follows this one's
             self.state["sample_from"] = self.sample_to
         self.saved = True
         self._save()
@@ -348,9 +348,9 @@ class Freshness:
             self._save()
 
     def _save(self) -> None:
-        """The state, with what this run found of the dates: distrusted when one lied,
-        trusted again after a run that asked every record and found none lying; and how
-        far the Change Lists were read, once a finished run settled every record."""
+        """The state, with what this crawl found of the dates: distrusted when one lied,
+        trusted again after a crawl that asked every record and found none lying; and how
+        far the Change Lists were read, once a finished crawl settled every record."""
         finished = self.reason == "finished" and not self.bounded
         if self.lies:
             self.state["distrusted"][self.source] = {"lies": self.lies}

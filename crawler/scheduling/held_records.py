@@ -1,10 +1,10 @@
-"""The records an archive holds, as one re-run sees them: each current version (when it
+"""The records an archive holds, as one re-crawl sees them: each current version (when it
 was built, when this machine last confirmed it, the date its listing gave then), what
-this run's listings say of it, whether the run found it changed, and why it was asked.
+this crawl's listings say of it, whether the crawl found it changed, and why it was asked.
 
-One SQLite file in the state folder keeps the confirmations across runs
+One SQLite file in the state folder keeps the confirmations across crawls
 (``confirmed``: a record's version, when it was confirmed, the date its listing gave);
-the rest lives in temporary tables for the run. Every statement a re-run needs is here,
+the rest lives in temporary tables for the crawl. Every statement a re-crawl needs is here,
 so ``crawler.scheduling.freshness`` decides and this module only remembers.
 """
 
@@ -16,36 +16,36 @@ from pathlib import Path
 
 from storage.runtime.page_cache import PAGE_CACHE_KIB
 
-SAMPLE_FLOOR = 64  # records asked again each run, at least (within SAMPLE_CEILING)
+SAMPLE_FLOOR = 64  # records asked again each crawl, at least (within SAMPLE_CEILING)
 SAMPLE_SHARE = 0.01  # ... or this share of the held records, whichever is larger
 SAMPLE_CEILING = 0.02  # ... but never more than this share: a week's budget
 SAMPLE_SLACK = 10  # ... or than this many, in an archive so small that 2% is fewer
-ROTATION = 100  # runs in which the sample has asked every held record, at most
+ROTATION = 100  # crawls in which the sample has asked every held record, at most
 
 
 class Asked(StrEnum):
-    """Why a held record was asked in a re-run (the first reason counts)."""
+    """Why a held record was asked in a re-crawl (the first reason counts)."""
 
     DATED = "dated"  # its listing dates it changed, gives no date, or a Change List names it
-    SAMPLED = "sampled"  # this run's part of the rotating sample
+    SAMPLED = "sampled"  # this crawl's part of the rotating sample
     DUE = "due"  # not confirmed for PITH_RECHECK_AFTER_DAYS (or confirmed in the future)
     SWEPT = "swept"  # the dates are not trusted: every record is asked
 
 
 def bucket_of(suffix: str) -> int:
-    """A record's place in the sample's rotation: stable across runs and machines."""
+    """A record's place in the sample's rotation: stable across crawls and machines."""
     return int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:7], "big") >> 1
 
 
 def sample_size(held: int) -> int:
-    """How many held records a run asks again: a week's budget, and every record within
-    ``ROTATION`` runs."""
+    """How many held records a crawl asks again: a week's budget, and every record within
+    ``ROTATION`` crawls."""
     size = min(max(SAMPLE_FLOOR, int(held * SAMPLE_SHARE)), max(SAMPLE_SLACK, int(held * SAMPLE_CEILING)))
     return min(held, max(size, -(-held // ROTATION)))
 
 
 class HeldRecords:
-    """One run's view of the held records (``load`` first), over ``path``."""
+    """One crawl's view of the held records (``load`` first), over ``path``."""
 
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(str(path))
@@ -63,7 +63,7 @@ class HeldRecords:
     def load(self, versions: Iterable[tuple[str, bytes, int, int]], now: int) -> int:
         """Take each record's current version (``held_versions``) and the confirmation
         that still names it; how many records are held. A confirmation stamped after
-        ``now`` is kept as it is (due), and a fetch stamped after ``now`` (by a run whose
+        ``now`` is kept as it is (due), and a fetch stamped after ``now`` (by a crawl whose
         clock was fast) counts only until a confirmation since."""
         rows = (
             (number.rpartition(":")[2], bundle, built, fetched, bucket_of(number.rpartition(":")[2]))
@@ -89,7 +89,7 @@ class HeldRecords:
         return self.db.execute("SELECT 1 FROM held WHERE suffix = ?", (suffix,)).fetchone() is not None
 
     def listed(self, suffix: str, lastmod: str) -> None:
-        """The date this run's listing gives a record, kept when the run confirms it."""
+        """The date this crawl's listing gives a record, kept when the crawl confirms it."""
         self.db.execute("INSERT OR REPLACE INTO listed VALUES (?, ?)", (suffix, lastmod))
 
     def listed_now(self, suffix: str) -> str | None:
@@ -98,7 +98,7 @@ class HeldRecords:
 
     def asked(self, suffix: str, unchanged: bool | None, why: Asked | None) -> bool:
         """Note what the listing said of a held record and why it is asked (None: it is
-        not; the first reason counts); whether the run found it changed already."""
+        not; the first reason counts); whether the crawl found it changed already."""
         row = self.db.execute(
             "UPDATE held SET unchanged = COALESCE(?, unchanged), asked = COALESCE(asked, ?) WHERE suffix = ? "
             "RETURNING renewed",
@@ -131,7 +131,7 @@ class HeldRecords:
         return [suffix for (suffix,) in rows]
 
     def renewed(self, suffix: str, digest: bytes) -> bool | None:
-        """The run found a record's version ``digest``: when it is a newer one than held,
+        """The crawl found a record's version ``digest``: when it is a newer one than held,
         whether its listing dated it unchanged (None: not held, or the same version)."""
         row = self.db.execute("SELECT bundle, unchanged FROM held WHERE suffix = ?", (suffix,)).fetchone()
         if row is None or digest == row[0]:
@@ -140,7 +140,7 @@ class HeldRecords:
         return bool(row[1])
 
     def silent(self) -> list[str]:
-        """The records no listing dated whose change the run found: claimed unchanged by
+        """The records no listing dated whose change the crawl found: claimed unchanged by
         that silence, and marked so."""
         rows = self.db.execute("UPDATE held SET unchanged = 1 WHERE renewed = 1 AND unchanged IS NULL RETURNING suffix")
         return sorted(suffix for (suffix,) in rows.fetchall())
@@ -172,8 +172,8 @@ class HeldRecords:
         return {(Asked(why) if why else None): count for why, count in rows}
 
     def keep(self, since: int) -> None:
-        """Save the run's confirmations, each with the date this run's listing gave it
-        (the next run asks it only when that date moves), and close."""
+        """Save the crawl's confirmations, each with the date this crawl's listing gave it
+        (the next crawl asks it only when that date moves), and close."""
         self.db.execute(
             "UPDATE confirmed SET listed = l.lastmod FROM listed AS l WHERE l.suffix = confirmed.suffix AND at >= ?",
             (since,),

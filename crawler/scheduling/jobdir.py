@@ -7,7 +7,7 @@ it fails, and the resumed crawl silently drops those requests and "finishes" ear
 having archived a fraction of what it should. So the job directory is marked, under
 an exclusive lock, while a crawl uses it. A crawl that finds the mark left behind
 (nobody holds its lock) resets the frontier files and starts from its seeds again;
-nothing is lost, since records the killed run committed are not archived twice (the
+nothing is lost, since records the killed crawl committed are not archived twice (the
 archive deduplicates by bundle_sha256) and conditional requests make re-fetching them
 cheap. A mark whose lock is held means another live crawl uses the directory.
 

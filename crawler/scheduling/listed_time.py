@@ -1,20 +1,20 @@
-"""Time as a re-run reads it: the dates a source lists (``<lastmod>``, a Change List's
+"""Time as a re-crawl reads it: the dates a source lists (``<lastmod>``, a Change List's
 ``datetime``, an index's ``until``) and the stamps this machine left (confirmations,
-fetch times), each bounded by the run's own clock.
+fetch times), each bounded by the crawl's own clock.
 
-Neither side is taken on its word. A source's date later than the run's clock plus one
+Neither side is taken on its word. A source's date later than the crawl's clock plus one
 day (``SLACK``: time zones, a day-only date, a clock a little behind) is no date at all:
 the record is asked as one listed without a date, and the date is never kept. A stamp of
-this machine's later than its clock now was left by a run whose clock was fast: what it
+this machine's later than its clock now was left by a crawl whose clock was fast: what it
 confirmed is due again. So a clock that jumped once, either way, costs requests for one
-run, never a record for good.
+crawl, never a record for good.
 """
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
 DAY = 86_400_000_000  # microseconds
-SLACK = DAY  # how far past the run's clock a source's date may be and still count
+SLACK = DAY  # how far past the crawl's clock a source's date may be and still count
 
 
 def micros(when: datetime) -> int:
@@ -53,8 +53,8 @@ def changed_since(listed: Listed, then: Listed) -> bool:
 
 
 @dataclass
-class RunClock:
-    """The run's clock, read once when it starts, and the source dates it refused."""
+class CrawlClock:
+    """The crawl's clock, read once when it starts, and the source dates it refused."""
 
     now: int = field(default_factory=now_micros)
     future_dates: int = 0  # source dates past ``now + SLACK``, counted as none
@@ -69,8 +69,8 @@ class RunClock:
         return listed
 
     def bounded(self, listed: Listed | None) -> Listed | None:
-        """A date kept from an earlier run, or None when it is later than the clock
-        allows (kept by a run whose clock was fast, or before dates were bounded)."""
+        """A date kept from an earlier crawl, or None when it is later than the clock
+        allows (kept by a crawl whose clock was fast, or before dates were bounded)."""
         return None if listed is None or listed[0] > self.now + SLACK else listed
 
     def newest(self, *texts: str | None) -> str | None:

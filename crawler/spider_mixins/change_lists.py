@@ -1,19 +1,19 @@
-"""Reading a resolver's ResourceSync Change Lists instead of its sitemaps, in a re-run
+"""Reading a resolver's ResourceSync Change Lists instead of its sitemaps, in a re-crawl
 (a spider mixin of ``pith``, under ``SitemapWalk``).
 
 A resolver that publishes ResourceSync (ANSI/NISO Z39.99) names its Capability List in a
 Source Description at ``/.well-known/resourcesync``, and the Capability List names a
 Change List (or a Change List Index of them): every record that changed, with when. A
-re-run into an archive that holds records reads those instead of the sitemaps, and asks
+re-crawl into an archive that holds records reads those instead of the sitemaps, and asks
 only the records changed after the moment their listing gave when the held version was
-last confirmed (``Freshness.wants_change``; the resolver's clock, both), plus the run's
+last confirmed (``Freshness.wants_change``; the resolver's clock, both), plus the crawl's
 sample of held records. A held record the sample finds changed that no Change List
 named means the lists lie: the dates are distrusted, the sitemaps read and every record
 asked. A resolver with no ResourceSync is walked through its sitemaps as before; so is
-one whose documents cannot be read (a warning says why), and so is a first run.
+one whose documents cannot be read (a warning says why), and so is a first crawl.
 
-The pages of an index that ended before the newest change a finished run read
-(``Freshness.read_to``, kept in the state folder only when that run committed with every
+The pages of an index that ended before the newest change a finished crawl read
+(``Freshness.read_to``, kept in the state folder only when that crawl committed with every
 record it asked settled) are not read again. Change List entries are record requests
 like any other: claimed, verified, bound to the record asked for, paced.
 """
@@ -85,8 +85,8 @@ class ChangeListWalk:
         return self.crawler.get_extension(Freshness) if self.crawler.extensions is not None else None
 
     def may_read_change_lists(self) -> bool:
-        """Whether a sitemap seed starts from the Change Lists: a re-run of one machine
-        (a first run, known to be one once the archive is open, reads the sitemaps)."""
+        """Whether a sitemap seed starts from the Change Lists: a re-crawl of one machine
+        (a first crawl, known to be one once the archive is open, reads the sitemaps)."""
         freshness = self.freshness
         if freshness is None or self.crawler.settings.get("PITH_FRONTIER"):
             return False
@@ -94,9 +94,9 @@ class ChangeListWalk:
 
     def listing_request(self, sitemap: str) -> scrapy.Request:
         """The request a sitemap seed starts with: the resolver's Source Description
-        (its sitemap read instead when the Change Lists cannot be); once a run."""
+        (its sitemap read instead when the Change Lists cannot be); once a crawl."""
         walk = listing_walk(self.state)
-        if walk.sitemap_seed is not None:  # another sitemap seed, or a resumed run: read as it is
+        if walk.sitemap_seed is not None:  # another sitemap seed, or a resumed crawl: read as it is
             return self.plain_sitemap_request(sitemap)
         walk.sitemap_seed = sitemap
         return self._document(self.resolver.base + WELL_KNOWN, self.parse_source_description, sitemap)
@@ -142,7 +142,7 @@ class ChangeListWalk:
         if freshness is not None:
             await maybe_deferred_to_future(freshness.ready)
         if freshness is None or not freshness.may_trust_listings():
-            yield self.plain_sitemap_request(response.meta[FALLBACK])  # a first run, or dates not trusted
+            yield self.plain_sitemap_request(response.meta[FALLBACK])  # a first crawl, or dates not trusted
             return
         listing_walk(self.state).change_lists = ChangeLists.READING
         for request in self._follow(response, "capabilitylist", self.parse_capability_list):
@@ -165,7 +165,7 @@ class ChangeListWalk:
             yield from self._index(response, sitemap)
 
     def _index(self, response: Response, sitemap: str) -> Iterator[scrapy.Request]:
-        """A Change List Index: its pages that may name changes since the last run read them."""
+        """A Change List Index: its pages that may name changes since the last crawl read them."""
         freshness = self.freshness
         assert freshness is not None  # noqa: S101 - read only with one
         since = freshness.read_to()

@@ -1,4 +1,4 @@
-"""How far one run has read the resolver's listings (its sitemaps, or its ResourceSync
+"""How far one crawl has read the resolver's listings (its sitemaps, or its ResourceSync
 Change Lists instead): a small typed object in the spider's state, so that a ``--jobdir``
 crawl resumes it (Scrapy's SpiderState pickles it) and the sitemap and Change List
 walks share one record of it."""
@@ -9,7 +9,7 @@ from enum import StrEnum
 
 
 class ChangeLists(StrEnum):
-    """Where a run is with the resolver's Change Lists (none: not started)."""
+    """Where a crawl is with the resolver's Change Lists (none: not started)."""
 
     READING = "reading"
     READ = "read"  # every list read: what they did not name is skipped
@@ -21,15 +21,15 @@ class ListingWalk:
     sitemap_seed: str | None = None  # the sitemap a seed named (the Change Lists stand in for it)
     change_lists: ChangeLists | None = None
     change_pages: int = 1  # Change List pages still to read
-    sample_asked: bool = False  # the recheck sample asked (once a run, a resumed one too)
+    sample_asked: bool = False  # the recheck sample asked (once a crawl, a resumed one too)
     sitemaps_read: set[str] = field(default_factory=set)
     sitemaps_listed: set[str] = field(default_factory=set)  # every sitemap an index named, read or not
     sitemap_walk: deque[str] = field(default_factory=deque)  # named by an index, not yet requested
 
 
 def listing_walk(state: dict) -> ListingWalk:
-    """The run's walk, kept in the spider's ``state``."""
+    """The crawl's walk, kept in the spider's ``state``."""
     walk = state.get("listing")
-    if not isinstance(walk, ListingWalk):  # a new run, or a job saved by an older version
+    if not isinstance(walk, ListingWalk):  # a new crawl, or a job folder saved by an older version
         walk = state["listing"] = ListingWalk()
     return walk

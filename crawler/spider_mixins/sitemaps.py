@@ -1,9 +1,9 @@
 """Walking a resolver's sitemaps: an index's children one at a time, so that the walk
 stops fetching as soon as --max-records is reached (a spider mixin of ``pith``).
 
-In a scheduled re-run the listing's dates decide what is asked (crawler.scheduling.freshness):
-an index's child whose date did not move since a committed run read it is not read, a
-held record dated unchanged is not asked, the run's recheck sample is asked with the
+In a scheduled re-crawl the listing's dates decide what is asked (crawler.scheduling.freshness):
+an index's child whose date did not move since a committed crawl read it is not read, a
+held record dated unchanged is not asked, the crawl's recheck sample is asked with the
 first sitemap, and when the dates are found lying every sitemap is read again.
 
 A sitemap may be gzipped (``.xml.gz``, or any body that starts with gzip's magic number):
@@ -65,14 +65,14 @@ class SitemapWalk(ChangeListWalk):
     crawler: Crawler
     resolver: ResolverUrls
     seeds: SeedList
-    state: dict  # kept across a --jobdir resume (Scrapy's SpiderState): the run's ListingWalk
+    state: dict  # kept across a --jobdir resume (Scrapy's SpiderState): the crawl's ListingWalk
     record_requests: Callable[..., Iterator[scrapy.Request]]
     _stat: Callable[..., None]
 
     def sitemap_request(self, url: str, seed: bool = True) -> scrapy.Request:
         """A seed sitemap (a task of a shared frontier), or one a sitemap index listed: the
         worker that read the index walks those itself, one by one (``next_sitemap``). A
-        seed in a re-run of one machine starts from the resolver's Change Lists."""
+        seed in a re-crawl of one machine starts from the resolver's Change Lists."""
         if seed and self.may_read_change_lists():
             return self.listing_request(url)
         return self.plain_sitemap_request(url, seed)
@@ -113,7 +113,7 @@ class SitemapWalk(ChangeListWalk):
             else:
                 records += [s for s in suffixes_in(path.encode()) if freshness is None or freshness.wants(s, lastmod)]
         if freshness is not None and not walk.sample_asked:
-            walk.sample_asked = True  # once a run, a resumed one too
+            walk.sample_asked = True  # once a crawl, a resumed one too
             records += freshness.sample()
         for request in self.record_requests(records, 0):
             yield request
@@ -121,7 +121,7 @@ class SitemapWalk(ChangeListWalk):
             yield request
 
     def not_left_to_sitemaps(self, suffixes: list[str]) -> list[str]:
-        """Of the records a bundle links to, those to ask now: in a re-run walking the
+        """Of the records a bundle links to, those to ask now: in a re-crawl walking the
         sitemaps, a held record is asked when its sitemap dates it changed."""
         freshness = self.freshness if self.seeds.any_sitemap else None
         return suffixes if freshness is None else [s for s in suffixes if not freshness.held(s)]

@@ -30,7 +30,7 @@ PRIORITY = 30  # before more bundles: a record is finished before new ones are o
 
 def in_sample(suffix: str, share: float) -> bool:
     """Whether a record is in a ``share`` (0 to 1) of all records: the same records on
-    every run, spread evenly over the suffixes."""
+    every crawl, spread evenly over the suffixes."""
     return share >= 1 or int.from_bytes(hashlib.sha256(suffix.encode()).digest()[:4], "big") < share * 2**32
 
 

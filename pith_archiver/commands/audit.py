@@ -74,20 +74,20 @@ def audit(
     log_to_stderr(verbosity)
     store, keyring = open_archive(archive, trust, repair_from)
     setup = repair_setup(repair_from, trust) if repair_from else None
-    run = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
-    status = ExitStatus.OK if run.counts.clean else ExitStatus.REJECTED
-    why = _summary(run.counts)
+    audit_pass = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
+    status = ExitStatus.OK if audit_pass.counts.clean else ExitStatus.REJECTED
+    why = _summary(audit_pass.counts)
     if setup is not None:
         repair = Repair(store, setup.signer, setup.peers, setup.peer_keys, keys=keyring)
-        report = None if run.counts.clean else repair.run(run.damaged, run.logs())
+        report = None if audit_pass.counts.clean else repair.run(audit_pass.damaged, audit_pass.logs())
         if report is not None:
             show_repair(report, as_json)
         if report is not None and report.manifest is not None:
             if not as_json:
                 say("audit after the repair:")
-            run = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
-        status, why = repair_status(report, run.counts)
-    counts = run.counts
+            audit_pass = _audit(archive, store, keyring, as_json, checkpoints, verbosity)
+        status, why = repair_status(report, audit_pass.counts)
+    counts = audit_pass.counts
     hooks.update(archived=counts.bundles, rejected=dict(counts.discrepancies), why=why)
     if setup is not None and not as_json:
         echo(f"{status.name.lower()} (exit {int(status)}): {why}", err=status != ExitStatus.OK)
@@ -105,9 +105,9 @@ def _audit(
         def checked(counts: AuditCounts) -> None:
             update(counts.objects, status=f"{counts.manifests} manifests, {counts.bytes / 1e6:.1f} MB")
 
-        run = Audit(store, keyring, keyring, on_object=checked)
+        audit_pass = Audit(store, keyring, keyring, on_object=checked)
         try:
-            for found in run.run():
+            for found in audit_pass.run():
                 if (
                     found.code is Finding.MANIFEST_UNPINNED and found.key_id
                 ):  # the fix goes with it, where a scheduler reads
@@ -117,16 +117,16 @@ def _audit(
                 if found.reason is None or repeats.shown("bundle", found.reason, found.detail):
                     echo(json.dumps(found.as_dict()) if as_json else found.line())
             saved = {path: Path(path).read_bytes() for path in checkpoints}
-            for found in log_findings(store, run.archive_keyring, run.logs(), saved):
-                run.counts.discrepancies[found.code] += 1
+            for found in log_findings(store, audit_pass.archive_keyring, audit_pass.logs(), saved):
+                audit_pass.counts.discrepancies[found.code] += 1
                 echo(json.dumps(found.as_dict()) if as_json else found.line())
         except StorageError as exc:
             raise JobFailed(f"audit stopped: {exc}") from None
-    counts = run.counts
-    for line in [] if as_json else [*repeats.lines(), *repair_history(run.repairs)]:
+    counts = audit_pass.counts
+    for line in [] if as_json else [*repeats.lines(), *repair_history(audit_pass.repairs)]:
         echo(line)
     echo(json.dumps({"summary": counts.as_dict()}) if as_json else _summary(counts))
-    return run
+    return audit_pass
 
 
 def _summary(counts: AuditCounts) -> str:

@@ -158,7 +158,7 @@ def check_proofs(proofs: tuple[str, ...], policy_file: str | None, ring: Keyring
 
 def expand_targets(paths: tuple[str, ...], s3_endpoint_url: str | None) -> list[sources.Target]:
     """The documents PATHs stand for (the shipped registry bundles when none is given);
-    a source that cannot be read fails the run, one refused is a configuration error."""
+    a source that cannot be read fails the job, one refused is a configuration error."""
     try:
         targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
     except sources.SourceError as exc:

@@ -28,8 +28,8 @@ DEMO_PORTS = range(47000, 48000)  # the embedded mirror's, one for each archive
 
 
 def demo_port(archive: str) -> int:
-    """The embedded mirror's port for a crawl into ``archive``: the same every run, so a
-    run after the first is a re-run of the same resolver URL (by which its validators
+    """The embedded mirror's port for a crawl into ``archive``: the same every crawl, so a
+    crawl after the first is a re-crawl of the same resolver URL (by which its validators
     and dates are kept) and asks only what changed; another archive, another port."""
     digest = hashlib.sha256(archive_location(archive).encode()).hexdigest()
     return DEMO_PORTS[int(digest[:8], 16) % len(DEMO_PORTS)]

@@ -67,8 +67,8 @@ def asked_parts(stats: dict) -> str:
 
 def dates_line(stats: dict) -> str:
     """What the listing's dates saved, or that they were not trusted, with every held
-    record counted once: not asked, or asked for one reason (one line; "" in a run that
-    did not use them: a first run, no sitemap, or no dates)."""
+    record counted once: not asked, or asked for one reason (one line; "" in a crawl that
+    did not use them: a first crawl, no sitemap, or no dates)."""
     held = stats.get(Stat.RECORDS_HELD, 0)
     if not held:
         return ""
@@ -81,9 +81,9 @@ def dates_line(stats: dict) -> str:
             + (
                 f"{counted(lies, 'changed record')} as unchanged"
                 if lies
-                else "changed records as unchanged in an earlier run"
+                else "changed records as unchanged in an earlier crawl"
             )
-            + f"; {counts}; later runs ask every record until one finds the dates honest"
+            + f"; {counts}; later crawls ask every record until one finds the dates honest"
         )
     return f"dates trusted: {counts}; none of the records asked to check the dates had changed unlisted"
 

@@ -1,6 +1,6 @@
 """Everything a crawl needs, checked before its first request.
 
-A scheduled run that cannot work must say so at once, in one line, with the
+A scheduled crawl that cannot work must say so at once, in one line, with the
 configuration exit status, and leave nothing half-written: so the keyring, the
 resolver URLs, the signing key, the archive store and the frontier are each opened
 here, and a crawl never starts without its verifier.
@@ -54,7 +54,7 @@ def check_archive_keyring(keyrings: Iterable[str]) -> Keyring:
 
 
 def signing_key_file(path: str | None) -> Path:
-    """Where the run's signing key is: ``path`` (``--signing-key``), which must exist,
+    """Where the signing key of a crawl or a sync is: ``path`` (``--signing-key``), which must exist,
     since only the default key is made on first use (a mistyped path never becomes a
     new key), or the default. Checked before the archive is opened."""
     from storage.archive.signing_key import default_key_path
@@ -70,7 +70,7 @@ def signing_key_file(path: str | None) -> Path:
 def check_signing_key(
     path: str | None, store: ObjectStore | None = None, add: bool = False, named: Keyring | None = None
 ) -> Signer:
-    """The key that signs what the run commits (``signing_key_file``). A key that would
+    """The key that signs what a crawl or a sync commits (``signing_key_file``). A key that would
     start signing an archive other keys sign (a mistyped path, a new machine, a key file
     lost) is refused unless ``add`` (``--add-signing-key``) or ``named`` holds it (the
     ``--archive-keyring`` of a shared crawl's workers): audits pinning the old key would
@@ -123,7 +123,7 @@ def check_store(
     if single_writer:
         say(
             f"notice: writing to {store.uri} as its single writer, holding {WRITER_LEASE}: no other writer may use it "
-            "until this run ends",
+            "until this job ends",
             err=True,
         )
     return store

@@ -1,5 +1,5 @@
-"""Where a crawl keeps its own state between runs (validators for conditional requests,
-logs): named by the archive it writes, so a re-run of the same job finds it. Apart from
+"""Where a crawl keeps its own state between crawls (validators for conditional requests,
+logs): named by the archive it writes, so the next crawl into the same archive finds it. Apart from
 ``crawling`` because the options are checked, and a sync from a peer runs, without Scrapy."""
 
 import hashlib

@@ -137,7 +137,7 @@ class LocalStore(ObjectStore):
             temp = f"{folder}/{TEMP_PREFIX}{os.getpid()}-{next(self._names)}"
             try:
                 return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), temp
-            except FileExistsError:  # a killed run's leftover, of a process with the same id
+            except FileExistsError:  # a killed job's leftover, of a process with the same id
                 continue
 
     def _make(self, folder: str) -> None:

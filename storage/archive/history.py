@@ -210,7 +210,7 @@ class History:
     def current_dates(self) -> Iterator[tuple[str, bytes, int, int]]:
         """``(pith_number, bundle digest, built_at, fetched_at)`` of every record's current
         version, the times in microseconds since the epoch (``built_at`` the earliest
-        time when the bundle gave none): what a scheduled re-run asks again by."""
+        time when the bundle gave none): what a scheduled re-crawl asks again by."""
         self._write_waiting()
         yield from self.db.execute("SELECT number, bundle, built_at, fetched_at FROM current")
 

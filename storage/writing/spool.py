@@ -1,5 +1,5 @@
 """The local folder a run spools its table files in until they are stored: one per
-process, named by the process id, so a later run can tell a killed run's folder (its
+process, named by the process id, so a later job can tell a killed job's folder (its
 process is gone) from a live one's and remove it."""
 
 import logging
@@ -14,7 +14,7 @@ SPOOL_PREFIX = "pith-spool-"  # then the writing process's id: a dead one's fold
 
 
 def sweep_spools(spool_dir: str | Path | None = None) -> list[str]:
-    """Remove the table spool folders that killed runs left in ``spool_dir`` (default:
+    """Remove the table spool folders that killed jobs left in ``spool_dir`` (default:
     the system's temp folder): those named by a process that no longer exists. A
     folder of a live process, or one not named by a process, stays."""
     removed = []
@@ -30,7 +30,7 @@ def sweep_spools(spool_dir: str | Path | None = None) -> list[str]:
         except PermissionError:
             pass  # alive, and someone else's
     if removed:
-        logger.info("removed %d spool folders of killed runs: %s", len(removed), ", ".join(removed))
+        logger.info("removed %d spool folders of killed jobs: %s", len(removed), ", ".join(removed))
     return removed
 
 

@@ -7,7 +7,7 @@ manifest of a commit, ``storage.writing.spool`` the local folder table files are
 
 Nothing is read or written when a writer is made: ``open`` reads the committed
 archive (its history, the head of this key's attestation chain, where its log stands)
-and makes the spool folder, removing those of killed runs.
+and makes the spool folder, removing those of killed jobs.
 
 A long crawl commits as it goes: ``commit_interim`` seals what was written so far under a
 manifest of its own (a run id of its own) and carries on in a new run, so memory, and
