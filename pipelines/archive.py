@@ -137,7 +137,7 @@ class ArchivePipeline:
 
     def _from_a_mirror(self, url: str) -> bool:
         """Whether a copy came from one of the mirrors a crawl spreads over (not its resolver)."""
-        mirrors = getattr(self.crawler.spider, "fallbacks", ())
+        mirrors = getattr(self.crawler.spider, "mirrors", ())
         return bool(mirrors) and base_of(url) in mirrors  # a crawl of the resolver alone parses no URL
 
     def _add(self, add: Callable[..., Future], args: tuple) -> tuple[Future, layout.RunId]:

@@ -16,7 +16,7 @@ class RecordSources:
 
     crawler: Crawler
     resolver: ResolverUrls
-    fallbacks: list[str]  # the mirrors, in the order they were named or learnt
+    mirrors: list[str]  # in the order they were named or learnt
     allow_hosts: set[str]  # --allow-host
     allowed_domains: list[str]
     pool: SourcePool
@@ -25,7 +25,7 @@ class RecordSources:
     @property
     def sources(self) -> list[str]:
         """The base URLs records are fetched from: the resolver, then its mirrors."""
-        return [self.resolver.base, *self.fallbacks]
+        return [self.resolver.base, *self.mirrors]
 
     def allows_port(self, host: str, port: int) -> bool:
         """Of the crawl's hosts, one named by ``--allow-host`` may be fetched on any
@@ -45,8 +45,8 @@ class RecordSources:
 
     def add_mirror(self, base: str) -> None:
         """A mirror the bundle requests are spread over from now on."""
-        if base != self.resolver.base and base not in self.fallbacks:
-            self.fallbacks.append(base)
+        if base != self.resolver.base and base not in self.mirrors:
+            self.mirrors.append(base)
             self.pool.add(base)
             host = urlsplit(base).hostname
             if host is not None and host not in self.allowed_domains:

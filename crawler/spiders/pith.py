@@ -67,9 +67,9 @@ class PithSpider(CrossCheck, SitemapWalk, StateCheck, RecordSources, RecordPages
         self.config = config  # the crawl's, which every component reads (crawler.crawl_config)
         self.seeds = config.seeds
         self.resolver = ResolverUrls(config.resolver)  # learns the layout of /pith-mirrors.json
-        self.fallbacks = list(config.mirrors)  # grows with the registry's mirrors (--mirrors-from-registry)
+        self.mirrors = list(config.mirrors)  # grows with the registry's mirrors (--mirrors-from-registry)
         self.allow_hosts = set(config.allow_hosts)
-        hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.fallbacks), *self.allow_hosts}
+        hosts = {self.resolver.host, *(urlsplit(m).hostname for m in self.mirrors), *self.allow_hosts}
         self.allowed_domains = sorted(h for h in hosts if h)
         self.state = {}  # replaced by the saved one when a --jobdir crawl resumes (SpiderState)
         # record pages add the records citing one; a sitemap names every record already
