@@ -177,8 +177,8 @@ def test_a_run_committed_under_a_fast_clock_does_not_hide_the_runs_after_it(
     tmp_path, archive, corpus_dir, corpus_keyring, test_signer
 ):
     """A run whose machine's clock ran 30 days fast commits in the future; a client that
-    followed it still takes the next honest run's changes (the served moments never run
-    ahead of the serving clock, so the client never resumes from the future)."""
+    followed it still takes the next honest run's changes (a run in the future is served as
+    committed just after the newest past one, so the client never resumes from the future)."""
     raws, dst = corpus_raws(corpus_dir), tmp_path / "copy"
     fast, honest = sorted(raws)[:5], sorted(raws)[5:10]
     options = ["--keyring", str(corpus_dir / KEYRING_NAME), "--trust-archive-keys", "--reread-every", "0.1"]
@@ -210,8 +210,9 @@ def test_a_run_committed_under_a_fast_clock_does_not_hide_the_runs_after_it(
         assert set(re.findall(r"updated: \S+/pith/(\w+)/bundle\.json ->", said)) == set(fast)
 
         later = {suffix: extended(raws[suffix], "2026-06-03T00:00:00Z") for suffix in honest}
-        now = datetime.now(timezone.utc)  # this machine's honest clock: fetched and committed now
-        write_run(archive, test_signer, corpus_keyring, list(later.values()), fetched_at=now)
+        # committed by this machine's honest clock, its records fetched long before (FETCHED_AT):
+        # a run whose fetches overlapped the copy's last read loses none of them either
+        write_run(archive, test_signer, corpus_keyring, list(later.values()))
         wait_for_changes(url, 53)
         said = resync(tmp_path, "--incremental", "--changelist-uri", changelist, url, str(dst))
         assert set(honest) <= set(re.findall(r"updated: \S+/pith/(\w+)/bundle\.json ->", said))

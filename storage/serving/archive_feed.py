@@ -10,11 +10,13 @@ a Resource List, which resumes from the newest ``lastmod`` it saw, skips the cha
 that list already held and takes every later one, even from a run whose fetches
 overlapped the commit before it.
 
-A clock that ran fast when a run committed must not hide the runs after it: a client
-that saw a moment in the future would resume from it and skip every change until the
-clock caught up. So no moment given is later than the serving clock's now: such a run
-is given now (and its changes again, later, as now moves on), and the runs after it,
-committed at honest times, are all later than what a client saw.
+A run whose manifest says it committed later than the serving clock's now (its machine's
+clock ran fast) must not hide the runs after it: a client that saw that moment would
+resume from it and skip every change until the clock caught up. Such a run is served as
+committed just after the newest run committed in the past (its changes offered again
+after each later run, as duplicates a client applies harmlessly), so every moment served
+is a real commit's, whatever the clocks said, and a run that commits later at an honest
+time gives its changes at or after every moment a client can have resumed from.
 
 Nothing is read until a ResourceSync document asks: then one pass over the runs'
 ``records`` table files indexes which run first archived each record and which run
@@ -49,10 +51,6 @@ logger = logging.getLogger(__name__)
 CHANGE_COLUMNS = ["pith_number", "bundle_sha256", "raw_sha256", "fetched_at", "accepted_as_current"]
 MILLISECOND = timedelta(milliseconds=1)
 BUNDLE_TYPE = "application/json"
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _moment(text: str) -> datetime:
@@ -120,12 +118,12 @@ class ArchiveFeed:
         self._index: _Index | None = None
 
     def at(self) -> str | None:
-        return w3c(self._committed(len(self.runs) - 1, _now())) if self.runs else None
+        return w3c(self._moments()[-1]) if self.runs else None
 
     def resource(self, suffix: str, base: str) -> Described:
         version = self.served[suffix]
         run = self._indexed().current_run[self._position(suffix)]
-        moment = self._committed(run, _now()) if run >= 0 else version.built_at
+        moment = self._moments()[run] if run >= 0 else version.built_at
         return Described(
             links_for(suffix, base)["bundle"],
             w3c(moment) if moment else None,
@@ -135,18 +133,19 @@ class ArchiveFeed:
         )
 
     def spans(self) -> list[ChangeSpan]:
-        counts, now = self._indexed().counts, _now()
+        counts, moments = self._indexed().counts, self._moments()
         return [
-            ChangeSpan(run.key, w3c(self._earliest(k, now)), w3c(self._committed(k, now)), counts[k])
+            ChangeSpan(run.key, w3c(self._earliest(k, moments)), w3c(moments[k]), counts[k])
             for k, run in enumerate(self.runs)
             if counts[k]
         ]
 
     def changes(self, span: ChangeSpan, start: int, stop: int, base: str) -> Iterator[Described]:
         k = next(k for k, run in enumerate(self.runs) if run.key == span.key)
-        run, index, now = self.runs[k], self._indexed(), _now()
-        committed = self._committed(k, now)
-        earliest, latest = self._earliest(k, now), committed - MILLISECOND
+        run, index, moments = self.runs[k], self._indexed(), self._moments()
+        committed = moments[k]
+        earliest = self._earliest(k, moments)
+        latest = max(earliest, committed - MILLISECOND)  # a run in the future: its changes at its moment
         before = index.batch_starts[k]
         skip = max(0, bisect.bisect_right(before, start) - 1)  # batches wholly before ``start`` are not decoded
         n = before[skip] if before else 0
@@ -165,14 +164,21 @@ class ArchiveFeed:
                     )
                 n += 1
 
-    def _committed(self, k: int, now: datetime) -> datetime:
-        """When run ``k`` is said to have committed: never later than ``now``."""
-        return min(self.runs[k].committed_at, now)
+    def _moments(self) -> list[datetime]:
+        """When each run is said to have committed: as its manifest says, but for runs that
+        say a moment later than now (the last in ``runs``, which sort by that moment), each
+        given one millisecond after the run before it."""
+        now = datetime.now(timezone.utc)
+        moments = [run.committed_at for run in self.runs]
+        for k, run in enumerate(self.runs):
+            if run.committed_at > now:
+                before = moments[k - 1] if k else min(run.started_at, now)
+                moments[k] = before + MILLISECOND
+        return moments
 
-    def _earliest(self, k: int, now: datetime) -> datetime:
+    def _earliest(self, k: int, moments: list[datetime]) -> datetime:
         """The earliest time a change of run ``k`` is given: just after the commit before it."""
-        after = self._committed(k - 1, now) + MILLISECOND if k else min(self.runs[k].started_at, now)
-        return min(after, self._committed(k, now))
+        return moments[k - 1] + MILLISECOND if k else min(self.runs[k].started_at, moments[k] - MILLISECOND)
 
     def _position(self, suffix: str) -> int:
         return bisect.bisect_left(self.suffixes, suffix)
