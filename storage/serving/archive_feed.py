@@ -116,6 +116,8 @@ class ArchiveFeed:
         self.store, self.runs, self.suffixes, self.served = store, runs, suffixes, served
         self._lock = threading.Lock()
         self._index: _Index | None = None
+        # the moments served, and until when they hold (None: for good, no run is in the future)
+        self._served: tuple[list[datetime], datetime | None] | None = None
 
     def at(self) -> str | None:
         return w3c(self._moments()[-1]) if self.runs else None
@@ -167,14 +169,18 @@ class ArchiveFeed:
     def _moments(self) -> list[datetime]:
         """When each run is said to have committed: as its manifest says, but for runs that
         say a moment later than now (the last in ``runs``, which sort by that moment), each
-        given one millisecond after the run before it."""
+        given one millisecond after the run before it. Worked out again only when such a
+        run's moment has come (a Resource List asks once per record)."""
         now = datetime.now(timezone.utc)
-        moments = [run.committed_at for run in self.runs]
-        for k, run in enumerate(self.runs):
-            if run.committed_at > now:
-                before = moments[k - 1] if k else min(run.started_at, now)
+        served = self._served
+        if served is None or (served[1] is not None and now >= served[1]):
+            moments = [run.committed_at for run in self.runs]
+            future = [k for k, run in enumerate(self.runs) if run.committed_at > now]
+            for k in future:
+                before = moments[k - 1] if k else min(self.runs[k].started_at, now)
                 moments[k] = before + MILLISECOND
-        return moments
+            served = self._served = (moments, self.runs[future[0]].committed_at if future else None)
+        return served[0]
 
     def _earliest(self, k: int, moments: list[datetime]) -> datetime:
         """The earliest time a change of run ``k`` is given: just after the commit before it."""
