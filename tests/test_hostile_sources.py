@@ -360,7 +360,7 @@ def test_a_mirror_whose_robots_txt_forbids_the_records_leaves_them_to_the_resolv
     source, never counted as forbidden while one allows it, and the mirror is not
     demoted for it (its policy is not a bad copy)."""
     resolver, polite = mirror(), mirror(disallow=("/pith/",))
-    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", polite.url)
+    result = crawl_seeds(tmp_path, corpus_dir, resolver.url, *ONE_AT_A_TIME, "--mirror", polite.url)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert archived(tmp_path) == set(seeds)
     accounted(result, SEEDS)
