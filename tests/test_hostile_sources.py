@@ -342,7 +342,7 @@ def test_a_stale_mirror_is_counted_against_it_and_the_newer_versions_stay_curren
     assert crawl_seeds(tmp_path, corpus_dir, resolver.url).returncode == 0
     newer = {row["pith_number"]: row["bundle_sha256"] for row in read_rows(tmp_path / "archive", "records")}
 
-    again = crawl_seeds(tmp_path, corpus_dir, resolver.url, "--mirror", stale.url)
+    again = crawl_seeds(tmp_path, corpus_dir, resolver.url, *ONE_AT_A_TIME, "--mirror", stale.url)
     assert again.returncode == 0, again.stdout + again.stderr[-3000:]
     accounted(again, len(chosen))
     assert 1 <= host_stat(again, stale.url, "stale") == host_stat(again, stale.url, "requests") <= 4
