@@ -6,6 +6,8 @@ help) without importing any of them.
 """
 
 import importlib
+import os
+import sys
 from typing import Any
 
 import click
@@ -14,7 +16,7 @@ import pith_archiver
 
 from . import interrupts
 from .exit_status import EXIT_STATUS_HELP, ExitStatus
-from .output import echo
+from .output import OutputClosed, echo
 
 COMMANDS = {  # name: ("module:attribute", short help for the group's --help)
     "audit": ("pith_archiver.commands.audit:audit", "Check that an archive holds what it promises."),
@@ -58,7 +60,8 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """An error nobody foresaw is still one line and exit 4; -vv shows its traceback.
-        SIGINT and SIGTERM end any command, one line and exit 130 or 143 (``interrupts``)."""
+        SIGINT and SIGTERM end any command, one line and exit 130 or 143 (``interrupts``);
+        a closed standard output ends it silently, 141, as SIGPIPE ends a Unix tool."""
         try:
             with interrupts.raising_on_signals():
                 return super().invoke(ctx)
@@ -66,6 +69,11 @@ class LazyGroup(click.Group):
             status = interrupts.interrupted_status(exc)
             echo(f"{status.name.lower()} (exit {int(status)}): stopped before the command finished", err=True)
             ctx.exit(status)
+        except OutputClosed:
+            # what is still buffered for the closed pipe goes nowhere, not into a second
+            # error as the interpreter flushes stdout on its way out
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(ExitStatus.OUTPUT_CLOSED)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except Exception as exc:

@@ -1,7 +1,8 @@
 """The exit status contract every command keeps, so a scheduler that reads only the
 status knows what happened. When several apply, the first in this order wins:
 USAGE, FAILED, REJECTED, PARTIAL, OK (INTERRUPTED or TERMINATED when a signal stopped the
-job, unless its commit failed: FAILED)."""
+job, unless its commit failed: FAILED; OUTPUT_CLOSED when the reader of its output went
+away)."""
 
 from enum import IntEnum
 
@@ -19,6 +20,7 @@ class ExitStatus(IntEnum):
     PARTIAL = 3
     FAILED = 4
     INTERRUPTED = 130  # SIGINT (Ctrl-C)
+    OUTPUT_CLOSED = 141  # 128 + SIGPIPE, as a shell reports a tool that SIGPIPE ended
     TERMINATED = 143  # SIGTERM (systemctl stop, kill)
 
 
@@ -40,6 +42,10 @@ MEANING = {
         "nothing committed, or no archive where one was named"
     ),
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C): what was verified is committed; rerun the same command to resume",
+    ExitStatus.OUTPUT_CLOSED: (
+        "the reader of its output went away (head, after its lines): it stopped there, silently, "
+        "as SIGPIPE ends a Unix tool"
+    ),
     ExitStatus.TERMINATED: "stopped by SIGTERM, as after Ctrl-C twice: rerun the same command to resume",
 }
 

@@ -75,9 +75,20 @@ def escape_logs() -> None:
             handler.addFilter(PrintableLog())
 
 
+class OutputClosed(Exception):
+    """Whatever read the command's standard output went away (``| head``): nothing more
+    can be said there (the command line ends the job, ``ExitStatus.OUTPUT_CLOSED``)."""
+
+
 def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
-    """Print as every command does: control characters escaped (``pith.printable``)."""
-    click.echo(printable(message), err=err, nl=nl)
+    """Print as every command does: control characters escaped (``pith.printable``). A
+    closed standard output is OutputClosed; a closed stderr drops the line (there is
+    nowhere left to say anything)."""
+    try:
+        click.echo(printable(message), err=err, nl=nl)
+    except BrokenPipeError:
+        if not err:
+            raise OutputClosed from None
 
 
 def say(message: str, verbosity_needed: int = NORMAL, err: bool = False) -> None:

@@ -169,6 +169,31 @@ def test_exit_codes_from_a_real_process(corpus):
     assert codes == [0, 1, 2]
 
 
+def test_a_closed_output_ends_the_command_silently_as_sigpipe_would(corpus):
+    """The reader of stdout gone before the first line: exit 141, nothing on stderr
+    (before: "Error: BrokenPipeError", exit 4, and a second error as Python exited)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    command = [sys.executable, "-c", "from pith_archiver.cli import main; main()", "verify", str(corpus)]
+    result = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, timeout=60)
+    os.close(write_end)
+    assert (result.returncode, result.stderr) == (ExitStatus.OUTPUT_CLOSED, b"")
+
+
+@pytest.mark.skipif(not shutil.which("head"), reason="needs head(1)")
+def test_verify_into_head_prints_its_lines_and_no_error(tmp_path):
+    """As a user pipes it: head takes two lines and leaves while verify has more to say
+    (1,000 lines, past what a pipe holds); verify stops there, 141, not a word more."""
+    real = real_bundle_paths()[0]
+    for index in range(1000):
+        os.link(real, tmp_path / f"{index:04}.bundle.json")
+    verify = f"{sys.executable} -c 'from pith_archiver.cli import main; main()' verify {tmp_path}"
+    script = f"{verify} | head -n 2; echo \"status ${{PIPESTATUS[0]}}\" >&2"
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert len(result.stdout.splitlines()) == 2
+    assert result.stderr.strip() == f"status {int(ExitStatus.OUTPUT_CLOSED)}", result.stderr
+
+
 # --- through the real command line, in a subprocess -------------------------------
 
 

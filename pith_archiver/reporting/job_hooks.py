@@ -20,7 +20,7 @@ import click
 from ..crawl.setup import check_http_url
 from ..exit_status import ExitStatus
 from ..interrupts import interrupted_status
-from ..output import Command, echo
+from ..output import Command, OutputClosed, echo
 from .job_summary import JobSummary, crawl_counts
 from .side_request import SideRequestBudget
 
@@ -153,6 +153,9 @@ def job_hook_options(command: str) -> Callable[[Command], Command]:
                 raise
             except KeyboardInterrupt as exc:  # and SIGTERM (pith_archiver.interrupts)
                 status = interrupted_status(exc)
+                raise
+            except OutputClosed:
+                status = ExitStatus.OUTPUT_CLOSED
                 raise
             finally:
                 hooks.finish(status)
