@@ -98,7 +98,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the test kit (used from the checkout) and the benches
 
 import system_packages  # noqa: E402
-from bench_verify import machine  # noqa: E402
+from bench_verify import compiled, machine  # noqa: E402
 from scrapy.settings import default_settings  # noqa: E402
 from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 
@@ -651,7 +651,7 @@ def main():
     host, started = machine(), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     changed = [f"--verify-workers {w}" for w in args.verify_workers] + [f"-s {pair}" for pair in args.set]
     common = " ".join(f"{name}={value}" for name, value in SETTINGS.items())
-    print(f"ours: {', '.join(changed) or 'the defaults'}; both crawlers: {common}", flush=True)
+    print(f"ours: {', '.join(changed) or 'the defaults'}; both crawlers: {common}; {compiled(ROOT)}", flush=True)
     print(f"the bare spider, from crawler/settings.py: {' '.join(differences(shared_settings()))}", flush=True)
     pools = args.verify_workers or [None]
     for records in args.records:

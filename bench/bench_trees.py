@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_crawl import corpus_of, ours, run, start_server  # noqa: E402
+from bench_verify import compiled  # noqa: E402
 
 
 def checkout(ref: str, workdir: Path) -> Path:
@@ -50,6 +51,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XDG_CONFIG_HOME": str(workdir / "config")}
     trees = {"after": ROOT, "before": checkout(args.before, workdir)}
+    print("both trees: " + "; ".join(sorted({compiled(tree) for tree in trees.values()})), flush=True)
     corpus, site, suffixes = corpus_of(args.records, workdir)
     seeds = workdir / "seeds.txt"
     seeds.write_text("".join(f"{s}\n" for s in suffixes))

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_verify import bench_arguments, machine, replace_section, signed_messages
+from bench_verify import bench_arguments, compiled, machine, replace_section, signed_messages
 from nacl.signing import VerifyKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +84,7 @@ def main() -> None:
             ]
         )
     keyring, folder = corpus / "keyring.json", corpus / "bundles"
+    print(compiled(ROOT), file=sys.stderr)
     bundles = sorted(folder.glob("*.json"))
     cores = len(os.sched_getaffinity(0))
     verify = [sys.executable, "-m", "pith_archiver", "verify", "-q", "--keyring", str(keyring)]
@@ -167,7 +168,7 @@ def write(args, count: int, cores: int, rounds: dict, cpu: dict, floor: float) -
             "and its comparison with the state) in many small steps of a few µs each. Start-up is the last "
             "row: `verify` imports neither Scrapy nor pyarrow nor boto3.",
             "",
-            f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+            f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {compiled(ROOT)}.",
             "",
             "Reproduce from the repository root:",
             "",
