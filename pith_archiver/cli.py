@@ -6,8 +6,6 @@ help) without importing any of them.
 """
 
 import importlib
-import os
-import sys
 from typing import Any
 
 import click
@@ -69,10 +67,7 @@ class LazyGroup(click.Group):
             status = interrupts.interrupted_status(exc)
             echo(f"{status.name.lower()} (exit {int(status)}): stopped before the command finished", err=True)
             ctx.exit(status)
-        except OutputClosed:
-            # what is still buffered for the closed pipe goes nowhere, not into a second
-            # error as the interpreter flushes stdout on its way out
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OutputClosed:  # stdout already silenced (output.echo)
             ctx.exit(ExitStatus.OUTPUT_CLOSED)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise

@@ -6,6 +6,7 @@ stderr and ``-vv`` debug detail and tracebacks.
 """
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -75,19 +76,42 @@ def escape_logs() -> None:
             handler.addFilter(PrintableLog())
 
 
+REPORT_ONLY = "pith_output_is_a_report"  # the root context's meta key ``output_is_a_report`` sets
+
+
 class OutputClosed(Exception):
     """Whatever read the command's standard output went away (``| head``): nothing more
     can be said there (the command line ends the job, ``ExitStatus.OUTPUT_CLOSED``)."""
 
 
+def output_is_a_report() -> None:
+    """The running command's standard output reports on work that goes on without a
+    reader (a crawl, a sync, a server): once its reader has gone its lines are dropped,
+    and the job ends with the status of its work. Elsewhere the output is the work
+    (``verify``'s verdicts), and a closed one ends the command (OutputClosed)."""
+    click.get_current_context().find_root().meta[REPORT_ONLY] = True
+
+
+def silence_stdout() -> None:
+    """Standard output to /dev/null: what is still buffered for a closed pipe goes
+    nowhere, not into a second error (at the next line, or as the interpreter flushes
+    stdout on its way out)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
     """Print as every command does: control characters escaped (``pith.printable``). A
-    closed standard output is OutputClosed; a closed stderr drops the line (there is
-    nowhere left to say anything)."""
+    closed standard output is OutputClosed, unless the command's output is a report
+    (``output_is_a_report``); a closed stderr drops the line (there is nowhere left to
+    say anything)."""
     try:
         click.echo(printable(message), err=err, nl=nl)
     except BrokenPipeError:
-        if not err:
+        if err:
+            return
+        silence_stdout()
+        ctx = click.get_current_context(silent=True)
+        if ctx is None or not ctx.find_root().meta.get(REPORT_ONLY):
             raise OutputClosed from None
 
 

@@ -5,16 +5,20 @@ as any crawl does. Through the real command line, against real sockets; the coun
 wording from the summary's own function, over a crawl's stats."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from crawler.stat_keys import Stat
 from pith_archiver.crawl.report import report
+from pith_archiver.exit_status import ExitStatus
 from pith_archiver.output import QUIET
 from storage.archive.s3_store import S3Store
 from storage.archive.stores import StorageError
-from tests.plugins.cli import run_cli
+from tests.plugins.cli import isolated_home, run_cli
 from tests.plugins.crawling import run_cli_crawl
 
 REAL = "RLLQL6357CWNZYHNBMCYD3UK5B"
@@ -155,3 +159,22 @@ def test_a_rerun_counts_every_held_record_once_in_the_full_and_quiet_summaries(d
     trust = "dates not trusted" if distrusted else "dates trusted"
     assert f"; {trust}: {0 if distrusted else 1939} of 2000 held not asked, {reasons}" in quiet
     assert "3 dates in the future counted as none" in quiet
+
+
+def test_a_crawl_whose_output_is_closed_archives_and_ends_with_the_status_of_its_work(tmp_path):
+    """Its summary is a report on work done whether or not anyone reads it: with stdout's
+    reader gone before the first line, the crawl still archives and commits, and exits 0,
+    not 141 (verify, whose output is its work, stops there)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {**os.environ, **isolated_home(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pith_archiver", "crawl"],
+        cwd=tmp_path, env=env, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+    )  # fmt: skip
+    os.close(write_end)
+    assert result.returncode == ExitStatus.OK, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+    assert list((tmp_path / "archive" / "manifests").glob("*.json"))  # committed
+    again = run_cli("crawl", home=tmp_path).check()
+    assert "archived 0 new, 3 unchanged" in again.stdout

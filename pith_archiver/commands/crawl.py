@@ -10,7 +10,7 @@ from click.core import ParameterSource
 from ..crawl import tuning
 from ..crawl.options import RENAMED_SYNC, CrawlOptions, SectionedCommand, crawl_option_list
 from ..exit_status import EXIT_STATUS_HELP, ConfigError
-from ..output import echo, verbosity_options
+from ..output import echo, output_is_a_report, verbosity_options
 from ..reporting.job_hooks import job_hook_options
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def crawl(**given: Any) -> None:
     progress line and a summary, and Scrapy's log goes to a file the summary names.
     """
     tuning.economise()  # before anything allocates: checking the configuration does
+    output_is_a_report()  # the summary of work done whether or not anyone reads it
     options = CrawlOptions(**given)
     if options.from_archive:
         from ..peers.sync import sync_from_archive

@@ -24,7 +24,7 @@ from storage.serving.source import BundleCheck, CorpusDirectory, NoBundleFiles, 
 
 from ..exit_status import ConfigError
 from ..ordered_pool import ordered_map
-from ..output import Command, echo, log_to_stderr, verbosity_options
+from ..output import Command, echo, log_to_stderr, output_is_a_report, verbosity_options
 from ..reading.archives import (
     TRUST_HELP,
     Trust,
@@ -92,38 +92,35 @@ def limit_options(command: Command) -> Command:
     return with_options(with_limits, limit_flags())
 
 
+# the per-connection deadlines: flag, ServerLimits field, what the client has that long for
+DEADLINES = (
+    (
+        "--header-timeout",
+        "header_timeout",
+        "Seconds a client has to send a request's head (from the connection's opening or "
+        "the request's first byte); then 408 and close.",
+    ),
+    (
+        "--body-timeout",
+        "body_timeout",
+        "Seconds a client has to send the request body it declared; then 408 and close.",
+    ),
+    (
+        "--idle-timeout",
+        "idle_timeout",
+        "Seconds a keep-alive connection may wait for its next request before it is closed.",
+    ),
+    ("--send-timeout", "send_timeout", "Seconds a client has to take an answer before its connection is dropped."),
+)
+
+
 def limit_flags() -> list[Callable[[Command], Command]]:
     """The options ``limit_options`` reads, in the order ``--help`` lists them."""
     seconds = click.FloatRange(0, min_open=True)
     return [
-        click.option(
-            "--header-timeout",
-            type=seconds,
-            default=ServerLimits.header_timeout,
-            show_default=True,
-            help="Seconds a client has to send a request's head (from the connection's opening or "
-            "the request's first byte); then 408 and close.",
-        ),
-        click.option(
-            "--body-timeout",
-            type=seconds,
-            default=ServerLimits.body_timeout,
-            show_default=True,
-            help="Seconds a client has to send the request body it declared; then 408 and close.",
-        ),
-        click.option(
-            "--idle-timeout",
-            type=seconds,
-            default=ServerLimits.idle_timeout,
-            show_default=True,
-            help="Seconds a keep-alive connection may wait for its next request before it is closed.",
-        ),
-        click.option(
-            "--send-timeout",
-            type=seconds,
-            default=ServerLimits.send_timeout,
-            show_default=True,
-            help="Seconds a client has to take an answer before its connection is dropped.",
+        *(
+            click.option(flag, type=seconds, default=getattr(ServerLimits, field), show_default=True, help=text)
+            for flag, field, text in DEADLINES
         ),
         click.option(
             "--max-connections",
@@ -223,6 +220,7 @@ def serve(directory: str, trust: Trust, listening: Listening, reread_every: floa
     4 when the archive cannot be read or DIRECTORY holds neither an archive nor a
     bundle file. An archive is also a ResourceSync source: its Source Description is
     at /.well-known/resourcesync (docs/SERVING.md)."""
+    output_is_a_report()  # its URL line: the mirror serves on whether or not anyone read it
     log_to_stderr(verbosity)
     listening.serve(open_source(directory, trust), renew_every=reread_every)
 

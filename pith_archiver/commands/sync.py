@@ -9,7 +9,7 @@ import click
 from ..crawl import tuning
 from ..crawl.options import crawl_options_named
 from ..exit_status import EXIT_STATUS_HELP
-from ..output import verbosity_options
+from ..output import output_is_a_report, verbosity_options
 from ..peers.sync import SyncOptions, sync_from_archive
 
 
@@ -42,4 +42,5 @@ def sync(**given: Any) -> None:
     keys/<key_id>.json). A later sync reads only what the peer's logs added since.
     """
     tuning.economise()
+    output_is_a_report()  # the summary of a copy made whether or not anyone reads it
     sys.exit(sync_from_archive(SyncOptions(**given)))
