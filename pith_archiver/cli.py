@@ -59,7 +59,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """An error nobody foresaw is still one line and exit 4; -vv shows its traceback.
         SIGINT and SIGTERM end any command, one line and exit 130 or 143 (``interrupts``);
-        a closed standard output ends it silently, 141, as SIGPIPE ends a Unix tool."""
+        a closed standard output ends one whose output is its work silently, 141, as SIGPIPE
+        ends a Unix tool (a report's command goes on: ``output.output_is_a_report``)."""
         try:
             with interrupts.raising_on_signals():
                 return super().invoke(ctx)
