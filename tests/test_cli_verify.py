@@ -399,6 +399,31 @@ def test_help_lists_every_command_without_importing_them():
     assert not imported & {"crawler.verifying.verify_worker", "storage.writing.prepared"}, sorted(imported)
 
 
+def test_verifying_a_file_loads_nothing_only_other_paths_need(tmp_path):
+    """ctypes (a folder store's syncfs), socket (an S3 lease, botocore's errors) and
+    importlib.resources (the shipped bundles, read when no path is given) are found on
+    first use: together they were a tenth of ``verify``'s start-up."""
+    late = ["ctypes", "socket", "importlib.resources"]
+    code = (
+        "import sys, runpy; sys.argv = ['pith-archiver', 'verify', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('pith_archiver', run_name='__main__')\n"
+        f"except SystemExit as done:\n    print(done.code, [m for m in {late!r} if m in sys.modules])\n"
+    )
+    bundle = real_bundle_paths()[0]
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(bundle)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.splitlines()[-1] == "0 []", result.stdout + result.stderr
+    shipped = subprocess.run(
+        [sys.executable, "-c", code.replace(", sys.argv[1]]", "]")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "3 verified" in shipped.stdout and shipped.stdout.splitlines()[-1] == "0 ['importlib.resources']"
+
+
 def test_a_folder_lists_its_files_and_links_to_files_not_linked_folders(tmp_path):
     first, second = real_bundle_paths()[:2]
     folder = tmp_path / "bundles"

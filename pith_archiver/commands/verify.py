@@ -17,7 +17,6 @@ from pith.verdict import Status
 from storage.archive.stores import StoreRefused
 from storage.runtime.cores import available_cores
 
-from .. import FIXTURES
 from ..exit_status import ConfigError, ExitStatus, JobFailed, worst
 from ..interrupts import interrupted_status
 from ..keyrings import build_keyring, keyring_options
@@ -159,8 +158,12 @@ def check_proofs(proofs: tuple[str, ...], policy_file: str | None, ring: Keyring
 def expand_targets(paths: tuple[str, ...], s3_endpoint_url: str | None) -> list[sources.Target]:
     """The documents PATHs stand for (the shipped registry bundles when none is given);
     a source that cannot be read fails the job, one refused is a configuration error."""
+    if not paths:
+        from .. import FIXTURES  # found on first use (pith.shipped)
+
+        paths = (str(FIXTURES),)
     try:
-        targets = sources.expand(paths or [str(FIXTURES)], s3_endpoint_url)
+        targets = sources.expand(paths, s3_endpoint_url)
     except sources.SourceError as exc:
         raise JobFailed(str(exc)) from None
     except StoreRefused as exc:

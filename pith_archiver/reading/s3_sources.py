@@ -6,7 +6,6 @@ feeds, as in a folder), with the endpoint and AWS variables (credentials, region
 A prefix is told from an object as a folder is from a file: by what lies below it
 (one listing request). Errors are StorageError, naming the bucket and the cause."""
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -84,6 +83,8 @@ def folder(uri: str, endpoint_url: str | None) -> ObjectStore:
 @contextmanager
 def downloaded(uri: str, endpoint_url: str | None) -> Iterator[Path]:
     """A local copy of the object, for readers that seek (a WACZ is a ZIP), removed after."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="pith-verify-") as work:
         copy = Path(work) / uri.rsplit("/", 1)[-1]
         with open(copy, "wb") as out:

@@ -1,7 +1,6 @@
 """The folder store: an archive in a local folder, written create-only (a temp file
 hard-linked to its final name) and made durable with one sync per folder."""
 
-import ctypes
 import itertools
 import os
 import shutil
@@ -10,29 +9,30 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 from storage.archive.layout import TEMP_PREFIX, check_path
 from storage.archive.stores import CHUNK, LocalPath, ObjectMissing, ObjectStore, StorageError, StoredObject
 
 
-def _syncfs() -> Callable[[int], None] | None:
+@cache  # looked up when a store first writes: ctypes costs ``verify`` a tenth of its start-up
+def syncfs() -> Callable[[int], None] | None:
     """Linux's syncfs(2): every write to one filesystem made durable in one call (None elsewhere)."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     call = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
     if call is None:
         return None
 
-    def syncfs(fd: int) -> None:
+    def sync_filesystem(fd: int) -> None:
         if call(fd) != 0:
             number = ctypes.get_errno()
             raise OSError(number, os.strerror(number))
 
-    return syncfs
-
-
-SYNCFS = _syncfs()
+    return sync_filesystem
 
 
 def _sync(uri: str, path: str, sync: Callable[[int], None]) -> None:
@@ -129,7 +129,7 @@ class LocalStore(ObjectStore):
         filesystem cannot be synced whole, go to the next flush."""
         with self._lock:
             self._unsynced_dirs.add(target.rpartition("/")[0])
-            if SYNCFS is None:
+            if syncfs() is None:
                 self._unsynced_files.append(target)
 
     def _temp(self, folder: str) -> tuple[int, str]:
@@ -214,9 +214,10 @@ class LocalStore(ObjectStore):
         with self._lock:
             folders, self._unsynced_dirs = self._unsynced_dirs, set()
             files, self._unsynced_files = self._unsynced_files, []
-        if SYNCFS is not None:
+        whole = syncfs()
+        if whole is not None:
             if folders:  # anything written since the last flush
-                _sync(self.uri, str(self.root), SYNCFS)
+                _sync(self.uri, str(self.root), whole)
             return
         for path in [*files, *sorted(folders, key=lambda d: d.count("/"), reverse=True)]:
             _sync(self.uri, path, os.fsync)

@@ -4,7 +4,6 @@ create-only put (``storage.archive.s3_writes``)."""
 
 import base64
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -305,6 +304,8 @@ class S3Store(ObjectStore):
 def described(exc: Exception) -> str:
     """botocore's error, and for an endpoint it could not connect to, why: botocore
     names the URL but leaves out a refused connection or a name that does not resolve."""
+    import socket  # with botocore: loaded by then, where verify's start-up need not pay for it
+
     from botocore.exceptions import ConnectionError as NoConnection
 
     if not isinstance(exc, NoConnection):

@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import secrets
-import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -84,6 +83,8 @@ def probe_writes(client: Any, bucket: str, key_of: Any) -> WritePromises:
 
 def lease_document() -> bytes:
     """Who holds the lease: the host, the process, since when, and a token of its own."""
+    import socket
+
     holder = {
         "holder": f"{socket.gethostname()}.{os.getpid()}",
         "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

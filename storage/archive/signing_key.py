@@ -6,7 +6,6 @@ whoever can write to the archive cannot also sign for it.
 
 import logging
 import os
-import socket
 from pathlib import Path
 
 from pith.signing import Signer
@@ -20,6 +19,8 @@ def default_key_path() -> Path:
 
 
 def new_key_id(signer_host: str | None = None) -> str:
+    import socket  # only to name a new key: socket costs ``verify`` a fiftieth of its start-up
+
     host = "".join(c if c.isalnum() or c == "-" else "-" for c in (signer_host or socket.gethostname()).lower())
     return f"pith-archiver-{host[:40]}"
 
