@@ -15,9 +15,8 @@ def __getattr__(name: str) -> "Traversable":
     """``FIXTURES``: the real registry bundles shipped with the tool, the embedded
     default data. Package data read through importlib.resources, so it is found in a
     zipped egg too (a project Scrapyd runs): a folder when installed, a place in the
-    archive there. Found on first use: importlib.resources and what it imports cost
-    ``verify`` a tenth of its start-up, and ``verify`` reads the shipped bundles only
-    when it is given no path."""
+    archive there. Found on first use: importlib.resources brings tempfile and zipfile
+    with it, and ``verify`` reads the shipped bundles only when it is given no path."""
     if name != "FIXTURES":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _fixtures()

@@ -16,7 +16,7 @@ from storage.archive.layout import TEMP_PREFIX, check_path
 from storage.archive.stores import CHUNK, LocalPath, ObjectMissing, ObjectStore, StorageError, StoredObject
 
 
-@cache  # looked up when a store first writes: ctypes costs ``verify`` a tenth of its start-up
+@cache  # looked up when a store first writes: ctypes stays off the start-up of commands that only read
 def syncfs() -> Callable[[int], None] | None:
     """Linux's syncfs(2): every write to one filesystem made durable in one call (None elsewhere)."""
     if not sys.platform.startswith("linux"):

@@ -304,7 +304,7 @@ class S3Store(ObjectStore):
 def described(exc: Exception) -> str:
     """botocore's error, and for an endpoint it could not connect to, why: botocore
     names the URL but leaves out a refused connection or a name that does not resolve."""
-    import socket  # with botocore: loaded by then, where verify's start-up need not pay for it
+    import socket  # only for an error botocore raised: off the start-up of commands that only read
 
     from botocore.exceptions import ConnectionError as NoConnection
 

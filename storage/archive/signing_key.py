@@ -19,7 +19,7 @@ def default_key_path() -> Path:
 
 
 def new_key_id(signer_host: str | None = None) -> str:
-    import socket  # only to name a new key: socket costs ``verify`` a fiftieth of its start-up
+    import socket  # only to name a new key: off the start-up of commands that only read
 
     host = "".join(c if c.isalnum() or c == "-" else "-" for c in (signer_host or socket.gethostname()).lower())
     return f"pith-archiver-{host[:40]}"
